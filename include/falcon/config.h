@@ -1,0 +1,73 @@
+// The whole of `repos.yaml`: the spec's `clusters:` section plus three optional sections that
+// tune the layer. Plain structs with documented defaults, validated in one place
+// (load_fabric_config). docs/configuration.md is the reference for every key.
+//
+//   clusters:            # required: name -> cluster (the spec's format)
+//   xpk:                 # optional: how xpk is run
+//     binary: xpk
+//   gcp:                 # optional: Google endpoints, credentials, quotas
+//     logging_reads_per_minute: 60
+//   selection:           # optional: how clusters are chosen
+//     max_parallel_probes: 16
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "falcon/model.h"
+
+namespace falcon {
+
+struct XpkSettings {
+  std::string binary = "xpk";               // path, or a name looked up in PATH
+  std::vector<std::string> extra_args;      // added to every xpk call, e.g. --skip-validation
+  std::map<std::string, std::string> env;   // added to every xpk call's environment
+  std::string namespace_flag = "auto";      // auto (read `xpk workload create --help` once)
+                                            // | supported | unsupported
+  int command_timeout_s = 900;              // create and delete (probes use probe_timeout_s)
+  std::string gcloud_binary = "gcloud";     // used by warm-up
+  std::string state_dir;                    // empty: $XDG_STATE_HOME/falcon or
+                                            // ~/.local/state/falcon
+  bool operator==(const XpkSettings&) const = default;
+};
+
+struct GcpSettings {
+  // Empty values fall back to the environment, then to Google's hosts (see docs).
+  std::string logging_endpoint;   // FALCON_LOGGING_ENDPOINT, https://logging.googleapis.com
+  std::string storage_endpoint;   // STORAGE_EMULATOR_HOST, https://storage.googleapis.com
+  std::string token_endpoint;     // FALCON_TOKEN_ENDPOINT, https://oauth2.googleapis.com/token
+                                  // (authorized_user refresh; service accounts use token_uri)
+  std::string metadata_host;      // GCE_METADATA_HOST, metadata.google.internal
+  std::string access_token_file;  // FALCON_ACCESS_TOKEN_FILE: a file holding a bearer token
+  std::string ca_file;            // extra CA bundle for TLS; empty: the system's
+  int logging_reads_per_minute = 60;  // entries:list calls per project per minute
+  int http_timeout_s = 60;
+  int upload_chunk_bytes = 8 << 20;  // a multiple of 256 KiB
+  bool operator==(const GcpSettings&) const = default;
+};
+
+struct SelectionSettings {
+  int max_parallel_probes = 16;
+  bool operator==(const SelectionSettings&) const = default;
+};
+
+struct FabricConfig {
+  std::string source_path;              // the file it was read from
+  std::vector<ClusterConfig> clusters;  // in file order
+  XpkSettings xpk;
+  GcpSettings gcp;
+  SelectionSettings selection;
+  bool operator==(const FabricConfig&) const = default;
+};
+
+// Reads and validates `path`. Throws ClusterConfigError listing every problem, each as
+// `path:line:col: clusters.<name>.<field>: <problem>` (unreadable file, YAML syntax, missing or
+// unknown keys, wrong types, bad values, duplicates).
+FabricConfig load_fabric_config(const std::string& path);
+
+// Same, from text; `source_name` is used in messages in place of a path.
+FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& source_name);
+
+}  // namespace falcon

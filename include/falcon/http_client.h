@@ -1,0 +1,64 @@
+// HTTP, the one seam through which the layer talks to Google (and to the local fleet). The
+// libcurl implementation reuses connections, verifies TLS, honours proxy variables, accepts
+// gzip and never follows redirects unless asked. Tests substitute a fake.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace falcon {
+
+// Header list; names compare case-insensitively on lookup.
+struct HttpHeaders {
+  std::vector<std::pair<std::string, std::string>> items;
+  void set(std::string name, std::string value);  // replaces every header of that name
+  void add(std::string name, std::string value);
+  std::optional<std::string> get(const std::string& name) const;
+};
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  HttpHeaders headers;
+  std::string body;
+  std::chrono::milliseconds timeout{60'000};          // whole request
+  std::chrono::milliseconds connect_timeout{10'000};  // connection set-up
+  bool follow_redirects = false;
+};
+
+struct HttpResponse {
+  int status = 0;
+  HttpHeaders headers;
+  std::string body;
+};
+
+class HttpClient {
+ public:
+  virtual ~HttpClient() = default;
+  // Sends the request and returns whatever status came back. Blocks. Safe to call from many
+  // threads. Throws HttpTransportError when no HTTP response was received (DNS, connect, TLS,
+  // timeout, reset).
+  virtual HttpResponse send(const HttpRequest& request) = 0;
+};
+
+class HttpTransportError : public std::runtime_error {
+ public:
+  HttpTransportError(const std::string& message, bool timed_out)
+      : std::runtime_error(message), timed_out_(timed_out) {}
+  bool timed_out() const { return timed_out_; }
+
+ private:
+  bool timed_out_;
+};
+
+struct CurlHttpOptions {
+  std::string ca_file;  // empty: the system's trust store
+};
+std::shared_ptr<HttpClient> make_curl_http_client(const CurlHttpOptions& options = {});
+
+}  // namespace falcon

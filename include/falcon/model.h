@@ -1,0 +1,166 @@
+// Value types of the cluster layer, exactly as the spec names them.
+//
+// Every type here is a plain value: copy it, compare it with ==, turn it into JSON and back.
+// Nothing in the layer mutates a value after handing it out; snapshots shared between threads
+// are `const`. JSON field names are the spec's field names (`accelerator_slots`, not the YAML
+// key `accelerator_types`); an absent optional is `null`; times are ISO 8601 UTC strings with
+// milliseconds and `Z` (`2026-04-13T08:00:00.000Z`).
+//
+//   falcon::WorkloadSpec spec{.name = "llama-8b-bench", .docker_image = "gcr.io/p/img:1",
+//                             .command = {"python3", "train.py", "--steps=100"},
+//                             .accelerator_type = "tpu-v4-64", .priority = "medium"};
+//   nlohmann::json j = spec;                         // {"name": "llama-8b-bench", ...}
+//   auto back = j.get<falcon::WorkloadSpec>();       // back == spec
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace falcon {
+
+// Workload states as the layer reports them (xpk's own words are mapped onto these).
+inline constexpr const char* kStateQueued = "QUEUED";
+inline constexpr const char* kStateRunning = "RUNNING";
+inline constexpr const char* kStateCompleted = "COMPLETED";
+inline constexpr const char* kStateFailed = "FAILED";
+inline constexpr const char* kStateUnknown = "UNKNOWN";
+
+// True for COMPLETED and FAILED.
+bool is_terminal_state(const std::string& state);
+// True for the five states above.
+bool is_valid_state(const std::string& state);
+
+// An accelerator type a cluster offers, and how much the layer prefers it there.
+struct AcceleratorSlot {
+  std::string type;          // "tpu-v4-64", "nvidia-a100-80g"
+  std::string device_class;  // "tpu" | "gpu" | "cpu": picks --tpu-type or --device-type
+  int priority = 1;          // 1 is the most preferred; sorted ascending
+  bool operator==(const AcceleratorSlot&) const = default;
+};
+
+// One cluster of `repos.yaml`.
+struct ClusterConfig {
+  std::string name;        // registry key, "tpu-v4-prod"
+  std::string provider;    // "gke"
+  std::string project;     // GCP project id
+  std::string zone;        // "us-central2-b" (a region also works, as in xpk)
+  std::string cluster_id;  // GKE cluster name
+  std::vector<AcceleratorSlot> accelerator_slots;
+  std::string default_namespace = "default";
+  std::string gcs_bucket;  // "gs://falcon-tpu-v4", or empty
+  int max_queue_depth = 5;
+  int probe_timeout_s = 15;
+  std::map<std::string, std::string> labels;
+
+  // The slot for `accelerator_type`, or nullptr when the cluster does not offer it.
+  const AcceleratorSlot* find_slot(const std::string& accelerator_type) const;
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+// The outcome of probing one cluster.
+struct ClusterProbeResult {
+  std::string cluster;
+  bool reachable = false;
+  std::optional<int> queue_depth;    // QUEUED workloads; null when unreachable
+  std::optional<int> running_count;  // RUNNING workloads; null when unreachable
+  std::optional<std::string> error;  // why it is unreachable; null when reachable
+  std::string probed_at;             // ISO 8601 UTC
+  bool operator==(const ClusterProbeResult&) const = default;
+};
+
+// The full record of one cluster choice, for audit.
+struct ClusterSelection {
+  std::string selected_cluster;
+  std::string accelerator;
+  std::vector<std::string> candidates;  // in priority order
+  std::vector<ClusterProbeResult> probe_results;
+  std::string reason;  // "selected <name>: reachable, queue_depth=<N> <= max=<M>"
+  std::string decided_at;
+  bool operator==(const ClusterSelection&) const = default;
+};
+
+// What the business layer asks to run.
+struct WorkloadSpec {
+  std::string name;  // [a-z]([-a-z0-9]*[a-z0-9])?, at most 40 characters (xpk's rule)
+  std::string docker_image;
+  std::vector<std::string> command;  // argv; joined shell-quoted into xpk's --command
+  std::string accelerator_type;
+  std::string priority = "medium";  // very-low | low | medium | high | very-high
+  std::map<std::string, std::string> env;
+  std::optional<std::string> namespace_;  // JSON "namespace"; null: the cluster's default
+  std::vector<std::string> extra_args;     // appended verbatim, last, to `xpk workload create`
+  bool operator==(const WorkloadSpec&) const = default;
+};
+
+// Identifies a submitted workload for later calls.
+struct WorkloadHandle {
+  std::string workload_name;
+  std::string cluster;
+  std::string namespace_;  // JSON "namespace"
+  std::string submitted_at;
+  bool operator==(const WorkloadHandle&) const = default;
+};
+
+struct WorkloadStatus {
+  std::string workload_name;
+  std::string state;  // QUEUED | RUNNING | COMPLETED | FAILED | UNKNOWN
+  std::optional<std::string> start_time;
+  std::optional<std::string> end_time;
+  std::optional<int> exit_code;
+  bool operator==(const WorkloadStatus&) const = default;
+};
+
+// One row of `xpk workload list`, summarised.
+struct WorkloadInfo {
+  std::string name;
+  std::string state;
+  std::string accelerator_type;  // from falcon's submission record; empty when not known
+  std::optional<std::string> start_time;
+  bool operator==(const WorkloadInfo&) const = default;
+};
+
+struct LogFilter {
+  std::optional<std::vector<int>> ranks;  // null: every rank; [0]: rank 0 only
+  std::optional<std::string> since;       // RFC 3339; only entries at or after it
+  std::optional<std::string> grep;        // a Cloud Logging query expression, run server-side
+  std::optional<int> tail_lines;          // only the last N lines
+  bool operator==(const LogFilter&) const = default;
+};
+
+struct LogExportResult {
+  std::string workload_name;
+  std::string cluster;
+  std::vector<int> exported_ranks;
+  std::map<int, std::string> gcs_uris;  // JSON keys are the rank as a string: {"0": "gs://..."}
+  std::string exported_at;
+  bool operator==(const LogExportResult&) const = default;
+};
+
+// JSON in both directions (nlohmann ADL hooks). from_json throws nlohmann::json::exception on
+// a missing field or a wrong type.
+void to_json(nlohmann::json& j, const AcceleratorSlot& v);
+void from_json(const nlohmann::json& j, AcceleratorSlot& v);
+void to_json(nlohmann::json& j, const ClusterConfig& v);
+void from_json(const nlohmann::json& j, ClusterConfig& v);
+void to_json(nlohmann::json& j, const ClusterProbeResult& v);
+void from_json(const nlohmann::json& j, ClusterProbeResult& v);
+void to_json(nlohmann::json& j, const ClusterSelection& v);
+void from_json(const nlohmann::json& j, ClusterSelection& v);
+void to_json(nlohmann::json& j, const WorkloadSpec& v);
+void from_json(const nlohmann::json& j, WorkloadSpec& v);
+void to_json(nlohmann::json& j, const WorkloadHandle& v);
+void from_json(const nlohmann::json& j, WorkloadHandle& v);
+void to_json(nlohmann::json& j, const WorkloadStatus& v);
+void from_json(const nlohmann::json& j, WorkloadStatus& v);
+void to_json(nlohmann::json& j, const WorkloadInfo& v);
+void from_json(const nlohmann::json& j, WorkloadInfo& v);
+void to_json(nlohmann::json& j, const LogFilter& v);
+void from_json(const nlohmann::json& j, LogFilter& v);
+void to_json(nlohmann::json& j, const LogExportResult& v);
+void from_json(const nlohmann::json& j, LogExportResult& v);
+
+}  // namespace falcon

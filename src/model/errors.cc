@@ -1,0 +1,102 @@
+#include "falcon/errors.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <nlohmann/json.hpp>
+
+namespace falcon {
+namespace {
+
+std::string join_problems(const std::vector<std::string>& problems) {
+  if (problems.size() == 1) return problems.front();
+  return fmt::format("{} problems:\n  {}", problems.size(), fmt::join(problems, "\n  "));
+}
+
+}  // namespace
+
+void FalconError::add_details(nlohmann::json& /*out*/) const {}
+
+ClusterConfigError::ClusterConfigError(std::vector<std::string> problems)
+    : FalconError(join_problems(problems)), problems_(std::move(problems)) {}
+
+void ClusterConfigError::add_details(nlohmann::json& out) const { out["problems"] = problems_; }
+
+UnknownClusterError::UnknownClusterError(std::string cluster,
+                                         const std::vector<std::string>& known)
+    : FalconError(known.empty()
+                      ? fmt::format("unknown cluster '{}': no clusters are registered", cluster)
+                      : fmt::format("unknown cluster '{}' (registered: {})", cluster,
+                                    fmt::join(known, ", "))),
+      cluster_(std::move(cluster)) {}
+
+void UnknownClusterError::add_details(nlohmann::json& out) const { out["cluster"] = cluster_; }
+
+NoAvailableClusterError::NoAvailableClusterError(std::string message, std::string accelerator,
+                                                 std::vector<ClusterProbeResult> probe_results)
+    : FalconError(std::move(message)),
+      accelerator_(std::move(accelerator)),
+      probe_results_(std::move(probe_results)) {}
+
+void NoAvailableClusterError::add_details(nlohmann::json& out) const {
+  out["accelerator"] = accelerator_;
+  out["probe_results"] = probe_results_;
+}
+
+ClusterUnreachableError::ClusterUnreachableError(std::string cluster, const std::string& reason)
+    : FalconError(fmt::format("cluster '{}' is unreachable: {}", cluster, reason)),
+      cluster_(std::move(cluster)) {}
+
+void ClusterUnreachableError::add_details(nlohmann::json& out) const {
+  out["cluster"] = cluster_;
+}
+
+XpkCommandError::XpkCommandError(std::string message, std::string cluster,
+                                 std::optional<int> exit_code, std::string stderr_text)
+    : FalconError(std::move(message)),
+      cluster_(std::move(cluster)),
+      exit_code_(exit_code),
+      stderr_(std::move(stderr_text)) {}
+
+void XpkCommandError::add_details(nlohmann::json& out) const {
+  out["cluster"] = cluster_;
+  out["exit_code"] = exit_code_ ? nlohmann::json(*exit_code_) : nlohmann::json(nullptr);
+  out["stderr"] = stderr_;
+}
+
+WorkloadSubmitError::WorkloadSubmitError(std::string message, std::string cluster,
+                                         std::string workload, std::optional<int> exit_code,
+                                         std::string stderr_text)
+    : XpkCommandError(std::move(message), std::move(cluster), exit_code, std::move(stderr_text)),
+      workload_(std::move(workload)) {}
+
+void WorkloadSubmitError::add_details(nlohmann::json& out) const {
+  XpkCommandError::add_details(out);
+  out["workload"] = workload_;
+}
+
+WorkloadNotFoundError::WorkloadNotFoundError(std::string cluster, std::string workload)
+    : FalconError(fmt::format("workload '{}' not found on cluster '{}'", workload, cluster)),
+      cluster_(std::move(cluster)),
+      workload_(std::move(workload)) {}
+
+void WorkloadNotFoundError::add_details(nlohmann::json& out) const {
+  out["cluster"] = cluster_;
+  out["workload"] = workload_;
+}
+
+LogRetrievalError::LogRetrievalError(std::string message, int http_status, std::string status)
+    : FalconError(std::move(message)), http_status_(http_status), status_(std::move(status)) {}
+
+void LogRetrievalError::add_details(nlohmann::json& out) const {
+  out["http_status"] = http_status_;
+  out["status"] = status_;
+}
+
+CommandStartError::CommandStartError(std::string binary, const std::string& reason)
+    : FalconError(fmt::format("cannot run '{}': {}", binary, reason)),
+      binary_(std::move(binary)) {}
+
+void CommandStartError::add_details(nlohmann::json& out) const { out["binary"] = binary_; }
+
+}  // namespace falcon

@@ -1,0 +1,222 @@
+#include "falcon/model.h"
+
+#include <nlohmann/json.hpp>
+
+namespace falcon {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+json optional_to_json(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// Reads an optional field: absent or null gives nullopt.
+template <typename T>
+std::optional<T> optional_from_json(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return std::nullopt;
+  return it->get<T>();
+}
+
+// Reads a field that may be absent (then `fallback`), but must have the right type if present.
+template <typename T>
+T value_or(const json& j, const char* key, T fallback) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+}  // namespace
+
+bool is_terminal_state(const std::string& state) {
+  return state == kStateCompleted || state == kStateFailed;
+}
+
+bool is_valid_state(const std::string& state) {
+  return state == kStateQueued || state == kStateRunning || state == kStateCompleted ||
+         state == kStateFailed || state == kStateUnknown;
+}
+
+const AcceleratorSlot* ClusterConfig::find_slot(const std::string& accelerator_type) const {
+  for (const auto& slot : accelerator_slots) {
+    if (slot.type == accelerator_type) return &slot;
+  }
+  return nullptr;
+}
+
+void to_json(json& j, const AcceleratorSlot& v) {
+  j = json{{"type", v.type}, {"device_class", v.device_class}, {"priority", v.priority}};
+}
+void from_json(const json& j, AcceleratorSlot& v) {
+  j.at("type").get_to(v.type);
+  j.at("device_class").get_to(v.device_class);
+  j.at("priority").get_to(v.priority);
+}
+
+void to_json(json& j, const ClusterConfig& v) {
+  j = json{{"name", v.name},
+           {"provider", v.provider},
+           {"project", v.project},
+           {"zone", v.zone},
+           {"cluster_id", v.cluster_id},
+           {"accelerator_slots", v.accelerator_slots},
+           {"default_namespace", v.default_namespace},
+           {"gcs_bucket", v.gcs_bucket},
+           {"max_queue_depth", v.max_queue_depth},
+           {"probe_timeout_s", v.probe_timeout_s},
+           {"labels", v.labels}};
+}
+void from_json(const json& j, ClusterConfig& v) {
+  j.at("name").get_to(v.name);
+  j.at("provider").get_to(v.provider);
+  j.at("project").get_to(v.project);
+  j.at("zone").get_to(v.zone);
+  j.at("cluster_id").get_to(v.cluster_id);
+  j.at("accelerator_slots").get_to(v.accelerator_slots);
+  j.at("default_namespace").get_to(v.default_namespace);
+  j.at("gcs_bucket").get_to(v.gcs_bucket);
+  j.at("max_queue_depth").get_to(v.max_queue_depth);
+  j.at("probe_timeout_s").get_to(v.probe_timeout_s);
+  v.labels = value_or<std::map<std::string, std::string>>(j, "labels", {});
+}
+
+void to_json(json& j, const ClusterProbeResult& v) {
+  j = json{{"cluster", v.cluster},
+           {"reachable", v.reachable},
+           {"queue_depth", optional_to_json(v.queue_depth)},
+           {"running_count", optional_to_json(v.running_count)},
+           {"error", optional_to_json(v.error)},
+           {"probed_at", v.probed_at}};
+}
+void from_json(const json& j, ClusterProbeResult& v) {
+  j.at("cluster").get_to(v.cluster);
+  j.at("reachable").get_to(v.reachable);
+  v.queue_depth = optional_from_json<int>(j, "queue_depth");
+  v.running_count = optional_from_json<int>(j, "running_count");
+  v.error = optional_from_json<std::string>(j, "error");
+  j.at("probed_at").get_to(v.probed_at);
+}
+
+void to_json(json& j, const ClusterSelection& v) {
+  j = json{{"selected_cluster", v.selected_cluster}, {"accelerator", v.accelerator},
+           {"candidates", v.candidates},             {"probe_results", v.probe_results},
+           {"reason", v.reason},                     {"decided_at", v.decided_at}};
+}
+void from_json(const json& j, ClusterSelection& v) {
+  j.at("selected_cluster").get_to(v.selected_cluster);
+  j.at("accelerator").get_to(v.accelerator);
+  j.at("candidates").get_to(v.candidates);
+  j.at("probe_results").get_to(v.probe_results);
+  j.at("reason").get_to(v.reason);
+  j.at("decided_at").get_to(v.decided_at);
+}
+
+void to_json(json& j, const WorkloadSpec& v) {
+  j = json{{"name", v.name},
+           {"docker_image", v.docker_image},
+           {"command", v.command},
+           {"accelerator_type", v.accelerator_type},
+           {"priority", v.priority},
+           {"env", v.env},
+           {"namespace", optional_to_json(v.namespace_)},
+           {"extra_args", v.extra_args}};
+}
+void from_json(const json& j, WorkloadSpec& v) {
+  j.at("name").get_to(v.name);
+  j.at("docker_image").get_to(v.docker_image);
+  j.at("command").get_to(v.command);
+  j.at("accelerator_type").get_to(v.accelerator_type);
+  v.priority = value_or<std::string>(j, "priority", "medium");
+  v.env = value_or<std::map<std::string, std::string>>(j, "env", {});
+  v.namespace_ = optional_from_json<std::string>(j, "namespace");
+  v.extra_args = value_or<std::vector<std::string>>(j, "extra_args", {});
+}
+
+void to_json(json& j, const WorkloadHandle& v) {
+  j = json{{"workload_name", v.workload_name},
+           {"cluster", v.cluster},
+           {"namespace", v.namespace_},
+           {"submitted_at", v.submitted_at}};
+}
+void from_json(const json& j, WorkloadHandle& v) {
+  j.at("workload_name").get_to(v.workload_name);
+  j.at("cluster").get_to(v.cluster);
+  j.at("namespace").get_to(v.namespace_);
+  j.at("submitted_at").get_to(v.submitted_at);
+}
+
+void to_json(json& j, const WorkloadStatus& v) {
+  j = json{{"workload_name", v.workload_name},
+           {"state", v.state},
+           {"start_time", optional_to_json(v.start_time)},
+           {"end_time", optional_to_json(v.end_time)},
+           {"exit_code", optional_to_json(v.exit_code)}};
+}
+void from_json(const json& j, WorkloadStatus& v) {
+  j.at("workload_name").get_to(v.workload_name);
+  j.at("state").get_to(v.state);
+  v.start_time = optional_from_json<std::string>(j, "start_time");
+  v.end_time = optional_from_json<std::string>(j, "end_time");
+  v.exit_code = optional_from_json<int>(j, "exit_code");
+}
+
+void to_json(json& j, const WorkloadInfo& v) {
+  j = json{{"name", v.name},
+           {"state", v.state},
+           {"accelerator_type", v.accelerator_type},
+           {"start_time", optional_to_json(v.start_time)}};
+}
+void from_json(const json& j, WorkloadInfo& v) {
+  j.at("name").get_to(v.name);
+  j.at("state").get_to(v.state);
+  j.at("accelerator_type").get_to(v.accelerator_type);
+  v.start_time = optional_from_json<std::string>(j, "start_time");
+}
+
+void to_json(json& j, const LogFilter& v) {
+  j = json{{"ranks", optional_to_json(v.ranks)},
+           {"since", optional_to_json(v.since)},
+           {"grep", optional_to_json(v.grep)},
+           {"tail_lines", optional_to_json(v.tail_lines)}};
+}
+void from_json(const json& j, LogFilter& v) {
+  v.ranks = optional_from_json<std::vector<int>>(j, "ranks");
+  v.since = optional_from_json<std::string>(j, "since");
+  v.grep = optional_from_json<std::string>(j, "grep");
+  v.tail_lines = optional_from_json<int>(j, "tail_lines");
+}
+
+void to_json(json& j, const LogExportResult& v) {
+  json uris = json::object();
+  for (const auto& [rank, uri] : v.gcs_uris) uris[std::to_string(rank)] = uri;
+  j = json{{"workload_name", v.workload_name},
+           {"cluster", v.cluster},
+           {"exported_ranks", v.exported_ranks},
+           {"gcs_uris", std::move(uris)},
+           {"exported_at", v.exported_at}};
+}
+void from_json(const json& j, LogExportResult& v) {
+  j.at("workload_name").get_to(v.workload_name);
+  j.at("cluster").get_to(v.cluster);
+  j.at("exported_ranks").get_to(v.exported_ranks);
+  v.gcs_uris.clear();
+  for (const auto& [key, uri] : j.at("gcs_uris").items()) {
+    std::size_t used = 0;
+    int rank = -1;
+    try {
+      rank = std::stoi(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != key.size() || rank < 0) {
+      throw json::type_error::create(302, "gcs_uris key '" + key + "' is not a rank number",
+                                     &j);
+    }
+    v.gcs_uris[rank] = uri.get<std::string>();
+  }
+  j.at("exported_at").get_to(v.exported_at);
+}
+
+}  // namespace falcon
