@@ -1,0 +1,49 @@
+#include "falcon/registry.h"
+
+#include <algorithm>
+
+#include "falcon/errors.h"
+
+namespace falcon {
+
+ClusterRegistry::ClusterRegistry() : snapshot_(std::make_shared<const FabricConfig>()) {}
+
+void ClusterRegistry::load(const std::string& config_path) {
+  // Parse and validate fully before touching the current snapshot.
+  auto next = std::make_shared<const FabricConfig>(load_fabric_config(config_path));
+  std::lock_guard<std::mutex> lock(mutex_);
+  snapshot_ = std::move(next);
+}
+
+std::shared_ptr<const FabricConfig> ClusterRegistry::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return snapshot_;
+}
+
+std::vector<ClusterConfig> ClusterRegistry::list_clusters() const { return snapshot()->clusters; }
+
+ClusterConfig ClusterRegistry::get_cluster(const std::string& name) const {
+  const auto config = snapshot();
+  for (const auto& c : config->clusters) {
+    if (c.name == name) return c;
+  }
+  std::vector<std::string> known;
+  for (const auto& c : config->clusters) known.push_back(c.name);
+  throw UnknownClusterError(name, known);
+}
+
+std::vector<std::pair<ClusterConfig, int>> ClusterRegistry::find_by_accelerator(
+    const std::string& accelerator_type) const {
+  const auto config = snapshot();
+  std::vector<std::pair<ClusterConfig, int>> out;
+  for (const auto& c : config->clusters) {
+    if (const AcceleratorSlot* slot = c.find_slot(accelerator_type)) {
+      out.emplace_back(c, slot->priority);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+  return out;
+}
+
+}  // namespace falcon

@@ -1,0 +1,163 @@
+// JSON round trips of every model type, with the spec's field names.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "falcon/model.h"
+#include "util/time_format.h"
+
+namespace falcon {
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+void expect_round_trip(const T& value) {
+  const json j = value;
+  EXPECT_EQ(j.get<T>(), value) << j.dump();
+  EXPECT_EQ(json::parse(j.dump()).get<T>(), value);
+}
+
+TEST(ModelJson, AcceleratorSlotRoundTrips) {
+  expect_round_trip(AcceleratorSlot{"tpu-v4-64", "tpu", 2});
+}
+
+TEST(ModelJson, ClusterConfigUsesSpecFieldNames) {
+  ClusterConfig c{.name = "tpu-v4-prod",
+                  .provider = "gke",
+                  .project = "p",
+                  .zone = "z",
+                  .cluster_id = "cid",
+                  .accelerator_slots = {{"tpu-v4-64", "tpu", 1}},
+                  .default_namespace = "default",
+                  .gcs_bucket = "gs://b",
+                  .max_queue_depth = 5,
+                  .probe_timeout_s = 15,
+                  .labels = {{"env", "prod"}}};
+  const json j = c;
+  EXPECT_TRUE(j.contains("accelerator_slots"));
+  EXPECT_FALSE(j.contains("accelerator_types"));
+  EXPECT_EQ(j["labels"]["env"], "prod");
+  expect_round_trip(c);
+}
+
+TEST(ModelJson, ProbeResultAbsentOptionalsAreNull) {
+  ClusterProbeResult r{.cluster = "c",
+                       .reachable = false,
+                       .queue_depth = std::nullopt,
+                       .running_count = std::nullopt,
+                       .error = "probe timed out after 15s",
+                       .probed_at = "2026-04-13T00:00:00.000Z"};
+  const json j = r;
+  EXPECT_TRUE(j["queue_depth"].is_null());
+  EXPECT_TRUE(j["running_count"].is_null());
+  EXPECT_EQ(j["error"], "probe timed out after 15s");
+  expect_round_trip(r);
+  r = {"c", true, 2, 3, std::nullopt, "2026-04-13T00:00:00.000Z"};
+  EXPECT_TRUE(json(r)["error"].is_null());
+  expect_round_trip(r);
+}
+
+TEST(ModelJson, ClusterSelectionRoundTrips) {
+  ClusterSelection s{"a",
+                     "tpu-v4-64",
+                     {"a", "b"},
+                     {{"a", true, 0, 1, std::nullopt, "2026-04-13T00:00:00.000Z"},
+                      {"b", false, std::nullopt, std::nullopt, "boom", "2026-04-13T00:00:00.000Z"}},
+                     "selected a: reachable, queue_depth=0 <= max=5",
+                     "2026-04-13T00:00:01.000Z"};
+  expect_round_trip(s);
+}
+
+TEST(ModelJson, WorkloadSpecNamespaceIsSpelledNamespace) {
+  WorkloadSpec spec{.name = "w",
+                    .docker_image = "img",
+                    .command = {"python3", "a b.py"},
+                    .accelerator_type = "tpu-v4-64",
+                    .priority = "high",
+                    .env = {{"A", "1"}},
+                    .namespace_ = std::nullopt,
+                    .extra_args = {"--num-slices=2"}};
+  json j = spec;
+  EXPECT_TRUE(j.contains("namespace"));
+  EXPECT_TRUE(j["namespace"].is_null());
+  expect_round_trip(spec);
+  spec.namespace_ = "team-a";
+  expect_round_trip(spec);
+}
+
+TEST(ModelJson, WorkloadHandleStatusInfoRoundTrip) {
+  expect_round_trip(WorkloadHandle{"w", "c", "default", "2026-04-13T00:00:00.000Z"});
+  expect_round_trip(
+      WorkloadStatus{"w", "RUNNING", "2026-04-13T00:00:00.000Z", std::nullopt, std::nullopt});
+  expect_round_trip(WorkloadStatus{"w", "FAILED", "a", "b", 3});
+  expect_round_trip(WorkloadInfo{"w", "QUEUED", "tpu-v4-64", std::nullopt});
+}
+
+TEST(ModelJson, LogFilterNullsAndValues) {
+  LogFilter f;
+  const json j = f;
+  EXPECT_TRUE(j["ranks"].is_null());
+  EXPECT_TRUE(j["tail_lines"].is_null());
+  expect_round_trip(f);
+  expect_round_trip(LogFilter{std::vector<int>{0, 3}, "2026-04-13T00:00:00Z", "step_time", 100});
+}
+
+TEST(ModelJson, LogExportResultKeysGcsUrisByRankString) {
+  LogExportResult r{"w",
+                    "c",
+                    {0, 1},
+                    {{0, "gs://b/rank-0.log"}, {1, "gs://b/rank-1.log"}},
+                    "2026-04-13T00:00:00.000Z"};
+  const json j = r;
+  EXPECT_EQ(j["gcs_uris"]["0"], "gs://b/rank-0.log");
+  EXPECT_EQ(j["gcs_uris"]["1"], "gs://b/rank-1.log");
+  expect_round_trip(r);
+  json bad = j;
+  bad["gcs_uris"]["x"] = "gs://b/x";
+  EXPECT_THROW(bad.get<LogExportResult>(), json::exception);
+}
+
+TEST(ModelJson, MissingRequiredFieldThrows) {
+  EXPECT_THROW(json::parse(R"({"workload_name":"w"})").get<WorkloadHandle>(), json::exception);
+  EXPECT_THROW(
+      json::parse(R"({"type":"x","device_class":"tpu","priority":"one"})").get<AcceleratorSlot>(),
+      json::exception);
+}
+
+TEST(Errors, CarryTheirDetails) {
+  NoAvailableClusterError e("no cluster supports x", "x", {{"a", false, {}, {}, "down", "t"}});
+  json details;
+  e.add_details(details);
+  EXPECT_STREQ(e.type_name(), "NoAvailableClusterError");
+  EXPECT_EQ(details["probe_results"][0]["error"], "down");
+  WorkloadSubmitError s("xpk failed", "c", "w", 1, "Error from server");
+  const XpkCommandError& base = s;
+  EXPECT_STREQ(base.type_name(), "WorkloadSubmitError");
+  EXPECT_EQ(s.stderr_text(), "Error from server");
+  ClusterConfigError c({"f:1:1: a: missing", "f:2:1: b: missing"});
+  EXPECT_THAT(c.what(), ::testing::HasSubstr("2 problems"));
+}
+
+TEST(TimeFormat, FormatsMillisecondsUtcWithZ) {
+  const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1776038400123));
+  EXPECT_EQ(format_iso8601(t), "2026-04-13T00:00:00.123Z");
+}
+
+TEST(TimeFormat, ParsesRfc3339Variants) {
+  EXPECT_EQ(parse_rfc3339_nanos("2026-04-13T00:00:00Z"), 1776038400LL * 1'000'000'000);
+  EXPECT_EQ(parse_rfc3339_nanos("2026-04-13T00:00:00.064010148Z"),
+            1776038400LL * 1'000'000'000 + 64010148);
+  EXPECT_EQ(parse_rfc3339_nanos("2026-04-13T02:00:00+02:00"), 1776038400LL * 1'000'000'000);
+  EXPECT_EQ(parse_rfc3339_nanos("2026-04-13"), 1776038400LL * 1'000'000'000);
+  EXPECT_FALSE(parse_rfc3339_nanos("2026-02-30T00:00:00Z"));
+  EXPECT_FALSE(parse_rfc3339_nanos("yesterday"));
+  EXPECT_FALSE(parse_rfc3339_nanos("2026-04-13T00:00:00"));
+  EXPECT_EQ(format_rfc3339_nanos(1776038400LL * 1'000'000'000 + 5),
+            "2026-04-13T00:00:00.000000005Z");
+}
+
+}  // namespace
+}  // namespace falcon
