@@ -1,0 +1,61 @@
+// ClusterProber: is a cluster reachable, and how busy is it?
+//
+// A probe runs `xpk workload list --cluster=<cluster_id> --project=<project> --zone=<zone>`
+// (plus xpk.extra_args), with that cluster's own KUBECONFIG and a deadline of the cluster's
+// probe_timeout_s, then counts the listed workloads by state (reference/xpk.md §1.5):
+//
+//   outcome                        result
+//   listed                         reachable=true, queue_depth=#QUEUED, running_count=#RUNNING
+//   listed, no workloads           reachable=true, 0 and 0
+//   deadline passed                reachable=false, error="probe timed out after <N>s"
+//   non-zero exit / killed         reachable=false, error="xpk workload list failed on cluster
+//                                  '<name>': exit code 1: <stderr and xpk's error lines>"
+//   exit 0 but no list printed     reachable=false, error says the output was not a list
+//   anything thrown (binary        reachable=false, error=the exception's message
+//   missing, state dir unusable)
+//
+// probed_at is the ISO 8601 UTC time the probe finished (`2026-04-13T08:00:00.123Z`).
+//
+//   falcon::ClusterProber prober(falcon::make_posix_command_runner(), config.xpk,
+//                                falcon::make_system_clock());
+//   falcon::ClusterProbeResult r = prober.probe(registry.get_cluster("tpu-v4-prod"));
+#pragma once
+
+#include <memory>
+
+#include "falcon/clock.h"
+#include "falcon/command_runner.h"
+#include "falcon/config.h"
+#include "falcon/model.h"
+
+namespace falcon {
+
+namespace xpk {
+class XpkCli;
+}
+
+class ClusterProber {
+ public:
+  // `settings` supplies the xpk binary, extra arguments, environment and state directory.
+  // Throws FalconError only if no state directory can be determined (HOME unset and no passwd
+  // entry, and xpk.state_dir empty).
+  ClusterProber(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
+                std::shared_ptr<Clock> clock);
+  virtual ~ClusterProber();
+  ClusterProber(const ClusterProber&) = delete;
+  ClusterProber& operator=(const ClusterProber&) = delete;
+
+  // Probes `cluster` as in the table above. Blocks for up to probe_timeout_s (plus the
+  // runner's kill grace). Never throws. Safe to call from many threads at once. Virtual so that
+  // a selector can be tested with a fake prober.
+  virtual ClusterProbeResult probe(const ClusterConfig& cluster) const;
+
+ protected:
+  ClusterProber() = default;  // for fakes that override probe() and run nothing
+
+ private:
+  std::shared_ptr<const xpk::XpkCli> xpk_;
+  std::shared_ptr<Clock> clock_;
+};
+
+}  // namespace falcon

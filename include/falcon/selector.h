@@ -1,0 +1,60 @@
+// ClusterSelector: picks the cluster to run on, from live probes (the spec's algorithm, DESIGN D9).
+//
+//   1. Candidates: registry.find_by_accelerator(type), by ascending priority then file order.
+//      None -> NoAvailableClusterError("no cluster supports <type>").
+//   2. Every candidate is probed in parallel on a bounded pool (selection.max_parallel_probes
+//      threads at most), each probe with its own deadline (the cluster's probe_timeout_s), so a
+//      selection takes about as long as its slowest probe when the pool is wide enough, not the
+//      sum of all probes.
+//   3. Eligible: reachable and queue_depth <= max_queue_depth. The lowest priority number wins;
+//      ties go to the smaller queue depth, then to file order. The reason reads
+//      `selected <name>: reachable, queue_depth=<N> <= max=<M>`.
+//   4. No eligible candidate -> NoAvailableClusterError carrying every probe result, with a
+//      message naming, for each candidate, why it was skipped:
+//        no available cluster for tpu-v4-64 (2 candidates):
+//          tpu-a: unreachable: probe timed out after 15s
+//          tpu-b: queue full: queue_depth=7 > max=5
+//
+//   falcon::ClusterSelector selector(registry, prober, config.selection, clock);
+//   falcon::ClusterSelection s = selector.select("tpu-v4-128");  // s.selected_cluster, ...
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "falcon/clock.h"
+#include "falcon/config.h"
+#include "falcon/model.h"
+#include "falcon/prober.h"
+#include "falcon/registry.h"
+
+namespace falcon {
+
+class ClusterSelector {
+ public:
+  // Keeps references to `registry` and `prober`: both must outlive the selector. The registry
+  // is read on every select(), so a reload takes effect on the next selection.
+  ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
+                  SelectionSettings settings, std::shared_ptr<Clock> clock);
+
+  // Selects a cluster for `accelerator_type` as in the file comment. Blocks while probing.
+  // Throws NoAvailableClusterError (no candidate, or none eligible). A probe that throws counts
+  // as unreachable, with the exception's message as its error. Safe to call from many threads.
+  ClusterSelection select(const std::string& accelerator_type) const;
+
+  // Steps 2-4 on an explicit candidate list (cluster, slot priority), in preference order:
+  // what select() does after asking the registry. Exposed for callers that already hold the
+  // candidates (and for tests). Throws NoAvailableClusterError as select() does.
+  ClusterSelection select_among(const std::string& accelerator_type,
+                                const std::vector<std::pair<ClusterConfig, int>>& candidates) const;
+
+ private:
+  const ClusterRegistry& registry_;
+  const ClusterProber& prober_;
+  SelectionSettings settings_;
+  std::shared_ptr<Clock> clock_;
+};
+
+}  // namespace falcon

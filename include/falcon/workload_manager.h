@@ -1,0 +1,158 @@
+// XpkWorkloadManager: the life of a workload through `xpk workload create|list|delete`
+// (the spec's module 4, DESIGN D3/D4), plus credential warm-up.
+//
+// Every call runs xpk as argv (never a shell), stdin closed, with the cluster's own KUBECONFIG
+// (<state_dir>/kube/<cluster name>/config), xpk.env and xpk.extra_args, and a deadline of
+// xpk.command_timeout_s. The spec's get_status/cancel take only a handle; here they also take
+// the handle's ClusterConfig (the facade resolves handle.cluster through the registry).
+//
+// Submission record. After each successful submit a line is appended to
+// <state_dir>/submissions.jsonl (file mode 0600, directory 0700), so that later calls by name
+// (another falcon process, days later) can recover what falcon submitted. One JSON object per
+// line, UTF-8, fields:
+//   {"v":1, "cluster":"tpu-v4-prod", "workload":"llama-8b-bench", "namespace":"default",
+//    "accelerator_type":"tpu-v4-64", "device_class":"tpu",
+//    "submitted_at":"2026-04-13T08:00:00.123Z", "cluster_id":"tpu-v4-cluster",
+//    "project":"primatrix-tpu", "zone":"us-central2-b", "docker_image":"gcr.io/p/img:1",
+//    "priority":"medium"}
+// Each record is one write(2) on an O_APPEND descriptor, so concurrent falcon processes never
+// interleave records. Readers skip lines that are not a complete record (a torn last line after
+// a crash); a writer that finds the file not ending in a newline starts its record on a new
+// line. For a (cluster, workload) pair the last record in the file wins (names are reused).
+// The file only grows; deleting it loses nothing but the accelerator type shown by
+// list_workloads and the namespace/accelerator recovered by find_submission.
+//
+// Namespaces (DESIGN D3). Stock xpk has no --namespace flag; everything runs in `default`.
+// xpk.namespace_flag decides:
+//   supported    pass --namespace=<ns> on every create;
+//   unsupported  never pass it; a non-default namespace makes submit fail before running xpk;
+//   auto         the same as unsupported for the namespace `default` (no flag, no question),
+//                otherwise read `xpk workload create --help` once per process and binary, and
+//                behave as `supported` if it mentions --namespace, else as `unsupported`.
+// <ns> is spec.namespace, else the cluster's default_namespace.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "falcon/clock.h"
+#include "falcon/command_runner.h"
+#include "falcon/config.h"
+#include "falcon/model.h"
+
+namespace falcon {
+
+namespace xpk {
+class XpkCli;
+}
+
+// What falcon remembers about one submission (a line of submissions.jsonl).
+struct SubmissionRecord {
+  std::string cluster;  // registry name
+  std::string workload;
+  std::string namespace_;  // JSON "namespace": the namespace the workload was submitted to
+  std::string accelerator_type;
+  std::string device_class;  // tpu | gpu | cpu
+  std::string submitted_at;  // ISO 8601 UTC, taken just before xpk ran
+  std::string cluster_id;
+  std::string project;
+  std::string zone;
+  std::string docker_image;
+  std::string priority;
+  bool operator==(const SubmissionRecord&) const = default;
+};
+
+// The outcome of fetching one cluster's credentials.
+struct WarmupResult {
+  std::string cluster;
+  bool ok = false;
+  std::optional<std::string> error;  // why it failed; null when ok
+  std::chrono::milliseconds elapsed{0};
+  bool operator==(const WarmupResult&) const = default;
+};
+
+class XpkWorkloadManager {
+ public:
+  // Resolves the state directory now (xpk.state_dir, else $XDG_STATE_HOME/falcon, else
+  // ~/.local/state/falcon) and creates it, 0700, when first needed. Throws FalconError only if
+  // no state directory can be determined.
+  XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
+                     std::shared_ptr<Clock> clock);
+  ~XpkWorkloadManager();
+  XpkWorkloadManager(const XpkWorkloadManager&) = delete;
+  XpkWorkloadManager& operator=(const XpkWorkloadManager&) = delete;
+
+  // Submits `spec` to `cluster`:
+  //   xpk workload create --cluster=<cluster_id> --project=<project> --zone=<zone>
+  //     --workload=<name> --docker-image=<image> --command=<command, each word shell-quoted>
+  //     --tpu-type=<type> (device_class tpu) | --device-type=<type> (gpu, cpu)
+  //     --priority=<priority> [--namespace=<ns>] --env=KEY=VALUE... <xpk.extra_args...>
+  //     <spec.extra_args...>
+  // Never --quiet (on xpk >= 1.9 it silently replaces a workload of the same name). Validates
+  // first, without running anything: the name ([a-z]([-a-z0-9]*[a-z0-9])?, at most 40
+  // characters), the priority (very-low|low|medium|high|very-high), env keys
+  // ([a-zA-Z_][a-zA-Z0-9_]*) and values (no `"`, `\` or newline: xpk pastes them unescaped into
+  // YAML), a non-empty image and command, the accelerator being one the cluster declares, and
+  // the namespace rule above. Returns the handle (namespace used, submitted_at) and appends the
+  // submission record; a failure to write the record does not fail the submit (the workload
+  // exists), it only means find_submission will not know it.
+  // Throws WorkloadSubmitError: a validation failure (exit_code null, nothing run), the binary
+  // missing or the state directory unusable, a timeout or signal (exit_code null), or a
+  // non-zero exit (its code, and stderr plus xpk's error lines). Blocks up to
+  // xpk.command_timeout_s, plus one `--help` call the first time in auto mode.
+  WorkloadHandle submit(const ClusterConfig& cluster, const WorkloadSpec& spec);
+
+  // The state of `handle.workload_name` on `cluster`: lists with --filter-by-job=<name> (a
+  // substring filter) and takes the row whose name matches exactly. A name not listed is
+  // UNKNOWN (never created, deleted, or removed after xpk's 12 h TTL) with null times.
+  // start_time is the row's Created Time, end_time its Status Time once COMPLETED or FAILED
+  // (both re-formatted as ISO 8601 with milliseconds). exit_code is always null: xpk's list
+  // does not report one. Throws XpkCommandError when the list fails or prints no list,
+  // CommandStartError when the binary is missing. Blocks up to xpk.command_timeout_s.
+  WorkloadStatus get_status(const ClusterConfig& cluster, const WorkloadHandle& handle);
+
+  // Deletes the workload: `xpk workload delete --workload=<name>` (xpk asks no question on this
+  // path; stdin is closed anyway). Returns true when xpk exits 0 (the only non-throwing
+  // outcome; the spec's bool is kept). Throws WorkloadNotFoundError when xpk fails and
+  // kubectl reported the JobSet NotFound, XpkCommandError for any other failure (timeout,
+  // signal, exit code, invalid name), CommandStartError when the binary is missing. Blocks up
+  // to xpk.command_timeout_s.
+  bool cancel(const ClusterConfig& cluster, const WorkloadHandle& handle);
+
+  // Every workload listed on `cluster` (xpk's own filters are not used: they are wrong on
+  // current clusters), mapped to our states and, when `state_filter` is set, kept only if the
+  // state matches it. accelerator_type comes from the submission record ("" for workloads
+  // falcon did not submit). Throws std::invalid_argument for a state_filter that is not one of
+  // QUEUED|RUNNING|COMPLETED|FAILED|UNKNOWN, XpkCommandError / CommandStartError as get_status.
+  std::vector<WorkloadInfo> list_workloads(const ClusterConfig& cluster,
+                                           const std::optional<std::string>& state_filter);
+
+  // The latest submission record for (`cluster` registry name, `workload`), or nullopt. Reads
+  // the record file; never throws for a missing or damaged file.
+  std::optional<SubmissionRecord> find_submission(const std::string& cluster,
+                                                  const std::string& workload) const;
+
+  // Fetches credentials for every cluster, up to `max_parallel` at once:
+  //   <xpk.gcloud_binary> container clusters get-credentials <cluster_id> --project=<project>
+  //     --location=<zone>
+  // each into that cluster's own KUBECONFIG (the file xpk calls then use), with xpk.env and a
+  // deadline of xpk.command_timeout_s. Returns one result per cluster, in the given order.
+  // Never throws for a cluster's failure (it is in that cluster's result). Blocks.
+  std::vector<WarmupResult> warm_up(const std::vector<ClusterConfig>& clusters, int max_parallel);
+
+  // <state_dir>/submissions.jsonl
+  std::string submissions_path() const;
+
+ private:
+  bool namespace_flag_supported(const std::string& cluster_name, const std::string& workload);
+  void record_submission(const SubmissionRecord& record) const;
+  std::vector<SubmissionRecord> read_submissions() const;
+
+  std::shared_ptr<const xpk::XpkCli> xpk_;
+  std::shared_ptr<Clock> clock_;
+};
+
+}  // namespace falcon

@@ -1,0 +1,115 @@
+#include <exception>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "falcon/errors.h"
+#include "falcon/selector.h"
+#include "process/bounded_parallel.h"
+#include "util/time_format.h"
+
+namespace falcon {
+namespace {
+
+// Why a probed candidate cannot be chosen, or nullopt when it can.
+std::optional<std::string> skip_reason(const ClusterConfig& cluster,
+                                       const ClusterProbeResult& probe) {
+  if (!probe.reachable) {
+    return "unreachable: " + probe.error.value_or("no error reported");
+  }
+  if (!probe.queue_depth) return std::string("unreachable: the probe reported no queue depth");
+  if (*probe.queue_depth > cluster.max_queue_depth) {
+    return fmt::format("queue full: queue_depth={} > max={}", *probe.queue_depth,
+                       cluster.max_queue_depth);
+  }
+  return std::nullopt;
+}
+
+// Multi-line error texts are folded onto the candidate's line.
+std::string one_line(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+
+}  // namespace
+
+ClusterSelector::ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
+                                 SelectionSettings settings, std::shared_ptr<Clock> clock)
+    : registry_(registry), prober_(prober), settings_(settings), clock_(std::move(clock)) {}
+
+ClusterSelection ClusterSelector::select(const std::string& accelerator_type) const {
+  return select_among(accelerator_type, registry_.find_by_accelerator(accelerator_type));
+}
+
+ClusterSelection ClusterSelector::select_among(
+    const std::string& accelerator_type,
+    const std::vector<std::pair<ClusterConfig, int>>& candidates) const {
+  if (candidates.empty()) {
+    throw NoAvailableClusterError(fmt::format("no cluster supports {}", accelerator_type),
+                                  accelerator_type, {});
+  }
+
+  std::vector<ClusterProbeResult> results(candidates.size());
+  run_bounded_parallel(candidates.size(), settings_.max_parallel_probes, [&](std::size_t i) {
+    const ClusterConfig& cluster = candidates[i].first;
+    auto failed = [&](std::string error) {
+      ClusterProbeResult r;
+      r.cluster = cluster.name;
+      r.reachable = false;
+      r.error = std::move(error);
+      return r;
+    };
+    try {
+      results[i] = prober_.probe(cluster);
+    } catch (const std::exception& e) {
+      results[i] = failed(fmt::format("probe failed: {}", e.what()));
+    } catch (...) {
+      results[i] = failed("probe failed with an unknown exception");
+    }
+    if (results[i].cluster.empty()) results[i].cluster = cluster.name;
+    if (results[i].probed_at.empty()) results[i].probed_at = format_iso8601(clock_->now());
+  });
+
+  std::optional<std::size_t> best;
+  std::vector<std::string> skipped;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const auto& [cluster, priority] = candidates[i];
+    if (auto why = skip_reason(cluster, results[i])) {
+      skipped.push_back(fmt::format("{}: {}", cluster.name, one_line(*why)));
+      continue;
+    }
+    if (!best) {
+      best = i;
+      continue;
+    }
+    const int best_priority = candidates[*best].second;
+    const int best_depth = *results[*best].queue_depth;
+    if (priority < best_priority ||
+        (priority == best_priority && *results[i].queue_depth < best_depth)) {
+      best = i;  // earlier file order wins a full tie: only strictly better replaces
+    }
+  }
+
+  if (!best) {
+    std::string message =
+        fmt::format("no available cluster for {} ({} candidate{}):", accelerator_type,
+                    candidates.size(), candidates.size() == 1 ? "" : "s");
+    for (const auto& line : skipped) message += "\n  " + line;
+    throw NoAvailableClusterError(std::move(message), accelerator_type, std::move(results));
+  }
+
+  ClusterSelection selection;
+  const ClusterConfig& chosen = candidates[*best].first;
+  selection.selected_cluster = chosen.name;
+  selection.accelerator = accelerator_type;
+  for (const auto& [cluster, priority] : candidates) selection.candidates.push_back(cluster.name);
+  selection.reason = fmt::format("selected {}: reachable, queue_depth={} <= max={}", chosen.name,
+                                 *results[*best].queue_depth, chosen.max_queue_depth);
+  selection.probe_results = std::move(results);
+  selection.decided_at = format_iso8601(clock_->now());
+  return selection;
+}
+
+}  // namespace falcon
