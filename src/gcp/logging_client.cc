@@ -1,0 +1,165 @@
+#include "gcp/logging_client.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "util/time_format.h"
+
+namespace falcon::gcp {
+namespace {
+
+using nlohmann::json;
+
+std::string string_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::map<std::string, std::string> string_map(const json& object) {
+  std::map<std::string, std::string> out;
+  if (!object.is_object()) return out;
+  for (const auto& [key, value] : object.items()) {
+    out.emplace(key, value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return out;
+}
+
+LogEntry parse_entry(const json& item) {
+  LogEntry entry;
+  entry.log_name = string_field(item, "logName");
+  entry.timestamp = string_field(item, "timestamp");
+  if (!entry.timestamp.empty()) {
+    entry.timestamp_nanos = parse_rfc3339_nanos(entry.timestamp).value_or(0);
+  }
+  entry.receive_timestamp = string_field(item, "receiveTimestamp");
+  entry.insert_id = string_field(item, "insertId");
+  entry.severity = string_field(item, "severity");
+  entry.text_payload = string_field(item, "textPayload");
+  if (const auto it = item.find("jsonPayload"); it != item.end() && !it->is_null()) {
+    entry.json_payload = it->dump();
+    if (const auto message = it->find("message");
+        it->is_object() && message != it->end() && message->is_string()) {
+      entry.message = message->get<std::string>();
+    } else {
+      entry.message = entry.json_payload;
+    }
+  }
+  if (item.contains("textPayload")) {
+    entry.message = entry.text_payload;
+  } else if (entry.json_payload.empty()) {
+    if (const auto it = item.find("protoPayload"); it != item.end() && !it->is_null()) {
+      entry.message = it->dump();
+    }
+  }
+  if (const auto it = item.find("resource"); it != item.end() && it->is_object()) {
+    entry.resource_type = string_field(*it, "type");
+    if (const auto labels = it->find("labels"); labels != it->end()) {
+      entry.resource_labels = string_map(*labels);
+    }
+  }
+  if (const auto it = item.find("labels"); it != item.end()) entry.labels = string_map(*it);
+  return entry;
+}
+
+}  // namespace
+
+LogEntriesPage parse_log_entries_page(const std::string& body, const std::string& call) {
+  const json page = json::parse(body, nullptr, false);
+  if (!page.is_object()) {
+    throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
+  }
+  LogEntriesPage out;
+  out.next_page_token = string_field(page, "nextPageToken");
+  const auto entries = page.find("entries");  // proto3 JSON leaves an empty list out
+  if (entries == page.end() || entries->is_null()) return out;
+  if (!entries->is_array()) {
+    throw LogRetrievalError(fmt::format("{} returned \"entries\" that is not an array", call));
+  }
+  out.entries.reserve(entries->size());
+  for (const auto& item : *entries) {
+    if (!item.is_object()) {
+      throw LogRetrievalError(fmt::format("{} returned an entry that is not an object", call));
+    }
+    out.entries.push_back(parse_entry(item));
+  }
+  return out;
+}
+
+std::string project_of_resource(const std::string& resource_name) {
+  constexpr std::string_view kPrefix = "projects/";
+  if (!resource_name.starts_with(kPrefix)) return resource_name;
+  const auto end = resource_name.find('/', kPrefix.size());
+  return resource_name.substr(kPrefix.size(),
+                              end == std::string::npos ? std::string::npos : end - kPrefix.size());
+}
+
+LoggingClient::LoggingClient(LoggingClientOptions options) {
+  if (!options.http) throw std::invalid_argument("LoggingClient needs an HttpClient");
+  if (!options.clock) throw std::invalid_argument("LoggingClient needs a Clock");
+  if (!options.rate_limiters) options.rate_limiters = ProjectRateLimiters::process_wide();
+  while (!options.endpoint.empty() && options.endpoint.back() == '/') options.endpoint.pop_back();
+  options_ = std::make_shared<const LoggingClientOptions>(std::move(options));
+}
+
+LogEntriesPage LoggingClient::list_entries_page(const ListLogEntriesRequest& request) const {
+  if (request.resource_names.empty()) {
+    throw std::invalid_argument("entries:list needs at least one resource name");
+  }
+  if (request.page_size < 1 || request.page_size > 1000) {
+    throw std::invalid_argument(
+        fmt::format("entries:list page_size must be 1..1000, not {}", request.page_size));
+  }
+  const LoggingClientOptions& options = *options_;
+  json body = {{"resourceNames", request.resource_names},
+               {"orderBy", request.newest_first ? "timestamp desc" : "timestamp asc"},
+               {"pageSize", request.page_size}};
+  if (!request.filter.empty()) body["filter"] = request.filter;
+  if (!request.page_token.empty()) body["pageToken"] = request.page_token;
+
+  HttpRequest http_request;
+  http_request.method = "POST";
+  http_request.url = options.endpoint + "/v2/entries:list";
+  http_request.headers.set("Content-Type", "application/json");
+  http_request.headers.set("Accept", "application/json");
+  http_request.body = body.dump();
+  http_request.timeout = options.request_timeout;
+
+  const std::string project = project_of_resource(request.resource_names.front());
+  const auto limiter = options.rate_limiters->for_project(project, options.reads_per_minute);
+  RetryOptions retry;
+  retry.policy = options.retry;
+  // entries:list is a POST but a pure read: safe to repeat.
+  retry.idempotency = Idempotency::kIdempotent;
+  retry.call = fmt::format("entries:list for {}", fmt::join(request.resource_names, ","));
+  retry.clock = options.clock.get();
+  retry.seed = options.seed;
+  retry.credentials = options.credentials.get();
+  retry.before_attempt = [&limiter] { limiter->acquire(); };
+  const HttpResponse response = send_with_retry(*options.http, std::move(http_request), retry);
+  return parse_log_entries_page(response.body, retry.call);
+}
+
+LogEntryReader LoggingClient::list_entries(ListLogEntriesRequest request) const {
+  return LogEntryReader(*this, std::move(request));
+}
+
+LogEntryReader::LogEntryReader(LoggingClient client, ListLogEntriesRequest request)
+    : client_(std::move(client)), request_(std::move(request)) {}
+
+std::optional<LogEntry> LogEntryReader::next() {
+  while (position_ >= page_.size()) {
+    if (done_) return std::nullopt;
+    LogEntriesPage page = client_.list_entries_page(request_);
+    ++pages_fetched_;
+    page_ = std::move(page.entries);
+    position_ = 0;
+    request_.page_token = std::move(page.next_page_token);
+    done_ = request_.page_token.empty();
+  }
+  return std::move(page_[position_++]);
+}
+
+}  // namespace falcon::gcp

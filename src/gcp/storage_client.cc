@@ -1,0 +1,449 @@
+#include "gcp/storage_client.h"
+
+#include <charconv>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "gcp/api_error.h"
+#include "gcp/url.h"
+
+namespace falcon::gcp {
+namespace {
+
+using nlohmann::json;
+
+std::string string_field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<std::int64_t> to_int64(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+ObjectMetadata metadata_from_json(const json& item) {
+  ObjectMetadata out;
+  out.bucket = string_field(item, "bucket");
+  out.name = string_field(item, "name");
+  out.size = -1;
+  if (const auto it = item.find("size"); it != item.end()) {
+    if (it->is_string()) out.size = to_int64(it->get<std::string>()).value_or(-1);
+    if (it->is_number_integer()) out.size = it->get<std::int64_t>();
+  }
+  if (const auto it = item.find("generation"); it != item.end()) {
+    out.generation = it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  out.content_type = string_field(item, "contentType");
+  out.md5_hash = string_field(item, "md5Hash");
+  out.crc32c = string_field(item, "crc32c");
+  out.time_created = string_field(item, "timeCreated");
+  out.updated = string_field(item, "updated");
+  return out;
+}
+
+// `Range: bytes=0-N` from a 308: the committed size N+1. nullopt when absent or malformed.
+std::optional<std::int64_t> committed_from_range(const HttpResponse& response) {
+  const auto header = response.headers.get("Range");
+  if (!header) return std::nullopt;
+  std::string_view value = *header;
+  if (value.starts_with("bytes=")) value.remove_prefix(6);
+  const auto dash = value.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  const auto first = to_int64(value.substr(0, dash));
+  const auto last = to_int64(value.substr(dash + 1));
+  if (!first || !last || *first != 0 || *last < 0) return std::nullopt;
+  return *last + 1;
+}
+
+std::string object_path(const std::string& endpoint, const std::string& bucket,
+                        const std::string& object) {
+  return fmt::format("{}/storage/v1/b/{}/o/{}", endpoint, percent_encode(bucket),
+                     percent_encode(object));
+}
+
+}  // namespace
+
+ObjectMetadata parse_object_metadata(const std::string& body, const std::string& call) {
+  const json item = json::parse(body, nullptr, false);
+  if (!item.is_object()) {
+    throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
+  }
+  return metadata_from_json(item);
+}
+
+// ---------------------------------------------------------------------------------------------
+// StorageClient
+
+StorageClient::StorageClient(StorageClientOptions options) {
+  if (!options.http) throw std::invalid_argument("StorageClient needs an HttpClient");
+  if (!options.clock) throw std::invalid_argument("StorageClient needs a Clock");
+  if (options.upload_chunk_bytes == 0 || options.upload_chunk_bytes % kUploadQuantum != 0) {
+    throw std::invalid_argument(fmt::format(
+        "upload chunk size {} is not a positive multiple of 256 KiB", options.upload_chunk_bytes));
+  }
+  options.endpoint = trim_trailing_slashes(options.endpoint);
+  options_ = std::make_shared<const StorageClientOptions>(std::move(options));
+}
+
+namespace {
+
+RetryOptions retry_options(const StorageClientOptions& options, std::string call) {
+  RetryOptions retry;
+  retry.policy = options.retry;
+  retry.idempotency = Idempotency::kIdempotent;
+  retry.call = std::move(call);
+  retry.clock = options.clock.get();
+  retry.seed = options.seed;
+  retry.credentials = options.credentials.get();
+  return retry;
+}
+
+HttpRequest make_request(const StorageClientOptions& options, std::string method, std::string url) {
+  HttpRequest request;
+  request.method = std::move(method);
+  request.url = std::move(url);
+  request.timeout = options.request_timeout;
+  return request;
+}
+
+}  // namespace
+
+ResumableUploadWriter StorageClient::start_resumable_upload(const std::string& bucket,
+                                                            const std::string& object,
+                                                            const std::string& content_type) const {
+  const StorageClientOptions& options = *options_;
+  HttpRequest request =
+      make_request(options, "POST",
+                   fmt::format("{}/upload/storage/v1/b/{}/o?uploadType=resumable&name={}",
+                               options.endpoint, percent_encode(bucket), percent_encode(object)));
+  request.headers.set("Content-Type", "application/json; charset=UTF-8");
+  request.headers.set("X-Upload-Content-Type", content_type);
+  request.body = json{{"contentType", content_type}}.dump();
+  const std::string call =
+      fmt::format("resumable upload start for {}", format_gcs_uri(bucket, object));
+  // The body of the answer is ignored: GCS sends none, some emulators send an object.
+  const HttpResponse response =
+      send_with_retry(*options.http, std::move(request), retry_options(options, call));
+  std::string location = response.headers.get("Location").value_or("");
+  if (location.empty()) {
+    throw LogRetrievalError(
+        fmt::format("{} failed: HTTP {} without a Location header", call, response.status),
+        response.status);
+  }
+  if (location.starts_with('/')) location = options.endpoint + location;
+  return ResumableUploadWriter(options_, bucket, object, std::move(location));
+}
+
+ObjectMetadata StorageClient::upload_object(const std::string& bucket, const std::string& object,
+                                            std::string_view data,
+                                            const std::string& content_type) const {
+  const StorageClientOptions& options = *options_;
+  HttpRequest request =
+      make_request(options, "POST",
+                   fmt::format("{}/upload/storage/v1/b/{}/o?uploadType=media&name={}",
+                               options.endpoint, percent_encode(bucket), percent_encode(object)));
+  request.headers.set("Content-Type", content_type);
+  request.body = std::string(data);
+  const std::string call = fmt::format("upload of {}", format_gcs_uri(bucket, object));
+  const HttpResponse response =
+      send_with_retry(*options.http, std::move(request), retry_options(options, call));
+  return parse_object_metadata(response.body, call);
+}
+
+ObjectMetadata StorageClient::get_object_metadata(const std::string& bucket,
+                                                  const std::string& object) const {
+  const StorageClientOptions& options = *options_;
+  HttpRequest request = make_request(options, "GET", object_path(options.endpoint, bucket, object));
+  const std::string call = fmt::format("metadata get of {}", format_gcs_uri(bucket, object));
+  const HttpResponse response =
+      send_with_retry(*options.http, std::move(request), retry_options(options, call));
+  return parse_object_metadata(response.body, call);
+}
+
+std::string StorageClient::download_object(const std::string& bucket,
+                                           const std::string& object) const {
+  const StorageClientOptions& options = *options_;
+  HttpRequest request =
+      make_request(options, "GET", object_path(options.endpoint, bucket, object) + "?alt=media");
+  const std::string call = fmt::format("download of {}", format_gcs_uri(bucket, object));
+  return send_with_retry(*options.http, std::move(request), retry_options(options, call)).body;
+}
+
+void StorageClient::download_object(const std::string& bucket, const std::string& object,
+                                    const std::function<void(std::string_view)>& sink,
+                                    std::size_t range_bytes) const {
+  const StorageClientOptions& options = *options_;
+  const std::string base = object_path(options.endpoint, bucket, object) + "?alt=media";
+  const std::string call = fmt::format("download of {}", format_gcs_uri(bucket, object));
+  range_bytes = std::max<std::size_t>(range_bytes, 1);
+  std::string generation;
+  std::int64_t offset = 0;
+  for (;;) {
+    HttpRequest request = make_request(
+        options, "GET", generation.empty() ? base : base + "&generation=" + generation);
+    request.headers.set("Range", fmt::format("bytes={}-{}", offset,
+                                             offset + static_cast<std::int64_t>(range_bytes) - 1));
+    RetryOptions retry = retry_options(options, call);
+    retry.throw_on_error = false;
+    const HttpResponse response = send_with_retry(*options.http, std::move(request), retry);
+    if (response.status == 416) return;  // empty object, or nothing past `offset`
+    if (!is_success(response.status)) throw_api_error(call, response);
+    if (generation.empty()) generation = response.headers.get("x-goog-generation").value_or("");
+    if (response.status != 206) {  // the server ignored Range: this is the whole object
+      if (offset == 0) sink(response.body);
+      return;
+    }
+    if (!response.body.empty()) sink(response.body);
+    offset += static_cast<std::int64_t>(response.body.size());
+    // Content-Range: bytes a-b/total
+    const std::string content_range = response.headers.get("Content-Range").value_or("");
+    const auto slash = content_range.rfind('/');
+    const auto total = slash == std::string::npos
+                           ? std::nullopt
+                           : to_int64(std::string_view(content_range).substr(slash + 1));
+    if (response.body.empty() || (total && offset >= *total) ||
+        (!total && response.body.size() < range_bytes)) {
+      return;
+    }
+  }
+}
+
+std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucket,
+                                                        const std::string& prefix) const {
+  const StorageClientOptions& options = *options_;
+  const std::string call = fmt::format("list of {}", format_gcs_uri(bucket, prefix));
+  std::vector<ObjectMetadata> out;
+  std::string page_token;
+  do {
+    std::string url = fmt::format("{}/storage/v1/b/{}/o?prefix={}", options.endpoint,
+                                  percent_encode(bucket), percent_encode(prefix));
+    if (!page_token.empty()) url += "&pageToken=" + percent_encode(page_token);
+    HttpRequest request = make_request(options, "GET", std::move(url));
+    const HttpResponse response =
+        send_with_retry(*options.http, std::move(request), retry_options(options, call));
+    const json page = json::parse(response.body, nullptr, false);
+    if (!page.is_object()) {
+      throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
+    }
+    if (const auto items = page.find("items"); items != page.end() && items->is_array()) {
+      for (const auto& item : *items) out.push_back(metadata_from_json(item));
+    }
+    page_token = string_field(page, "nextPageToken");
+  } while (!page_token.empty());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ResumableUploadWriter
+
+ResumableUploadWriter::ResumableUploadWriter(std::shared_ptr<const StorageClientOptions> options,
+                                             std::string bucket, std::string object,
+                                             std::string session_uri)
+    : options_(std::move(options)),
+      bucket_(std::move(bucket)),
+      object_(std::move(object)),
+      session_uri_(std::move(session_uri)) {
+  buffer_.reserve(options_->upload_chunk_bytes);
+}
+
+ResumableUploadWriter::ResumableUploadWriter(ResumableUploadWriter&&) noexcept = default;
+ResumableUploadWriter& ResumableUploadWriter::operator=(ResumableUploadWriter&&) noexcept = default;
+ResumableUploadWriter::~ResumableUploadWriter() = default;
+
+void ResumableUploadWriter::check_open(const char* what) const {
+  if (state_ == State::kOpen) return;
+  static constexpr const char* kStates[] = {"open", "finished", "aborted", "failed"};
+  throw std::logic_error(fmt::format("{} on an upload of {} that is {}", what,
+                                     format_gcs_uri(bucket_, object_),
+                                     kStates[static_cast<int>(state_)]));
+}
+
+void ResumableUploadWriter::write(std::string_view data) {
+  check_open("write()");
+  const std::size_t chunk = options_->upload_chunk_bytes;
+  while (!data.empty()) {
+    const std::size_t n = std::min(chunk - buffer_.size(), data.size());
+    buffer_.append(data.substr(0, n));
+    written_ += static_cast<std::int64_t>(n);
+    data.remove_prefix(n);
+    if (buffer_.size() == chunk) flush(/*final=*/false);
+  }
+}
+
+ObjectMetadata ResumableUploadWriter::finish() {
+  check_open("finish()");
+  return flush(/*final=*/true);
+}
+
+void ResumableUploadWriter::abort() {
+  if (state_ == State::kFinished || state_ == State::kAborted) return;
+  const StorageClientOptions& options = *options_;
+  HttpRequest request = make_request(options, "DELETE", session_uri_);
+  RetryOptions retry = retry_options(
+      options, fmt::format("cancel of the upload of {}", format_gcs_uri(bucket_, object_)));
+  retry.throw_on_error = false;
+  const HttpResponse response = send_with_retry(*options.http, std::move(request), retry);
+  // 499 is GCS's "cancelled"; a session that is already gone is as good.
+  if (response.status != 499 && !is_success(response.status) && response.status != 404 &&
+      response.status != 410) {
+    throw_api_error(retry.call, response);
+  }
+  state_ = State::kAborted;
+  buffer_.clear();
+  buffer_.shrink_to_fit();
+}
+
+ObjectMetadata ResumableUploadWriter::flush(bool final) {
+  const StorageClientOptions& options = *options_;
+  const Clock& clock = *options.clock;
+  const auto deadline = clock.steady_now() + options.retry.deadline;
+  const int max_attempts = std::max(1, options.retry.max_attempts);
+  const std::string uri = format_gcs_uri(bucket_, object_);
+  Backoff backoff(options.retry, options.seed);
+  int failures = 0;
+  bool query = false;  // the next request asks the session how much it has
+  bool refreshed_after_401 = false;
+
+  // Marks the writer failed and throws; the buffer is released.
+  auto fail = [&](LogRetrievalError error) -> LogRetrievalError {
+    state_ = State::kFailed;
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+    return error;
+  };
+
+  for (;;) {
+    const std::int64_t end = committed_ + static_cast<std::int64_t>(buffer_.size());
+    HttpRequest request = make_request(options, "PUT", session_uri_);
+    std::string call;
+    if (query) {
+      request.headers.set("Content-Range", "bytes */*");
+      call = fmt::format("status query of the upload of {}", uri);
+    } else {
+      request.headers.set("Content-Type", "application/octet-stream");
+      if (buffer_.empty()) {
+        request.headers.set("Content-Range", fmt::format("bytes */{}", end));
+      } else {
+        request.headers.set("Content-Range",
+                            fmt::format("bytes {}-{}/{}", committed_, end - 1,
+                                        final ? std::to_string(end) : std::string("*")));
+      }
+      call = fmt::format("upload of {} (bytes {}-{})", uri, committed_, end);
+    }
+    if (options.credentials) options.credentials->authorize(request.headers);
+
+    // The body is the buffer itself, moved in and out: one chunk of memory, not two.
+    if (!query) request.body = std::move(buffer_);
+    std::optional<HttpResponse> response;
+    std::string transport_error;
+    try {
+      response = options.http->send(request);
+    } catch (const HttpTransportError& e) {
+      transport_error = e.what();
+    } catch (...) {
+      if (!query) buffer_ = std::move(request.body);
+      state_ = State::kFailed;
+      throw;
+    }
+    if (!query) buffer_ = std::move(request.body);
+
+    const int status = response ? response->status : 0;
+    if (response && (status == 200 || status == 201)) {
+      if (!final) {
+        throw fail(LogRetrievalError(
+            fmt::format("{}: the server finalized the object before the last chunk", call),
+            status));
+      }
+      ObjectMetadata object = parse_object_metadata(response->body, call);
+      if (object.size >= 0 && object.size != end) {
+        throw fail(LogRetrievalError(
+            fmt::format("{}: the server stored {} bytes, {} were written", call, object.size, end),
+            status));
+      }
+      committed_ = end;
+      buffer_.clear();
+      buffer_.shrink_to_fit();
+      state_ = State::kFinished;
+      return object;
+    }
+    if (response && status == 308) {
+      std::optional<std::int64_t> committed = committed_from_range(*response);
+      if (!committed && !query) {
+        // No Range after a chunk: ask, rather than assume nothing or everything was kept.
+        query = true;
+        continue;
+      }
+      const std::int64_t now_committed = committed.value_or(0);
+      if (now_committed < committed_ || now_committed > end) {
+        throw fail(LogRetrievalError(fmt::format(
+            "{}: the server reports {} bytes committed, but the writer holds bytes {}-{} only",
+            call, now_committed, committed_, end)));
+      }
+      const bool progressed = now_committed > committed_;
+      buffer_.erase(0, static_cast<std::size_t>(now_committed - committed_));
+      committed_ = now_committed;
+      const bool answered_query = query;
+      query = false;
+      if (!final && buffer_.size() < options.upload_chunk_bytes) return {};
+      // Send what is left now; only a chunk that moved nothing counts as a failure.
+      if (answered_query || progressed) continue;
+    } else if (response && status == 401 && options.credentials && !refreshed_after_401) {
+      refreshed_after_401 = true;
+      options.credentials->invalidate();
+      continue;
+    } else if (response && (status == 404 || status == 410)) {
+      const ApiError error = parse_api_error(status, response->body);
+      throw fail(LogRetrievalError(
+          fmt::format("{} (the session is gone; the object must be uploaded again from the "
+                      "start)",
+                      describe_api_error(call, error)),
+          status, error.status));
+    } else if (response && !is_transient_status(status)) {
+      const ApiError error = parse_api_error(status, response->body);
+      throw fail(LogRetrievalError(describe_api_error(call, error), status, error.status));
+    }
+
+    // A transient failure, or a 308 without progress: wait, then ask the session where it is.
+    ++failures;
+    std::string exhausted;
+    std::chrono::milliseconds wait{0};
+    std::optional<std::chrono::milliseconds> retry_delay;
+    if (response && status != 308)
+      retry_delay = parse_api_error(status, response->body).retry_delay;
+    if (failures >= max_attempts) {
+      exhausted = fmt::format("gave up after {} failed attempts", failures);
+    } else {
+      wait = backoff.next(status == 308 ? 0 : status, retry_delay);
+      if (clock.steady_now() + wait > deadline) {
+        exhausted = fmt::format("gave up after {} failed attempts: the {} s deadline is near",
+                                failures, options.retry.deadline.count() / 1000);
+      }
+    }
+    if (!exhausted.empty()) {
+      if (!response) {
+        throw fail(LogRetrievalError(
+            fmt::format("{} failed: {} ({})", call, transport_error, exhausted), 0, "UNAVAILABLE"));
+      }
+      if (status == 308) {
+        throw fail(LogRetrievalError(
+            fmt::format("{} failed: the server keeps committing nothing ({})", call, exhausted),
+            status));
+      }
+      const ApiError error = parse_api_error(status, response->body);
+      throw fail(
+          LogRetrievalError(fmt::format("{} ({})", describe_api_error(call, error), exhausted),
+                            status, error.status));
+    }
+    clock.sleep_for(wait);
+    query = true;
+  }
+}
+
+}  // namespace falcon::gcp
