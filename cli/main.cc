@@ -1,9 +1,93 @@
 // falcon: the command-line interface over ClusterFabric. Thin: parse, call, print.
+#include <fmt/format.h>
+
+#include <cstdlib>
 #include <iostream>
 
+#include "cli/cli.h"
+#include "falcon/errors.h"
+
+namespace falcon::cli {
+namespace {
+
+// Prints the error as the user should see it and returns the exit code for it.
+int report(const Context& ctx, const std::string& type, const std::string& message, int code,
+           const std::function<void(nlohmann::json&)>& details = {}) {
+  std::cerr << "falcon: " << message << "\n";
+  if (ctx.json) {
+    nlohmann::json error = {{"type", type}, {"message", message}};
+    if (details) details(error);
+    print_json({{"error", error}});
+  }
+  return code;
+}
+
+int run_action(Context& ctx) {
+  auto details_of = [](const FalconError& e) {
+    return [&e](nlohmann::json& out) { e.add_details(out); };
+  };
+  try {
+    return ctx.action();
+  } catch (const ClusterConfigError& e) {
+    // One problem per line, so CI logs point at each.
+    if (!ctx.json) {
+      for (const auto& p : e.problems()) std::cerr << p << "\n";
+      return kExitUsage;
+    }
+    return report(ctx, e.type_name(), e.what(), kExitUsage, details_of(e));
+  } catch (const UnknownClusterError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitNotFound, details_of(e));
+  } catch (const WorkloadNotFoundError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitNotFound, details_of(e));
+  } catch (const NoAvailableClusterError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitNoCluster, details_of(e));
+  } catch (const XpkCommandError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitXpkFailed, details_of(e));
+  } catch (const CommandStartError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitXpkFailed, details_of(e));
+  } catch (const LogRetrievalError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitLogs, details_of(e));
+  } catch (const ClusterUnreachableError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitUnreachable, details_of(e));
+  } catch (const UsageError& e) {
+    return report(ctx, "UsageError", e.what(), kExitUsage);
+  } catch (const FalconError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitInternal, details_of(e));
+  } catch (const std::exception& e) {
+    return report(ctx, "InternalError", fmt::format("internal error: {}", e.what()), kExitInternal);
+  }
+}
+
+}  // namespace
+}  // namespace falcon::cli
+
 int main(int argc, char** argv) {
-  (void)argc;
-  (void)argv;
-  std::cerr << "falcon: commands are not wired yet\n";
-  return 1;
+  using namespace falcon::cli;
+  Context ctx;
+  CLI::App app{"falcon: the Falcon cluster layer: clusters, xpk workloads and their logs",
+               "falcon"};
+  app.set_version_flag("--version", "falcon " FALCON_VERSION);
+  app.option_defaults()->always_capture_default();
+  app.add_option("--config", ctx.config_flag,
+                 "repos.yaml to use (default: $FALCON_CONFIG, else ./repos.yaml)");
+  app.add_flag("--json", ctx.json, "print machine-readable JSON on stdout");
+  app.fallthrough();  // global options are accepted after the subcommand too
+  app.require_subcommand(1);
+
+  add_config_commands(app, ctx);
+  add_cluster_commands(app, ctx);
+  add_job_commands(app, ctx);
+  add_doctor_command(app, ctx);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (!ctx.action) {
+    std::cerr << app.help();
+    return kExitUsage;
+  }
+  return run_action(ctx);
 }

@@ -1,0 +1,87 @@
+#include "cli/cli.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+#include "util/time_format.h"
+
+namespace falcon::cli {
+
+std::string Context::config_path() const {
+  if (!config_flag.empty()) return config_flag;
+  if (const char* env = std::getenv("FALCON_CONFIG"); env != nullptr && *env != '\0') return env;
+  return "repos.yaml";
+}
+
+ClusterFabric& Context::fabric() {
+  if (!fabric_) fabric_ = std::make_unique<ClusterFabric>(config_path());
+  return *fabric_;
+}
+
+void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << "\n"; }
+
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size() && i < width.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  auto print_row = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (i + 1 == row.size()) {
+        line += row[i];
+      } else {
+        line += fmt::format("{:<{}}  ", row[i], width[i]);
+      }
+    }
+    std::cout << line << "\n";
+  };
+  print_row(header);
+  for (const auto& row : rows) print_row(row);
+}
+
+std::string or_dash(const std::optional<std::string>& value) {
+  return value && !value->empty() ? *value : "-";
+}
+
+std::string or_dash(const std::optional<int>& value) {
+  return value ? std::to_string(*value) : "-";
+}
+
+std::string parse_since(const std::string& flag, const std::string& text) {
+  if (parse_rfc3339_nanos(text)) return text;
+  std::size_t used = 0;
+  long long amount = -1;
+  try {
+    amount = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    amount = -1;
+  }
+  const std::string unit = amount >= 0 ? text.substr(used) : "";
+  long long seconds = -1;
+  if (unit == "s")
+    seconds = amount;
+  else if (unit == "m")
+    seconds = amount * 60;
+  else if (unit == "h")
+    seconds = amount * 3600;
+  else if (unit == "d")
+    seconds = amount * 86400;
+  if (amount < 0 || seconds < 0) {
+    throw UsageError(fmt::format(
+        "{}: '{}' is neither an RFC 3339 time (2026-04-13T08:00:00Z) nor an age like 30m, 6h, "
+        "2d",
+        flag, text));
+  }
+  return format_iso8601(std::chrono::system_clock::now() - std::chrono::seconds(seconds));
+}
+
+}  // namespace falcon::cli

@@ -1,0 +1,73 @@
+// Shared pieces of the falcon CLI: global options, the lazily built facade, output helpers.
+// The CLI only parses arguments, calls ClusterFabric and prints; no logic lives here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/fabric.h"
+
+namespace falcon::cli {
+
+// Exit codes of the whole CLI (README "Exit codes").
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInternal = 1,
+  kExitUsage = 2,     // usage or configuration error
+  kExitNotFound = 3,  // unknown cluster or workload
+  kExitNoCluster = 4,
+  kExitXpkFailed = 5,
+  kExitLogs = 6,
+  kExitUnreachable = 7,
+};
+
+// A bad argument value found after parsing (exit 2).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Context {
+  std::string config_flag;  // --config as given (empty: $FALCON_CONFIG, else ./repos.yaml)
+  bool json = false;
+  // Set by a subcommand's callback; run by main() inside the error handler. Returns the exit
+  // code.
+  std::function<int()> action;
+
+  // The configuration path in force.
+  std::string config_path() const;
+  // The facade, built on first use from config_path().
+  ClusterFabric& fabric();
+
+ private:
+  std::unique_ptr<ClusterFabric> fabric_;
+};
+
+// Prints `value` as indented JSON on stdout.
+void print_json(const nlohmann::json& value);
+
+// A plain text table: a header row and rows, columns aligned, two spaces apart.
+void print_table(const std::vector<std::string>& header,
+                 const std::vector<std::vector<std::string>>& rows);
+
+// "-" for an absent value.
+std::string or_dash(const std::optional<std::string>& value);
+std::string or_dash(const std::optional<int>& value);
+
+// RFC 3339 as given, or a relative age ("90s", "30m", "6h", "2d") turned into a timestamp
+// before now. Throws UsageError naming `flag`.
+std::string parse_since(const std::string& flag, const std::string& text);
+
+void add_config_commands(CLI::App& app, Context& ctx);
+void add_cluster_commands(CLI::App& app, Context& ctx);
+void add_job_commands(CLI::App& app, Context& ctx);
+void add_doctor_command(CLI::App& app, Context& ctx);
+
+}  // namespace falcon::cli

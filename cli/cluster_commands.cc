@@ -1,0 +1,142 @@
+// falcon cluster list | status NAME | select --accelerator TYPE | warm-up
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <iostream>
+
+#include "cli/cli.h"
+#include "falcon/errors.h"
+
+namespace falcon::cli {
+namespace {
+
+std::string accelerators_text(const ClusterConfig& c) {
+  std::vector<std::string> parts;
+  for (const auto& slot : c.accelerator_slots) {
+    parts.push_back(fmt::format("{} ({}, p{})", slot.type, slot.device_class, slot.priority));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string labels_text(const ClusterConfig& c) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : c.labels) parts.push_back(k + "=" + v);
+  return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, ","));
+}
+
+std::string probe_state(const ClusterProbeResult& r) {
+  return r.reachable ? "reachable" : "unreachable";
+}
+
+void print_probe_table(const std::vector<ClusterProbeResult>& results,
+                       const std::map<std::string, int>& max_depth) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : results) {
+    auto max = max_depth.find(r.cluster);
+    rows.push_back({r.cluster, probe_state(r), or_dash(r.queue_depth), or_dash(r.running_count),
+                    max == max_depth.end() ? "-" : std::to_string(max->second), or_dash(r.error)});
+  }
+  print_table({"CLUSTER", "STATE", "QUEUED", "RUNNING", "MAX_QUEUE", "ERROR"}, rows);
+}
+
+std::map<std::string, int> max_depths(ClusterFabric& fabric) {
+  std::map<std::string, int> out;
+  for (const auto& c : fabric.list_clusters()) out[c.name] = c.max_queue_depth;
+  return out;
+}
+
+}  // namespace
+
+void add_cluster_commands(CLI::App& app, Context& ctx) {
+  CLI::App* cluster = app.add_subcommand("cluster", "registered clusters: list, probe, select");
+  cluster->require_subcommand(1);
+
+  cluster->add_subcommand("list", "list the clusters of repos.yaml")->callback([&ctx] {
+    ctx.action = [&ctx] {
+      const auto clusters = ctx.fabric().list_clusters();
+      if (ctx.json) {
+        print_json(clusters);
+        return kExitOk;
+      }
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& c : clusters) {
+        rows.push_back({c.name, c.project, c.zone, c.cluster_id, accelerators_text(c),
+                        std::to_string(c.max_queue_depth), labels_text(c)});
+      }
+      print_table({"NAME", "PROJECT", "ZONE", "CLUSTER_ID", "ACCELERATORS", "MAX_QUEUE", "LABELS"},
+                  rows);
+      return kExitOk;
+    };
+  });
+
+  auto status_name = std::make_shared<std::string>();
+  CLI::App* status = cluster->add_subcommand(
+      "status", "probe one cluster now (exit 0 reachable, 7 unreachable, 3 unknown)");
+  status->add_option("name", *status_name, "cluster name")->required();
+  status->callback([&ctx, status_name] {
+    ctx.action = [&ctx, status_name] {
+      const ClusterProbeResult r = ctx.fabric().get_cluster_status(*status_name);
+      if (ctx.json) {
+        print_json(r);
+      } else {
+        print_probe_table({r}, max_depths(ctx.fabric()));
+        std::cout << "probed at " << r.probed_at << "\n";
+      }
+      return r.reachable ? kExitOk : kExitUnreachable;
+    };
+  });
+
+  auto accelerator = std::make_shared<std::string>();
+  CLI::App* select = cluster->add_subcommand(
+      "select", "choose the best cluster for an accelerator (exit 4 when none is available)");
+  select->add_option("--accelerator", *accelerator, "accelerator type, e.g. tpu-v4-64")->required();
+  select->callback([&ctx, accelerator] {
+    ctx.action = [&ctx, accelerator] {
+      try {
+        const ClusterSelection s = ctx.fabric().select_cluster(*accelerator);
+        if (ctx.json) {
+          print_json(s);
+        } else {
+          print_probe_table(s.probe_results, max_depths(ctx.fabric()));
+          std::cout << s.reason << "\n";
+        }
+        return kExitOk;
+      } catch (const NoAvailableClusterError& e) {
+        if (!ctx.json && !e.probe_results().empty()) {
+          print_probe_table(e.probe_results(), max_depths(ctx.fabric()));
+        }
+        throw;
+      }
+    };
+  });
+
+  cluster
+      ->add_subcommand("warm-up",
+                       "fetch every cluster's credentials into its own kubeconfig, in parallel")
+      ->callback([&ctx] {
+        ctx.action = [&ctx] {
+          const auto results = ctx.fabric().warm_up();
+          bool all_ok = true;
+          nlohmann::json out = nlohmann::json::array();
+          std::vector<std::vector<std::string>> rows;
+          for (const auto& r : results) {
+            all_ok = all_ok && r.ok;
+            out.push_back({{"cluster", r.cluster},
+                           {"ok", r.ok},
+                           {"error", r.error ? nlohmann::json(*r.error) : nlohmann::json(nullptr)},
+                           {"elapsed_ms", r.elapsed.count()}});
+            rows.push_back({r.cluster, r.ok ? "ok" : "failed",
+                            fmt::format("{:.1f}s", r.elapsed.count() / 1000.0),
+                            r.error.value_or("-")});
+          }
+          if (ctx.json) {
+            print_json(out);
+          } else {
+            print_table({"CLUSTER", "CREDENTIALS", "TIME", "ERROR"}, rows);
+          }
+          return all_ok ? kExitOk : kExitUnreachable;
+        };
+      });
+}
+
+}  // namespace falcon::cli

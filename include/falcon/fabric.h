@@ -1,0 +1,134 @@
+// ClusterFabric: the cluster layer's one entry point. Start reading here.
+//
+// The business layer (sessions, metrics, retries) sees only this class and the value types of
+// model.h. Inside, it wires the spec's five modules:
+//
+//   ClusterRegistry     repos.yaml, loaded once (registry.h)
+//   ClusterProber       one cluster's health via `xpk workload list` (prober.h)
+//   ClusterSelector     best cluster for an accelerator, probing candidates in parallel
+//   XpkWorkloadManager  submit / status / cancel / list through the xpk CLI (workload_manager.h)
+//   CloudLogRetriever   per-rank pod logs from Cloud Logging, archived to GCS (log_retriever.h)
+//
+// Typical flow:
+//
+//   falcon::ClusterFabric fabric("repos.yaml");                 // throws ClusterConfigError
+//   falcon::ClusterSelection choice = fabric.select_cluster("tpu-v4-64");
+//   falcon::WorkloadHandle h = fabric.submit_workload(choice.selected_cluster, spec);
+//   while (!falcon::is_terminal_state(fabric.get_workload_status(h).state)) { /* wait */ }
+//   for (const std::string& line : fabric.stream_pod_log(h, 0, {})) parse_metrics(line);
+//   fabric.export_pod_logs(h, {}, "gs://falcon-tpu-v4/profiles/s-42/logs");
+//
+// Errors (errors.h) pass through unchanged: UnknownClusterError for a name the registry does
+// not know, NoAvailableClusterError, WorkloadSubmitError, WorkloadNotFoundError,
+// XpkCommandError, LogRetrievalError. Every method blocks the calling thread; all are safe to
+// call from several threads at once. select -> submit is not atomic: the chosen cluster may
+// have filled up in between; the caller retries or selects again (as the spec says).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "falcon/clock.h"
+#include "falcon/command_runner.h"
+#include "falcon/config.h"
+#include "falcon/http_client.h"
+#include "falcon/log_retriever.h"
+#include "falcon/model.h"
+#include "falcon/prober.h"
+#include "falcon/registry.h"
+#include "falcon/selector.h"
+#include "falcon/workload_manager.h"
+
+namespace falcon {
+
+// One line of `falcon doctor`: a check of this machine against what the layer needs.
+struct DoctorCheck {
+  std::string name;    // "xpk", "credentials", "cluster tpu-v4-prod", ...
+  std::string status;  // "ok" | "warn" (works, but something is off) | "fail"
+  std::string detail;  // what was found (versions, credential source; never a token)
+  std::string fix;     // how to fix it; empty when ok
+};
+
+// The effects the fabric needs. Tests pass fakes; the one-argument constructor wires the real
+// ones (POSIX processes, libcurl, the system clock).
+struct FabricDependencies {
+  std::shared_ptr<CommandRunner> runner;
+  std::shared_ptr<HttpClient> http;
+  std::shared_ptr<Clock> clock;
+};
+
+class ClusterFabric {
+ public:
+  // Loads `config_path` (ClusterRegistry::load) and creates the modules with real effects.
+  // Throws ClusterConfigError.
+  explicit ClusterFabric(const std::string& config_path);
+  ClusterFabric(const std::string& config_path, FabricDependencies deps);
+  ~ClusterFabric();
+
+  // Reads and validates a configuration without building a fabric (`falcon config validate`).
+  // Throws ClusterConfigError listing every problem.
+  static FabricConfig check_config(const std::string& config_path);
+
+  // Re-reads the configuration (e.g. on SIGHUP). On failure throws ClusterConfigError and keeps
+  // the previous one.
+  void reload();
+
+  // --- Clusters
+  std::vector<ClusterConfig> list_clusters() const;
+  ClusterConfig get_cluster(const std::string& cluster) const;  // throws UnknownClusterError
+  // Probes one cluster now. Never throws for an unreachable cluster (reachable=false).
+  ClusterProbeResult get_cluster_status(const std::string& cluster) const;
+  // Best cluster for `accelerator_type`. Throws NoAvailableClusterError.
+  ClusterSelection select_cluster(const std::string& accelerator_type) const;
+  // Fetches every cluster's credentials into its own kubeconfig, in parallel (the spec's
+  // start-up warm-up). One result per cluster; never throws for a cluster's failure.
+  std::vector<WarmupResult> warm_up() const;
+
+  // --- Workloads
+  // Submits to the named cluster. Throws UnknownClusterError, WorkloadSubmitError.
+  WorkloadHandle submit_workload(const std::string& cluster, const WorkloadSpec& spec);
+  // Throws UnknownClusterError, XpkCommandError.
+  WorkloadStatus get_workload_status(const WorkloadHandle& handle) const;
+  // True once deleted. Throws WorkloadNotFoundError, UnknownClusterError, XpkCommandError.
+  bool cancel_workload(const WorkloadHandle& handle);
+  // Every workload of the cluster, optionally only those in `state_filter` (QUEUED, RUNNING,
+  // COMPLETED, FAILED, UNKNOWN). Throws UnknownClusterError, XpkCommandError.
+  std::vector<WorkloadInfo> list_workloads(const std::string& cluster,
+                                           const std::optional<std::string>& state_filter) const;
+  // A handle for a workload known only by name: namespace and submission time come from
+  // falcon's submission record when falcon submitted it, else the cluster's default namespace
+  // and an empty submitted_at. Throws UnknownClusterError.
+  WorkloadHandle handle_for(const std::string& cluster, const std::string& workload_name) const;
+
+  // --- Logs (cluster, workload and namespace come from the handle)
+  // Lines of one rank, lazily (see CloudLogRetriever::stream_log). The lower time bound is
+  // filter.since, else the handle's submitted_at minus a margin, else the last 24 hours.
+  LogLines stream_pod_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
+                          int slice = 0) const;
+  // Polls for new lines until `options.should_stop` says so (`falcon job logs --follow`).
+  void follow_pod_log(const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
+                      const FollowOptions& options,
+                      const std::function<void(const std::string&)>& on_line) const;
+  // Archives the ranks' logs to `gcs_dest` (see CloudLogRetriever::export_logs).
+  LogExportResult export_pod_logs(
+      const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,
+      const std::function<void(const ExportProgress&)>& progress = {}) const;
+
+  // Checks this machine: the xpk and gcloud binaries and their versions, kubectl and
+  // gke-gcloud-auth-plugin, which credential source resolves (never the token), that the
+  // Logging and Storage endpoints answer with those credentials, and a probe of every cluster.
+  // Blocks (each check has its own deadline); never throws for a failed check.
+  std::vector<DoctorCheck> doctor() const;
+
+  // The configuration in force (settings included).
+  std::shared_ptr<const FabricConfig> config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace falcon

@@ -1,0 +1,239 @@
+// `falcon doctor`: checks a machine against what the layer needs (README "Running it for real")
+// and says, per item, what is missing and how to fix it.
+#include <fmt/format.h>
+
+#include <future>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "fabric/fabric_impl.h"
+#include "falcon/errors.h"
+#include "gcp/credentials.h"
+#include "gcp/endpoints.h"
+#include "gcp/url.h"
+#include "util/time_format.h"
+
+namespace falcon {
+namespace {
+
+constexpr std::chrono::seconds kToolTimeout{60};
+
+DoctorCheck ok(std::string name, std::string detail) {
+  return {std::move(name), "ok", std::move(detail), ""};
+}
+DoctorCheck fail(std::string name, std::string detail, std::string fix) {
+  return {std::move(name), "fail", std::move(detail), std::move(fix)};
+}
+DoctorCheck warn(std::string name, std::string detail, std::string fix) {
+  return {std::move(name), "warn", std::move(detail), std::move(fix)};
+}
+
+std::string first_line(const std::string& text) {
+  const auto start = text.find_first_not_of(" \r\n");
+  if (start == std::string::npos) return "";
+  const auto end = text.find_first_of("\r\n", start);
+  return text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+// Runs `argv` and returns its output, or a failure description.
+struct ToolRun {
+  bool ran = false;
+  CommandResult result;
+  std::string error;
+};
+
+ToolRun run_tool(CommandRunner& runner, std::vector<std::string> argv,
+                 const std::map<std::string, std::string>& env) {
+  ToolRun run;
+  try {
+    run.result = runner.run({.argv = std::move(argv), .env = env, .timeout = kToolTimeout});
+    run.ran = true;
+  } catch (const std::exception& e) {
+    run.error = e.what();
+  }
+  return run;
+}
+
+DoctorCheck check_xpk(CommandRunner& runner, const XpkSettings& xpk) {
+  const ToolRun run = run_tool(runner, {xpk.binary, "version"}, xpk.env);
+  const std::string fix =
+      "install xpk (python3 -m venv ~/xpk && ~/xpk/bin/pip install xpk) and set xpk.binary in "
+      "repos.yaml to its path";
+  if (!run.ran) return fail("xpk", run.error, fix);
+  const std::string out = run.result.stdout_text + run.result.stderr_text;
+  static const std::regex kVersion(R"((?:xpk_version:|Starting xpk)\s+v?([0-9][0-9A-Za-z.\-+]*))");
+  std::smatch m;
+  if (!run.result.ok()) {
+    return fail("xpk",
+                fmt::format("'{} version' exited with {}: {}", xpk.binary, run.result.exit_code,
+                            first_line(out)),
+                fix);
+  }
+  if (!std::regex_search(out, m, kVersion)) {
+    return warn("xpk", fmt::format("'{} version' printed no version", xpk.binary),
+                "check that xpk.binary is the xpk CLI");
+  }
+  return ok("xpk", fmt::format("{} (version {})", xpk.binary, m[1].str()));
+}
+
+DoctorCheck check_gcloud(CommandRunner& runner, const XpkSettings& xpk) {
+  const ToolRun run = run_tool(runner, {xpk.gcloud_binary, "version"}, xpk.env);
+  const std::string fix =
+      "install the Google Cloud SDK (https://cloud.google.com/sdk/docs/install); xpk needs gcloud "
+      "to fetch cluster credentials";
+  if (!run.ran) return fail("gcloud", run.error, fix);
+  if (!run.result.ok()) {
+    return fail("gcloud",
+                fmt::format("'{} version' failed: {}", xpk.gcloud_binary,
+                            first_line(run.result.stderr_text)),
+                fix);
+  }
+  return ok("gcloud", first_line(run.result.stdout_text));
+}
+
+// kubectl and the GKE auth plugin: xpk (>= 1.7) downloads kubectl itself, and the plugin is only
+// needed by kubectl against real GKE clusters, so their absence is a warning.
+DoctorCheck check_optional_tool(CommandRunner& runner, const std::string& name,
+                                std::vector<std::string> argv, const std::string& fix) {
+  const ToolRun run = run_tool(runner, std::move(argv), {});
+  if (!run.ran) return warn(name, run.error, fix);
+  if (!run.result.ok()) {
+    return warn(name,
+                fmt::format("exited with {}: {}", run.result.exit_code,
+                            first_line(run.result.stderr_text + run.result.stdout_text)),
+                fix);
+  }
+  return ok(name, first_line(run.result.stdout_text + run.result.stderr_text));
+}
+
+// Sends an authorized request and turns the answer into a check.
+DoctorCheck check_endpoint(const std::string& name, HttpClient& http, gcp::Credentials* credentials,
+                           HttpRequest request, const std::string& permission_fix) {
+  try {
+    if (credentials != nullptr) credentials->authorize(request.headers);
+    const HttpResponse response = http.send(request);
+    if (response.status >= 200 && response.status < 300) {
+      return ok(name, fmt::format("{} answered {}", request.url.substr(0, request.url.find('?')),
+                                  response.status));
+    }
+    std::string message;
+    try {
+      message = nlohmann::json::parse(response.body).at("error").at("message").get<std::string>();
+    } catch (const std::exception&) {
+      message = first_line(response.body);
+    }
+    return fail(name, fmt::format("HTTP {}: {}", response.status, message),
+                response.status == 401 || response.status == 403
+                    ? permission_fix
+                    : "check the endpoint configuration (gcp: in repos.yaml) and network access");
+  } catch (const std::exception& e) {
+    return fail(name, e.what(),
+                "check the endpoint configuration (gcp: in repos.yaml), network access and "
+                "credentials");
+  }
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> ClusterFabric::doctor() const {
+  const auto m = impl_->current();
+  const FabricConfig& config = *m->config;
+  CommandRunner& runner = *impl_->deps.runner;
+  std::vector<DoctorCheck> checks;
+
+  checks.push_back(
+      ok("config", fmt::format("{} clusters from {}", config.clusters.size(), config.source_path)));
+  checks.push_back(check_xpk(runner, config.xpk));
+  checks.push_back(check_gcloud(runner, config.xpk));
+  checks.push_back(check_optional_tool(
+      runner, "kubectl", {"kubectl", "version", "--client"},
+      "xpk >= 1.7 downloads kubectl itself; otherwise install it (apt-get install kubectl from "
+      "the Google Cloud SDK repository)"));
+  checks.push_back(
+      check_optional_tool(runner, "gke-gcloud-auth-plugin", {"gke-gcloud-auth-plugin", "--version"},
+                          "gcloud components install gke-gcloud-auth-plugin (or apt-get install "
+                          "google-cloud-cli-gke-gcloud-auth-plugin); kubectl needs it for GKE"));
+
+  // Credentials: which source resolves, and that it hands out a token (never printed).
+  const gcp::Environment env = gcp::current_environment();
+  std::shared_ptr<gcp::Credentials> credentials;
+  try {
+    auto source =
+        gcp::find_default_token_source(config.gcp, env, impl_->deps.http, impl_->deps.clock);
+    credentials = std::make_shared<gcp::Credentials>(std::move(source), impl_->deps.clock);
+    credentials->token();
+    checks.push_back(ok("credentials", credentials->description()));
+  } catch (const std::exception& e) {
+    checks.push_back(
+        fail("credentials", e.what(),
+             "on GKE use Workload Identity; on a VM attach a service account; on a laptop run "
+             "`gcloud auth application-default login`; or set GOOGLE_APPLICATION_CREDENTIALS to a "
+             "service-account key"));
+    credentials.reset();
+  }
+
+  const gcp::GcpEndpoints endpoints = gcp::resolve_endpoints(config.gcp, env);
+  if (!config.clusters.empty()) {
+    const ClusterConfig& first = config.clusters.front();
+    HttpRequest list;
+    list.method = "POST";
+    list.url = endpoints.logging + "/v2/entries:list";
+    list.headers.set("Content-Type", "application/json");
+    list.body = nlohmann::json{
+        {"resourceNames", {"projects/" + first.project}},
+        {"filter", fmt::format("timestamp>=\"{}\"",
+                               format_iso8601(impl_->deps.clock->now() - std::chrono::minutes(1)))},
+        {"pageSize",
+         1}}.dump();
+    list.timeout = std::chrono::seconds(config.gcp.http_timeout_s);
+    checks.push_back(check_endpoint(
+        "logging", *impl_->deps.http, credentials.get(), list,
+        fmt::format("grant roles/logging.viewer (Logs Viewer) on project {} to this identity",
+                    first.project)));
+  }
+  std::set<std::string> buckets;
+  for (const auto& c : config.clusters) {
+    if (!c.gcs_bucket.empty())
+      buckets.insert(c.gcs_bucket.substr(5, c.gcs_bucket.find('/', 5) - 5));
+  }
+  for (const auto& bucket : buckets) {
+    HttpRequest list;
+    list.url = fmt::format("{}/storage/v1/b/{}/o?maxResults=1", endpoints.storage,
+                           gcp::percent_encode(bucket));
+    list.timeout = std::chrono::seconds(config.gcp.http_timeout_s);
+    checks.push_back(check_endpoint(
+        "storage gs://" + bucket, *impl_->deps.http, credentials.get(), list,
+        fmt::format("grant roles/storage.objectAdmin (Storage Object Admin) on gs://{} to this "
+                    "identity",
+                    bucket)));
+  }
+
+  // Every cluster, probed in parallel.
+  std::vector<std::future<ClusterProbeResult>> probes;
+  for (const auto& c : config.clusters) {
+    probes.push_back(std::async(std::launch::async, [&m, c] { return m->prober->probe(c); }));
+  }
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    const ClusterConfig& c = config.clusters[i];
+    const ClusterProbeResult r = probes[i].get();
+    const std::string name = "cluster " + c.name;
+    if (r.reachable) {
+      checks.push_back(
+          ok(name, fmt::format("reachable: {} queued, {} running", r.queue_depth.value_or(0),
+                               r.running_count.value_or(0))));
+    } else {
+      checks.push_back(fail(
+          name, r.error.value_or("unreachable"),
+          fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
+                      "{} --project={} --location={}) and that this identity has "
+                      "roles/container.developer and roles/compute.viewer on {}",
+                      c.cluster_id, c.project, c.zone, c.cluster_id, c.project, c.zone,
+                      c.project)));
+    }
+  }
+  return checks;
+}
+
+}  // namespace falcon

@@ -1,0 +1,161 @@
+#include "falcon/fabric.h"
+
+#include <fmt/format.h>
+
+#include "fabric/fabric_impl.h"
+#include "falcon/errors.h"
+#include "util/time_format.h"
+
+namespace falcon {
+namespace {
+
+// Logs may be written a little before xpk reports the submission (clock skew between this
+// machine and Google's), so log queries start this much before submitted_at.
+constexpr std::chrono::minutes kSubmitMargin{10};
+
+FabricDependencies real_dependencies(const std::string& config_path) {
+  // The CA file comes from the configuration; read it once here for the HTTP client.
+  CurlHttpOptions http_options;
+  try {
+    http_options.ca_file = load_fabric_config(config_path).gcp.ca_file;
+  } catch (const ClusterConfigError&) {
+    // The registry load reports the problems.
+  }
+  return {make_posix_command_runner(), make_curl_http_client(http_options), make_system_clock()};
+}
+
+}  // namespace
+
+void ClusterFabric::Impl::build() {
+  auto m = std::make_shared<Modules>();
+  m->config = registry.snapshot();
+  m->prober = std::make_unique<ClusterProber>(deps.runner, m->config->xpk, deps.clock);
+  m->selector =
+      std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
+  m->workloads = std::make_unique<XpkWorkloadManager>(deps.runner, m->config->xpk, deps.clock);
+  m->logs = std::make_unique<CloudLogRetriever>(deps.http, m->config->gcp, deps.clock);
+  std::lock_guard<std::mutex> lock(mutex);
+  modules = std::move(m);
+}
+
+std::shared_ptr<Modules> ClusterFabric::Impl::current() const {
+  std::lock_guard<std::mutex> lock(mutex);
+  return modules;
+}
+
+LogQueryOptions ClusterFabric::Impl::query_options(const WorkloadHandle& handle, int slice) const {
+  LogQueryOptions options;
+  options.slice = slice;
+  if (auto submitted = parse_rfc3339(handle.submitted_at)) {
+    options.not_before = format_iso8601(*submitted - kSubmitMargin);
+  }
+  return options;
+}
+
+ClusterFabric::ClusterFabric(const std::string& config_path)
+    : ClusterFabric(config_path, real_dependencies(config_path)) {}
+
+ClusterFabric::ClusterFabric(const std::string& config_path, FabricDependencies deps)
+    : impl_(std::make_unique<Impl>()) {
+  if (!deps.runner || !deps.http || !deps.clock) {
+    throw std::invalid_argument("ClusterFabric: every dependency must be set");
+  }
+  impl_->config_path = config_path;
+  impl_->deps = std::move(deps);
+  impl_->registry.load(config_path);
+  impl_->build();
+}
+
+ClusterFabric::~ClusterFabric() = default;
+
+FabricConfig ClusterFabric::check_config(const std::string& config_path) {
+  return load_fabric_config(config_path);
+}
+
+void ClusterFabric::reload() {
+  impl_->registry.load(impl_->config_path);
+  impl_->build();
+}
+
+std::shared_ptr<const FabricConfig> ClusterFabric::config() const {
+  return impl_->current()->config;
+}
+
+std::vector<ClusterConfig> ClusterFabric::list_clusters() const {
+  return impl_->registry.list_clusters();
+}
+
+ClusterConfig ClusterFabric::get_cluster(const std::string& cluster) const {
+  return impl_->registry.get_cluster(cluster);
+}
+
+ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster) const {
+  const ClusterConfig config = impl_->registry.get_cluster(cluster);
+  return impl_->current()->prober->probe(config);
+}
+
+ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type) const {
+  return impl_->current()->selector->select(accelerator_type);
+}
+
+std::vector<WarmupResult> ClusterFabric::warm_up() const {
+  const auto m = impl_->current();
+  return m->workloads->warm_up(m->config->clusters, m->config->selection.max_parallel_probes);
+}
+
+WorkloadHandle ClusterFabric::submit_workload(const std::string& cluster,
+                                              const WorkloadSpec& spec) {
+  const ClusterConfig config = impl_->registry.get_cluster(cluster);
+  return impl_->current()->workloads->submit(config, spec);
+}
+
+WorkloadStatus ClusterFabric::get_workload_status(const WorkloadHandle& handle) const {
+  const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  return impl_->current()->workloads->get_status(config, handle);
+}
+
+bool ClusterFabric::cancel_workload(const WorkloadHandle& handle) {
+  const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  return impl_->current()->workloads->cancel(config, handle);
+}
+
+std::vector<WorkloadInfo> ClusterFabric::list_workloads(
+    const std::string& cluster, const std::optional<std::string>& state_filter) const {
+  const ClusterConfig config = impl_->registry.get_cluster(cluster);
+  return impl_->current()->workloads->list_workloads(config, state_filter);
+}
+
+WorkloadHandle ClusterFabric::handle_for(const std::string& cluster,
+                                         const std::string& workload_name) const {
+  const ClusterConfig config = impl_->registry.get_cluster(cluster);
+  if (auto record = impl_->current()->workloads->find_submission(cluster, workload_name)) {
+    return {workload_name, cluster, record->namespace_, record->submitted_at};
+  }
+  return {workload_name, cluster, config.default_namespace, ""};
+}
+
+LogLines ClusterFabric::stream_pod_log(const WorkloadHandle& handle, int rank,
+                                       const LogFilter& filter, int slice) const {
+  const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  return impl_->current()->logs->stream_log(config, handle.workload_name, handle.namespace_, rank,
+                                            filter, impl_->query_options(handle, slice));
+}
+
+void ClusterFabric::follow_pod_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
+                                   int slice, const FollowOptions& options,
+                                   const std::function<void(const std::string&)>& on_line) const {
+  const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  impl_->current()->logs->follow_log(config, handle.workload_name, handle.namespace_, rank, filter,
+                                     impl_->query_options(handle, slice), options, on_line);
+}
+
+LogExportResult ClusterFabric::export_pod_logs(
+    const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,
+    const std::function<void(const ExportProgress&)>& progress) const {
+  const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  return impl_->current()->logs->export_logs(config, handle.workload_name, handle.namespace_,
+                                             filter, gcs_dest, impl_->query_options(handle, 0),
+                                             progress);
+}
+
+}  // namespace falcon
