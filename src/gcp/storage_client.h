@@ -127,6 +127,8 @@ class ResumableUploadWriter {
 
   std::int64_t bytes_written() const { return written_; }      // accepted by write()
   std::int64_t committed_bytes() const { return committed_; }  // persisted by the server
+  // Bytes held in memory: written but not yet committed. Never more than one chunk.
+  std::size_t buffered_bytes() const { return buffer_.size(); }
   const std::string& bucket() const { return bucket_; }
   const std::string& object() const { return object_; }
 
