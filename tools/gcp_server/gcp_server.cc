@@ -359,7 +359,9 @@ MultipartUpload parse_multipart_related(const std::string& content_type, const s
   }
   std::string boundary = content_type.substr(bpos + 9);
   if (auto semi = boundary.find(';'); semi != std::string::npos) boundary.resize(semi);
-  if (boundary.size() >= 2 && boundary.front() == '"' && boundary.back() == '"') {
+  // Python's email package (gcloud) single-quotes the boundary; others double-quote it.
+  if (boundary.size() >= 2 && (boundary.front() == '"' || boundary.front() == '\'') &&
+      boundary.back() == boundary.front()) {
     boundary = boundary.substr(1, boundary.size() - 2);
   }
   const std::string delim = "--" + boundary;
@@ -927,36 +929,39 @@ void GcpServer::Impl::install_routes() {
             [this](Call& c) { logging_write(c); });
 
   // Storage uploads.
-  const std::string upload = R"(/upload/storage/v1/b/([^/]+)/o)";
-  with_body(
-      "POST", upload,
-      [](const httplib::Request& req) {
-        if (req.has_param("upload_id")) return std::string("storage.upload_chunk");
-        const std::string t = req.get_param_value("uploadType");
-        return std::string(t == "resumable" ||
-                                   req.get_header_value("X-Goog-Upload-Protocol") == "resumable"
-                               ? "storage.upload_init"
-                               : "storage.upload_media");
-      },
-      Api::kStorage, true, true,
-      [this](Call& c) {
-        if (c.req.has_param("upload_id")) {
-          upload_chunk(c);
-        } else {
-          upload_post(c);
-        }
-      });
-  with_body("PUT", upload, fixed("storage.upload_chunk"), Api::kStorage, true, true,
-            [this](Call& c) { upload_chunk(c); });
-  with_body("DELETE", upload, fixed("storage.upload_cancel"), Api::kStorage, true, false,
-            [this](Call& c) {
-              const std::string id = c.req.get_param_value("upload_id");
-              if (!objects.cancel_upload(id)) {
-                throw ApiError::not_found("No such upload session");
-              }
-              c.res.status = 499;
-              c.res.set_header("Content-Length", "0");
-            });
+  // gcloud (apitools) starts resumable uploads on /resumable/upload/...; GCS serves both.
+  for (const std::string upload :
+       {R"(/upload/storage/v1/b/([^/]+)/o)", R"(/resumable/upload/storage/v1/b/([^/]+)/o)"}) {
+    with_body(
+        "POST", upload,
+        [](const httplib::Request& req) {
+          if (req.has_param("upload_id")) return std::string("storage.upload_chunk");
+          const std::string t = req.get_param_value("uploadType");
+          return std::string(t == "resumable" ||
+                                     req.get_header_value("X-Goog-Upload-Protocol") == "resumable"
+                                 ? "storage.upload_init"
+                                 : "storage.upload_media");
+        },
+        Api::kStorage, true, true,
+        [this](Call& c) {
+          if (c.req.has_param("upload_id")) {
+            upload_chunk(c);
+          } else {
+            upload_post(c);
+          }
+        });
+    with_body("PUT", upload, fixed("storage.upload_chunk"), Api::kStorage, true, true,
+              [this](Call& c) { upload_chunk(c); });
+    with_body("DELETE", upload, fixed("storage.upload_cancel"), Api::kStorage, true, false,
+              [this](Call& c) {
+                const std::string id = c.req.get_param_value("upload_id");
+                if (!objects.cancel_upload(id)) {
+                  throw ApiError::not_found("No such upload session");
+                }
+                c.res.status = 499;
+                c.res.set_header("Content-Length", "0");
+              });
+  }
 
   // Storage objects and buckets.
   const std::string object = R"(/storage/v1/b/([^/]+)/o/(.+))";
