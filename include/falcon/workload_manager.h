@@ -17,10 +17,11 @@
 //    "priority":"medium"}
 // Each record is one write(2) on an O_APPEND descriptor, so concurrent falcon processes never
 // interleave records. Readers skip lines that are not a complete record (a torn last line after
-// a crash); a writer that finds the file not ending in a newline starts its record on a new
-// line. For a (cluster, workload) pair the last record in the file wins (names are reused).
-// The file only grows; deleting it loses nothing but the accelerator type shown by
-// list_workloads and the namespace/accelerator recovered by find_submission.
+// a crash) and empty lines; a writer that finds the file not ending in a newline (a torn line,
+// or another writer's record caught half-written) starts its record on a new line. For a (cluster,
+// workload) pair the last record in the file wins (names are reused). The file only grows; deleting
+// it loses nothing but the accelerator type shown by list_workloads and the namespace/accelerator
+// recovered by find_submission.
 //
 // Namespaces (DESIGN D3). Stock xpk has no --namespace flag; everything runs in `default`.
 // xpk.namespace_flag decides:

@@ -22,8 +22,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/pidfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,7 +161,9 @@ std::vector<char*> c_strings(std::vector<std::string>& strings) {
 // reaps the leader if run() did not get that far (an exception in between).
 class ChildProcess {
  public:
-  explicit ChildProcess(pid_t pid) : pid_(pid), pidfd_(::pidfd_open(pid, 0)) {}
+  // pidfd_open through syscall(): glibc 2.36's <sys/pidfd.h> lacks C linkage in C++.
+  explicit ChildProcess(pid_t pid)
+      : pid_(pid), pidfd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
   ~ChildProcess() {
     if (!reaped_) {
       kill_group(SIGKILL);

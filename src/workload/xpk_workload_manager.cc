@@ -431,7 +431,7 @@ std::optional<SubmissionRecord> XpkWorkloadManager::find_submission(
 void XpkWorkloadManager::record_submission(const SubmissionRecord& record) const {
   xpk::ensure_private_dir(xpk_->state_dir());
   const std::string path = submissions_path();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     throw FalconError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
   }

@@ -146,7 +146,8 @@ std::string xpk_error_lines(std::string_view stdout_text) {
     const std::string_view body = prefixed ? trim(line.substr(kXpkPrefix.size())) : line;
     if (is_bytes_repr(body)) {
       // A captured child's output: keep its decoded lines.
-      for (std::string_view l : split_output_lines(decode_bytes_repr(body))) {
+      const std::string decoded = decode_bytes_repr(body);
+      for (std::string_view l : split_output_lines(decoded)) {
         add(std::string(trim(l)));
       }
       continue;

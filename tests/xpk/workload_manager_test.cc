@@ -1,0 +1,620 @@
+// XpkWorkloadManager: the spec's acceptance rows (测试验收标准 4. XpkWorkloadManager), the
+// validation and namespace rules of DESIGN D3, the submission record, and warm-up.
+#include "falcon/workload_manager.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "support/fake_clock.h"
+#include "support/fake_command_runner.h"
+#include "support/temp_dir.h"
+#include "xpk/xpk_outputs.h"
+
+namespace falcon {
+namespace {
+
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using testing::FakeClock;
+using testing::FakeCommandRunner;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+ClusterConfig tpu_cluster() {
+  ClusterConfig c;
+  c.name = "tpu-v4-prod";
+  c.provider = "gke";
+  c.project = "primatrix-tpu";
+  c.zone = "us-central2-b";
+  c.cluster_id = "tpu-v4-cluster";
+  c.accelerator_slots = {{"tpu-v4-64", "tpu", 1}, {"tpu-v4-128", "tpu", 1}};
+  c.default_namespace = "default";
+  return c;
+}
+
+ClusterConfig gpu_cluster() {
+  ClusterConfig c;
+  c.name = "gpu-a100";
+  c.provider = "gke";
+  c.project = "primatrix-gpu";
+  c.zone = "us-central1-a";
+  c.cluster_id = "gpu-cluster";
+  c.accelerator_slots = {{"nvidia-a100-80g", "gpu", 1}, {"n2-standard-32-4", "cpu", 2}};
+  c.default_namespace = "benchmark";
+  return c;
+}
+
+WorkloadSpec tpu_spec() {
+  WorkloadSpec s;
+  s.name = "llama-8b-bench";
+  s.docker_image = "gcr.io/primatrix/bench:1";
+  s.command = {"python3", "train.py", "--steps=100"};
+  s.accelerator_type = "tpu-v4-64";
+  s.priority = "medium";
+  return s;
+}
+
+class WorkloadManagerTest : public ::testing::Test {
+ protected:
+  WorkloadManagerTest() {
+    settings_.state_dir = (tmp_.path() / "state").string();
+    runner_->attach_clock(clock_);
+  }
+  XpkWorkloadManager manager() { return XpkWorkloadManager(runner_, settings_, clock_); }
+  std::vector<std::string> only_call_argv() {
+    const auto calls = runner_->calls();
+    EXPECT_EQ(calls.size(), 1u);
+    return calls.empty() ? std::vector<std::string>{} : calls.back().argv;
+  }
+  WorkloadSubmitError submit_error(const ClusterConfig& c, const WorkloadSpec& s) {
+    try {
+      manager().submit(c, s);
+    } catch (const WorkloadSubmitError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "expected WorkloadSubmitError";
+    return WorkloadSubmitError("", "", "", std::nullopt, "");
+  }
+
+  testing::TempDir tmp_;
+  XpkSettings settings_;
+  std::shared_ptr<FakeCommandRunner> runner_ = std::make_shared<FakeCommandRunner>();
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+};
+
+// 提交任务: the create command carries image, command, accelerator, env and extra_args.
+TEST_F(WorkloadManagerTest, SubmitBuildsTheCreateCommand) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  settings_.extra_args = {"--skip-validation"};
+  auto spec = tpu_spec();
+  spec.command = {"python3", "train.py", "--name=it's a test", "$HOME"};
+  spec.env = {{"JAX_PLATFORMS", "tpu"}, {"STEPS", "100 200"}};
+  spec.extra_args = {"--num-slices=2", "--max-restarts", "3"};
+  const auto handle = manager().submit(tpu_cluster(), spec);
+
+  EXPECT_THAT(only_call_argv(),
+              ElementsAre("xpk", "workload", "create", "--cluster=tpu-v4-cluster",
+                          "--project=primatrix-tpu", "--zone=us-central2-b",
+                          "--workload=llama-8b-bench", "--docker-image=gcr.io/primatrix/bench:1",
+                          "--command=python3 train.py '--name=it'\\''s a test' '$HOME'",
+                          "--tpu-type=tpu-v4-64", "--priority=medium", "--env=JAX_PLATFORMS=tpu",
+                          "--env=STEPS=100 200", "--skip-validation", "--num-slices=2",
+                          "--max-restarts", "3"));
+  const auto call = runner_->calls().back();
+  EXPECT_EQ(call.timeout, std::chrono::seconds(900));
+  EXPECT_EQ(call.env.at("KUBECONFIG"),
+            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
+
+  EXPECT_EQ(handle.workload_name, "llama-8b-bench");
+  EXPECT_EQ(handle.cluster, "tpu-v4-prod");
+  EXPECT_EQ(handle.namespace_, "default");
+  EXPECT_EQ(handle.submitted_at, "2026-04-13T08:00:00.000Z");
+}
+
+TEST_F(WorkloadManagerTest, SubmitNeverPassesQuiet) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  manager().submit(tpu_cluster(), tpu_spec());
+  EXPECT_THAT(only_call_argv(), Not(Contains("--quiet")));
+}
+
+// TPU vs GPU: device_class picks --tpu-type or --device-type (cpu too).
+TEST_F(WorkloadManagerTest, DeviceClassPicksTheAcceleratorFlag) {
+  settings_.namespace_flag = "supported";
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  manager().submit(tpu_cluster(), tpu_spec());
+  auto gpu = tpu_spec();
+  gpu.accelerator_type = "nvidia-a100-80g";
+  manager().submit(gpu_cluster(), gpu);
+  auto cpu = tpu_spec();
+  cpu.accelerator_type = "n2-standard-32-4";
+  manager().submit(gpu_cluster(), cpu);
+
+  const auto calls = runner_->calls();
+  ASSERT_THAT(calls, SizeIs(3));
+  EXPECT_THAT(calls[0].argv, Contains("--tpu-type=tpu-v4-64"));
+  EXPECT_THAT(calls[0].argv, Not(Contains(HasSubstr("--device-type"))));
+  EXPECT_THAT(calls[1].argv, Contains("--device-type=nvidia-a100-80g"));
+  EXPECT_THAT(calls[1].argv, Not(Contains(HasSubstr("--tpu-type"))));
+  EXPECT_THAT(calls[2].argv, Contains("--device-type=n2-standard-32-4"));
+}
+
+// 提交失败: non-zero exit -> WorkloadSubmitError carrying stderr.
+TEST_F(WorkloadManagerTest, FailedCreateRaisesWorkloadSubmitErrorWithStderr) {
+  runner_->on({"workload", "create"},
+              FakeCommandRunner::fails(1, testing::kCreateFailStderr, testing::kCreateFailStdout));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  EXPECT_EQ(e.exit_code(), 1);
+  EXPECT_EQ(e.cluster(), "tpu-v4-prod");
+  EXPECT_EQ(e.workload(), "llama-8b-bench");
+  EXPECT_THAT(e.stderr_text(), HasSubstr("unknown field \"spec.ttlSecondsAfterFinished\""));
+  EXPECT_THAT(e.stderr_text(), HasSubstr("[XPK] Create Workload request returned ERROR 1"));
+  EXPECT_THAT(e.what(), HasSubstr("xpk workload create failed for workload 'llama-8b-bench' on "
+                                  "cluster 'tpu-v4-prod': exit code 1"));
+  EXPECT_THAT(e.what(), HasSubstr("strict decoding error"));
+  // Nothing is recorded for a failed submit.
+  EXPECT_EQ(manager().find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
+}
+
+TEST_F(WorkloadManagerTest, TimedOutCreateRaisesWorkloadSubmitErrorWithoutExitCode) {
+  settings_.command_timeout_s = 60;
+  runner_->on({"workload", "create"}, FakeCommandRunner::takes(std::chrono::minutes(5)));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  EXPECT_EQ(e.exit_code(), std::nullopt);
+  EXPECT_THAT(e.what(), HasSubstr("timed out after 60.0s"));
+}
+
+TEST_F(WorkloadManagerTest, MissingBinaryRaisesWorkloadSubmitErrorNamingIt) {
+  settings_.binary = "/nonexistent/xpk";
+  runner_->on({"workload"}, FakeCommandRunner::cannot_start("No such file or directory"));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  EXPECT_THAT(e.what(), HasSubstr("/nonexistent/xpk"));
+}
+
+TEST_F(WorkloadManagerTest, ValidatesBeforeRunningXpk) {
+  struct Case {
+    std::function<void(WorkloadSpec&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](WorkloadSpec& s) { s.name = "Llama"; }, "must start with a lower-case letter"},
+      {[](WorkloadSpec& s) { s.name = "llama-"; }, "end with a letter or digit"},
+      {[](WorkloadSpec& s) { s.name = "9lives"; }, "is invalid"},
+      {[](WorkloadSpec& s) { s.name = "llama_8b"; }, "is invalid"},
+      {[](WorkloadSpec& s) { s.name = ""; }, "empty"},
+      {[](WorkloadSpec& s) { s.name = std::string(41, 'a'); }, "at most 40"},
+      {[](WorkloadSpec& s) { s.priority = "urgent"; }, "priority 'urgent' is not one of"},
+      {[](WorkloadSpec& s) {
+         s.env = {{"1BAD", "x"}};
+       },
+       "environment variable name '1BAD'"},
+      {[](WorkloadSpec& s) {
+         s.env = {{"A-B", "x"}};
+       },
+       "environment variable name 'A-B'"},
+      {[](WorkloadSpec& s) {
+         s.env = {{"Q", "say \"hi\""}};
+       },
+       "double quote"},
+      {[](WorkloadSpec& s) { s.docker_image = ""; }, "docker_image is empty"},
+      {[](WorkloadSpec& s) { s.command = {}; }, "command is empty"},
+      {[](WorkloadSpec& s) { s.accelerator_type = "nvidia-h100-80g"; },
+       "does not offer accelerator 'nvidia-h100-80g' (it offers: tpu-v4-64, tpu-v4-128)"},
+  };
+  for (const auto& c : cases) {
+    auto spec = tpu_spec();
+    c.change(spec);
+    const auto e = submit_error(tpu_cluster(), spec);
+    EXPECT_THAT(e.what(), HasSubstr(c.message));
+    EXPECT_THAT(e.what(), HasSubstr("cluster 'tpu-v4-prod'"));
+    EXPECT_EQ(e.exit_code(), std::nullopt);
+  }
+  EXPECT_THAT(runner_->calls(), IsEmpty());
+}
+
+TEST_F(WorkloadManagerTest, AcceptsTheLongestAndEdgeNames) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  for (std::string name : {std::string(40, 'a'), std::string("a"), std::string("a-1")}) {
+    auto spec = tpu_spec();
+    spec.name = name;
+    spec.priority = "very-high";
+    spec.env = {{"_under_score9", "v"}};
+    EXPECT_EQ(manager().submit(tpu_cluster(), spec).workload_name, name);
+  }
+}
+
+// namespace 默认值: namespace None -> the cluster's default_namespace.
+TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
+  settings_.namespace_flag = "supported";
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto spec = tpu_spec();
+  spec.accelerator_type = "nvidia-a100-80g";
+  const auto handle = manager().submit(gpu_cluster(), spec);
+  EXPECT_EQ(handle.namespace_, "benchmark");
+  EXPECT_THAT(only_call_argv(), Contains("--namespace=benchmark"));
+
+  spec.namespace_ = "team-x";
+  EXPECT_EQ(manager().submit(gpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_THAT(runner_->calls().back().argv, Contains("--namespace=team-x"));
+}
+
+TEST_F(WorkloadManagerTest, UnsupportedNamespaceFlagRefusesANonDefaultNamespace) {
+  settings_.namespace_flag = "unsupported";
+  auto spec = tpu_spec();
+  spec.accelerator_type = "nvidia-a100-80g";
+  const auto e = submit_error(gpu_cluster(), spec);  // default_namespace: benchmark
+  EXPECT_THAT(e.what(), HasSubstr("namespace 'benchmark'"));
+  EXPECT_THAT(e.what(), HasSubstr("has no --namespace flag"));
+  EXPECT_THAT(e.what(), HasSubstr("xpk.namespace_flag: supported"));
+  EXPECT_THAT(runner_->calls(), IsEmpty());
+
+  // The default namespace needs no flag.
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  EXPECT_EQ(manager().submit(tpu_cluster(), tpu_spec()).namespace_, "default");
+  EXPECT_THAT(only_call_argv(), Not(Contains(HasSubstr("--namespace"))));
+}
+
+TEST_F(WorkloadManagerTest, AutoNamespaceSkipsTheHelpCallForTheDefaultNamespace) {
+  settings_.binary = "xpk-auto-default";
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  manager().submit(tpu_cluster(), tpu_spec());
+  EXPECT_THAT(runner_->calls_matching({"--help"}), IsEmpty());
+  EXPECT_THAT(only_call_argv(), Not(Contains(HasSubstr("--namespace"))));
+}
+
+TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
+  settings_.binary = "xpk-with-namespace";
+  runner_->on({"--help"},
+              FakeCommandRunner::ok("usage: xpk workload create [-h] --workload WORKLOAD\n"
+                                    "  --namespace NAMESPACE  Kubernetes namespace\n"));
+  runner_->on({"workload", "create", "--workload=llama-8b-bench"},
+              FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto spec = tpu_spec();
+  spec.namespace_ = "team-x";
+  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");  // a new manager too
+  EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(1));
+  EXPECT_THAT(runner_->calls_matching({"--help"})[0].argv,
+              ElementsAre("xpk-with-namespace", "workload", "create", "--help"));
+  EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(2));
+  EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"})[0].argv,
+              Contains("--namespace=team-x"));
+}
+
+TEST_F(WorkloadManagerTest, AutoNamespaceWithStockXpkRefusesANonDefaultNamespace) {
+  settings_.binary = "xpk-stock";
+  runner_->on({"--help"}, FakeCommandRunner::ok("usage: xpk workload create [-h] --workload "
+                                                "WORKLOAD --cluster CLUSTER\n"));
+  auto spec = tpu_spec();
+  spec.namespace_ = "team-x";
+  const auto e = submit_error(tpu_cluster(), spec);
+  EXPECT_THAT(e.what(), HasSubstr("namespace 'team-x' was requested (by the workload spec)"));
+  EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), IsEmpty());
+}
+
+TEST_F(WorkloadManagerTest, AutoNamespaceHelpFailureSaysHowToFixIt) {
+  settings_.binary = "xpk-broken-help";
+  runner_->on({"--help"}, FakeCommandRunner::fails(1, "ModuleNotFoundError: No module named x"));
+  auto spec = tpu_spec();
+  spec.namespace_ = "team-x";
+  const auto e = submit_error(tpu_cluster(), spec);
+  EXPECT_THAT(e.what(), HasSubstr("set xpk.namespace_flag"));
+  EXPECT_THAT(e.what(), HasSubstr("ModuleNotFoundError"));
+}
+
+// extra_args 透传: appended verbatim, last.
+TEST_F(WorkloadManagerTest, ExtraArgsAreAppendedVerbatimAtTheEnd) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto spec = tpu_spec();
+  spec.extra_args = {"--scheduler=gke.io/topology-aware-auto", "--env", "LATE=1", "--quiet?"};
+  manager().submit(tpu_cluster(), spec);
+  const auto argv = only_call_argv();
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_THAT(std::vector<std::string>(argv.end() - 4, argv.end()),
+              ElementsAre("--scheduler=gke.io/topology-aware-auto", "--env", "LATE=1", "--quiet?"));
+}
+
+// 查询状态: list output parsed and mapped to WorkloadStatus.state.
+TEST_F(WorkloadManagerTest, GetStatusParsesTheListAndMapsTheState) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto m = manager();
+  const auto cluster = tpu_cluster();
+  auto status_of = [&](const std::string& name) {
+    return m.get_status(cluster,
+                        WorkloadHandle{name, cluster.name, "default", "2026-06-01T00:00:00.000Z"});
+  };
+  const auto running = status_of("train-a");
+  EXPECT_EQ(running.workload_name, "train-a");
+  EXPECT_EQ(running.state, kStateRunning);
+  EXPECT_EQ(running.start_time, "2026-06-01T10:00:00.000Z");
+  EXPECT_EQ(running.end_time, std::nullopt);
+  EXPECT_EQ(running.exit_code, std::nullopt);
+
+  EXPECT_EQ(status_of("train-b").state, kStateQueued);
+  const auto done = status_of("train-c");
+  EXPECT_EQ(done.state, kStateCompleted);
+  EXPECT_EQ(done.end_time, "2026-06-01T09:30:00.000Z");
+  EXPECT_EQ(status_of("train-d").state, kStateFailed);
+  EXPECT_EQ(status_of("train-d").end_time, "2026-06-01T09:40:00.000Z");
+
+  const auto call = runner_->calls().front();
+  EXPECT_THAT(call.argv, Contains("--filter-by-job=train-a"));
+  EXPECT_THAT(call.argv, Not(Contains(HasSubstr("--filter-by-status"))));
+}
+
+TEST_F(WorkloadManagerTest, GetStatusMatchesNamesExactlyAndReportsUnlistedAsUnknown) {
+  // xpk's --filter-by-job is a substring match: asking for "train" lists train-a, train-b...
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  const auto status = manager().get_status(
+      tpu_cluster(), WorkloadHandle{"train", "tpu-v4-prod", "default", "2026-06-01T00:00:00Z"});
+  EXPECT_EQ(status.state, kStateUnknown);
+  EXPECT_EQ(status.start_time, std::nullopt);
+  EXPECT_EQ(status.end_time, std::nullopt);
+}
+
+TEST_F(WorkloadManagerTest, GetStatusFailureRaisesXpkCommandError) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::fails(1, "", testing::kListFailureStdout));
+  try {
+    manager().get_status(tpu_cluster(), WorkloadHandle{"train-a", "tpu-v4-prod", "default", ""});
+    FAIL() << "expected XpkCommandError";
+  } catch (const XpkCommandError& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    EXPECT_EQ(e.cluster(), "tpu-v4-prod");
+    EXPECT_THAT(e.what(), HasSubstr("doesn't have a resource type \"workloads\""));
+  }
+}
+
+// 取消任务: `xpk workload delete`, true on success.
+TEST_F(WorkloadManagerTest, CancelRunsWorkloadDeleteAndReturnsTrue) {
+  runner_->on({"workload", "delete"},
+              FakeCommandRunner::ok("[XPK] Starting Workload delete\n"
+                                    "jobset.jobset.x-k8s.io \"train-a\" deleted\n"
+                                    "[XPK] Exiting XPK cleanly\n"));
+  EXPECT_TRUE(
+      manager().cancel(tpu_cluster(), WorkloadHandle{"train-a", "tpu-v4-prod", "default", ""}));
+  EXPECT_THAT(only_call_argv(),
+              ElementsAre("xpk", "workload", "delete", "--cluster=tpu-v4-cluster",
+                          "--project=primatrix-tpu", "--zone=us-central2-b", "--workload=train-a"));
+}
+
+TEST_F(WorkloadManagerTest, CancelSucceedsDespiteThePathwaysPreStepNotFound) {
+  runner_->on({"workload", "delete"},
+              FakeCommandRunner::fails(0, testing::kDeleteWithPathwaysStepStderr,
+                                       testing::kDeleteWithPathwaysStepStdout));
+  EXPECT_TRUE(
+      manager().cancel(tpu_cluster(), WorkloadHandle{"train-a", "tpu-v4-prod", "default", ""}));
+}
+
+// 取消不存在的任务: NotFound -> WorkloadNotFoundError.
+TEST_F(WorkloadManagerTest, CancelOfAMissingWorkloadRaisesWorkloadNotFoundError) {
+  runner_->on({"workload", "delete"}, FakeCommandRunner::fails(1, testing::kDeleteNotFoundStderr,
+                                                               testing::kDeleteNotFoundStdout));
+  try {
+    manager().cancel(tpu_cluster(), WorkloadHandle{"ghost", "tpu-v4-prod", "default", ""});
+    FAIL() << "expected WorkloadNotFoundError";
+  } catch (const WorkloadNotFoundError& e) {
+    EXPECT_EQ(e.cluster(), "tpu-v4-prod");
+    EXPECT_EQ(e.workload(), "ghost");
+  }
+}
+
+TEST_F(WorkloadManagerTest, CancelOtherFailuresRaiseXpkCommandError) {
+  // A failed delete whose only NotFound is about a PathwaysJob is not "not found".
+  runner_->on({"workload", "delete"},
+              FakeCommandRunner::fails(1,
+                                       std::string(testing::kDeleteWithPathwaysStepStderr) +
+                                           "Error from server (Forbidden): jobsets.jobset.x-k8s.io "
+                                           "\"train-a\" is forbidden\n",
+                                       "[XPK] XPK failed, error code 1\n"));
+  try {
+    manager().cancel(tpu_cluster(), WorkloadHandle{"train-a", "tpu-v4-prod", "default", ""});
+    FAIL() << "expected XpkCommandError";
+  } catch (const WorkloadNotFoundError&) {
+    FAIL() << "a Forbidden delete is not NotFound";
+  } catch (const XpkCommandError& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    EXPECT_THAT(e.what(), HasSubstr("is forbidden"));
+  }
+  // Timeouts too, without an exit code.
+  settings_.command_timeout_s = 30;
+  runner_->on({"workload", "delete"}, FakeCommandRunner::takes(std::chrono::minutes(1)));
+  try {
+    manager().cancel(tpu_cluster(), WorkloadHandle{"train-a", "tpu-v4-prod", "default", ""});
+    FAIL() << "expected XpkCommandError";
+  } catch (const XpkCommandError& e) {
+    EXPECT_EQ(e.exit_code(), std::nullopt);
+    EXPECT_THAT(e.what(), HasSubstr("timed out"));
+  }
+}
+
+TEST_F(WorkloadManagerTest, CancelRefusesANameXpkWouldRejectWithoutRunningIt) {
+  EXPECT_THROW(manager().cancel(tpu_cluster(),
+                                WorkloadHandle{std::string(41, 'a'), "tpu-v4-prod", "default", ""}),
+               XpkCommandError);
+  EXPECT_THAT(runner_->calls(), IsEmpty());
+}
+
+TEST_F(WorkloadManagerTest, ListWorkloadsMapsAndFiltersByOurState) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto m = manager();
+  const auto all = m.list_workloads(tpu_cluster(), std::nullopt);
+  ASSERT_THAT(all, SizeIs(8));
+  EXPECT_EQ(all[0].name, "train-a");
+  EXPECT_EQ(all[0].state, kStateRunning);
+  EXPECT_EQ(all[0].start_time, "2026-06-01T10:00:00.000Z");
+  EXPECT_EQ(all[0].accelerator_type, "");  // not submitted by falcon
+
+  std::vector<std::string> queued;
+  for (const auto& w : m.list_workloads(tpu_cluster(), std::string(kStateQueued))) {
+    queued.push_back(w.name);
+  }
+  EXPECT_THAT(queued, ElementsAre("train-b", "train-f", "train-g"));
+  EXPECT_THAT(m.list_workloads(tpu_cluster(), std::string(kStateFailed)), SizeIs(1));
+  EXPECT_THROW(m.list_workloads(tpu_cluster(), std::string("queued")), std::invalid_argument);
+  for (const auto& call : runner_->calls()) {
+    EXPECT_THAT(call.argv, Not(Contains(HasSubstr("--filter"))));
+  }
+}
+
+TEST_F(WorkloadManagerTest, ListWorkloadsTakesTheAcceleratorFromTheSubmissionRecord) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto spec = tpu_spec();
+  spec.name = "train-c";
+  spec.accelerator_type = "tpu-v4-128";
+  auto m = manager();
+  m.submit(tpu_cluster(), spec);
+  const auto all = m.list_workloads(tpu_cluster(), std::nullopt);
+  EXPECT_EQ(all[2].name, "train-c");
+  EXPECT_EQ(all[2].accelerator_type, "tpu-v4-128");
+}
+
+TEST_F(WorkloadManagerTest, SubmitRecordsTheSubmissionAndTheLatestRecordWins) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto m = manager();
+  m.submit(tpu_cluster(), tpu_spec());
+  clock_->advance(std::chrono::hours(1));
+  auto again = tpu_spec();
+  again.accelerator_type = "tpu-v4-128";
+  m.submit(tpu_cluster(), again);
+
+  const auto record = m.find_submission("tpu-v4-prod", "llama-8b-bench");
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->cluster, "tpu-v4-prod");
+  EXPECT_EQ(record->workload, "llama-8b-bench");
+  EXPECT_EQ(record->namespace_, "default");
+  EXPECT_EQ(record->accelerator_type, "tpu-v4-128");
+  EXPECT_EQ(record->device_class, "tpu");
+  EXPECT_EQ(record->submitted_at, "2026-04-13T09:00:00.000Z");
+  EXPECT_EQ(record->cluster_id, "tpu-v4-cluster");
+  EXPECT_EQ(record->docker_image, "gcr.io/primatrix/bench:1");
+  EXPECT_EQ(record->priority, "medium");
+  EXPECT_EQ(m.find_submission("other-cluster", "llama-8b-bench"), std::nullopt);
+
+  struct stat st {};
+  ASSERT_EQ(::stat(m.submissions_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(m.submissions_path(), (tmp_.path() / "state" / "submissions.jsonl").string());
+  const std::string text = testing::read_file(m.submissions_path());
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+}
+
+TEST_F(WorkloadManagerTest, SubmissionRecordToleratesATornLastLine) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto m = manager();
+  m.submit(tpu_cluster(), tpu_spec());
+  {
+    std::ofstream out(m.submissions_path(), std::ios::app);
+    out << "{\"v\":1,\"cluster\":\"tpu-v4-prod\",\"workload\":\"torn";  // a crash mid-write
+  }
+  EXPECT_TRUE(m.find_submission("tpu-v4-prod", "llama-8b-bench").has_value());
+  auto next = tpu_spec();
+  next.name = "after-the-tear";
+  m.submit(tpu_cluster(), next);
+  EXPECT_TRUE(m.find_submission("tpu-v4-prod", "after-the-tear").has_value());
+  EXPECT_TRUE(m.find_submission("tpu-v4-prod", "llama-8b-bench").has_value());
+}
+
+TEST_F(WorkloadManagerTest, ConcurrentSubmitsNeverInterleaveRecords) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  constexpr int kThreads = 8;
+  constexpr int kEach = 20;
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        auto m = manager();  // one manager per thread, like separate falcon processes
+        for (int i = 0; i < kEach; ++i) {
+          auto spec = tpu_spec();
+          spec.name = "w-" + std::to_string(t) + "-" + std::to_string(i);
+          m.submit(tpu_cluster(), spec);
+        }
+      });
+    }
+  }
+  // Every line is one whole record, and every submission is there.
+  std::set<std::string> names;
+  std::istringstream lines(testing::read_file(manager().submissions_path()));
+  for (std::string line; std::getline(lines, line);) {
+    // An empty line is possible and harmless: a writer that saw another's record half-written
+    // starts its own on a fresh line.
+    if (line.empty()) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << line;
+    names.insert(j.at("workload").get<std::string>());
+  }
+  EXPECT_EQ(names.size(), static_cast<std::size_t>(kThreads * kEach));
+  EXPECT_TRUE(manager().find_submission("tpu-v4-prod", "w-7-19").has_value());
+}
+
+TEST_F(WorkloadManagerTest, AFailedRecordWriteDoesNotFailTheSubmit) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto m = manager();
+  std::filesystem::create_directories(m.submissions_path());  // a directory in the way
+  EXPECT_EQ(m.submit(tpu_cluster(), tpu_spec()).workload_name, "llama-8b-bench");
+  EXPECT_EQ(m.find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
+}
+
+TEST_F(WorkloadManagerTest, WarmUpFetchesEachClustersCredentialsIntoItsOwnKubeconfig) {
+  settings_.gcloud_binary = "/opt/gcloud";
+  settings_.env = {{"CLOUDSDK_CORE_DISABLE_PROMPTS", "1"}};
+  runner_->on({"get-credentials", "tpu-v4-cluster"}, FakeCommandRunner::ok("Fetching ...\n"));
+  runner_->on({"get-credentials", "gpu-cluster"},
+              FakeCommandRunner::fails(1,
+                                       "ERROR: (gcloud.container.clusters.get-credentials) "
+                                       "ResponseError: code=404, message=Not found\n"));
+  runner_->hold_until_concurrent(2, std::chrono::seconds(10));
+  const auto results = manager().warm_up({tpu_cluster(), gpu_cluster()}, 4);
+  EXPECT_EQ(runner_->max_in_flight(), 2);  // in parallel
+
+  ASSERT_THAT(results, SizeIs(2));
+  EXPECT_EQ(results[0].cluster, "tpu-v4-prod");
+  EXPECT_TRUE(results[0].ok);
+  EXPECT_EQ(results[0].error, std::nullopt);
+  EXPECT_EQ(results[1].cluster, "gpu-a100");
+  EXPECT_FALSE(results[1].ok);
+  EXPECT_THAT(results[1].error.value_or(""), HasSubstr("cluster 'gpu-a100'"));
+  EXPECT_THAT(results[1].error.value_or(""), HasSubstr("code=404"));
+
+  const auto tpu_call = runner_->calls_matching({"tpu-v4-cluster"}).at(0);
+  EXPECT_THAT(tpu_call.argv,
+              ElementsAre("/opt/gcloud", "container", "clusters", "get-credentials",
+                          "tpu-v4-cluster", "--project=primatrix-tpu", "--location=us-central2-b"));
+  EXPECT_EQ(tpu_call.env.at("KUBECONFIG"),
+            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
+  EXPECT_EQ(tpu_call.env.at("CLOUDSDK_CORE_DISABLE_PROMPTS"), "1");
+  const auto gpu_call = runner_->calls_matching({"gpu-cluster"}).at(0);
+  EXPECT_EQ(gpu_call.env.at("KUBECONFIG"),
+            (tmp_.path() / "state" / "kube" / "gpu-a100" / "config").string());
+}
+
+TEST_F(WorkloadManagerTest, WarmUpReportsElapsedTimeAndAMissingGcloud) {
+  runner_->on({"get-credentials"}, FakeCommandRunner::takes(std::chrono::milliseconds(2500)));
+  auto results = manager().warm_up({tpu_cluster()}, 1);
+  ASSERT_THAT(results, SizeIs(1));
+  EXPECT_TRUE(results[0].ok);
+  EXPECT_EQ(results[0].elapsed, std::chrono::milliseconds(2500));
+
+  runner_->on({"get-credentials"}, FakeCommandRunner::cannot_start("not found in PATH (/usr/bin)"));
+  results = manager().warm_up({tpu_cluster()}, 1);
+  EXPECT_FALSE(results[0].ok);
+  EXPECT_THAT(results[0].error.value_or(""), HasSubstr("not found in PATH"));
+  EXPECT_THAT(manager().warm_up({}, 4), IsEmpty());
+}
+
+}  // namespace
+}  // namespace falcon
