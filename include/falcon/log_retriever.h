@@ -30,6 +30,10 @@
 
 namespace falcon {
 
+namespace logs {
+struct RetrieverOptions;  // src/logs/retriever_options.h: clients, credentials, clock, buffers
+}
+
 // Where the lines come from; implemented by the retriever.
 class LogLineSource {
  public:
@@ -94,41 +98,76 @@ struct ExportProgress {
 
 // For `--follow`: how long to keep polling and when to stop.
 struct FollowOptions {
-  std::chrono::milliseconds poll_interval{5000};  // at least the per-project read pace
-  // Checked between polls; polling ends shortly after this returns true (e.g. the workload
-  // reached a terminal state, or Ctrl-C was pressed).
+  // Time between polls. Raised to 60 s / logging_reads_per_minute when shorter, so that following
+  // never reads faster than the per-project quota allows.
+  std::chrono::milliseconds poll_interval{5000};
+  // How far before the newest timestamp seen each poll reads again, so that entries that arrive
+  // late (Logging may make an entry visible seconds after its timestamp) or share a timestamp are
+  // not skipped; what was already printed is recognised by insertId and timestamp.
+  std::chrono::milliseconds lookback{5000};
+  // Required. Called after every poll and every ~200 ms while waiting for the next one; polling
+  // ends as soon as it returns true (the workload reached a terminal state, Ctrl-C). No poll is
+  // made after it returned true, so a caller that wants the last lines of a finished workload
+  // keeps returning false for one more poll interval.
   std::function<bool()> should_stop;
 };
 
 class CloudLogRetriever {
  public:
-  // `http` carries every request; `settings` gives endpoints, credentials and quotas.
+  // `http` carries every request; `settings` gives endpoints, credentials (Application Default
+  // Credentials, resolved on the first request) and quotas; `clock` gives "now" and follow's
+  // waits. Does no I/O.
   CloudLogRetriever(std::shared_ptr<HttpClient> http, GcpSettings settings,
                     std::shared_ptr<Clock> clock);
+  // Built from explicit clients (tests, benchmarks, other endpoints). Throws
+  // std::invalid_argument when the options lack an HTTP client or a clock.
+  explicit CloudLogRetriever(logs::RetrieverOptions options);
   ~CloudLogRetriever();
 
-  // Lines of one rank, oldest first. With filter.tail_lines = N, the last N lines in time order
-  // (one request for N <= 1000). filter.grep is a Logging query expression ANDed on the server.
-  // filter.ranks is ignored (the rank is the argument). Does not block until the first next().
-  // The returned sequence throws LogRetrievalError (HTTP status and the API's message) when a
-  // page cannot be read.
+  // Lines of one rank (worker `rank` of slice options.slice), oldest first, from filter.since
+  // (else options.not_before, else the last 24 hours). filter.grep is a Logging query expression
+  // ANDed on the server. With filter.tail_lines = N, the last N lines in time order, read
+  // newest-first: one request for N <= 1000 whatever the log's size (0: no lines). filter.ranks
+  // is ignored (the rank is the argument). A line is textPayload, else jsonPayload.message, else
+  // the compact jsonPayload, without its trailing newline.
+  // Throws LogRetrievalError (INVALID_ARGUMENT) at once for arguments that cannot make a query
+  // (empty names, control characters, a malformed since or grep, a negative rank). Otherwise does
+  // no I/O until the first next(); the returned sequence reads a page of 1000 entries each time
+  // the previous one is used up, and throws LogRetrievalError (HTTP status and the API's message)
+  // when a page cannot be read after retries.
   LogLines stream_log(const ClusterConfig& cluster, const std::string& workload_name,
                       const std::string& namespace_, int rank, const LogFilter& filter,
                       const LogQueryOptions& options = {});
 
   // Polls for new lines of one rank and hands each to `on_line` once (no duplicates, none
-  // skipped when timestamps tie or entries arrive late), until options.should_stop returns true.
-  // Blocks. Throws LogRetrievalError.
+  // skipped when timestamps tie or entries arrive up to options.lookback late), until
+  // options.should_stop returns true. Starts with the lines stream_log would return (with
+  // filter.tail_lines: only the last N), then polls entries:list in time order from the newest
+  // timestamp seen minus the lookback. Blocks; the waits between polls end within ~200 ms of
+  // should_stop turning true (a request in flight, or a 429 backoff inside it, is not cut short).
+  // Throws LogRetrievalError as stream_log, and std::invalid_argument without should_stop.
   void follow_log(const ClusterConfig& cluster, const std::string& workload_name,
                   const std::string& namespace_, int rank, const LogFilter& filter,
                   const LogQueryOptions& query, const FollowOptions& options,
                   const std::function<void(const std::string&)>& on_line);
 
-  // Exports the ranks of filter.ranks (null: every rank found in the logs) to
-  // `<gcs_dest>/rank-<N>.log`, then `<gcs_dest>/collection_meta.json`. A rank object exists
-  // only once its upload finished; the metadata is written last. Blocks. Throws
-  // LogRetrievalError (reads or uploads failing after retries) and leaves no object that claims
-  // to be complete.
+  // Exports the ranks of filter.ranks (null: every rank of slice options.slice found in the
+  // logs; [0]: rank 0 only) to `<gcs_dest>/rank-<N>.log` (gcs_dest is gs://BUCKET[/PATH], with or
+  // without a trailing slash), then `<gcs_dest>/collection_meta.json`. Each object holds the
+  // rank's lines, oldest first, each ending in '\n'. filter.since / options.not_before and
+  // filter.grep apply as in stream_log; filter.tail_lines is ignored (an export is the whole
+  // window). A requested rank without lines gets an empty object and `"empty": true` in the
+  // metadata.
+  // One query reads every requested rank (the request count is the number of pages of log data,
+  // not ranks x pages); each rank streams into its own resumable upload, and the chunk buffers
+  // of all ranks together stay within RetrieverOptions::export_buffer_bytes (at least 256 KiB
+  // per rank). A rank object exists only once its upload finished, and all of them are finished
+  // only after every page was read; the metadata (workload, cluster, namespace, per-rank lines,
+  // bytes and first/last timestamps, the exact query and the LogFilter, exported_at) is written
+  // last. `progress` is called after every page for the ranks it touched, and once per rank with
+  // done = true. Blocks. Throws LogRetrievalError (INVALID_ARGUMENT for bad arguments; else the
+  // HTTP status and message of the read or upload that failed after retries); then every open
+  // upload session is cancelled and no metadata is written.
   LogExportResult export_logs(const ClusterConfig& cluster, const std::string& workload_name,
                               const std::string& namespace_, const LogFilter& filter,
                               const std::string& gcs_dest, const LogQueryOptions& options = {},

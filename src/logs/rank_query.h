@@ -1,0 +1,46 @@
+// One query over a workload's ranks: the LQL filter sent to the server and the exact check the
+// client applies to every entry that comes back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "falcon/model.h"
+#include "gcp/logging_client.h"
+#include "logs/filter_builder.h"
+
+namespace falcon::logs {
+
+class RankQuery {
+ public:
+  // Throws LogRetrievalError (INVALID_ARGUMENT) as build_workload_filter.
+  RankQuery(const ClusterConfig& cluster, const std::string& workload,
+            const std::string& namespace_, int slice, std::optional<std::set<int>> ranks,
+            std::int64_t not_before_nanos, std::optional<std::string> grep);
+
+  // "projects/<project>".
+  const std::string& resource_name() const { return resource_name_; }
+  // The filter with the lower bound given at construction.
+  const std::string& filter() const { return filter_; }
+  // The same query with another timestamp lower bound (follow's polls).
+  std::string filter_from(std::int64_t not_before_nanos) const;
+  // An entries:list request for filter().
+  gcp::ListLogEntriesRequest request(bool newest_first, int page_size) const;
+
+  // The rank `entry` belongs to when it is one of the wanted ranks of the workload's slice,
+  // else nullopt (see rank_of_entry).
+  std::optional<int> accept(const gcp::LogEntry& entry) const;
+
+  const std::optional<std::set<int>>& ranks() const { return ranks_; }
+  std::int64_t not_before_nanos() const { return spec_.not_before_nanos; }
+
+ private:
+  WorkloadQuery spec_;
+  std::optional<std::set<int>> ranks_;
+  std::string resource_name_;
+  std::string filter_;
+};
+
+}  // namespace falcon::logs

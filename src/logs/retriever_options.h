@@ -1,0 +1,48 @@
+// Everything a CloudLogRetriever is built from. The three-argument constructor derives it from
+// GcpSettings (endpoints, Application Default Credentials, quotas); tests and benchmarks build
+// it themselves to point the clients at a local server, use fixed credentials, a fake clock, a
+// private rate limiter or short retry policies.
+//
+//   logs::RetrieverOptions options = logs::make_retriever_options(http, settings, clock,
+//                                                                 gcp::current_environment());
+//   options.logging.retry.max_attempts = 3;
+//   CloudLogRetriever retriever(std::move(options));
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "falcon/clock.h"
+#include "falcon/config.h"
+#include "falcon/http_client.h"
+#include "gcp/endpoints.h"
+#include "gcp/logging_client.h"
+#include "gcp/storage_client.h"
+
+namespace falcon::logs {
+
+struct RetrieverOptions {
+  // Cloud Logging reads. reads_per_minute is the per-project quota the shared limiter keeps to;
+  // page_size is always 1000 (or less for a short tail).
+  gcp::LoggingClientOptions logging;
+  // Cloud Storage writes. upload_chunk_bytes is the largest chunk an export uses per rank.
+  gcp::StorageClientOptions storage;
+  // What the chunk buffers of one export may hold in total, however many ranks it writes: each
+  // rank's chunk is this divided by the number of ranks, rounded down to a multiple of 256 KiB,
+  // at least 256 KiB (the protocol's minimum) and at most storage.upload_chunk_bytes.
+  std::size_t export_buffer_bytes = std::size_t{64} << 20;
+  // Timestamps ("now" for the default 24-hour window, exported_at) and follow's waits.
+  std::shared_ptr<Clock> clock;
+};
+
+// Options for the real service (or whatever the settings and environment point at): endpoints
+// from resolve_endpoints(settings, env); credentials resolved lazily by
+// make_default_credentials; reads limited to settings.logging_reads_per_minute per project by the
+// process-wide limiter; requests timed out after settings.http_timeout_s; chunks of
+// settings.upload_chunk_bytes rounded down to a multiple of 256 KiB. Never blocks or throws for
+// missing credentials (they are looked for on the first request).
+RetrieverOptions make_retriever_options(std::shared_ptr<HttpClient> http,
+                                        const GcpSettings& settings, std::shared_ptr<Clock> clock,
+                                        const gcp::Environment& env);
+
+}  // namespace falcon::logs
