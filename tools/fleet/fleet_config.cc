@@ -1,0 +1,511 @@
+#include "fleet/fleet_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace falcon::fleet {
+namespace {
+
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) {
+    if (!out.empty()) out += '\n';
+    out += line;
+  }
+  return out;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// Walks the YAML tree, collecting every problem with its position and field path.
+class Checker {
+ public:
+  explicit Checker(std::string source) : source_(std::move(source)) {}
+
+  void problem(const YAML::Node& node, const std::string& path, const std::string& what) {
+    const YAML::Mark mark = node.Mark();
+    if (mark.is_null()) {
+      problems_.push_back(fmt::format("{}: {}: {}", source_, path, what));
+    } else {
+      problems_.push_back(
+          fmt::format("{}:{}:{}: {}: {}", source_, mark.line + 1, mark.column + 1, path, what));
+    }
+  }
+
+  // Reports keys of `map` that are not in `allowed`.
+  void only_keys(const YAML::Node& map, const std::string& path,
+                 std::initializer_list<const char*> allowed) {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.as<std::string>();
+      bool known = false;
+      for (const char* a : allowed) known = known || key == a;
+      if (!known) {
+        std::string list;
+        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        problem(kv.first, join(path, key), fmt::format("unknown key (expected one of: {})", list));
+      }
+    }
+  }
+
+  bool is_map(const YAML::Node& node, const std::string& path) {
+    if (node.IsMap()) return true;
+    problem(node, path, "must be a mapping");
+    return false;
+  }
+
+  std::optional<std::string> string(const YAML::Node& node, const std::string& path) {
+    if (!node.IsScalar()) {
+      problem(node, path, "must be a string");
+      return std::nullopt;
+    }
+    return node.Scalar();
+  }
+
+  std::optional<std::string> nonempty_string(const YAML::Node& node, const std::string& path) {
+    auto s = string(node, path);
+    if (s && s->empty()) {
+      problem(node, path, "must not be empty");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<long long> integer(const YAML::Node& node, const std::string& path, long long min,
+                                   long long max) {
+    if (!node.IsScalar()) {
+      problem(node, path, "must be an integer");
+      return std::nullopt;
+    }
+    const std::string& text = node.Scalar();
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) {
+      problem(node, path, fmt::format("must be an integer, got '{}'", text));
+      return std::nullopt;
+    }
+    if (value < min || value > max) {
+      problem(node, path, fmt::format("must be between {} and {}, got {}", min, max, value));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<double> number(const YAML::Node& node, const std::string& path, double min,
+                               double max) {
+    if (!node.IsScalar()) {
+      problem(node, path, "must be a number");
+      return std::nullopt;
+    }
+    const std::string& text = node.Scalar();
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size() || !std::isfinite(value)) {
+      problem(node, path, fmt::format("must be a number, got '{}'", text));
+      return std::nullopt;
+    }
+    if (value < min || value > max) {
+      problem(node, path, fmt::format("must be between {} and {}, got {}", min, max, text));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<bool> boolean(const YAML::Node& node, const std::string& path) {
+    if (node.IsScalar()) {
+      const std::string v = lower(node.Scalar());
+      if (v == "true" || v == "yes" || v == "on") return true;
+      if (v == "false" || v == "no" || v == "off") return false;
+    }
+    problem(node, path, "must be true or false");
+    return std::nullopt;
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  const std::string& source() const { return source_; }
+  std::vector<std::string>& problems() { return problems_; }
+
+ private:
+  std::string source_;
+  std::vector<std::string> problems_;
+};
+
+template <typename T, typename U>
+void assign(std::optional<U> value, T& target) {
+  if (value) target = static_cast<T>(*value);
+}
+
+void parse_xpk(Checker& c, const YAML::Node& node, XpkProfile& out) {
+  const std::string path = "xpk";
+  if (!c.is_map(node, path)) return;
+  c.only_keys(node, path, {"version", "table_style", "supports_namespace", "progress_lines"});
+  if (auto n = node["version"]) {
+    if (auto v = c.nonempty_string(n, "xpk.version")) {
+      if (v->front() != 'v') {
+        c.problem(n, "xpk.version", fmt::format("must look like v1.13.1, got '{}'", *v));
+      } else {
+        out.version = *v;
+        if (out.version_number() == 10000) {
+          c.problem(n, "xpk.version", fmt::format("must look like v1.13.1, got '{}'", *v));
+        }
+      }
+    }
+  }
+  if (auto n = node["table_style"]) {
+    if (auto v = c.string(n, "xpk.table_style")) {
+      if (*v == "v1.9" || *v == "1.9") {
+        out.table_style = TableStyle::kV19;
+      } else if (*v == "v1.7" || *v == "1.7") {
+        out.table_style = TableStyle::kV17;
+      } else {
+        c.problem(n, "xpk.table_style", fmt::format("must be v1.9 or v1.7, got '{}'", *v));
+      }
+    }
+  }
+  if (auto n = node["supports_namespace"])
+    assign(c.boolean(n, "xpk.supports_namespace"), out.supports_namespace);
+  if (auto n = node["progress_lines"])
+    assign(c.boolean(n, "xpk.progress_lines"), out.progress_lines);
+}
+
+void parse_outcome_field(Checker& c, const YAML::Node& node, const std::string& path,
+                         Outcome& out) {
+  if (auto v = c.string(node, path)) {
+    if (auto o = parse_outcome(*v)) {
+      out = *o;
+    } else {
+      c.problem(node, path, fmt::format("must be succeed or fail, got '{}'", *v));
+    }
+  }
+}
+
+void parse_defaults(Checker& c, const YAML::Node& node, RunDefaults& out) {
+  const std::string path = "defaults";
+  if (!c.is_map(node, path)) return;
+  c.only_keys(node, path, {"duration_s", "outcome", "exit_code", "steps", "log_lines_per_step"});
+  if (auto n = node["duration_s"])
+    assign(c.number(n, "defaults.duration_s", 0, 1e9), out.duration_s);
+  if (auto n = node["outcome"]) parse_outcome_field(c, n, "defaults.outcome", out.outcome);
+  if (auto n = node["exit_code"]) assign(c.integer(n, "defaults.exit_code", 1, 255), out.exit_code);
+  if (auto n = node["steps"]) assign(c.integer(n, "defaults.steps", 0, 10'000'000), out.steps);
+  if (auto n = node["log_lines_per_step"]) {
+    assign(c.integer(n, "defaults.log_lines_per_step", 1, 1000), out.log_lines_per_step);
+  }
+}
+
+void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path,
+                     ClusterBehaviour& out) {
+  if (!c.is_map(node, path)) return;
+  c.only_keys(node, path,
+              {"probe_latency_ms", "command_latency_ms", "unreachable", "flaky", "slow",
+               "slow_latency_ms", "admission_delay_s"});
+  const auto field = [&](const char* key) { return Checker::join(path, key); };
+  if (auto n = node["probe_latency_ms"]) {
+    assign(c.integer(n, field("probe_latency_ms"), 0, 3'600'000), out.probe_latency_ms);
+  }
+  if (auto n = node["command_latency_ms"]) {
+    assign(c.integer(n, field("command_latency_ms"), 0, 3'600'000), out.command_latency_ms);
+  }
+  if (auto n = node["unreachable"]) assign(c.boolean(n, field("unreachable")), out.unreachable);
+  if (auto n = node["slow"]) assign(c.boolean(n, field("slow")), out.slow);
+  if (auto n = node["slow_latency_ms"]) {
+    assign(c.integer(n, field("slow_latency_ms"), 0, 3'600'000), out.slow_latency_ms);
+  }
+  if (auto n = node["admission_delay_s"]) {
+    assign(c.integer(n, field("admission_delay_s"), 0, 86'400), out.admission_delay_s);
+  }
+  if (auto n = node["flaky"]) {
+    const std::string fpath = field("flaky");
+    if (c.is_map(n, fpath)) {
+      c.only_keys(n, fpath, {"every", "probability", "seed"});
+      if (auto e = n["every"])
+        assign(c.integer(e, fpath + ".every", 0, 1'000'000), out.flaky.every);
+      if (auto p = n["probability"])
+        assign(c.number(p, fpath + ".probability", 0, 1), out.flaky.probability);
+      if (auto s = n["seed"]) {
+        assign(c.integer(s, fpath + ".seed", 0, std::numeric_limits<long long>::max()),
+               out.flaky.seed);
+      }
+      if (out.flaky.every > 0 && out.flaky.probability > 0) {
+        c.problem(n, fpath, "set either every or probability, not both");
+      }
+    }
+  }
+}
+
+void parse_env_map(Checker& c, const YAML::Node& node, const std::string& path,
+                   std::map<std::string, std::string>& out) {
+  if (!c.is_map(node, path)) return;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    if (auto v = c.string(kv.second, Checker::join(path, key))) out[key] = *v;
+  }
+}
+
+void parse_workloads(Checker& c, const YAML::Node& node, const std::string& path,
+                     FleetCluster& cluster) {
+  if (!node.IsSequence()) {
+    c.problem(node, path, "must be a list");
+    return;
+  }
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node w = node[i];
+    const std::string wpath = fmt::format("{}[{}]", path, i);
+    if (!c.is_map(w, wpath)) continue;
+    c.only_keys(w, wpath,
+                {"name", "count", "device_type", "num_slices", "priority", "namespace", "env",
+                 "duration_s", "outcome", "exit_code"});
+    InitialWorkload out;
+    const auto field = [&](const char* key) { return Checker::join(wpath, key); };
+    if (auto n = w["name"]) {
+      if (auto v = c.nonempty_string(n, field("name"))) out.name = *v;
+    } else {
+      c.problem(w, field("name"), "missing required key");
+    }
+    if (auto n = w["count"]) assign(c.integer(n, field("count"), 1, 10'000), out.count);
+    if (auto n = w["device_type"]) {
+      if (auto v = c.nonempty_string(n, field("device_type"))) {
+        out.device_type = *v;
+        if (!cluster.capacity.count(*v)) {
+          c.problem(n, field("device_type"),
+                    fmt::format("the cluster has no capacity entry for '{}'", *v));
+        }
+      }
+    } else {
+      c.problem(w, field("device_type"), "missing required key");
+    }
+    if (auto n = w["num_slices"])
+      assign(c.integer(n, field("num_slices"), 1, 1024), out.num_slices);
+    if (auto n = w["priority"]) {
+      if (auto v = c.string(n, field("priority"))) {
+        static const std::set<std::string> kPriorities = {"very-low", "low", "medium", "high",
+                                                          "very-high"};
+        if (kPriorities.count(*v)) {
+          out.priority = *v;
+        } else {
+          c.problem(
+              n, field("priority"),
+              fmt::format("must be one of very-low, low, medium, high, very-high, got '{}'", *v));
+        }
+      }
+    }
+    if (auto n = w["namespace"]) {
+      if (auto v = c.nonempty_string(n, field("namespace"))) out.namespace_ = *v;
+    }
+    if (auto n = w["env"]) parse_env_map(c, n, field("env"), out.env);
+    if (auto n = w["duration_s"]) {
+      if (auto v = c.number(n, field("duration_s"), 0, 1e9)) {
+        out.env["FLEET_DURATION_S"] = n.Scalar();
+      }
+    }
+    if (auto n = w["outcome"]) {
+      Outcome o = Outcome::kSucceed;
+      const std::size_t before = c.problems().size();
+      parse_outcome_field(c, n, field("outcome"), o);
+      if (c.problems().size() == before) out.env["FLEET_OUTCOME"] = to_string(o);
+    }
+    if (auto n = w["exit_code"]) {
+      if (auto v = c.integer(n, field("exit_code"), 0, 255)) {
+        out.env["FLEET_EXIT_CODE"] = std::to_string(*v);
+      }
+    }
+    if (!out.name.empty()) {
+      const std::string longest =
+          out.count > 1 ? fmt::format("{}-{}", out.name, out.count) : out.name;
+      if (!is_valid_xpk_name(out.name) || !is_valid_xpk_name(longest)) {
+        c.problem(w["name"], field("name"),
+                  fmt::format("'{}' is not a valid xpk workload name ([a-z]([-a-z0-9]*[a-z0-9])?, "
+                              "at most 40 characters, including the -<count> suffix)",
+                              longest));
+      }
+      if (!names.insert(out.name).second) {
+        c.problem(w["name"], field("name"), fmt::format("duplicate workload '{}'", out.name));
+      }
+    }
+    cluster.workloads.push_back(std::move(out));
+  }
+}
+
+void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, FleetCluster& out) {
+  const std::string path = "clusters." + name;
+  out.name = name;
+  if (!c.is_map(node, path)) return;
+  c.only_keys(node, path,
+              {"project", "zone", "cluster_id", "location", "capacity", "behaviour", "workloads"});
+  const auto field = [&](const char* key) { return Checker::join(path, key); };
+  for (const char* key : {"project", "zone", "cluster_id"}) {
+    const YAML::Node n = node[key];
+    if (!n) {
+      c.problem(node, field(key), "missing required key");
+      continue;
+    }
+    if (auto v = c.nonempty_string(n, field(key))) {
+      if (std::string_view(key) == "project") out.project = *v;
+      if (std::string_view(key) == "zone") out.zone = *v;
+      if (std::string_view(key) == "cluster_id") {
+        out.cluster_id = *v;
+        if (!is_valid_xpk_name(*v)) {
+          c.problem(n, field(key),
+                    fmt::format("'{}' is not a valid cluster name for xpk "
+                                "([a-z]([-a-z0-9]*[a-z0-9])?, at most 40 characters)",
+                                *v));
+        }
+      }
+    }
+  }
+  if (auto n = node["location"]) {
+    if (auto v = c.nonempty_string(n, field("location"))) out.location = *v;
+  }
+  if (out.location.empty()) out.location = out.zone;
+  if (auto n = node["capacity"]) {
+    if (c.is_map(n, field("capacity"))) {
+      for (const auto& kv : n) {
+        const std::string type = kv.first.as<std::string>();
+        if (auto v = c.integer(kv.second, Checker::join(field("capacity"), type), 0, 100'000)) {
+          out.capacity[type] = static_cast<int>(*v);
+        }
+      }
+      if (n.size() == 0) c.problem(n, field("capacity"), "must name at least one device type");
+    }
+  } else {
+    c.problem(node, field("capacity"), "missing required key");
+  }
+  if (auto n = node["behaviour"]) parse_behaviour(c, n, field("behaviour"), out.behaviour);
+  if (auto n = node["workloads"]) parse_workloads(c, n, field("workloads"), out);
+}
+
+}  // namespace
+
+FleetConfigError::FleetConfigError(std::vector<std::string> problems)
+    : std::runtime_error(join_lines(problems)), problems_(std::move(problems)) {}
+
+const char* to_string(TableStyle style) { return style == TableStyle::kV17 ? "v1.7" : "v1.9"; }
+
+const char* to_string(Outcome outcome) { return outcome == Outcome::kFail ? "fail" : "succeed"; }
+
+std::optional<Outcome> parse_outcome(std::string_view text) {
+  const std::string v = lower(text);
+  if (v == "succeed" || v == "success" || v == "complete" || v == "completed") {
+    return Outcome::kSucceed;
+  }
+  if (v == "fail" || v == "failure" || v == "failed") return Outcome::kFail;
+  return std::nullopt;
+}
+
+int XpkProfile::version_number() const {
+  int major = 0;
+  int minor = 0;
+  char tail = 0;
+  if (std::sscanf(version.c_str(), "v%d.%d%c", &major, &minor, &tail) < 2) return 10000;
+  if (tail != 0 && tail != '.' && tail != '-' && tail != '+') return 10000;
+  return major * 100 + minor;
+}
+
+bool is_valid_xpk_name(std::string_view name) {
+  if (name.empty() || name.size() > 40) return false;
+  if (name.front() < 'a' || name.front() > 'z') return false;
+  for (char ch : name) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
+  }
+  return name.back() != '-';
+}
+
+FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& source_name) {
+  Checker c(source_name);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml_text));
+  } catch (const YAML::Exception& e) {
+    throw FleetConfigError({fmt::format("{}:{}:{}: invalid YAML: {}", source_name, e.mark.line + 1,
+                                        e.mark.column + 1, e.msg)});
+  }
+  FleetConfig config;
+  config.source_path = source_name;
+  if (!root.IsMap()) {
+    throw FleetConfigError({fmt::format(
+        "{}: the fleet file must be a mapping with a clusters: section", source_name)});
+  }
+  c.only_keys(root, "", {"xpk", "time_scale", "defaults", "logs", "workers_per_slice", "clusters"});
+  if (auto n = root["xpk"]) parse_xpk(c, n, config.xpk);
+  if (auto n = root["time_scale"]) assign(c.number(n, "time_scale", 0, 1e6), config.time_scale);
+  if (auto n = root["defaults"]) parse_defaults(c, n, config.defaults);
+  if (auto n = root["logs"]) {
+    if (c.is_map(n, "logs")) {
+      c.only_keys(n, "logs", {"omit_completion_index_every"});
+      if (auto e = n["omit_completion_index_every"]) {
+        assign(c.integer(e, "logs.omit_completion_index_every", 0, 1'000'000),
+               config.logs.omit_completion_index_every);
+      }
+    }
+  }
+  if (auto n = root["workers_per_slice"]) {
+    if (c.is_map(n, "workers_per_slice")) {
+      for (const auto& kv : n) {
+        const std::string type = kv.first.as<std::string>();
+        if (auto v = c.integer(kv.second, "workers_per_slice." + type, 1, 100'000)) {
+          config.workers_per_slice[type] = static_cast<int>(*v);
+        }
+      }
+    }
+  }
+  const YAML::Node clusters = root["clusters"];
+  if (!clusters) {
+    c.problem(root, "clusters", "missing required key");
+  } else if (!clusters.IsMap() || clusters.size() == 0) {
+    c.problem(clusters, "clusters", "must be a non-empty mapping of cluster name to cluster");
+  } else {
+    std::map<std::pair<std::string, std::string>, std::string> ids;
+    for (const auto& kv : clusters) {
+      FleetCluster cluster;
+      const std::string name = kv.first.as<std::string>();
+      parse_cluster(c, name, kv.second, cluster);
+      if (!cluster.project.empty() && !cluster.cluster_id.empty()) {
+        auto [it, inserted] = ids.emplace(std::pair{cluster.project, cluster.cluster_id}, name);
+        if (!inserted) {
+          c.problem(kv.first, "clusters." + name + ".cluster_id",
+                    fmt::format("cluster '{}' in project '{}' is already defined by '{}'",
+                                cluster.cluster_id, cluster.project, it->second));
+        }
+      }
+      config.clusters.push_back(std::move(cluster));
+    }
+  }
+  if (!c.problems().empty()) throw FleetConfigError(std::move(c.problems()));
+  return config;
+}
+
+FleetConfig load_fleet_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FleetConfigError({fmt::format("{}: cannot read the fleet file", path)});
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_fleet_config(text.str(), path);
+}
+
+}  // namespace falcon::fleet

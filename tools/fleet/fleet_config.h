@@ -1,0 +1,151 @@
+// The fleet file: which simulated GKE clusters exist, what they can run, how they misbehave, and
+// how the fake xpk in front of them talks. Plain structs with documented defaults, validated in
+// one place (parse_fleet_config). examples/local-fleet.yaml is a complete, commented example.
+//
+//   xpk:                        # the installed xpk being imitated (one binary for all clusters)
+//     version: v1.13.1          # "[XPK] Starting xpk v1.13.1"; < v1.9 refuses duplicate names
+//                               # instead of prompting, < v1.8 treats --filter-by-job as a regex
+//     table_style: v1.9         # v1.9 ('{:<w}' + 3 spaces, "TPU/GPU VMs ...") | v1.7 (tabwriter)
+//     supports_namespace: false # accept --namespace on `workload create` (stock xpk has none)
+//     progress_lines: true      # "[XPK] Waiting for `...`, for 0 seconds...\r" on create/delete
+//   time_scale: 60              # simulated seconds per real second; 0: time moves only when told
+//   defaults:                   # for every workload, unless its --env says otherwise
+//     duration_s: 600           # simulated run time (FLEET_DURATION_S)
+//     outcome: succeed          # succeed | fail (FLEET_OUTCOME)
+//     exit_code: 1              # exit code of a failing workload (FLEET_EXIT_CODE)
+//     steps: 100                # training steps each pod logs (FLEET_STEPS)
+//     log_lines_per_step: 1     # lines per step (the first is the step_time line)
+//   logs:
+//     omit_completion_index_every: 0  # every Nth pod logs without the completion-index label
+//   workers_per_slice:          # pods per slice by device type, over the built-in table
+//     tpu-v4-64: 8
+//   clusters:                   # name -> cluster; name, project, zone, cluster_id as in repos.yaml
+//     tpu-v4-prod:
+//       project: falcon-local   # required
+//       zone: us-central2-b     # required
+//       cluster_id: tpu-v4-a    # required
+//       location: ...           # Cloud Logging resource.labels.location; default: zone
+//       capacity: {tpu-v4-64: 2}  # workloads that run at once, per device type (required)
+//       behaviour: {probe_latency_ms: 0, command_latency_ms: 0, unreachable: false,
+//                   flaky: {every: 0, probability: 0, seed: 1}, slow: false,
+//                   slow_latency_ms: 30000, admission_delay_s: 0}
+//       workloads:              # present when the fleet starts
+//         - {name: warm, count: 1, device_type: tpu-v4-64, num_slices: 1, priority: medium,
+//            namespace: default, duration_s: <defaults>, outcome: <defaults>, env: {}}
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace falcon::fleet {
+
+// Thrown by load_fleet_config / parse_fleet_config. what() lists every problem, one per line,
+// each as `file:line:col: field.path: problem`.
+class FleetConfigError : public std::runtime_error {
+ public:
+  explicit FleetConfigError(std::vector<std::string> problems);
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+enum class TableStyle { kV19, kV17 };
+enum class Outcome { kSucceed, kFail };
+
+const char* to_string(TableStyle style);  // "v1.9" | "v1.7"
+const char* to_string(Outcome outcome);   // "succeed" | "fail"
+// Accepts succeed/success/complete/completed and fail/failure/failed (any case).
+std::optional<Outcome> parse_outcome(std::string_view text);
+
+struct XpkProfile {
+  std::string version = "v1.13.1";
+  TableStyle table_style = TableStyle::kV19;
+  bool supports_namespace = false;
+  bool progress_lines = true;
+
+  // major * 100 + minor of `version` ("v1.13.1" -> 113); 10000 when it does not parse.
+  int version_number() const;
+  // xpk >= 1.9 prompts on a duplicate name; older versions refuse it.
+  bool prompts_on_duplicate() const { return version_number() >= 109; }
+  // xpk >= 1.8 filters --filter-by-job by substring; older versions by regex (awk).
+  bool filter_by_substring() const { return version_number() >= 108; }
+};
+
+struct FlakySpec {
+  int every = 0;             // fail every Nth kubectl call on the cluster (0: never)
+  double probability = 0.0;  // or fail each call with this probability, drawn from `seed`
+  std::uint64_t seed = 1;
+};
+
+struct ClusterBehaviour {
+  int probe_latency_ms = 0;    // real time `workload list` spends fetching credentials
+  int command_latency_ms = 0;  // the same for create and delete
+  bool unreachable = false;    // the control plane never answers: every command exits 1
+  FlakySpec flaky;
+  bool slow = false;  // every command also waits slow_latency_ms (probe timeouts)
+  int slow_latency_ms = 30000;
+  int admission_delay_s = 0;  // simulated seconds between QuotaReserved and Admitted
+};
+
+struct RunDefaults {
+  double duration_s = 600;
+  Outcome outcome = Outcome::kSucceed;
+  int exit_code = 1;
+  int steps = 100;
+  int log_lines_per_step = 1;
+};
+
+struct InitialWorkload {
+  std::string name;  // with count > 1, workloads are named <name>-1 .. <name>-<count>
+  int count = 1;
+  std::string device_type;
+  int num_slices = 1;
+  std::string priority = "medium";
+  std::string namespace_ = "default";
+  std::map<std::string, std::string> env;  // the same FLEET_* overrides as `--env`
+};
+
+struct FleetCluster {
+  std::string name;
+  std::string project;
+  std::string zone;
+  std::string cluster_id;
+  std::string location;  // defaults to zone
+  std::map<std::string, int> capacity;
+  ClusterBehaviour behaviour;
+  std::vector<InitialWorkload> workloads;
+};
+
+struct LogSettings {
+  int omit_completion_index_every = 0;
+};
+
+struct FleetConfig {
+  std::string source_path;
+  XpkProfile xpk;
+  double time_scale = 60.0;
+  RunDefaults defaults;
+  LogSettings logs;
+  std::map<std::string, int> workers_per_slice;
+  std::vector<FleetCluster> clusters;  // in file order
+};
+
+// Reads and validates the fleet file. Throws FleetConfigError naming the file, the line and the
+// field of every problem: unreadable file, YAML syntax, unknown or missing keys, wrong types,
+// out-of-range values, two clusters with the same (project, cluster_id), initial workloads with
+// bad names or a device type the cluster has no capacity entry for.
+FleetConfig load_fleet_config(const std::string& path);
+
+// Same, from text; `source_name` stands in for the path in messages.
+FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& source_name);
+
+// xpk's name rule: [a-z]([-a-z0-9]*[a-z0-9])? and at most 40 characters.
+bool is_valid_xpk_name(std::string_view name);
+
+}  // namespace falcon::fleet

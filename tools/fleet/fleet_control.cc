@@ -1,0 +1,230 @@
+#include "fleet/fleet_control.h"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include "fleet/kubeconfig.h"
+#include "util/time_format.h"
+
+namespace falcon::fleet {
+namespace {
+
+std::string str(const nlohmann::json& body, const char* key) {
+  const auto it = body.find(key);
+  if (it == body.end() || !it->is_string() || it->get<std::string>().empty()) {
+    throw ControlError(400, fmt::format("field '{}' must be a non-empty string", key));
+  }
+  return it->get<std::string>();
+}
+
+template <typename T>
+T opt(const nlohmann::json& body, const char* key, T fallback) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw ControlError(400, fmt::format("field '{}' has the wrong type", key));
+  }
+}
+
+nlohmann::json failure_json(const std::optional<KubectlFailure>& f) {
+  if (!f) return nullptr;
+  return {{"stderr", f->stderr_text}, {"exit_code", f->exit_code}};
+}
+
+nlohmann::json row_json(const WorkloadRow& r) {
+  const auto o = [](const auto& v) -> nlohmann::json {
+    if (v) return *v;
+    return nullptr;
+  };
+  return {{"name", r.name},
+          {"namespace", r.namespace_},
+          {"created", r.created},
+          {"priority", r.priority},
+          {"vms_needed", o(r.vms_needed)},
+          {"vms_running", o(r.vms_running)},
+          {"vms_done", o(r.vms_done)},
+          {"status", o(r.status)},
+          {"message", o(r.message)},
+          {"status_time", o(r.status_time)},
+          {"state", r.state}};
+}
+
+const char* result_name(CreateResult r) {
+  switch (r) {
+    case CreateResult::kCreated:
+      return "created";
+    case CreateResult::kReplaced:
+      return "replaced";
+    case CreateResult::kAlreadyExists:
+      return "exists";
+    case CreateResult::kNoCapacityForDevice:
+      return "no_capacity";
+  }
+  return "created";
+}
+
+}  // namespace
+
+FleetControl::FleetControl(FleetSimulator& simulator, std::string server_url)
+    : sim_(simulator), server_url_(std::move(server_url)) {}
+
+nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::json& body) {
+  if (!body.is_object()) throw ControlError(400, "the request body must be a JSON object");
+  if (route == "xpk") {
+    const XpkProfile& x = sim_.config().xpk;
+    return {{"version", x.version},
+            {"table_style", to_string(x.table_style)},
+            {"supports_namespace", x.supports_namespace},
+            {"progress_lines", x.progress_lines}};
+  }
+  if (route == "state") return sim_.state();
+  if (route == "clock:advance") {
+    const double seconds = opt<double>(body, "seconds", 0.0);
+    if (!(seconds >= 0) || seconds > 1e9) {
+      throw ControlError(400, "field 'seconds' must be a number between 0 and 1e9");
+    }
+    sim_.clock().advance(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
+    sim_.advance();
+    const std::int64_t now = sim_.clock().now_ns();
+    return {{"now", format_rfc3339_nanos(now)}, {"now_ns", now}};
+  }
+  if (route == "logs:generate") {
+    GenerateRequest req;
+    if (body.contains("cluster") && !body.contains("project")) {
+      req.cluster = str(body, "cluster");
+      try {
+        (void)sim_.cluster(req.cluster);
+      } catch (const std::out_of_range& e) {
+        throw ControlError(400, e.what());
+      }
+    } else {
+      auto name = sim_.resolve(str(body, "project"), opt<std::string>(body, "zone", ""),
+                               str(body, "cluster"));
+      if (!name) throw ControlError(400, "no such cluster in the fleet");
+      req.cluster = *name;
+    }
+    req.workload = str(body, "workload");
+    req.namespace_ = opt<std::string>(body, "namespace", "default");
+    req.ranks = opt<std::vector<int>>(body, "ranks", {0});
+    req.slice = opt<int>(body, "slice", 0);
+    req.lines_per_rank = opt<std::size_t>(body, "lines_per_rank", 1000);
+    req.interval_ns = static_cast<std::int64_t>(opt<double>(body, "interval_ms", 1.0) * 1e6);
+    req.omit_completion_index = opt<bool>(body, "omit_completion_index", false);
+    if (body.contains("start_time")) {
+      const auto t = parse_rfc3339_nanos(str(body, "start_time"));
+      if (!t) throw ControlError(400, "field 'start_time' must be an RFC 3339 timestamp");
+      req.start_ns = *t;
+    }
+    if (req.ranks.empty()) throw ControlError(400, "field 'ranks' must not be empty");
+    const GenerateResult r = sim_.generate_logs(req);
+    return {{"written", r.written}, {"pod_names", r.pod_names}};
+  }
+
+  // The rest name a cluster the way xpk does.
+  const std::string project = str(body, "project");
+  const std::string zone = opt<std::string>(body, "zone", "");
+  const std::string cluster_id = str(body, "cluster");
+  const std::optional<std::string> name = sim_.resolve(project, zone, cluster_id);
+  const nlohmann::json unknown_cluster = {
+      {"stderr", fmt::format("Unable to connect to the server: dial tcp: lookup "
+                             "gke-{}-{}.{}.gke.goog: no such host\n",
+                             cluster_id, project, zone)},
+      {"exit_code", 1}};
+
+  if (route == "credentials") {
+    if (!name) return {{"found", false}};
+    const FleetCluster& c = sim_.cluster(*name);
+    const std::string kubeconfig = opt<std::string>(body, "kubeconfig", "");
+    if (!kubeconfig.empty()) sim_.record_kubeconfig(*name, kubeconfig);
+    const ClusterBehaviour& b = c.behaviour;
+    const int slow = b.slow ? b.slow_latency_ms : 0;
+    std::string error;
+    if (b.unreachable) {
+      // What `kubectl get pods` prints; asking does not count as a kubectl call.
+      const ExistsOutcome probe = sim_.exists(*name, "-", "default");
+      if (probe.failure) error = probe.failure->stderr_text;
+    }
+    return {{"found", true},
+            {"error", error},
+            {"name", c.name},
+            {"location", c.location},
+            {"context", GkeContext{c.project, c.location, c.cluster_id}.name()},
+            {"server", fmt::format("{}/fleet/v1/clusters/{}", server_url_, c.name)},
+            {"unreachable", b.unreachable},
+            {"latency_ms",
+             {{"list", b.probe_latency_ms + slow},
+              {"create", b.command_latency_ms + slow},
+              {"delete", b.command_latency_ms + slow}}}};
+  }
+  if (route == "workloads:get") {
+    if (!name) return {{"failure", unknown_cluster}};
+    const std::string device = opt<std::string>(body, "device_type", "");
+    const ExistsOutcome r =
+        sim_.exists(*name, str(body, "workload"), opt<std::string>(body, "namespace", "default"));
+    return {{"failure", failure_json(r.failure)},
+            {"exists", r.exists},
+            {"has_capacity", device.empty() || sim_.offers(*name, device)}};
+  }
+  if (route == "workloads:list") {
+    if (!name) return {{"failure", unknown_cluster}};
+    const ListResult r = sim_.list(*name);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& row : r.rows) rows.push_back(row_json(row));
+    return {{"failure", failure_json(r.failure)}, {"rows", std::move(rows)}};
+  }
+  if (route == "workloads:create") {
+    if (!name) return {{"failure", unknown_cluster}};
+    CreateRequest req;
+    req.workload = str(body, "workload");
+    req.device_type = str(body, "device_type");
+    req.tpu_type_flag = opt<bool>(body, "tpu_type_flag", false);
+    req.num_slices = opt<int>(body, "num_slices", 1);
+    req.num_nodes = opt<int>(body, "num_nodes", 1);
+    req.priority = opt<std::string>(body, "priority", "medium");
+    req.command = opt<std::string>(body, "command", "");
+    req.docker_image = opt<std::string>(body, "docker_image", "");
+    req.docker_name = opt<std::string>(body, "docker_name", "jax-tpu");
+    req.namespace_ = opt<std::string>(body, "namespace", "default");
+    req.env = opt<std::map<std::string, std::string>>(body, "env", {});
+    req.ttl_seconds_after_finished = opt<std::int64_t>(body, "ttl_seconds_after_finished", 43200);
+    if (!is_valid_xpk_name(req.workload)) throw ControlError(400, "invalid workload name");
+    const CreateOutcome r = sim_.create(*name, req, opt<bool>(body, "overwrite", false));
+    return {{"failure", failure_json(r.failure)}, {"result", result_name(r.result)}};
+  }
+  if (route == "workloads:delete") {
+    if (!name) return {{"failure", unknown_cluster}};
+    const DeleteOutcome r = sim_.remove(*name, str(body, "workload"));
+    return {{"failure", failure_json(r.failure)}, {"deleted", r.deleted}};
+  }
+  throw ControlError(404, "no such fleet route: " + route);
+}
+
+void register_fleet_routes(httplib::Server& server, FleetControl& control) {
+  const auto handler = [&control](const httplib::Request& req, httplib::Response& res) {
+    const std::string route = req.matches[1];
+    nlohmann::json answer;
+    try {
+      nlohmann::json body = nlohmann::json::object();
+      if (req.method == "POST" && !req.body.empty()) body = nlohmann::json::parse(req.body);
+      answer = control.handle(route, body);
+      res.status = 200;
+    } catch (const ControlError& e) {
+      res.status = e.status();
+      answer = {{"error", {{"code", e.status()}, {"message", e.what()}}}};
+    } catch (const nlohmann::json::exception& e) {
+      res.status = 400;
+      answer = {{"error", {{"code", 400}, {"message", std::string("bad JSON: ") + e.what()}}}};
+    } catch (const std::exception& e) {
+      res.status = 500;
+      answer = {{"error", {{"code", 500}, {"message", e.what()}}}};
+    }
+    res.set_content(answer.dump(), "application/json");
+  };
+  server.Get(R"(/fleet/v1/([A-Za-z:]+))", handler);
+  server.Post(R"(/fleet/v1/([A-Za-z:]+))", handler);
+}
+
+}  // namespace falcon::fleet

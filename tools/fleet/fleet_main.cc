@@ -1,0 +1,104 @@
+// falcon-fleet: the local fleet as a process (see fleet/fleet_service.h).
+//
+//   falcon-fleet --fleet examples/local-fleet.yaml [--host 127.0.0.1] [--port 0]
+//                [--time-scale X] [--state-file PATH] [--data-dir DIR] [--no-auth]
+//                [--print-json] [--ready-file PATH] [--token-file PATH]
+//
+// Once it accepts connections it prints how to reach it (with --print-json also one JSON line
+// {"url","port","token","pid","clusters","time_scale"}, the same object --ready-file gets),
+// then serves until SIGINT or SIGTERM and exits 0 after a clean stop. Exit 1 when the fleet
+// file is invalid or the port cannot be bound, 2 for a bad command line.
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "fleet/fleet_service.h"
+
+namespace {
+
+// Writes `text` to `path` through a temporary file, so a reader never sees half of it.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "The local fleet: simulated GKE clusters behind fleet-xpk, plus local Cloud "
+      "Logging, Cloud Storage and OAuth endpoints, on one port"};
+  std::string fleet_file;
+  falcon::fleet::FleetServiceOptions options;
+  double time_scale = -1;
+  bool no_auth = false;
+  bool print_json = false;
+  std::string ready_file;
+  std::string token_file;
+  app.add_option("--fleet", fleet_file, "The fleet file (YAML)")->required();
+  app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", options.port, "Port (0: chosen by the OS)")->capture_default_str();
+  app.add_option("--time-scale", time_scale,
+                 "Simulated seconds per real second (0: only clock:advance moves time); "
+                 "overrides the fleet file");
+  app.add_option("--state-file", options.state_file,
+                 "Restore workloads from this file at start and keep it up to date");
+  app.add_option("--data-dir", options.data_dir, "Persist logs and objects here");
+  app.add_flag("--no-auth", no_auth, "Do not require bearer tokens on Logging and Storage");
+  app.add_flag("--print-json", print_json, "Also print one JSON line with url, port, token, pid");
+  app.add_option("--ready-file", ready_file, "Write that JSON object to this file when ready");
+  app.add_option("--token-file", token_file, "Write the bearer token to this file when ready");
+  CLI11_PARSE(app, argc, argv);
+  options.require_auth = !no_auth;
+  if (time_scale >= 0) options.time_scale = time_scale;
+
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    falcon::fleet::FleetService fleet(falcon::fleet::load_fleet_config(fleet_file), options);
+    fleet.start();
+    const nlohmann::json info = fleet.ready_info();
+    const auto& config = fleet.simulator().config();
+    std::string names;
+    for (const auto& c : config.clusters) names += (names.empty() ? "" : ", ") + c.name;
+    std::cout << fmt::format(
+        "falcon-fleet: {} cluster(s) ({}) at {}; xpk {}; time x{}\n"
+        "  export FALCON_FLEET_URL={}    # for fleet-xpk\n"
+        "  Logging, Storage and token endpoints: {} (bearer token: --token-file or "
+        "--print-json)\n",
+        config.clusters.size(), names, fleet.url(), config.xpk.version, fleet.clock().scale(),
+        fleet.url(), fleet.url());
+    if (print_json) std::cout << info.dump() << "\n";
+    std::cout << std::flush;
+    if (!token_file.empty()) write_atomically(token_file, fleet.token() + "\n");
+    if (!ready_file.empty()) write_atomically(ready_file, info.dump() + "\n");
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    fleet.stop();
+    std::cout << "falcon-fleet: stopped (" << (signal == SIGINT ? "SIGINT" : "SIGTERM") << ")"
+              << std::endl;
+    return 0;
+  } catch (const falcon::fleet::FleetConfigError& e) {
+    std::cerr << "falcon-fleet: invalid fleet file:\n" << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "falcon-fleet: " << e.what() << std::endl;
+    return 1;
+  }
+}

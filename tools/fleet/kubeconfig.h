@@ -1,0 +1,34 @@
+// The kubeconfig side effect of `gcloud container clusters get-credentials`, which xpk runs on
+// every command: an entry named gke_<project>_<location>_<cluster> merged into $KUBECONFIG and
+// made the current context (namespace default). kubectl then talks to whatever cluster the
+// current context names, which is how parallel xpk runs sharing one kubeconfig end up acting
+// on each other's clusters; fleet-xpk reproduces that.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace falcon::fleet {
+
+struct GkeContext {
+  std::string project;
+  std::string location;
+  std::string cluster_id;
+  std::string name() const;  // gke_<project>_<location>_<cluster_id>
+};
+
+// Parses a context name written by gcloud; nullopt for anything else.
+std::optional<GkeContext> parse_gke_context(std::string_view name);
+
+// Merges the context (with its cluster and user entries) into the kubeconfig at `path`,
+// creating the file and its directory, and sets current-context to it. The file is replaced
+// atomically. Throws std::runtime_error when it cannot be written.
+void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
+                          const std::string& server_url);
+
+// The current-context of the kubeconfig at `path`; nullopt when the file is missing,
+// unparseable or has none.
+std::optional<std::string> read_current_context(const std::string& path);
+
+}  // namespace falcon::fleet

@@ -1,0 +1,876 @@
+#include "fleet/simulator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "util/time_format.h"
+
+namespace falcon::fleet {
+namespace {
+
+constexpr std::int64_t kSecond = 1'000'000'000;
+constexpr std::size_t kGenerateBatch = 20'000;
+
+int priority_rank(const std::string& priority) {
+  if (priority == "very-high") return 4;
+  if (priority == "high") return 3;
+  if (priority == "medium") return 2;
+  if (priority == "low") return 1;
+  return 0;
+}
+
+std::string region_of(const std::string& zone) {
+  const auto dash = zone.rfind('-');
+  if (dash != std::string::npos && zone.size() - dash == 2) return zone.substr(0, dash);
+  return zone;
+}
+
+struct RunPlan {
+  std::int64_t duration_ns = 600 * kSecond;
+  Outcome outcome = Outcome::kSucceed;
+  int exit_code = 1;
+  int steps = 100;
+  int lines_per_step = 1;
+  std::optional<int> total_lines;
+  int omit_index_every = 0;
+  bool pregenerate = false;
+  std::vector<std::string> warnings;
+};
+
+std::optional<long long> parse_int(const std::string& text, long long min, long long max) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used != text.size() || v < min || v > max) return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+RunPlan make_plan(const RunDefaults& defaults, const LogSettings& logs,
+                  const std::map<std::string, std::string>& env) {
+  RunPlan plan;
+  plan.duration_ns = static_cast<std::int64_t>(std::llround(defaults.duration_s * 1e9));
+  plan.outcome = defaults.outcome;
+  plan.exit_code = defaults.exit_code;
+  plan.steps = defaults.steps;
+  plan.lines_per_step = defaults.log_lines_per_step;
+  plan.omit_index_every = logs.omit_completion_index_every;
+  const auto bad = [&](const std::string& key, const std::string& value) {
+    plan.warnings.push_back(fmt::format("{}={}: ignored (not a valid value)", key, value));
+  };
+  std::optional<Outcome> outcome;
+  std::optional<long long> exit_code;
+  for (const auto& [key, value] : env) {
+    if (key == "FLEET_DURATION_S") {
+      try {
+        std::size_t used = 0;
+        const double d = std::stod(value, &used);
+        if (used != value.size() || !std::isfinite(d) || d < 0 || d > 1e9) throw 0;
+        plan.duration_ns = static_cast<std::int64_t>(std::llround(d * 1e9));
+      } catch (...) {
+        bad(key, value);
+      }
+    } else if (key == "FLEET_OUTCOME") {
+      outcome = parse_outcome(value);
+      if (!outcome) bad(key, value);
+    } else if (key == "FLEET_EXIT_CODE") {
+      exit_code = parse_int(value, 0, 255);
+      if (!exit_code) bad(key, value);
+    } else if (key == "FLEET_STEPS") {
+      if (auto v = parse_int(value, 0, 10'000'000)) {
+        plan.steps = static_cast<int>(*v);
+      } else {
+        bad(key, value);
+      }
+    } else if (key == "FLEET_LOG_LINES_PER_STEP") {
+      if (auto v = parse_int(value, 1, 1000)) {
+        plan.lines_per_step = static_cast<int>(*v);
+      } else {
+        bad(key, value);
+      }
+    } else if (key == "FLEET_LOG_LINES") {
+      if (auto v = parse_int(value, 0, 100'000'000)) {
+        plan.total_lines = static_cast<int>(*v);
+      } else {
+        bad(key, value);
+      }
+    } else if (key == "FLEET_OMIT_INDEX_EVERY") {
+      if (auto v = parse_int(value, 0, 1'000'000)) {
+        plan.omit_index_every = static_cast<int>(*v);
+      } else {
+        bad(key, value);
+      }
+    } else if (key == "FLEET_PREGENERATE_LOGS") {
+      plan.pregenerate = value == "1" || value == "true" || value == "yes";
+    }
+  }
+  if (outcome) plan.outcome = *outcome;
+  if (exit_code) {
+    if (*exit_code != 0) {
+      plan.exit_code = static_cast<int>(*exit_code);
+      if (!outcome) plan.outcome = Outcome::kFail;
+    } else if (!outcome) {
+      plan.outcome = Outcome::kSucceed;
+    }
+  }
+  return plan;
+}
+
+// A GKE node name: gke-<cluster>-np-<slice>-<8 hex>-<4 chars>.
+std::string node_name(const std::string& cluster_id, int slice, std::uint64_t pool_seed,
+                      std::uint64_t node_seed) {
+  return fmt::format("gke-{}-np-{}-{:08x}-{}", cluster_id.substr(0, 20), slice,
+                     static_cast<std::uint32_t>(pool_seed >> 32),
+                     make_pod_name("", 0, 0, node_seed ^ 0x5bd1e995).substr(15, 4));
+}
+
+struct Condition {
+  const char* type;
+  std::string message;
+  std::int64_t time_ns;
+};
+
+}  // namespace
+
+std::string format_k8s_time(std::int64_t time_ns) {
+  std::string s = format_rfc3339_nanos(time_ns);  // 2026-06-01T10:00:00.123456789Z
+  return s.substr(0, 19) + "Z";
+}
+
+struct FleetSimulator::Workload {
+  struct Pod {
+    explicit Pod(const PodIdentity& identity) : writer(identity) {}
+    PodLogWriter writer;
+    PodScript script;
+    std::size_t emitted = 0;
+    bool terminated = false;
+  };
+
+  CreateRequest request;
+  std::string capacity_key;  // the device type as the cluster's capacity names it
+  DeviceClass device_class = DeviceClass::kTpu;
+  int workers = 1;  // per slice
+  int vms = 1;      // pods in the whole workload
+  RunPlan plan;
+  std::uint64_t seed = 0;
+  std::uint64_t sequence = 0;
+  std::int64_t created_ns = 0;
+  std::int64_t reserved_ns = -1;
+  std::int64_t started_ns = -1;
+  std::int64_t finished_ns = -1;
+  bool failed = false;
+  std::vector<Pod> pods;
+  std::size_t lines_written = 0;
+
+  bool queued() const { return reserved_ns < 0; }
+  bool running() const { return reserved_ns >= 0 && finished_ns < 0; }
+  bool finished() const { return finished_ns >= 0; }
+  std::int64_t end_ns() const { return started_ns + plan.duration_ns; }
+  const char* state() const {
+    if (queued()) return "QUEUED";
+    if (running()) return "RUNNING";
+    return failed ? "FAILED" : "COMPLETED";
+  }
+  int exit_code() const { return plan.outcome == Outcome::kFail ? plan.exit_code : 0; }
+};
+
+struct FleetSimulator::Cluster {
+  FleetCluster spec;
+  std::vector<std::unique_ptr<Workload>> workloads;  // creation order
+  std::uint64_t kubectl_calls = 0;
+  std::uint64_t kubectl_failures = 0;
+  std::mt19937_64 flaky_rng;
+  std::set<std::string> kubeconfigs;
+  std::string endpoint_ip;
+
+  std::optional<std::string> capacity_key(const std::string& device_type) const {
+    if (spec.capacity.count(device_type)) return device_type;
+    const std::string alt =
+        device_type.rfind("tpu-", 0) == 0 ? device_type.substr(4) : "tpu-" + device_type;
+    if (spec.capacity.count(alt)) return alt;
+    return std::nullopt;
+  }
+
+  Workload* find(const std::string& name, const std::string* ns) {
+    for (auto& w : workloads) {
+      if (w->request.workload == name && (!ns || w->request.namespace_ == *ns)) return w.get();
+    }
+    return nullptr;
+  }
+};
+
+namespace {
+
+using Entries = std::vector<nlohmann::json>;
+
+}  // namespace
+
+FleetSimulator::FleetSimulator(FleetConfig config, std::shared_ptr<SimClock> clock,
+                               std::shared_ptr<LogSink> sink)
+    : config_(std::move(config)), clock_(std::move(clock)), sink_(std::move(sink)) {
+  if (!clock_) throw std::invalid_argument("FleetSimulator needs a clock");
+  if (!sink_) sink_ = std::make_shared<NullLogSink>();
+  for (const auto& spec : config_.clusters) {
+    auto c = std::make_unique<Cluster>();
+    c->spec = spec;
+    c->flaky_rng.seed(spec.behaviour.flaky.seed);
+    const std::uint64_t h = hash_string(spec.project + "/" + spec.cluster_id);
+    c->endpoint_ip = fmt::format("34.{}.{}.{}", 64 + h % 64, (h >> 8) % 256, 2 + (h >> 16) % 250);
+    clusters_.push_back(std::move(c));
+  }
+  // Initial workloads, in file order, as if created one after the other just now.
+  for (const auto& spec : config_.clusters) {
+    for (const auto& initial : spec.workloads) {
+      for (int i = 1; i <= initial.count; ++i) {
+        CreateRequest req;
+        req.workload = initial.count > 1 ? fmt::format("{}-{}", initial.name, i) : initial.name;
+        req.device_type = initial.device_type;
+        req.tpu_type_flag = classify_device(initial.device_type, false) == DeviceClass::kTpu;
+        req.num_slices = initial.num_slices;
+        req.priority = initial.priority;
+        req.namespace_ = initial.namespace_;
+        req.env = initial.env;
+        req.command = "python3 train.py";
+        req.docker_image = "gcr.io/" + spec.project + "/trainer:latest";
+        std::unique_lock lock(mu_);
+        Entries out;
+        // Not a kubectl call: unreachable and flaky clusters still start with their workloads.
+        const CreateResult result =
+            create_locked(cluster_locked(spec.name), req, false, clock_->now_ns(), out);
+        lock.unlock();
+        flush(std::move(out));
+        if (result != CreateResult::kCreated) {
+          throw std::invalid_argument(fmt::format(
+              "initial workload {} on cluster {} could not be created", req.workload, spec.name));
+        }
+      }
+    }
+  }
+}
+
+FleetSimulator::~FleetSimulator() = default;
+
+FleetSimulator::Cluster& FleetSimulator::cluster_locked(const std::string& name) {
+  for (auto& c : clusters_) {
+    if (c->spec.name == name) return *c;
+  }
+  throw std::out_of_range("no cluster named '" + name + "' in the fleet");
+}
+
+const FleetCluster& FleetSimulator::cluster(const std::string& name) const {
+  for (const auto& c : config_.clusters) {
+    if (c.name == name) return c;
+  }
+  throw std::out_of_range("no cluster named '" + name + "' in the fleet");
+}
+
+std::optional<std::string> FleetSimulator::resolve(const std::string& project,
+                                                   const std::string& zone,
+                                                   const std::string& cluster_id) const {
+  std::vector<const FleetCluster*> matches;
+  for (const auto& c : config_.clusters) {
+    if (c.project == project && c.cluster_id == cluster_id) matches.push_back(&c);
+  }
+  if (matches.empty()) return std::nullopt;
+  for (const FleetCluster* c : matches) {
+    if (c->zone == zone || c->location == zone || region_of(c->zone) == zone) return c->name;
+  }
+  return matches.front()->name;
+}
+
+std::optional<KubectlFailure> FleetSimulator::kubectl_fate_locked(Cluster& c) {
+  ++c.kubectl_calls;
+  const ClusterBehaviour& b = c.spec.behaviour;
+  std::optional<KubectlFailure> failure;
+  if (b.unreachable) {
+    failure = KubectlFailure{
+        fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout\n",
+                    c.endpoint_ip),
+        1};
+  } else if (b.flaky.every > 0 &&
+             c.kubectl_calls % static_cast<std::uint64_t>(b.flaky.every) == 0) {
+    failure =
+        KubectlFailure{"Unable to connect to the server: net/http: TLS handshake timeout\n", 1};
+  } else if (b.flaky.probability > 0) {
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    if (u(c.flaky_rng) < b.flaky.probability) {
+      failure =
+          KubectlFailure{"Unable to connect to the server: net/http: TLS handshake timeout\n", 1};
+    }
+  }
+  if (failure) ++c.kubectl_failures;
+  return failure;
+}
+
+namespace {
+
+template <typename W>
+void emit_pod_lines(W& w, typename W::Pod& pod, std::int64_t until_ns, bool all, Entries& out) {
+  const std::size_t count = pod.script.line_count();
+  while (pod.emitted < count) {
+    LogLine line = pod.script.line(pod.emitted);
+    if (!all && line.time_ns > until_ns) break;
+    out.push_back(pod.writer.entry(line, pod.emitted));
+    ++pod.emitted;
+    ++w.lines_written;
+  }
+}
+
+template <typename W>
+void terminate_pods(W& w, std::int64_t t, Entries& out) {
+  for (auto& pod : w.pods) {
+    emit_pod_lines(w, pod, t, false, out);
+    const std::size_t count = pod.script.line_count();
+    if (pod.emitted < count && t >= pod.script.start_ns) {
+      for (int which = 0; which < 2; ++which) {
+        out.push_back(pod.writer.entry(PodScript::termination_line(t, which), count + which));
+        ++w.lines_written;
+      }
+    }
+    pod.emitted = count;
+    pod.terminated = true;
+  }
+}
+
+template <typename W>
+void set_scripts(W& w, std::int64_t start_ns) {
+  for (std::size_t i = 0; i < w.pods.size(); ++i) {
+    auto& pod = w.pods[i];
+    const PodIdentity& id = pod.writer.pod();
+    PodScript& s = pod.script;
+    s.start_ns = start_ns;
+    s.end_ns = start_ns + w.plan.duration_ns;
+    s.failing = w.plan.outcome == Outcome::kFail && id.slice == 0 && id.worker == 0;
+    s.exit_code = w.plan.outcome == Outcome::kFail ? (s.failing ? w.plan.exit_code : 143) : 0;
+    if (w.plan.total_lines) {
+      s.steps = steps_for_total_lines(*w.plan.total_lines, s.failing);
+      s.lines_per_step = 1;
+    } else {
+      s.steps = w.plan.steps;
+      s.lines_per_step = w.plan.lines_per_step;
+    }
+    s.seed = mix64(w.seed + i + 1);
+  }
+}
+
+}  // namespace
+
+void FleetSimulator::flush(std::vector<nlohmann::json> entries) {
+  if (entries.empty()) return;
+  entries_written_ += entries.size();
+  sink_->write(std::move(entries));
+}
+
+std::vector<nlohmann::json> FleetSimulator::advance_locked(std::int64_t now) {
+  Entries out;
+  for (auto& cp : clusters_) {
+    Cluster& c = *cp;
+    const auto admit = [&](std::int64_t t) {
+      std::map<std::string, int> in_use;
+      std::vector<Workload*> queued;
+      for (auto& w : c.workloads) {
+        if (w->running()) ++in_use[w->capacity_key];
+        if (w->queued()) queued.push_back(w.get());
+      }
+      std::stable_sort(queued.begin(), queued.end(), [](const Workload* a, const Workload* b) {
+        const int pa = priority_rank(a->request.priority);
+        const int pb = priority_rank(b->request.priority);
+        if (pa != pb) return pa > pb;
+        return a->sequence < b->sequence;
+      });
+      for (Workload* w : queued) {
+        if (in_use[w->capacity_key] >= c.spec.capacity.at(w->capacity_key)) continue;
+        ++in_use[w->capacity_key];
+        w->reserved_ns = t;
+        w->started_ns = t + c.spec.behaviour.admission_delay_s * kSecond;
+        if (!w->plan.pregenerate) set_scripts(*w, w->started_ns);
+      }
+    };
+    admit(now);
+    for (;;) {
+      Workload* next = nullptr;
+      for (auto& w : c.workloads) {
+        if (w->running() && (!next || w->end_ns() < next->end_ns())) next = w.get();
+      }
+      if (!next || next->end_ns() > now) break;
+      const std::int64_t end = next->end_ns();
+      for (auto& pod : next->pods) emit_pod_lines(*next, pod, end, true, out);
+      next->finished_ns = end;
+      next->failed = next->plan.outcome == Outcome::kFail;
+      admit(end);
+    }
+    for (auto& w : c.workloads) {
+      if (!w->running()) continue;
+      for (auto& pod : w->pods) emit_pod_lines(*w, pod, now, false, out);
+    }
+    std::erase_if(c.workloads, [&](const std::unique_ptr<Workload>& w) {
+      return w->finished() &&
+             w->finished_ns + w->request.ttl_seconds_after_finished * kSecond <= now;
+    });
+  }
+  return out;
+}
+
+void FleetSimulator::advance() {
+  std::unique_lock lock(mu_);
+  Entries out = advance_locked(clock_->now_ns());
+  lock.unlock();
+  flush(std::move(out));
+}
+
+ListResult FleetSimulator::list(const std::string& cluster_name) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster& c = cluster_locked(cluster_name);
+  ListResult result;
+  result.failure = kubectl_fate_locked(c);
+  if (!result.failure) {
+    const TableStyle style = config_.xpk.table_style;
+    for (const auto& wp : c.workloads) {
+      const Workload& w = *wp;
+      WorkloadRow row;
+      row.name = w.request.workload;
+      row.namespace_ = w.request.namespace_;
+      row.created = format_k8s_time(w.created_ns);
+      row.priority = w.request.priority;
+      row.state = w.state();
+      const bool counted = w.device_class != DeviceClass::kCpu || style == TableStyle::kV17;
+      row.vms_needed = counted ? w.vms : 0;
+      if (!w.queued()) row.vms_running = counted ? w.vms : 0;
+      if (w.finished() && !w.failed) row.vms_done = counted ? w.vms : 0;
+      // Kueue's conditions, in the order Kueue keeps them.
+      std::vector<Condition> conditions;
+      if (w.queued()) {
+        conditions.push_back(
+            {"QuotaReserved",
+             fmt::format(
+                 "couldn't assign flavors to pod set slice-job: insufficient unused "
+                 "quota for {} in flavor {}, {} more needed",
+                 accelerator_resource(w.device_class), w.capacity_key,
+                 std::max(1, w.vms * std::max(1, chips_per_vm(w.capacity_key, w.device_class)))),
+             w.created_ns});
+      } else {
+        conditions.push_back(
+            {"QuotaReserved", "Quota reserved in ClusterQueue cluster-queue", w.reserved_ns});
+        if (w.started_ns <= now) {
+          conditions.push_back({"Admitted", "The workload is admitted", w.started_ns});
+        }
+        if (w.finished()) {
+          conditions.push_back(
+              {"Finished",
+               w.failed ? fmt::format("jobset failed due to reaching max number of restarts "
+                                      "(first failed job: {}-slice-job-0)",
+                                      w.request.workload)
+                        : std::string("jobset completed successfully"),
+               w.finished_ns});
+        }
+      }
+      const Condition* shown = &conditions.back();  // v1.7: conditions[-1]
+      if (style == TableStyle::kV19) {
+        // v1.9+: the greatest lastTransitionTime (whole seconds); max() keeps the first.
+        shown = &conditions.front();
+        for (const auto& cond : conditions) {
+          if (cond.time_ns / kSecond > shown->time_ns / kSecond) shown = &cond;
+        }
+      }
+      row.status = shown->type;
+      row.message = shown->message;
+      row.status_time = format_k8s_time(shown->time_ns);
+      result.rows.push_back(std::move(row));
+    }
+    std::sort(result.rows.begin(), result.rows.end(),
+              [](const WorkloadRow& a, const WorkloadRow& b) {
+                return std::tie(a.namespace_, a.name) < std::tie(b.namespace_, b.name);
+              });
+  }
+  lock.unlock();
+  flush(std::move(out));
+  return result;
+}
+
+CreateOutcome FleetSimulator::create(const std::string& cluster_name, const CreateRequest& request,
+                                     bool overwrite) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster& c = cluster_locked(cluster_name);
+  CreateOutcome outcome;
+  outcome.failure = kubectl_fate_locked(c);
+  if (!outcome.failure) outcome.result = create_locked(c, request, overwrite, now, out);
+  lock.unlock();
+  flush(std::move(out));
+  return outcome;
+}
+
+CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
+                                           std::int64_t now, std::vector<nlohmann::json>& out) {
+  Workload* existing = c.find(request.workload, &request.namespace_);
+  const std::optional<std::string> key = c.capacity_key(request.device_type);
+  if (existing && !overwrite) return CreateResult::kAlreadyExists;
+  if (!key) return CreateResult::kNoCapacityForDevice;
+  CreateResult result = CreateResult::kCreated;
+  if (existing) {
+    terminate_pods(*existing, now, out);
+    std::erase_if(c.workloads, [&](const auto& w) { return w.get() == existing; });
+    result = CreateResult::kReplaced;
+  }
+  auto w = std::make_unique<Workload>();
+  w->request = request;
+  w->request.num_slices = std::max(1, request.num_slices);
+  w->request.num_nodes = std::max(1, request.num_nodes);
+  w->capacity_key = *key;
+  w->device_class = classify_device(request.device_type, request.tpu_type_flag);
+  w->workers = workers_per_slice(request.device_type, w->device_class, config_.workers_per_slice);
+  w->vms = w->device_class == DeviceClass::kGpu ? w->request.num_nodes
+                                                : w->workers * w->request.num_slices;
+  w->plan = make_plan(config_.defaults, config_.logs, request.env);
+  w->sequence = next_sequence_++;
+  w->seed = hash_string(fmt::format("{}/{}/{}/{}", c.spec.project, c.spec.cluster_id,
+                                    request.namespace_, request.workload),
+                        w->sequence);
+  w->created_ns = now;
+  const std::string container = container_name(w->device_class, request.docker_name);
+  const int slices = w->device_class == DeviceClass::kGpu ? 1 : w->request.num_slices;
+  const int workers = w->device_class == DeviceClass::kGpu ? w->request.num_nodes : w->workers;
+  int index = 0;
+  for (int s = 0; s < slices; ++s) {
+    for (int k = 0; k < workers; ++k, ++index) {
+      const std::uint64_t pod_seed = mix64(w->seed + static_cast<std::uint64_t>(index) + 1);
+      PodIdentity id;
+      id.project = c.spec.project;
+      id.location = c.spec.location;
+      id.cluster_name = c.spec.cluster_id;
+      id.namespace_name = request.namespace_;
+      id.workload = request.workload;
+      id.pod_name = make_pod_name(request.workload, s, k, pod_seed);
+      id.container_name = container;
+      id.node_name = node_name(c.spec.cluster_id, s, mix64(w->seed + 7 * s), pod_seed);
+      id.slice = s;
+      id.worker = k;
+      id.omit_completion_index =
+          w->plan.omit_index_every > 0 && (index + 1) % w->plan.omit_index_every == 0;
+      w->pods.emplace_back(id);
+    }
+  }
+  if (w->plan.pregenerate) {
+    set_scripts(*w, now + c.spec.behaviour.admission_delay_s * kSecond);
+    for (auto& pod : w->pods) emit_pod_lines(*w, pod, 0, true, out);
+  }
+  c.workloads.push_back(std::move(w));
+  Entries more = advance_locked(now);  // admits it at once when a slot is free
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  return result;
+}
+
+ExistsOutcome FleetSimulator::exists(const std::string& cluster_name, const std::string& workload,
+                                     const std::string& namespace_) {
+  std::unique_lock lock(mu_);
+  Entries out = advance_locked(clock_->now_ns());
+  Cluster& c = cluster_locked(cluster_name);
+  ExistsOutcome outcome;
+  if (c.spec.behaviour.unreachable) {
+    outcome.failure = KubectlFailure{
+        fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout\n",
+                    c.endpoint_ip),
+        1};
+  } else {
+    outcome.exists = c.find(workload, &namespace_) != nullptr;
+  }
+  lock.unlock();
+  flush(std::move(out));
+  return outcome;
+}
+
+bool FleetSimulator::offers(const std::string& cluster_name, const std::string& device_type) const {
+  std::lock_guard lock(mu_);
+  for (const auto& c : clusters_) {
+    if (c->spec.name == cluster_name) return c->capacity_key(device_type).has_value();
+  }
+  return false;
+}
+
+DeleteOutcome FleetSimulator::remove(const std::string& cluster_name, const std::string& workload) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster& c = cluster_locked(cluster_name);
+  DeleteOutcome outcome;
+  outcome.failure = kubectl_fate_locked(c);
+  if (!outcome.failure) {
+    if (Workload* w = c.find(workload, nullptr)) {
+      if (w->running()) terminate_pods(*w, now, out);
+      std::erase_if(c.workloads, [&](const auto& p) { return p.get() == w; });
+      outcome.deleted = true;
+      Entries more = advance_locked(now);  // the freed slot admits the next workload
+      out.insert(out.end(), std::make_move_iterator(more.begin()),
+                 std::make_move_iterator(more.end()));
+    }
+  }
+  lock.unlock();
+  flush(std::move(out));
+  return outcome;
+}
+
+void FleetSimulator::record_kubeconfig(const std::string& cluster_name,
+                                       const std::string& kubeconfig) {
+  std::lock_guard lock(mu_);
+  cluster_locked(cluster_name).kubeconfigs.insert(kubeconfig);
+}
+
+GenerateResult FleetSimulator::generate_logs(const GenerateRequest& request) {
+  if (request.ranks.empty()) throw std::invalid_argument("logs:generate needs at least one rank");
+  std::vector<PodIdentity> pods;
+  std::int64_t start = 0;
+  {
+    std::unique_lock lock(mu_);
+    const std::int64_t now = clock_->now_ns();
+    Entries out = advance_locked(now);
+    Cluster* c = nullptr;
+    for (auto& cp : clusters_) {
+      if (cp->spec.name == request.cluster) c = cp.get();
+    }
+    if (!c) {
+      throw std::invalid_argument("no cluster named '" + request.cluster + "' in the fleet");
+    }
+    start = request.start_ns.value_or(now);
+    Workload* w = c->find(request.workload, &request.namespace_);
+    for (int rank : request.ranks) {
+      const PodIdentity* existing = nullptr;
+      if (w) {
+        for (const auto& pod : w->pods) {
+          if (pod.writer.pod().slice == request.slice && pod.writer.pod().worker == rank) {
+            existing = &pod.writer.pod();
+          }
+        }
+      }
+      if (existing) {
+        pods.push_back(*existing);
+      } else {
+        PodIdentity id;
+        id.project = c->spec.project;
+        id.location = c->spec.location;
+        id.cluster_name = c->spec.cluster_id;
+        id.namespace_name = request.namespace_;
+        id.workload = request.workload;
+        const std::uint64_t seed =
+            hash_string(fmt::format("{}/{}/{}", request.workload, request.slice, rank));
+        id.pod_name = make_pod_name(request.workload, request.slice, rank, seed);
+        id.node_name = node_name(c->spec.cluster_id, request.slice, seed, seed);
+        id.slice = request.slice;
+        id.worker = rank;
+        pods.push_back(std::move(id));
+      }
+      pods.back().omit_completion_index = request.omit_completion_index;
+    }
+    lock.unlock();
+    flush(std::move(out));
+  }
+  GenerateResult result;
+  const std::size_t lines = request.lines_per_rank;
+  const std::int64_t interval = std::max<std::int64_t>(1, request.interval_ns);
+  Entries batch;
+  batch.reserve(std::min(lines * pods.size(), kGenerateBatch));
+  for (const PodIdentity& id : pods) {
+    result.pod_names.push_back(id.pod_name);
+    const PodLogWriter writer(id);
+    PodScript script;
+    script.start_ns = start;
+    script.steps =
+        steps_for_total_lines(static_cast<int>(std::min<std::size_t>(lines, 1u << 30)), false);
+    script.lines_per_step = 1;
+    // Steps land at 5%..98% of the run; stretch the run so they are `interval` apart.
+    script.end_ns = start + static_cast<std::int64_t>(static_cast<double>(interval) *
+                                                      std::max(1, script.steps) / 0.93);
+    script.seed = hash_string(id.pod_name);
+    const std::size_t count = std::min(lines, script.line_count());
+    for (std::size_t i = 0; i < count; ++i) {
+      batch.push_back(writer.entry(script.line(i), i));
+      if (batch.size() >= kGenerateBatch) {
+        result.written += batch.size();
+        entries_written_ += batch.size();
+        sink_->write(std::move(batch));
+        batch = Entries();
+        batch.reserve(kGenerateBatch);
+      }
+    }
+  }
+  result.written += batch.size();
+  entries_written_ += batch.size();
+  if (!batch.empty()) sink_->write(std::move(batch));
+  return result;
+}
+
+std::size_t FleetSimulator::log_entries_written() const { return entries_written_; }
+
+nlohmann::json FleetSimulator::state() {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  nlohmann::json j;
+  j["now"] = format_rfc3339_nanos(now);
+  j["now_ns"] = now;
+  j["time_scale"] = clock_->scale();
+  j["xpk"] = {{"version", config_.xpk.version},
+              {"table_style", to_string(config_.xpk.table_style)},
+              {"supports_namespace", config_.xpk.supports_namespace}};
+  nlohmann::json clusters = nlohmann::json::array();
+  for (const auto& cp : clusters_) {
+    const Cluster& c = *cp;
+    nlohmann::json cj;
+    cj["name"] = c.spec.name;
+    cj["project"] = c.spec.project;
+    cj["zone"] = c.spec.zone;
+    cj["cluster_id"] = c.spec.cluster_id;
+    cj["location"] = c.spec.location;
+    cj["capacity"] = c.spec.capacity;
+    cj["unreachable"] = c.spec.behaviour.unreachable;
+    cj["kubectl_calls"] = c.kubectl_calls;
+    cj["kubectl_failures"] = c.kubectl_failures;
+    cj["kubeconfigs"] = c.kubeconfigs;
+    int queued = 0;
+    int running = 0;
+    nlohmann::json workloads = nlohmann::json::array();
+    for (const auto& wp : c.workloads) {
+      const Workload& w = *wp;
+      queued += w.queued();
+      running += w.running();
+      nlohmann::json wj;
+      wj["name"] = w.request.workload;
+      wj["namespace"] = w.request.namespace_;
+      wj["device_type"] = w.request.device_type;
+      wj["tpu_type_flag"] = w.request.tpu_type_flag;
+      wj["device_class"] = to_string(w.device_class);
+      wj["num_slices"] = w.request.num_slices;
+      wj["num_nodes"] = w.request.num_nodes;
+      wj["priority"] = w.request.priority;
+      wj["command"] = w.request.command;
+      wj["docker_image"] = w.request.docker_image;
+      wj["docker_name"] = w.request.docker_name;
+      wj["env"] = w.request.env;
+      wj["ttl_seconds_after_finished"] = w.request.ttl_seconds_after_finished;
+      wj["state"] = w.state();
+      wj["sequence"] = w.sequence;
+      wj["seed"] = w.seed;
+      wj["created"] = format_rfc3339_nanos(w.created_ns);
+      wj["created_ns"] = w.created_ns;
+      wj["reserved_ns"] = w.reserved_ns;
+      wj["started_ns"] = w.started_ns;
+      wj["finished_ns"] = w.finished_ns;
+      wj["failed"] = w.failed;
+      wj["duration_s"] = static_cast<double>(w.plan.duration_ns) / 1e9;
+      wj["outcome"] = to_string(w.plan.outcome);
+      wj["exit_code"] = w.finished() ? nlohmann::json(w.exit_code()) : nlohmann::json(nullptr);
+      wj["env_warnings"] = w.plan.warnings;
+      wj["log_lines_written"] = w.lines_written;
+      nlohmann::json pods = nlohmann::json::array();
+      for (const auto& pod : w.pods) {
+        const PodIdentity& id = pod.writer.pod();
+        pods.push_back({{"name", id.pod_name},
+                        {"slice", id.slice},
+                        {"worker", id.worker},
+                        {"container", id.container_name},
+                        {"omit_completion_index", id.omit_completion_index},
+                        {"lines_emitted", pod.emitted},
+                        {"lines_planned", pod.script.line_count()},
+                        {"terminated", pod.terminated}});
+      }
+      wj["pods"] = std::move(pods);
+      workloads.push_back(std::move(wj));
+    }
+    cj["queued"] = queued;
+    cj["running"] = running;
+    cj["workloads"] = std::move(workloads);
+    clusters.push_back(std::move(cj));
+  }
+  j["clusters"] = std::move(clusters);
+  lock.unlock();
+  flush(std::move(out));
+  j["log_entries_written"] = log_entries_written();
+  return j;
+}
+
+void FleetSimulator::restore(const nlohmann::json& state) {
+  if (!state.is_object() || !state.contains("clusters") || !state["clusters"].is_array()) {
+    throw std::invalid_argument("fleet state: expected an object with a clusters list");
+  }
+  std::lock_guard lock(mu_);
+  try {
+    for (const auto& cj : state["clusters"]) {
+      const std::string name = cj.at("name").get<std::string>();
+      Cluster* c = nullptr;
+      for (auto& cp : clusters_) {
+        if (cp->spec.name == name) c = cp.get();
+      }
+      if (!c) continue;  // a cluster no longer in the fleet file
+      c->workloads.clear();
+      c->kubectl_calls = cj.value("kubectl_calls", std::uint64_t{0});
+      c->kubectl_failures = cj.value("kubectl_failures", std::uint64_t{0});
+      for (const auto& wj : cj.at("workloads")) {
+        auto w = std::make_unique<Workload>();
+        CreateRequest& r = w->request;
+        r.workload = wj.at("name").get<std::string>();
+        r.namespace_ = wj.at("namespace").get<std::string>();
+        r.device_type = wj.at("device_type").get<std::string>();
+        r.tpu_type_flag = wj.at("tpu_type_flag").get<bool>();
+        r.num_slices = wj.at("num_slices").get<int>();
+        r.num_nodes = wj.at("num_nodes").get<int>();
+        r.priority = wj.at("priority").get<std::string>();
+        r.command = wj.at("command").get<std::string>();
+        r.docker_image = wj.at("docker_image").get<std::string>();
+        r.docker_name = wj.at("docker_name").get<std::string>();
+        r.env = wj.at("env").get<std::map<std::string, std::string>>();
+        r.ttl_seconds_after_finished = wj.at("ttl_seconds_after_finished").get<std::int64_t>();
+        const auto key = c->capacity_key(r.device_type);
+        if (!key) continue;  // the cluster no longer offers the device type
+        w->capacity_key = *key;
+        w->device_class = classify_device(r.device_type, r.tpu_type_flag);
+        w->workers = workers_per_slice(r.device_type, w->device_class, config_.workers_per_slice);
+        w->vms = w->device_class == DeviceClass::kGpu ? r.num_nodes : w->workers * r.num_slices;
+        w->plan = make_plan(config_.defaults, config_.logs, r.env);
+        w->sequence = wj.at("sequence").get<std::uint64_t>();
+        w->seed = wj.at("seed").get<std::uint64_t>();
+        w->created_ns = wj.at("created_ns").get<std::int64_t>();
+        w->reserved_ns = wj.at("reserved_ns").get<std::int64_t>();
+        w->started_ns = wj.at("started_ns").get<std::int64_t>();
+        w->finished_ns = wj.at("finished_ns").get<std::int64_t>();
+        w->failed = wj.at("failed").get<bool>();
+        next_sequence_ = std::max(next_sequence_, w->sequence + 1);
+        for (const auto& pj : wj.at("pods")) {
+          PodIdentity id;
+          id.project = c->spec.project;
+          id.location = c->spec.location;
+          id.cluster_name = c->spec.cluster_id;
+          id.namespace_name = r.namespace_;
+          id.workload = r.workload;
+          id.pod_name = pj.at("name").get<std::string>();
+          id.container_name = pj.at("container").get<std::string>();
+          id.slice = pj.at("slice").get<int>();
+          id.worker = pj.at("worker").get<int>();
+          id.omit_completion_index = pj.at("omit_completion_index").get<bool>();
+          id.node_name = node_name(c->spec.cluster_id, id.slice, mix64(w->seed + 7 * id.slice),
+                                   mix64(w->seed + w->pods.size() + 1));
+          Workload::Pod pod(id);
+          pod.emitted = pj.at("lines_emitted").get<std::size_t>();
+          pod.terminated = pj.at("terminated").get<bool>();
+          w->pods.push_back(std::move(pod));
+        }
+        if (w->reserved_ns >= 0) {
+          set_scripts(*w, w->plan.pregenerate ? w->created_ns : w->started_ns);
+        }
+        c->workloads.push_back(std::move(w));
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("fleet state: ") + e.what());
+  }
+}
+
+}  // namespace falcon::fleet

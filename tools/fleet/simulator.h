@@ -1,0 +1,212 @@
+// The fleet simulator: per cluster, Kueue-like admission of JobSet workloads by device type,
+// their run, their end, and the log lines their pods write while they run.
+//
+// Life of a workload (simulated time, see SimClock):
+//   created ─► QUEUED (QuotaReserved=False, "couldn't assign flavors ...") while the cluster's
+//   capacity for its device type is in use; the best queued workload (priority, then age) is
+//   admitted as soon as a slot frees
+//   ─► RUNNING (QuotaReserved=True, then Admitted admission_delay_s later; pods start then)
+//   ─► COMPLETED or FAILED after its duration (Finished, with JobSet's own messages);
+//   finished rows stay listed until ttlSecondsAfterFinished (default 12 h) has passed.
+// Deleting a workload removes it at once; running pods print their SIGTERM lines.
+//
+// Run parameters come from the fleet file's defaults, overridden per workload by `--env`:
+//   FLEET_DURATION_S=<seconds>    simulated running time (decimal allowed)
+//   FLEET_OUTCOME=succeed|fail
+//   FLEET_EXIT_CODE=<n>           exit code of the failing pod (non-zero alone implies fail)
+//   FLEET_STEPS=<n>               training steps each pod logs
+//   FLEET_LOG_LINES_PER_STEP=<n>  lines per step
+//   FLEET_LOG_LINES=<n>           every pod prints exactly n lines (overrides the two above)
+//   FLEET_OMIT_INDEX_EVERY=<n>    every nth pod logs without the completion-index label
+//   FLEET_PREGENERATE_LOGS=1      write the whole run's logs at create time, as though the
+//                                 workload started at once (for big log benchmarks)
+// An unparseable value is ignored and reported in the state dump (`env_warnings`).
+//
+// The simulator is passive: it moves only when a method is called (each call first runs the
+// simulation up to the clock's now) or when advance() is. All methods are thread-safe; log
+// entries are handed to the LogSink after the internal lock is released.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fleet/device_types.h"
+#include "fleet/fleet_config.h"
+#include "fleet/log_sink.h"
+#include "fleet/pod_logs.h"
+#include "fleet/sim_clock.h"
+
+namespace falcon::fleet {
+
+// What `xpk workload create` asks for.
+struct CreateRequest {
+  std::string workload;
+  std::string device_type;     // the --tpu-type or --device-type value
+  bool tpu_type_flag = false;  // it came from --tpu-type
+  int num_slices = 1;
+  int num_nodes = 1;  // GPU only
+  std::string priority = "medium";
+  std::string command;
+  std::string docker_image;
+  std::string docker_name = "jax-tpu";
+  std::string namespace_ = "default";
+  std::map<std::string, std::string> env;
+  std::int64_t ttl_seconds_after_finished = 43200;
+};
+
+enum class CreateResult {
+  kCreated,
+  kReplaced,             // overwrite=true and a workload of that name existed
+  kAlreadyExists,        // overwrite=false and a workload of that name exists
+  kNoCapacityForDevice,  // the cluster has no node pool (capacity entry) for the device type
+};
+
+// One row of `xpk workload list`, as xpk computes it for the configured table style. An empty
+// optional prints as `<none>`.
+struct WorkloadRow {
+  std::string name;
+  std::string namespace_;
+  std::string created;  // RFC 3339, seconds, Z
+  std::string priority;
+  std::optional<int> vms_needed;
+  std::optional<int> vms_running;
+  std::optional<int> vms_done;
+  std::optional<std::string> status;  // QuotaReserved | Admitted | Finished | Unknown
+  std::optional<std::string> message;
+  std::optional<std::string> status_time;
+  std::string state;  // the simulator's truth: QUEUED | RUNNING | COMPLETED | FAILED
+};
+
+// A kubectl call that failed (unreachable or flaky cluster): what kubectl printed on stderr.
+struct KubectlFailure {
+  std::string stderr_text;
+  int exit_code = 1;
+};
+
+struct ListResult {
+  std::optional<KubectlFailure> failure;
+  std::vector<WorkloadRow> rows;  // sorted by namespace, then name
+};
+
+struct CreateOutcome {
+  std::optional<KubectlFailure> failure;
+  CreateResult result = CreateResult::kCreated;
+};
+
+struct ExistsOutcome {
+  std::optional<KubectlFailure> failure;
+  bool exists = false;
+};
+
+struct DeleteOutcome {
+  std::optional<KubectlFailure> failure;
+  bool deleted = false;  // false: no such workload (kubectl's NotFound)
+};
+
+// Bulk log writing for benchmarks: `lines_per_rank` entries for each rank (worker index in
+// `slice`) of a workload, spaced `interval_ns` apart from `start_ns` (default: now). The
+// workload need not exist; when it does, its pods' names are used.
+struct GenerateRequest {
+  std::string cluster;  // fleet cluster name
+  std::string workload;
+  std::string namespace_ = "default";
+  std::vector<int> ranks{0};
+  int slice = 0;
+  std::size_t lines_per_rank = 1000;
+  std::optional<std::int64_t> start_ns;
+  std::int64_t interval_ns = 1'000'000;
+  bool omit_completion_index = false;
+};
+
+struct GenerateResult {
+  std::size_t written = 0;
+  std::vector<std::string> pod_names;  // in `ranks` order
+};
+
+class FleetSimulator {
+ public:
+  // Creates the clusters and their initial workloads (admitted at the clock's now).
+  FleetSimulator(FleetConfig config, std::shared_ptr<SimClock> clock,
+                 std::shared_ptr<LogSink> sink);
+  ~FleetSimulator();
+  FleetSimulator(const FleetSimulator&) = delete;
+  FleetSimulator& operator=(const FleetSimulator&) = delete;
+
+  const FleetConfig& config() const { return config_; }
+  SimClock& clock() const { return *clock_; }
+
+  // The fleet name of the cluster xpk means by (project, zone, cluster_id): the cluster with
+  // that project and cluster_id (GKE names are unique per project; a zone is not needed to find
+  // one). When several locations have the name, the one whose zone or region matches `zone`.
+  std::optional<std::string> resolve(const std::string& project, const std::string& zone,
+                                     const std::string& cluster_id) const;
+  // The cluster's definition. Throws std::out_of_range for an unknown name.
+  const FleetCluster& cluster(const std::string& name) const;
+
+  // Runs the simulation up to the clock's now: finishes, admissions, log lines, TTL expiry.
+  void advance();
+
+  // `kubectl get workloads`: every workload of the cluster. Counts as one kubectl call.
+  ListResult list(const std::string& cluster);
+  // xpk's existence check before a create (`kubectl get workloads`): fails only when the
+  // cluster is unreachable; not counted as a kubectl call for flakiness.
+  ExistsOutcome exists(const std::string& cluster, const std::string& workload,
+                       const std::string& namespace_);
+  // Whether the cluster has a node pool (a capacity entry) for `device_type`; "v4-64" and
+  // "tpu-v4-64" name the same type.
+  bool offers(const std::string& cluster, const std::string& device_type) const;
+  // `kubectl apply` of the JobSet, after xpk's existence check. Counts as one kubectl call.
+  CreateOutcome create(const std::string& cluster, const CreateRequest& request, bool overwrite);
+  // `kubectl delete jobset <name>` (any namespace). Counts as one kubectl call.
+  DeleteOutcome remove(const std::string& cluster, const std::string& workload);
+
+  // Remembers that an xpk process used `kubeconfig` for the cluster (shown in state()).
+  void record_kubeconfig(const std::string& cluster, const std::string& kubeconfig);
+
+  // Writes logs directly; runs without holding the lock while entries are built and written.
+  // Throws std::invalid_argument for an unknown cluster or an empty rank list.
+  GenerateResult generate_logs(const GenerateRequest& request);
+
+  // Everything, as JSON: clock, clusters, workloads (state, times, pods, lines written), call
+  // counts, kubeconfigs seen. Also the format of --state-file.
+  nlohmann::json state();
+  // Replaces the clusters' workloads with those of a previous state() (same fleet file).
+  // Throws std::invalid_argument when the JSON does not fit.
+  void restore(const nlohmann::json& state);
+
+  // Total log entries handed to the sink so far.
+  std::size_t log_entries_written() const;
+
+ private:
+  struct Cluster;
+  struct Workload;
+
+  std::vector<nlohmann::json> advance_locked(std::int64_t now);
+  Cluster& cluster_locked(const std::string& name);
+  std::optional<KubectlFailure> kubectl_fate_locked(Cluster& c);
+  CreateResult create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
+                             std::int64_t now, std::vector<nlohmann::json>& out);
+  void flush(std::vector<nlohmann::json> entries);
+
+  FleetConfig config_;
+  std::shared_ptr<SimClock> clock_;
+  std::shared_ptr<LogSink> sink_;
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Cluster>> clusters_;
+  std::uint64_t next_sequence_ = 1;
+  std::atomic<std::size_t> entries_written_{0};
+};
+
+// RFC 3339 with whole seconds and Z, as Kubernetes prints timestamps: 2026-06-01T10:00:00Z.
+std::string format_k8s_time(std::int64_t time_ns);
+
+}  // namespace falcon::fleet
