@@ -16,6 +16,12 @@
 //
 // probed_at is the ISO 8601 UTC time the probe finished (`2026-04-13T08:00:00.123Z`).
 //
+// Where the spec and xpk differ (reference/xpk.md): the spec's error is "stderr", but real xpk
+// reports most failures on stdout as `[XPK] ` lines, so the error carries stderr *and* those
+// lines. The spec counts "state=QUEUED" rows; xpk prints no such state, so rows are classified
+// by Status, Status Message and Running/Ran together (§1.5) — a running job often shows
+// `QuotaReserved`. xpk's own --filter-by-status is never used (it is wrong on current clusters).
+//
 //   falcon::ClusterProber prober(falcon::make_posix_command_runner(), config.xpk,
 //                                falcon::make_system_clock());
 //   falcon::ClusterProbeResult r = prober.probe(registry.get_cluster("tpu-v4-prod"));

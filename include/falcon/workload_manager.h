@@ -30,7 +30,21 @@
 //   auto         the same as unsupported for the namespace `default` (no flag, no question),
 //                otherwise read `xpk workload create --help` once per process and binary, and
 //                behave as `supported` if it mentions --namespace, else as `unsupported`.
-// <ns> is spec.namespace, else the cluster's default_namespace.
+// <ns> is spec.namespace, else the cluster's default_namespace. (The spec passes --namespace
+// unconditionally; reference/xpk.md §2.1 shows stock xpk has no such flag and would reject it
+// with an argparse error, so the facts win here.)
+//
+// Other places where the facts of reference/xpk.md override the spec:
+//   - the spec's `--command="{spec.command joined}"` loses arguments with spaces or quotes; each
+//     word is shell-quoted instead (xpk runs the string through a shell in the container);
+//   - device_class `cpu` (CPU device types such as n2-standard-32-4) also uses --device-type;
+//   - the spec's error table has status queries of a missing workload raise
+//     WorkloadNotFoundError, but xpk's list cannot tell "never existed" from "finished and
+//     garbage-collected after its 12 h TTL", so get_status reports UNKNOWN (issue 3); cancel
+//     does raise it, from kubectl's NotFound.
+//
+// All methods may be called from many threads at once (and from several falcon processes
+// sharing one state directory).
 #pragma once
 
 #include <chrono>

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -302,7 +303,8 @@ CommandResult PosixCommandRunner::run(const CommandSpec& spec) {
        spec.max_output_bytes},
   };
 
-  const auto deadline = start + spec.timeout;
+  // A year stands in for "no deadline" and keeps the time_point arithmetic from overflowing.
+  const auto deadline = start + std::min<milliseconds>(spec.timeout, std::chrono::hours(24 * 365));
   std::optional<steady_clock::time_point> exited_at;
   std::optional<steady_clock::time_point> term_sent_at;
   std::optional<steady_clock::time_point> killed_at;
