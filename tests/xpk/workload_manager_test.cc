@@ -59,6 +59,13 @@ ClusterConfig gpu_cluster() {
   return c;
 }
 
+// The --help answer is cached per binary for the life of the process: each test that relies on
+// it names a binary of its own, fresh on every run (--gtest_repeat).
+std::string unique_binary(const std::string& stem) {
+  static int counter = 0;
+  return stem + "-" + std::to_string(++counter);
+}
+
 WorkloadSpec tpu_spec() {
   WorkloadSpec s;
   s.name = "llama-8b-bench";
@@ -269,7 +276,7 @@ TEST_F(WorkloadManagerTest, UnsupportedNamespaceFlagRefusesANonDefaultNamespace)
 }
 
 TEST_F(WorkloadManagerTest, AutoNamespaceSkipsTheHelpCallForTheDefaultNamespace) {
-  settings_.binary = "xpk-auto-default";
+  settings_.binary = unique_binary("xpk-auto-default");
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   manager().submit(tpu_cluster(), tpu_spec());
   EXPECT_THAT(runner_->calls_matching({"--help"}), IsEmpty());
@@ -277,7 +284,7 @@ TEST_F(WorkloadManagerTest, AutoNamespaceSkipsTheHelpCallForTheDefaultNamespace)
 }
 
 TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
-  settings_.binary = "xpk-with-namespace";
+  settings_.binary = unique_binary("xpk-with-namespace");
   runner_->on({"--help"},
               FakeCommandRunner::ok("usage: xpk workload create [-h] --workload WORKLOAD\n"
                                     "  --namespace NAMESPACE  Kubernetes namespace\n"));
@@ -287,16 +294,16 @@ TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
   spec.namespace_ = "team-x";
   EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");
   EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");  // a new manager too
-  EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(1));
+  ASSERT_THAT(runner_->calls_matching({"--help"}), SizeIs(1));
   EXPECT_THAT(runner_->calls_matching({"--help"})[0].argv,
-              ElementsAre("xpk-with-namespace", "workload", "create", "--help"));
-  EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(2));
+              ElementsAre(settings_.binary, "workload", "create", "--help"));
+  ASSERT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(2));
   EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"})[0].argv,
               Contains("--namespace=team-x"));
 }
 
 TEST_F(WorkloadManagerTest, AutoNamespaceWithStockXpkRefusesANonDefaultNamespace) {
-  settings_.binary = "xpk-stock";
+  settings_.binary = unique_binary("xpk-stock");
   runner_->on({"--help"}, FakeCommandRunner::ok("usage: xpk workload create [-h] --workload "
                                                 "WORKLOAD --cluster CLUSTER\n"));
   auto spec = tpu_spec();
@@ -307,7 +314,7 @@ TEST_F(WorkloadManagerTest, AutoNamespaceWithStockXpkRefusesANonDefaultNamespace
 }
 
 TEST_F(WorkloadManagerTest, AutoNamespaceHelpFailureSaysHowToFixIt) {
-  settings_.binary = "xpk-broken-help";
+  settings_.binary = unique_binary("xpk-broken-help");
   runner_->on({"--help"}, FakeCommandRunner::fails(1, "ModuleNotFoundError: No module named x"));
   auto spec = tpu_spec();
   spec.namespace_ = "team-x";
