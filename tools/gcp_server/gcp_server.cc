@@ -1,9 +1,11 @@
 #include "gcp_server/gcp_server.h"
 
+#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -246,9 +248,13 @@ int port_of(const sockaddr_storage& addr) {
   return -1;
 }
 
-// Drops the connection a request arrived on. cpp-httplib does not hand the socket to
-// handlers, so find it among the process's descriptors by its (local, peer) port pair and
-// shut it down; httplib's own write then fails and it closes the descriptor.
+// Drops the connection a request arrived on, as a network failure would: the client sees a
+// reset and no response. cpp-httplib does not hand the socket to handlers, so find it among the
+// process's descriptors by its (local, peer) port pair. shutdown() alone is not enough: Linux
+// keeps delivering bytes the client still sends after SHUT_RD, and httplib would parse the rest
+// of the body as new requests. So the descriptor is atomically replaced (dup2) by one end of a
+// socket pair whose other end is closed: httplib then reads EOF and closes it as usual, and the
+// real connection, losing its last descriptor with SO_LINGER 0, is reset.
 void cut_connection(const httplib::Request& req) {
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
@@ -267,7 +273,16 @@ void cut_connection(const httplib::Request& req) {
       continue;
     }
     if (port_of(local) == req.local_port && port_of(peer) == req.remote_port) {
-      ::shutdown(fd, SHUT_RDWR);
+      const linger abort_on_close{1, 0};
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof abort_on_close);
+      int pair[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) == 0) {
+        close(pair[1]);
+        dup3(pair[0], fd, O_CLOEXEC);
+        close(pair[0]);
+      } else {
+        ::shutdown(fd, SHUT_RDWR);
+      }
       return;
     }
   }
@@ -863,7 +878,7 @@ void GcpServer::Impl::object_get(Call& call) {
     return;
   }
   auto& res = call.res;
-  res.status = 200;
+  // Status left unset: httplib answers 200, or 206 when the request carries a Range.
   res.set_header("x-goog-hash",
                  fmt::format("crc32c={},md5={}", object->crc32c_base64, object->md5_base64));
   res.set_header("x-goog-generation", std::to_string(object->generation));
