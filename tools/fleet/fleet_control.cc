@@ -123,6 +123,10 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     return {{"written", r.written}, {"pod_names", r.pod_names}};
   }
 
+  if (route != "credentials" && route != "workloads:get" && route != "workloads:list" &&
+      route != "workloads:create" && route != "workloads:delete") {
+    throw ControlError(404, "no such fleet route: " + route);
+  }
   // The rest name a cluster the way xpk does.
   const std::string project = str(body, "project");
   const std::string zone = opt<std::string>(body, "zone", "");
