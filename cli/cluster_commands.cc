@@ -28,13 +28,34 @@ std::string probe_state(const ClusterProbeResult& r) {
   return r.reachable ? "reachable" : "unreachable";
 }
 
+// An error on one table line: xpk's output spans several lines, --json has it whole.
+std::string one_line(const std::optional<std::string>& error) {
+  if (!error || error->empty()) return "-";
+  std::string out;
+  bool pending_separator = false;
+  for (char ch : *error) {
+    if (ch == '\n' || ch == '\r') {
+      pending_separator = !out.empty();
+      continue;
+    }
+    if (pending_separator) {
+      out += " | ";
+      pending_separator = false;
+    }
+    out += ch;
+  }
+  constexpr std::size_t kMax = 160;
+  if (out.size() > kMax) out = out.substr(0, kMax - 3) + "...";
+  return out;
+}
+
 void print_probe_table(const std::vector<ClusterProbeResult>& results,
                        const std::map<std::string, int>& max_depth) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : results) {
     auto max = max_depth.find(r.cluster);
     rows.push_back({r.cluster, probe_state(r), or_dash(r.queue_depth), or_dash(r.running_count),
-                    max == max_depth.end() ? "-" : std::to_string(max->second), or_dash(r.error)});
+                    max == max_depth.end() ? "-" : std::to_string(max->second), one_line(r.error)});
   }
   print_table({"CLUSTER", "STATE", "QUEUED", "RUNNING", "MAX_QUEUE", "ERROR"}, rows);
 }

@@ -20,12 +20,12 @@ void add_config_commands(CLI::App& app, Context& ctx) {
   validate->callback([&ctx, path] {
     ctx.action = [&ctx, path] {
       const std::string file = path->empty() ? ctx.config_path() : *path;
-      const FabricConfig config = ClusterFabric::check_config(file);
+      const FabricConfig checked = ClusterFabric::check_config(file);
       if (ctx.json) {
-        print_json({{"ok", true}, {"path", file}, {"clusters", config.clusters.size()}});
+        print_json({{"ok", true}, {"path", file}, {"clusters", checked.clusters.size()}});
       } else {
-        std::cout << fmt::format("ok: {} cluster{}\n", config.clusters.size(),
-                                 config.clusters.size() == 1 ? "" : "s");
+        std::cout << fmt::format("ok: {} cluster{}\n", checked.clusters.size(),
+                                 checked.clusters.size() == 1 ? "" : "s");
       }
       return kExitOk;
     };

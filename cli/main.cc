@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   Context ctx;
   CLI::App app{"falcon: the Falcon cluster layer: clusters, xpk workloads and their logs",
                "falcon"};
-  app.set_version_flag("--version", "falcon " FALCON_VERSION);
+  app.set_version_flag("--version", "falcon " FALCON_VERSION "\n");
   app.option_defaults()->always_capture_default();
   app.add_option("--config", ctx.config_flag,
                  "repos.yaml to use (default: $FALCON_CONFIG, else ./repos.yaml)");
