@@ -62,6 +62,32 @@ std::optional<std::int64_t> committed_from_range(const HttpResponse& response) {
   return *last + 1;
 }
 
+// `Content-Range: bytes a-b/total` (total may be `*`) of a ranged download.
+struct ContentRange {
+  std::int64_t first = 0;
+  std::int64_t last = 0;
+  std::optional<std::int64_t> total;
+};
+
+std::optional<ContentRange> parse_content_range(std::string_view value) {
+  if (!value.starts_with("bytes ")) return std::nullopt;
+  value.remove_prefix(6);
+  const auto dash = value.find('-');
+  const auto slash = value.find('/');
+  if (dash == std::string_view::npos || slash == std::string_view::npos || slash < dash) {
+    return std::nullopt;
+  }
+  const auto first = to_int64(value.substr(0, dash));
+  const auto last = to_int64(value.substr(dash + 1, slash - dash - 1));
+  if (!first || !last) return std::nullopt;
+  ContentRange out{*first, *last, std::nullopt};
+  if (value.substr(slash + 1) != "*") {
+    out.total = to_int64(value.substr(slash + 1));
+    if (!out.total) return std::nullopt;
+  }
+  return out;
+}
+
 std::string object_path(const std::string& endpoint, const std::string& bucket,
                         const std::string& object) {
   return fmt::format("{}/storage/v1/b/{}/o/{}", endpoint, percent_encode(bucket),
@@ -185,31 +211,36 @@ void StorageClient::download_object(const std::string& bucket, const std::string
   range_bytes = std::max<std::size_t>(range_bytes, 1);
   std::string generation;
   std::int64_t offset = 0;
+  std::optional<std::int64_t> size;  // learned from the first Content-Range
   for (;;) {
     HttpRequest request = make_request(
         options, "GET", generation.empty() ? base : base + "&generation=" + generation);
-    request.headers.set("Range", fmt::format("bytes={}-{}", offset,
-                                             offset + static_cast<std::int64_t>(range_bytes) - 1));
+    std::int64_t last = offset + static_cast<std::int64_t>(range_bytes) - 1;
+    if (size) last = std::min(last, *size - 1);  // never ask past the end
+    request.headers.set("Range", fmt::format("bytes={}-{}", offset, last));
     RetryOptions retry = retry_options(options, call);
     retry.throw_on_error = false;
     const HttpResponse response = send_with_retry(*options.http, std::move(request), retry);
     if (response.status == 416) return;  // empty object, or nothing past `offset`
     if (!is_success(response.status)) throw_api_error(call, response);
     if (generation.empty()) generation = response.headers.get("x-goog-generation").value_or("");
-    if (response.status != 206) {  // the server ignored Range: this is the whole object
+    // Content-Range: bytes a-b/total. Its presence marks a partial answer, whatever the status
+    // (GCS says 206; some servers keep 200).
+    const std::optional<ContentRange> range =
+        parse_content_range(response.headers.get("Content-Range").value_or(""));
+    if (response.status != 206 && !range) {  // the server ignored Range: the whole object
       if (offset == 0) sink(response.body);
       return;
     }
+    if (range && range->first != offset) {
+      throw LogRetrievalError(fmt::format("{} failed: asked for bytes from {}, got bytes {}-{}",
+                                          call, offset, range->first, range->last));
+    }
+    if (range && range->total) size = range->total;
     if (!response.body.empty()) sink(response.body);
     offset += static_cast<std::int64_t>(response.body.size());
-    // Content-Range: bytes a-b/total
-    const std::string content_range = response.headers.get("Content-Range").value_or("");
-    const auto slash = content_range.rfind('/');
-    const auto total = slash == std::string::npos
-                           ? std::nullopt
-                           : to_int64(std::string_view(content_range).substr(slash + 1));
-    if (response.body.empty() || (total && offset >= *total) ||
-        (!total && response.body.size() < range_bytes)) {
+    if (response.body.empty() || (size && offset >= *size) ||
+        (!range && response.body.size() < range_bytes)) {
       return;
     }
   }

@@ -522,8 +522,21 @@ TEST_F(StorageFixture, StreamedDownloadReadsRangesPinnedToOneGeneration) {
   ASSERT_EQ(requests.size(), 4u);
   EXPECT_EQ(requests[0].headers.get("Range"), "bytes=0-3");
   EXPECT_EQ(requests[0].url, "https://storage.test/storage/v1/b/bkt/o/o?alt=media");
-  EXPECT_EQ(requests[3].headers.get("Range"), "bytes=12-15");
+  EXPECT_EQ(requests[3].headers.get("Range"), "bytes=12-12");  // never past the end
   EXPECT_EQ(requests[3].url, "https://storage.test/storage/v1/b/bkt/o/o?alt=media&generation=77");
+}
+
+TEST_F(StorageFixture, StreamedDownloadTrustsContentRangeEvenWithStatus200) {
+  auto inner = ranged("abcdefghij");
+  http->on("GET", "alt=media", [inner](const HttpRequest& request) {
+    HttpResponse response = inner(request);
+    if (response.status == 206) response.status = 200;  // a server that keeps 200
+    return response;
+  });
+  std::vector<std::string> pieces;
+  client().download_object(
+      "bkt", "o", [&](std::string_view piece) { pieces.emplace_back(piece); }, 4);
+  EXPECT_EQ(pieces, (std::vector<std::string>{"abcd", "efgh", "ij"}));
 }
 
 TEST_F(StorageFixture, StreamedDownloadOfAnEmptyObjectDeliversNothing) {
