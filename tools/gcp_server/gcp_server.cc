@@ -1182,6 +1182,14 @@ void GcpServer::write_log_entries(const std::vector<json>& entries) {
   impl_->logs.write(entries, json(), json(), json(), impl_->now_ns());
 }
 
+void GcpServer::write_log_entries(std::vector<json>&& entries) {
+  impl_->logs.write(std::move(entries), json(), json(), json(), impl_->now_ns());
+}
+
+void GcpServer::write_text_entries(const json& shared, std::vector<LogLine> lines) {
+  impl_->logs.write_text(shared, std::move(lines), impl_->now_ns());
+}
+
 std::size_t GcpServer::log_entry_count() const { return impl_->logs.size(); }
 std::uint64_t GcpServer::log_entries_examined() const { return impl_->logs.examined(); }
 std::size_t GcpServer::object_count() const { return impl_->objects.object_count(); }

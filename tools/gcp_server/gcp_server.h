@@ -38,6 +38,7 @@
 
 #include "falcon/clock.h"
 #include "gcp_server/fault_injector.h"
+#include "gcp_server/log_line.h"
 
 namespace httplib {
 class Server;
@@ -89,6 +90,12 @@ class GcpServer {
   // entry must carry logName and resource. Throws ApiError (see api_error.h) when one is
   // invalid; then nothing is stored.
   void write_log_entries(const std::vector<nlohmann::json>& entries);
+  void write_log_entries(std::vector<nlohmann::json>&& entries);  // saves copying the entries
+  // Fast bulk path for simulated pod logs: equivalent to write_log_entries with one entry per
+  // line, each `shared` (logName, resource, labels, severity, ...) plus `timestamp` and
+  // `textPayload`, with generated insertIds; no JSON object is built per line, so a million
+  // lines take a second, not minutes. Throws ApiError when `shared` is invalid.
+  void write_text_entries(const nlohmann::json& shared, std::vector<LogLine> lines);
   std::size_t log_entry_count() const;
   // Entries examined by entries:list so far (see LogStore::examined).
   std::uint64_t log_entries_examined() const;
@@ -103,9 +110,11 @@ class GcpServer {
   // Accept `token` as a bearer token from now on.
   void add_token(const std::string& token);
   // A service-account key file (JSON text) whose token_uri is this server's /token and whose
-  // public key is registered, so a client can sign a JWT and exchange it here.
+  // public key is registered, so a client can sign a JWT and exchange it here. Call after
+  // start() (the token_uri needs the port).
   std::string create_service_account_key(const std::string& client_email) const;
   // An authorized_user credentials file (JSON text) with a refresh token this server accepts.
+  // Call after start().
   std::string create_authorized_user() const;
 
  private:

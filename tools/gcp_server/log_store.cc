@@ -55,10 +55,26 @@ std::string camel_case(std::string_view name) {
   return out;
 }
 
-bool valid_log_name(const std::string& name) {
-  static const std::regex kLogName(
-      R"(^(projects|organizations|folders|billingAccounts)/[^/]+/logs/[A-Za-z0-9_.%\-]{1,512}$)");
-  return std::regex_match(name, kLogName);
+// projects|organizations|folders|billingAccounts/<id>/logs/<url-encoded log id>
+bool valid_log_name(std::string_view name) {
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos) return false;
+  const std::string_view kind = name.substr(0, slash);
+  if (kind != "projects" && kind != "organizations" && kind != "folders" &&
+      kind != "billingAccounts") {
+    return false;
+  }
+  const auto logs = name.find("/logs/", slash + 1);
+  if (logs == std::string_view::npos || logs == slash + 1 ||
+      name.substr(slash + 1, logs - slash - 1).find('/') != std::string_view::npos) {
+    return false;
+  }
+  const std::string_view id = name.substr(logs + 6);
+  if (id.empty() || id.size() > 512) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '%' ||
+           c == '-';
+  });
 }
 
 std::string scope_of_log_name(std::string_view log_name) {
@@ -368,7 +384,7 @@ void LogStore::insert_sorted(std::size_t first_new) {
   }
 }
 
-void LogStore::write(const std::vector<json>& entries, const json& log_name, const json& resource,
+void LogStore::write(std::vector<json> entries, const json& log_name, const json& resource,
                      const json& labels, std::int64_t receive_ns) {
   std::unique_lock lock(mutex_);
   if (entries_.size() + entries.size() > std::numeric_limits<std::uint32_t>::max()) {
@@ -380,7 +396,8 @@ void LogStore::write(const std::vector<json>& entries, const json& log_name, con
   try {
     entries_.reserve(entries_.size() + entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      entries_.push_back(normalize(entries[i], log_name, resource, labels, receive_ns, i));
+      entries_.push_back(
+          normalize(std::move(entries[i]), log_name, resource, labels, receive_ns, i));
     }
   } catch (...) {
     // All or nothing: forget this batch, including shapes it introduced.
@@ -391,6 +408,44 @@ void LogStore::write(const std::vector<json>& entries, const json& log_name, con
     shapes_.resize(shapes_before);
     next_insert_id_ = next_id_before;
     throw;
+  }
+  insert_sorted(first_new);
+  if (file_) {
+    for (std::size_t i = first_new; i < entries_.size(); ++i) {
+      *file_ << serialize(entries_[i]) << '\n';
+    }
+    file_->flush();
+  }
+}
+
+void LogStore::write_text(const json& shared, std::vector<LogLine> lines, std::int64_t receive_ns) {
+  for (const char* f : {"timestamp", "insertId", "textPayload", "jsonPayload", "protoPayload"}) {
+    if (shared.is_object() && shared.contains(f)) {
+      throw ApiError::invalid_argument(fmt::format("shared fields must not contain {}", f));
+    }
+  }
+  std::unique_lock lock(mutex_);
+  if (entries_.size() + lines.size() > std::numeric_limits<std::uint32_t>::max()) {
+    throw ApiError(429, "RESOURCE_EXHAUSTED", "rateLimitExceeded", "the fake's store is full");
+  }
+  // Normalise the shared part once (this also interns its shape).
+  json probe = shared;
+  probe["textPayload"] = "";
+  const std::uint64_t next_id_before = next_insert_id_;
+  const Entry model = normalize(std::move(probe), json(), json(), json(), receive_ns, 0);
+  next_insert_id_ = next_id_before;
+  const std::size_t first_new = entries_.size();
+  entries_.reserve(entries_.size() + lines.size());
+  for (auto& line : lines) {
+    Entry e;
+    e.timestamp = line.timestamp_ns;
+    e.receive_timestamp = receive_ns;
+    e.shape = model.shape;
+    e.payload_kind = 1;
+    e.data = fmt::format("fk{:014x}", next_insert_id_++);
+    e.insert_id_size = static_cast<std::uint16_t>(e.data.size());
+    e.data += line.text;
+    entries_.push_back(std::move(e));
   }
   insert_sorted(first_new);
   if (file_) {

@@ -2,6 +2,7 @@
 // shapes, paging, ordering, resource names, errors and persistence.
 #include <gtest/gtest.h>
 
+#include "gcp_server/api_error.h"
 #include "server_fixture.h"
 #include "support/temp_dir.h"
 
@@ -260,6 +261,31 @@ TEST_F(LoggingApi, PagesResumeWhereTheyStoppedInsteadOfRescanning) {
   }
   // Each page examines its 100 entries plus one look-ahead entry.
   EXPECT_LE(server_.log_entries_examined() - before, 3u * 101u);
+}
+
+TEST_F(LoggingApi, BulkTextEntriesMatchOrdinaryWrites) {
+  json slow = gke_entry("p", "w", 1, kT0, "same line");
+  server_.write_log_entries({slow});
+  json shared = slow;
+  shared.erase("timestamp");
+  shared.erase("textPayload");
+  server_.write_text_entries(shared, {LogLine{kT0 + kSecond, "same line"}});
+  const HttpResult r = list({});
+  ASSERT_EQ(r.body["entries"].size(), 2u);
+  json a = r.body["entries"][0], b = r.body["entries"][1];
+  EXPECT_NE(a["insertId"], b["insertId"]);
+  for (json* e : {&a, &b}) {
+    e->erase("insertId");
+    e->erase("timestamp");
+    e->erase("receiveTimestamp");
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(r.body["entries"][1]["timestamp"], "2024-05-01T00:00:01Z");
+  json bad = shared;
+  bad.erase("logName");
+  EXPECT_THROW(server_.write_text_entries(bad, {LogLine{kT0, "x"}}), ApiError);
+  EXPECT_THROW(server_.write_text_entries(slow, {LogLine{kT0, "x"}}), ApiError);
+  EXPECT_EQ(server_.log_entry_count(), 2u);
 }
 
 class ScanBudget : public ServerTest {
