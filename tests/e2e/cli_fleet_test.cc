@@ -1,0 +1,181 @@
+// End to end: the falcon binary against the local fleet (in this process, on loopback), which
+// falcon reaches through real fleet-xpk subprocesses and real HTTP.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/local_fleet.h"
+#include "support/run_falcon.h"
+
+namespace falcon {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class CliFleetTest : public ::testing::Test {
+ protected:
+  CommandResult falcon(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", fleet_.repos_path()});
+    return testing::run_falcon(args);
+  }
+  nlohmann::json falcon_json(std::vector<std::string> args, int expected_exit = 0) {
+    args.insert(args.begin(), "--json");
+    const CommandResult r = falcon(args);
+    EXPECT_EQ(r.exit_code, expected_exit) << r.stderr_text;
+    return nlohmann::json::parse(r.stdout_text);
+  }
+  std::string submit(const std::string& name, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args{"job",    "submit", "--accelerator", "tpu-v4-64",
+                                  "--name", name,     "--image",       "gcr.io/f/b:1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "python3", "train.py", "--lr", "3e-4 warm"});
+    const auto j = falcon_json(args);
+    return j["handle"]["cluster"].get<std::string>();
+  }
+  testing::LocalFleet fleet_;
+};
+
+TEST_F(CliFleetTest, ClusterStatusReachableUnreachableUnknown) {
+  auto r = falcon({"cluster", "status", "tpu-a"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("reachable"));
+  const auto j = falcon_json({"cluster", "status", "tpu-a"});
+  EXPECT_EQ(j["queue_depth"], 3);
+  EXPECT_EQ(j["running_count"], 1);
+  EXPECT_TRUE(j["error"].is_null());
+
+  r = falcon({"cluster", "status", "tpu-down"});
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_THAT(r.stdout_text, HasSubstr("unreachable"));
+  EXPECT_EQ(falcon({"cluster", "status", "nope"}).exit_code, 3);
+}
+
+TEST_F(CliFleetTest, ClusterSelectShowsTheProbeTableAndTheReason) {
+  const auto r = falcon({"cluster", "select", "--accelerator", "tpu-v4-64"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("tpu-down"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("unreachable"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("selected tpu-b: reachable, queue_depth=0 <= max=5"));
+  const auto j = falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64"});
+  EXPECT_EQ(j["selected_cluster"], "tpu-b");
+  EXPECT_EQ(j["probe_results"].size(), 3u);
+}
+
+TEST_F(CliFleetTest, ClusterSelectWithNoAvailableClusterExitsFourWithEveryProbe) {
+  // Fill tpu-b (2 slots) and queue enough behind it to pass its max queue depth of 5.
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name",
+                      "filler-" + std::to_string(i), "--image", "i", "--", "sleep"})
+                  .exit_code,
+              0);
+  }
+  const auto j = falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64"}, 4);
+  EXPECT_EQ(j["error"]["type"], "NoAvailableClusterError");
+  EXPECT_EQ(j["error"]["probe_results"].size(), 3u);
+  const std::string message = j["error"]["message"];
+  EXPECT_THAT(message, HasSubstr("tpu-a"));
+  EXPECT_THAT(message, HasSubstr("tpu-down"));
+  EXPECT_THAT(message, HasSubstr("tpu-b: queue full: queue_depth=6 > max=5"));
+}
+
+TEST_F(CliFleetTest, JobLifecycleSubmitStatusListLogsExportCancel) {
+  const std::string cluster = submit("cli-run");
+  EXPECT_EQ(cluster, "tpu-b");
+
+  auto status = falcon_json({"job", "status", "--cluster", cluster, "cli-run"});
+  EXPECT_EQ(status["state"], "RUNNING");
+  auto list = falcon_json({"job", "list", "--cluster", cluster, "--state", "running"});
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["name"], "cli-run");
+  EXPECT_EQ(list[0]["accelerator_type"], "tpu-v4-64");  // from the submission record
+
+  fleet_.advance(std::chrono::seconds(101));
+  const auto r = falcon({"job", "status", "--cluster", cluster, "cli-run"});
+  EXPECT_THAT(r.stdout_text, HasSubstr("COMPLETED"));
+
+  // Logs: rank 0 by default, tail, server-side grep, another rank.
+  auto logs = falcon({"job", "logs", "--cluster", cluster, "cli-run"});
+  ASSERT_EQ(logs.exit_code, 0) << logs.stderr_text;
+  EXPECT_THAT(logs.stdout_text, HasSubstr("XPK Start"));
+  EXPECT_THAT(logs.stdout_text, HasSubstr("EXIT_CODE=0"));
+  EXPECT_THAT(logs.stderr_text, Not(HasSubstr("last 24 hours")));  // the record gave the window
+  logs = falcon({"job", "logs", "--cluster", cluster, "cli-run", "--tail", "3"});
+  EXPECT_EQ(std::count(logs.stdout_text.begin(), logs.stdout_text.end(), '\n'), 3);
+  logs = falcon({"job", "logs", "--cluster", cluster, "cli-run", "--grep", "step_time"});
+  EXPECT_THAT(logs.stdout_text, Not(HasSubstr("XPK Start")));
+  EXPECT_THAT(logs.stdout_text, HasSubstr("step_time="));
+  logs = falcon({"job", "logs", "--cluster", cluster, "cli-run", "--rank", "3"});
+  EXPECT_THAT(logs.stdout_text, HasSubstr("EXIT_CODE=0"));
+  EXPECT_EQ(
+      falcon({"job", "logs", "--cluster", cluster, "cli-run", "--since", "yesterday"}).exit_code,
+      2);
+
+  // Export: the LogExportResult, then the objects exist.
+  const auto exported = falcon_json(
+      {"job", "export-logs", "--cluster", cluster, "cli-run", "--dest", "gs://falcon-logs/x/"});
+  EXPECT_EQ(exported["exported_ranks"], nlohmann::json({0, 1, 2, 3}));
+  EXPECT_EQ(exported["gcs_uris"]["0"], "gs://falcon-logs/x/rank-0.log");
+  const auto only0 = falcon_json({"job", "export-logs", "--cluster", cluster, "cli-run", "--dest",
+                                  "gs://falcon-logs/y", "--ranks", "0"});
+  EXPECT_EQ(only0["exported_ranks"], nlohmann::json({0}));
+  EXPECT_EQ(
+      falcon({"job", "export-logs", "--cluster", cluster, "cli-run", "--dest", "s3://x"}).exit_code,
+      2);
+
+  // Cancel, then cancelling again is "not found" (exit 3).
+  EXPECT_EQ(falcon({"job", "cancel", "--cluster", cluster, "cli-run"}).exit_code, 0);
+  const auto again = falcon_json({"job", "cancel", "--cluster", cluster, "cli-run"}, 3);
+  EXPECT_EQ(again["error"]["type"], "WorkloadNotFoundError");
+}
+
+TEST_F(CliFleetTest, SubmitFailuresExitFiveOrTwo) {
+  // Invalid name: refused before xpk runs.
+  auto r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name",
+                   "Bad_Name", "--image", "i", "--", "true"});
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_THAT(r.stderr_text, HasSubstr("Bad_Name"));
+  // An accelerator the cluster does not declare.
+  r = falcon({"job", "submit", "--cluster", "gpu-x", "--accelerator", "tpu-v4-64", "--name", "a",
+              "--image", "i", "--", "true"});
+  EXPECT_EQ(r.exit_code, 5);
+  // A non-default namespace on an xpk without --namespace.
+  r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name", "ns",
+              "--image", "i", "--namespace", "team-a", "--", "true"});
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_THAT(r.stderr_text, HasSubstr("namespace"));
+  // Bad --env.
+  r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name", "e",
+              "--image", "i", "--env", "NOEQUALS", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  // Unreachable cluster: xpk fails.
+  r = falcon({"job", "list", "--cluster", "tpu-down"});
+  EXPECT_EQ(r.exit_code, 5);
+}
+
+TEST_F(CliFleetTest, LogsOfAWorkloadFalconDidNotSubmitSayTheWindow) {
+  const auto r = falcon({"job", "logs", "--cluster", "tpu-a", "long-run", "--tail", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, HasSubstr("last 24 hours"));
+}
+
+TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {
+  const auto r = falcon({"doctor"});
+  // tpu-down is unreachable, so doctor reports a failure (exit 2) and how to fix it.
+  EXPECT_EQ(r.exit_code, 2) << r.stdout_text << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] config: 4 clusters"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] xpk:"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] credentials: access token file"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] logging:"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] cluster tpu-b: reachable"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[fail] cluster tpu-down"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("roles/container.developer"));
+  // The token is never printed.
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr(fleet_.service().token())));
+  const auto j = falcon_json({"doctor"}, 2);
+  ASSERT_TRUE(j.is_array());
+}
+
+}  // namespace
+}  // namespace falcon
