@@ -190,11 +190,14 @@ std::string raw_path(const httplib::Request& req) {
   return q == std::string::npos ? req.target : req.target.substr(0, q);
 }
 
-// The object name in /storage/v1/b/B/o/NAME, decoded exactly once from the raw target.
+// The object name in /storage/v1/b/BUCKET/o/NAME, decoded exactly once from the raw target
+// (whether or not httplib decoded req.path, `%2F` must become `/` once and `%25` `%` once).
 std::string object_name_from_target(const httplib::Request& req) {
   const std::string path = raw_path(req);
-  const auto pos = path.find("/o/");
-  return percent_decode(path.substr(pos + 3));
+  const std::string marker = "/b/" + req.matches[1].str() + "/o/";
+  const auto pos = path.find(marker);
+  if (pos == std::string::npos) throw ApiError::not_found("No such object");
+  return percent_decode(path.substr(pos + marker.size()));
 }
 
 std::map<std::string, std::string> parse_form(const std::string& body) {

@@ -58,7 +58,9 @@ struct GcpServerOptions {
   // Entries one entries:list call examines before it returns a partial (possibly empty) page
   // with a nextPageToken, as the real service does near its deadline. 0: unlimited.
   std::size_t list_scan_budget = 0;
-  int threads = 16;                         // HTTP worker threads
+  // HTTP worker threads. An idle keep-alive connection holds one for up to 2 s, so allow one
+  // per concurrent client connection.
+  int threads = 32;
   std::shared_ptr<Clock> clock;             // null: the system clock
   std::string project_id = "falcon-local";  // reported by the metadata server
   std::string service_account_email = "falcon-local@falcon-local.iam.gserviceaccount.com";

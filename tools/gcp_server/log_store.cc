@@ -224,11 +224,7 @@ void LogStore::clear() {
   order_.clear();
   shapes_.clear();
   shape_ids_.clear();
-  if (file_) {
-    // Truncate the persisted log as well: a reset forgets everything.
-    file_->close();
-  }
-  file_.reset();
+  if (file_) file_ = std::make_unique<std::ofstream>(file_path_, std::ios::trunc);
 }
 
 LogStore::Entry LogStore::normalize(json entry, const json& log_name, const json& resource,
@@ -633,6 +629,7 @@ void LogStore::attach_file(const std::filesystem::path& path) {
     flush();
   }
   std::unique_lock lock(mutex_);
+  file_path_ = path;
   file_ = std::make_unique<std::ofstream>(path, std::ios::app);
   if (!*file_) throw std::runtime_error("cannot open " + path.string() + " for writing");
 }

@@ -71,6 +71,7 @@ class LogStore {
   // Entries examined by list calls so far (each one the filter was applied to or that was
   // rejected by resource); lets tests check that bounded queries do not scan everything.
   std::uint64_t examined() const { return examined_.load(); }
+  // Forgets every entry (and truncates the attached file, if any).
   void clear();
 
   // Persists entries as JSON lines in `path`: loads what the file holds, then appends every
@@ -104,6 +105,7 @@ class LogStore {
   std::unordered_map<std::string, std::uint32_t> shape_ids_;
   std::uint64_t next_insert_id_ = 1;
   mutable std::atomic<std::uint64_t> examined_{0};
+  std::filesystem::path file_path_;
   std::unique_ptr<std::ofstream> file_;
 };
 

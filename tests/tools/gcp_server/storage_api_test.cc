@@ -326,6 +326,16 @@ TEST_F(StorageApi, BucketsAreCreatedExplicitlyOrByTheFirstUpload) {
   EXPECT_EQ(get("/storage/v1/b/auto-made").status, 200);
 }
 
+TEST_F(StorageApi, ObjectNamesAreDecodedExactlyOnce) {
+  auto r = client_->Post("/upload/storage/v1/b/ooo/o?uploadType=media&name=o%2F100%25.txt", auth(),
+                         "percent", "text/plain");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["name"], "o/100%.txt");
+  EXPECT_EQ(get("/storage/v1/b/ooo/o/o%2F100%25.txt?alt=media").raw, "percent");
+  EXPECT_EQ(get("/storage/v1/b/ooo/o/o%2F100%2525.txt").status, 404);
+}
+
 TEST_F(StorageApi, DeleteObject) {
   ASSERT_TRUE(client_->Post("/upload/storage/v1/b/bkt/o?uploadType=media&name=gone", auth(), "x",
                             "text/plain"));
