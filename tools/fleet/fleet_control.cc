@@ -71,6 +71,16 @@ const char* result_name(CreateResult r) {
 FleetControl::FleetControl(FleetSimulator& simulator, std::string server_url)
     : sim_(simulator), server_url_(std::move(server_url)) {}
 
+void FleetControl::set_server_url(std::string url) {
+  std::lock_guard lock(mu_);
+  server_url_ = std::move(url);
+}
+
+std::string FleetControl::server_url() const {
+  std::lock_guard lock(mu_);
+  return server_url_;
+}
+
 nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::json& body) {
   if (!body.is_object()) throw ControlError(400, "the request body must be a JSON object");
   if (route == "xpk") {
@@ -156,7 +166,7 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
             {"name", c.name},
             {"location", c.location},
             {"context", GkeContext{c.project, c.location, c.cluster_id}.name()},
-            {"server", fmt::format("{}/fleet/v1/clusters/{}", server_url_, c.name)},
+            {"server", fmt::format("{}/fleet/v1/clusters/{}", server_url(), c.name)},
             {"unreachable", b.unreachable},
             {"latency_ms",
              {{"list", b.probe_latency_ms + slow},

@@ -30,6 +30,7 @@
 // Errors: HTTP 400 (bad JSON or fields) / 404 (unknown route) with {"error": {"message"}}.
 #pragma once
 
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -61,10 +62,14 @@ class FleetControl {
   // Handles `route` (the part after /fleet/v1/, e.g. "workloads:list"). Throws ControlError.
   nlohmann::json handle(const std::string& route, const nlohmann::json& body);
 
-  void set_server_url(std::string url) { server_url_ = std::move(url); }
+  // Thread-safe: the URL is known only once the server listens.
+  void set_server_url(std::string url);
 
  private:
+  std::string server_url() const;
+
   FleetSimulator& sim_;
+  mutable std::mutex mu_;
   std::string server_url_;
 };
 

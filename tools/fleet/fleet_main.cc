@@ -5,7 +5,8 @@
 //                [--print-json] [--ready-file PATH] [--token-file PATH]
 //
 // Once it accepts connections it prints how to reach it (with --print-json also one JSON line
-// {"url","port","token","pid","clusters","time_scale"}, the same object --ready-file gets),
+// {"url","port","token","pid","clusters","time_scale","logging_endpoint","storage_endpoint",
+// "token_endpoint"}, the same object --ready-file gets),
 // then serves until SIGINT or SIGTERM and exits 0 after a clean stop. Exit 1 when the fleet
 // file is invalid or the port cannot be bound, 2 for a bad command line.
 #include <signal.h>
@@ -64,6 +65,8 @@ int main(int argc, char** argv) {
   options.require_auth = !no_auth;
   if (time_scale >= 0) options.time_scale = time_scale;
 
+  // A script that read the start-up lines and closed the pipe must not kill the fleet.
+  signal(SIGPIPE, SIG_IGN);
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);

@@ -20,7 +20,16 @@ std::string state_fingerprint(nlohmann::json state) {
 
 }  // namespace
 
-void GcpLogSink::write(std::vector<nlohmann::json> entries) { server_.write_log_entries(entries); }
+void GcpLogSink::write(std::vector<nlohmann::json> entries) {
+  server_.write_log_entries(std::move(entries));
+}
+
+void GcpLogSink::write_lines(const nlohmann::json& shared, std::vector<TextLine> lines) {
+  std::vector<fake::LogLine> converted;
+  converted.reserve(lines.size());
+  for (auto& line : lines) converted.push_back(fake::LogLine{line.time_ns, std::move(line.text)});
+  server_.write_text_entries(shared, std::move(converted));
+}
 
 FleetService::FleetService(FleetConfig config, FleetServiceOptions options)
     : options_(std::move(options)) {
@@ -136,7 +145,10 @@ nlohmann::json FleetService::ready_info() const {
           {"token", token()},
           {"pid", static_cast<long>(::getpid())},
           {"clusters", std::move(clusters)},
-          {"time_scale", clock_->scale()}};
+          {"time_scale", clock_->scale()},
+          {"logging_endpoint", url()},
+          {"storage_endpoint", url()},
+          {"token_endpoint", url() + "/token"}};
 }
 
 }  // namespace falcon::fleet

@@ -40,11 +40,13 @@ struct FleetServiceOptions {
   std::shared_ptr<Clock> real_clock;    // null: the system clock
 };
 
-// Hands simulated log entries to the Google server's Logging store.
+// Hands simulated log entries to the Google server's Logging store; runs of lines take its
+// bulk path (write_text_entries), which keeps the shared part of the entries once.
 class GcpLogSink final : public LogSink {
  public:
   explicit GcpLogSink(fake::GcpServer& server) : server_(server) {}
   void write(std::vector<nlohmann::json> entries) override;
+  void write_lines(const nlohmann::json& shared, std::vector<TextLine> lines) override;
 
  private:
   fake::GcpServer& server_;
@@ -69,8 +71,9 @@ class FleetService {
   int port() const;
   std::string url() const;    // http://127.0.0.1:<port>: FALCON_FLEET_URL and Google endpoints
   std::string token() const;  // a bearer token the Google routes accept
-  // {"url", "port", "token", "pid", "clusters": [names], "time_scale"}: what falcon-fleet prints
-  // with --print-json and writes to --ready-file.
+  // {"url", "port", "token", "pid", "clusters": [names], "time_scale", "logging_endpoint",
+  // "storage_endpoint", "token_endpoint"}: what falcon-fleet prints with --print-json and writes
+  // to --ready-file (FALCON_FLEET_URL is "url").
   nlohmann::json ready_info() const;
 
   FleetSimulator& simulator() { return *simulator_; }

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "util/time_format.h"
+#include "fleet/log_sink.h"
 
 namespace falcon::fleet {
 namespace {
@@ -15,7 +15,6 @@ namespace {
 constexpr int kFailLines = 3;
 constexpr int kMarkerLines = 3;  // XPK Start, XPK End, EXIT_CODE
 constexpr char kSuffixAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-constexpr char kInsertIdAlphabet[] = "0123456789abcdefghijklmnopqrstuvwxyz";
 
 double unit(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
@@ -156,8 +155,7 @@ int steps_for_total_lines(int total_lines, bool failing) {
   return std::max(0, total_lines - kMarkerLines - (failing ? kFailLines : 0));
 }
 
-PodLogWriter::PodLogWriter(const PodIdentity& pod)
-    : pod_(pod), seed_(hash_string(pod.pod_name, hash_string(pod.cluster_name))) {
+PodLogWriter::PodLogWriter(const PodIdentity& pod) : pod_(pod) {
   nlohmann::json labels = {
       {"compute.googleapis.com/resource_name", pod.node_name},
       {"k8s-pod/batch_kubernetes_io/job-name",
@@ -174,7 +172,7 @@ PodLogWriter::PodLogWriter(const PodIdentity& pod)
   if (!pod.omit_completion_index) {
     labels["k8s-pod/batch_kubernetes_io/job-completion-index"] = std::to_string(pod.worker);
   }
-  stdout_template_ = {
+  nlohmann::json out = {
       {"logName", fmt::format("projects/{}/logs/stdout", pod.project)},
       {"resource",
        {{"type", "k8s_container"},
@@ -188,26 +186,15 @@ PodLogWriter::PodLogWriter(const PodIdentity& pod)
       {"labels", std::move(labels)},
       {"severity", "INFO"},
   };
-  stderr_template_ = stdout_template_;
-  stderr_template_["logName"] = fmt::format("projects/{}/logs/stderr", pod.project);
-  stderr_template_["severity"] = "ERROR";
+  nlohmann::json err = out;
+  err["logName"] = fmt::format("projects/{}/logs/stderr", pod.project);
+  err["severity"] = "ERROR";
+  stdout_shared_ = std::make_shared<const nlohmann::json>(std::move(out));
+  stderr_shared_ = std::make_shared<const nlohmann::json>(std::move(err));
 }
 
-nlohmann::json PodLogWriter::entry(const LogLine& line, std::uint64_t sequence) const {
-  nlohmann::json e = line.is_stderr ? stderr_template_ : stdout_template_;
-  const std::uint64_t r = mix64(seed_ ^ mix64(sequence + 1));
-  std::string insert_id(16, '0');
-  std::uint64_t bits = r;
-  for (char& c : insert_id) {
-    c = kInsertIdAlphabet[bits % 36];
-    bits = bits / 36 ^ (bits << 7);
-  }
-  e["insertId"] = std::move(insert_id);
-  e["timestamp"] = format_rfc3339_nanos(line.time_ns);
-  const std::int64_t receive_delay = 1'000'000'000 + static_cast<std::int64_t>(r % 900'000'000);
-  e["receiveTimestamp"] = format_rfc3339_nanos(line.time_ns + receive_delay);
-  e["textPayload"] = line.text;
-  return e;
+nlohmann::json PodLogWriter::entry(const LogLine& line) const {
+  return make_log_entry(*shared(line.is_stderr), TextLine{line.time_ns, line.text});
 }
 
 }  // namespace falcon::fleet

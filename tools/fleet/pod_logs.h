@@ -11,13 +11,17 @@
 //
 // Entries carry exactly what GKE and xpk produce (reference/xpk.md §4, gcp.md §1.3-1.4):
 // resource k8s_container{project_id, location, cluster_name, namespace_name, pod_name,
-// container_name}, pod labels under labels."k8s-pod/<key with dots as underscores>", the node
-// in labels."compute.googleapis.com/resource_name", logName projects/<p>/logs/stdout|stderr,
-// nanosecond timestamps, a receiveTimestamp a little later, and a 16-character insertId.
+// container_name}, pod labels under labels."k8s-pod/<key with dots as underscores>"
+// (jobset-name, job-index, batch job-completion-index, xpk workload, restart-attempt,
+// job-name, replicatedjob-name, kueue podset), GKE's top-level controller labels, the
+// node in labels."compute.googleapis.com/resource_name", logName
+// projects/<p>/logs/stdout|stderr with severity INFO|ERROR, a nanosecond timestamp and a
+// 16-character insertId. receiveTimestamp is left to the Logging server, as entries:write does.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -79,20 +83,23 @@ struct PodScript {
 // step): total minus the start/end/exit markers and, for the failing pod, the error lines.
 int steps_for_total_lines(int total_lines, bool failing);
 
-// Builds LogEntry JSON for one pod. Cheap to copy entries from: the resource and labels are
+// The LogEntry parts every line of one pod shares, per stream (see LogRun in log_sink.h),
 // prepared once.
 class PodLogWriter {
  public:
   explicit PodLogWriter(const PodIdentity& pod);
-  // The entry for `line`; `sequence` (the line's index) makes the insertId unique per pod.
-  nlohmann::json entry(const LogLine& line, std::uint64_t sequence) const;
+  // The shared part of the pod's stdout entries (severity INFO) or stderr entries (ERROR).
+  const std::shared_ptr<const nlohmann::json>& shared(bool is_stderr) const {
+    return is_stderr ? stderr_shared_ : stdout_shared_;
+  }
+  // The complete entry for `line`.
+  nlohmann::json entry(const LogLine& line) const;
   const PodIdentity& pod() const { return pod_; }
 
  private:
   PodIdentity pod_;
-  std::uint64_t seed_;
-  nlohmann::json stdout_template_;
-  nlohmann::json stderr_template_;
+  std::shared_ptr<const nlohmann::json> stdout_shared_;
+  std::shared_ptr<const nlohmann::json> stderr_shared_;
 };
 
 }  // namespace falcon::fleet

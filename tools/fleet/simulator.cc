@@ -14,7 +14,7 @@ namespace falcon::fleet {
 namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000;
-constexpr std::size_t kGenerateBatch = 20'000;
+constexpr std::size_t kGenerateBatch = 50'000;
 
 int priority_rank(const std::string& priority) {
   if (priority == "very-high") return 4;
@@ -208,7 +208,14 @@ struct FleetSimulator::Cluster {
 
 namespace {
 
-using Entries = std::vector<nlohmann::json>;
+using Entries = std::vector<LogRun>;
+
+// Appends `line` to the run of its pod and stream at the end of `out`, or starts one.
+void append_line(Entries& out, const PodLogWriter& writer, LogLine line) {
+  const auto& shared = writer.shared(line.is_stderr);
+  if (out.empty() || out.back().shared != shared) out.push_back(LogRun{shared, {}});
+  out.back().lines.push_back(TextLine{line.time_ns, std::move(line.text)});
+}
 
 }  // namespace
 
@@ -317,7 +324,7 @@ void emit_pod_lines(W& w, typename W::Pod& pod, std::int64_t until_ns, bool all,
   while (pod.emitted < count) {
     LogLine line = pod.script.line(pod.emitted);
     if (!all && line.time_ns > until_ns) break;
-    out.push_back(pod.writer.entry(line, pod.emitted));
+    append_line(out, pod.writer, std::move(line));
     ++pod.emitted;
     ++w.lines_written;
   }
@@ -330,7 +337,7 @@ void terminate_pods(W& w, std::int64_t t, Entries& out) {
     const std::size_t count = pod.script.line_count();
     if (pod.emitted < count && t >= pod.script.start_ns) {
       for (int which = 0; which < 2; ++which) {
-        out.push_back(pod.writer.entry(PodScript::termination_line(t, which), count + which));
+        append_line(out, pod.writer, PodScript::termination_line(t, which));
         ++w.lines_written;
       }
     }
@@ -362,13 +369,14 @@ void set_scripts(W& w, std::int64_t start_ns) {
 
 }  // namespace
 
-void FleetSimulator::flush(std::vector<nlohmann::json> entries) {
-  if (entries.empty()) return;
-  entries_written_ += entries.size();
-  sink_->write(std::move(entries));
+void FleetSimulator::flush(std::vector<LogRun> runs) {
+  for (auto& run : runs) {
+    entries_written_ += run.lines.size();
+    sink_->write_lines(*run.shared, std::move(run.lines));
+  }
 }
 
-std::vector<nlohmann::json> FleetSimulator::advance_locked(std::int64_t now) {
+std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
   Entries out;
   for (auto& cp : clusters_) {
     Cluster& c = *cp;
@@ -511,7 +519,7 @@ CreateOutcome FleetSimulator::create(const std::string& cluster_name, const Crea
 }
 
 CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
-                                           std::int64_t now, std::vector<nlohmann::json>& out) {
+                                           std::int64_t now, std::vector<LogRun>& out) {
   Workload* existing = c.find(request.workload, &request.namespace_);
   const std::optional<std::string> key = c.capacity_key(request.device_type);
   if (existing && !overwrite) return CreateResult::kAlreadyExists;
@@ -676,8 +684,6 @@ GenerateResult FleetSimulator::generate_logs(const GenerateRequest& request) {
   GenerateResult result;
   const std::size_t lines = request.lines_per_rank;
   const std::int64_t interval = std::max<std::int64_t>(1, request.interval_ns);
-  Entries batch;
-  batch.reserve(std::min(lines * pods.size(), kGenerateBatch));
   for (const PodIdentity& id : pods) {
     result.pod_names.push_back(id.pod_name);
     const PodLogWriter writer(id);
@@ -691,20 +697,20 @@ GenerateResult FleetSimulator::generate_logs(const GenerateRequest& request) {
                                                       std::max(1, script.steps) / 0.93);
     script.seed = hash_string(id.pod_name);
     const std::size_t count = std::min(lines, script.line_count());
+    std::vector<TextLine> batch;
+    batch.reserve(std::min(count, kGenerateBatch));
     for (std::size_t i = 0; i < count; ++i) {
-      batch.push_back(writer.entry(script.line(i), i));
-      if (batch.size() >= kGenerateBatch) {
+      LogLine line = script.line(i);
+      batch.push_back(TextLine{line.time_ns, std::move(line.text)});
+      if (batch.size() >= kGenerateBatch || i + 1 == count) {
         result.written += batch.size();
         entries_written_ += batch.size();
-        sink_->write(std::move(batch));
-        batch = Entries();
-        batch.reserve(kGenerateBatch);
+        sink_->write_lines(*writer.shared(false), std::move(batch));
+        batch = std::vector<TextLine>();
+        batch.reserve(std::min(count - i - 1, kGenerateBatch));
       }
     }
   }
-  result.written += batch.size();
-  entries_written_ += batch.size();
-  if (!batch.empty()) sink_->write(std::move(batch));
   return result;
 }
 

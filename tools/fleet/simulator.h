@@ -190,12 +190,12 @@ class FleetSimulator {
   struct Cluster;
   struct Workload;
 
-  std::vector<nlohmann::json> advance_locked(std::int64_t now);
+  std::vector<LogRun> advance_locked(std::int64_t now);
   Cluster& cluster_locked(const std::string& name);
   std::optional<KubectlFailure> kubectl_fate_locked(Cluster& c);
   CreateResult create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
-                             std::int64_t now, std::vector<nlohmann::json>& out);
-  void flush(std::vector<nlohmann::json> entries);
+                             std::int64_t now, std::vector<LogRun>& out);
+  void flush(std::vector<LogRun> runs);
 
   FleetConfig config_;
   std::shared_ptr<SimClock> clock_;
