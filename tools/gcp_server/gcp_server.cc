@@ -892,9 +892,17 @@ void GcpServer::Impl::object_get(Call& call) {
   // Object bytes go out as stored: never let the HTTP layer gzip them on the fly.
   const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
   std::shared_ptr<const std::string> data = object->data;
+  if (data->empty()) {
+    // httplib keeps calling a provider of length 0; an empty body needs none.
+    res.set_content("", object->content_type);
+    return;
+  }
   res.set_content_provider(data->size(), object->content_type,
                            [data](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-                             const std::size_t n = std::min(length, std::size_t{1} << 20);
+                             // A Range reaching past the end must not read past the buffer.
+                             if (offset >= data->size()) return false;
+                             const std::size_t n = std::min(
+                                 {length, data->size() - offset, std::size_t{1} << 20});
                              return sink.write(data->data() + offset, n);
                            });
 }
