@@ -897,14 +897,14 @@ void GcpServer::Impl::object_get(Call& call) {
     res.set_content("", object->content_type);
     return;
   }
-  res.set_content_provider(data->size(), object->content_type,
-                           [data](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
-                             // A Range reaching past the end must not read past the buffer.
-                             if (offset >= data->size()) return false;
-                             const std::size_t n = std::min(
-                                 {length, data->size() - offset, std::size_t{1} << 20});
-                             return sink.write(data->data() + offset, n);
-                           });
+  res.set_content_provider(
+      data->size(), object->content_type,
+      [data](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+        // A Range reaching past the end must not read past the buffer.
+        if (offset >= data->size()) return false;
+        const std::size_t n = std::min({length, data->size() - offset, std::size_t{1} << 20});
+        return sink.write(data->data() + offset, n);
+      });
 }
 
 void GcpServer::Impl::object_list(Call& call) {

@@ -376,7 +376,10 @@ void LogStore::insert_sorted(std::size_t first_new) {
   auto mid = order_.begin() + static_cast<std::ptrdiff_t>(old);
   if (!std::is_sorted(mid, order_.end(), cmp)) std::sort(mid, order_.end(), cmp);
   if (old > 0 && mid != order_.end() && cmp(*mid, *(mid - 1))) {
-    std::inplace_merge(order_.begin(), mid, order_.end(), cmp);
+    // Only the old entries after the batch's first one move: writes that arrive roughly in
+    // time order (many pods logging at once) merge a short tail, not the whole store.
+    auto first = std::upper_bound(order_.begin(), mid, *mid, cmp);
+    std::inplace_merge(first, mid, order_.end(), cmp);
   }
 }
 
@@ -390,7 +393,6 @@ void LogStore::write(std::vector<json> entries, const json& log_name, const json
   const std::size_t shapes_before = shapes_.size();
   const std::uint64_t next_id_before = next_insert_id_;
   try {
-    entries_.reserve(entries_.size() + entries.size());
     for (std::size_t i = 0; i < entries.size(); ++i) {
       entries_.push_back(
           normalize(std::move(entries[i]), log_name, resource, labels, receive_ns, i));
@@ -431,7 +433,6 @@ void LogStore::write_text(const json& shared, std::vector<LogLine> lines, std::i
   const Entry model = normalize(std::move(probe), json(), json(), json(), receive_ns, 0);
   next_insert_id_ = next_id_before;
   const std::size_t first_new = entries_.size();
-  entries_.reserve(entries_.size() + lines.size());
   for (auto& line : lines) {
     Entry e;
     e.timestamp = line.timestamp_ns;
