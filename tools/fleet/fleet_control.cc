@@ -129,6 +129,9 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
       req.start_ns = *t;
     }
     if (req.ranks.empty()) throw ControlError(400, "field 'ranks' must not be empty");
+    if (req.lines_per_rank > 100'000'000) {
+      throw ControlError(400, "field 'lines_per_rank' must be at most 100000000");
+    }
     const GenerateResult r = sim_.generate_logs(req);
     return {{"written", r.written}, {"pod_names", r.pod_names}};
   }

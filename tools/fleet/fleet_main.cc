@@ -43,7 +43,6 @@ int main(int argc, char** argv) {
       "Logging, Cloud Storage and OAuth endpoints, on one port"};
   std::string fleet_file;
   falcon::fleet::FleetServiceOptions options;
-  double time_scale = -1;
   bool no_auth = false;
   bool print_json = false;
   std::string ready_file;
@@ -51,9 +50,10 @@ int main(int argc, char** argv) {
   app.add_option("--fleet", fleet_file, "The fleet file (YAML)")->required();
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", options.port, "Port (0: chosen by the OS)")->capture_default_str();
-  app.add_option("--time-scale", time_scale,
+  app.add_option("--time-scale", options.time_scale,
                  "Simulated seconds per real second (0: only clock:advance moves time); "
-                 "overrides the fleet file");
+                 "overrides the fleet file")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--state-file", options.state_file,
                  "Restore workloads from this file at start and keep it up to date");
   app.add_option("--data-dir", options.data_dir, "Persist logs and objects here");
@@ -63,7 +63,6 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", token_file, "Write the bearer token to this file when ready");
   CLI11_PARSE(app, argc, argv);
   options.require_auth = !no_auth;
-  if (time_scale >= 0) options.time_scale = time_scale;
 
   // A script that read the start-up lines and closed the pipe must not kill the fleet.
   signal(SIGPIPE, SIG_IGN);
