@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--time-scale", options.time_scale,
                  "Simulated seconds per real second (0: only clock:advance moves time); "
                  "overrides the fleet file")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--state-file", options.state_file,
                  "Restore workloads from this file at start and keep it up to date");
   app.add_option("--data-dir", options.data_dir, "Persist logs and objects here");
@@ -61,7 +61,11 @@ int main(int argc, char** argv) {
   app.add_flag("--print-json", print_json, "Also print one JSON line with url, port, token, pid");
   app.add_option("--ready-file", ready_file, "Write that JSON object to this file when ready");
   app.add_option("--token-file", token_file, "Write the bearer token to this file when ready");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; any mistake: 2
+  }
   options.require_auth = !no_auth;
 
   // A script that read the start-up lines and closed the pipe must not kill the fleet.
