@@ -98,8 +98,9 @@ struct ExportProgress {
 
 // For `--follow`: how long to keep polling and when to stop.
 struct FollowOptions {
-  // Time between polls. Raised to 60 s / logging_reads_per_minute when shorter, so that following
-  // never reads faster than the per-project quota allows.
+  // Time between polls. Raised to the pace the per-project read limiter sustains (about 60 s /
+  // logging_reads_per_minute) when shorter, so that following never reads faster than the quota
+  // allows and never blocks inside the limiter.
   std::chrono::milliseconds poll_interval{5000};
   // How far before the newest timestamp seen each poll reads again, so that entries that arrive
   // late (Logging may make an entry visible seconds after its timestamp) or share a timestamp are

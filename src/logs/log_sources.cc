@@ -82,6 +82,16 @@ EntryKey key_of(const gcp::LogEntry& entry) {
   return {entry.timestamp_nanos, entry.log_name + '\n' + entry.message};
 }
 
+// The time between reads that ProjectRateLimiters' bucket for `reads_per_minute` sustains (it
+// allows a burst of a twelfth of the rate and refills at the rest), plus a millisecond of margin:
+// polling at this pace never finds the limiter empty, so it never blocks where should_stop cannot
+// interrupt it.
+std::chrono::milliseconds quota_pace(int reads_per_minute) {
+  const int rate = std::max(reads_per_minute, 1);
+  const int sustained = std::max(1, rate - std::max(1, rate / 12));
+  return std::chrono::milliseconds(60'000 / sustained + 1);
+}
+
 }  // namespace
 
 std::unique_ptr<LogLineSource> make_forward_source(gcp::LoggingClient client, RankQuery query) {
@@ -100,8 +110,7 @@ void follow_entries(const gcp::LoggingClient& client, const RankQuery& query,
   using std::chrono::milliseconds;
   if (!options.should_stop) throw std::invalid_argument("follow_log needs a should_stop callback");
   const milliseconds interval =
-      std::max({options.poll_interval, milliseconds(60'000 / std::max(1, reads_per_minute)),
-                milliseconds(1)});
+      std::max({options.poll_interval, quota_pace(reads_per_minute), milliseconds(1)});
   constexpr milliseconds kStopCheck{200};
   const std::int64_t lookback = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                     std::max(options.lookback, milliseconds(0)))
