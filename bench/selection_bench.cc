@@ -13,6 +13,8 @@
 // One JSON object per line on stdout, so a script can build a table.
 //
 //   selection_bench [--clusters=8,32,128] [--delay=0.5] [--max-parallel=16] [--no-sequential]
+//   selection_bench --write-fake-xpk=PATH   writes the fake xpk (delay from $FAKE_XPK_DELAY) and
+//                                           exits, for bench/run's one-by-one shell-loop baseline
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -64,12 +66,14 @@ struct Options {
   double delay_s = 0.5;
   int max_parallel = 16;
   bool sequential = true;
+  std::string write_fake_xpk;  // non-empty: write the fake xpk there and exit
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "selection_bench: " << problem << "\n"
             << "usage: selection_bench [--clusters=8,32,128] [--delay=0.5] [--max-parallel=16] "
-               "[--no-sequential]\n";
+               "[--no-sequential]\n"
+               "       selection_bench --write-fake-xpk=PATH\n";
   std::exit(2);
 }
 
@@ -90,6 +94,8 @@ Options parse_options(int argc, char** argv) {
         o.delay_s = std::stod(value("--delay"));
       } else if (arg.rfind("--max-parallel=", 0) == 0) {
         o.max_parallel = std::stoi(value("--max-parallel"));
+      } else if (arg.rfind("--write-fake-xpk=", 0) == 0) {
+        o.write_fake_xpk = value("--write-fake-xpk");
       } else if (arg == "--no-sequential") {
         o.sequential = false;
       } else if (arg == "--help" || arg == "-h") {
@@ -200,6 +206,10 @@ double round_to(double v, int digits) {
 
 int main(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
+  if (!options.write_fake_xpk.empty()) {
+    write_file(options.write_fake_xpk, kFakeXpk, true);
+    return 0;
+  }
   auto runner = falcon::make_posix_command_runner();
   auto clock = falcon::make_system_clock();
 

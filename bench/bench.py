@@ -1,0 +1,859 @@
+#!/usr/bin/env python3
+"""The measurements behind bench/run: one Markdown table on stdout, details on stderr.
+
+    python3 bench/bench.py --build build/release [--quick] [--work DIR] [--keep]
+                           [--gcloud-export-ranks N] [--gcloud-stream-runs N]
+
+bench/run builds first and then runs this; see bench/README.md for what each row measures.
+Every falcon figure is measured in the same run as its baseline, on the same server and data:
+the local fleet (falcon-fleet) runs as its own process, so its memory never counts as the
+client's. Each client runs under GNU time (/usr/bin/time -f '%e %M %U %S'): wall seconds, peak
+resident memory, user and system CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GNU_TIME = "/usr/bin/time"
+CLUSTER = "tpu-v4-dev"          # the local fleet's cluster the log data is written for
+PROJECT = "falcon-tpu"
+CLUSTER_ID = "tpu-v4-dev"
+NAMESPACE = "default"
+BUCKET = "falcon-bench"
+PAGE = 1000                     # entries per entries:list page (falcon and gcloud alike)
+
+JOBSET = "k8s-pod/jobset_sigs_k8s_io/jobset-name"
+JOB_INDEX = "k8s-pod/jobset_sigs_k8s_io/job-index"
+COMPLETION = "k8s-pod/batch_kubernetes_io/job-completion-index"
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def mib(kib: float) -> float:
+    return kib / 1024.0
+
+
+def fmt_int(n: float) -> str:
+    return f"{int(round(n)):,}"
+
+
+def fmt_s(s: float) -> str:
+    if s < 0.1:
+        return f"{s * 1000:.0f} ms"
+    if s < 10:
+        return f"{s:.2f} s"
+    return f"{s:.0f} s" if s >= 100 else f"{s:.1f} s"
+
+
+def pct(x: float) -> str:
+    return f"{int(round(x * 100)):+d}%"
+
+
+def fmt_rate(r: float) -> str:
+    return fmt_int(r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Processes
+
+
+class Timed:
+    """One finished process: wall (perf_counter), peak RSS (KiB), user and system CPU."""
+
+    def __init__(self, wall, maxrss_kib, user, sys_, rc):
+        self.wall, self.maxrss_kib, self.user, self.sys, self.rc = wall, maxrss_kib, user, sys_, rc
+
+    @property
+    def cpu(self):
+        return self.user + self.sys
+
+
+def parse_gnu_time(path: Path):
+    # The last line is ours; gcloud or a signal may add "Command exited with..." before it.
+    lines = [l for l in path.read_text().splitlines() if l.strip()]
+    e, m, u, s = lines[-1].split()
+    return float(e), float(m), float(u), float(s)
+
+
+def run_timed(argv, env, stdout, work: Path, stdin=subprocess.DEVNULL, check=True) -> Timed:
+    tfile = Path(tempfile.mkstemp(dir=work, prefix="time-")[1])
+    errfile = work / "last-stderr.txt"
+    with open(errfile, "wb") as err:
+        t0 = time.perf_counter()
+        p = subprocess.run([GNU_TIME, "-o", str(tfile), "-f", "%e %M %U %S", *argv], env=env,
+                           stdout=stdout, stderr=err, stdin=stdin)
+        wall = time.perf_counter() - t0
+    _, m, u, s = parse_gnu_time(tfile)
+    tfile.unlink()
+    if check and p.returncode != 0:
+        sys.stderr.write(errfile.read_text(errors="replace")[-4000:])
+        raise RuntimeError(f"command failed ({p.returncode}): {' '.join(map(str, argv))[:300]}")
+    return Timed(wall, m, u, s, p.returncode)
+
+
+def run_pipeline_timed(left, right, env, work: Path) -> tuple[Timed, Timed, float]:
+    """left | right, each under GNU time; returns both and the pipeline's wall time."""
+    tl = Path(tempfile.mkstemp(dir=work, prefix="time-")[1])
+    tr = Path(tempfile.mkstemp(dir=work, prefix="time-")[1])
+    with open(work / "pipe-left.err", "wb") as el, open(work / "pipe-right.err", "wb") as er:
+        t0 = time.perf_counter()
+        a = subprocess.Popen([GNU_TIME, "-o", str(tl), "-f", "%e %M %U %S", *left], env=env,
+                             stdout=subprocess.PIPE, stderr=el, stdin=subprocess.DEVNULL)
+        b = subprocess.Popen([GNU_TIME, "-o", str(tr), "-f", "%e %M %U %S", *right], env=env,
+                             stdin=a.stdout, stdout=subprocess.DEVNULL, stderr=er)
+        a.stdout.close()
+        rb = b.wait()
+        ra = a.wait()
+        wall = time.perf_counter() - t0
+    if ra != 0 or rb != 0:
+        sys.stderr.write((work / "pipe-left.err").read_text(errors="replace")[-3000:])
+        sys.stderr.write((work / "pipe-right.err").read_text(errors="replace")[-3000:])
+        raise RuntimeError(f"pipeline failed ({ra}, {rb})")
+    out = []
+    for path, rc in ((tl, ra), (tr, rb)):
+        e, m, u, s = parse_gnu_time(path)
+        path.unlink()
+        out.append(Timed(e, m, u, s, rc))
+    return out[0], out[1], wall
+
+
+# ---------------------------------------------------------------------------------------------
+# The local fleet
+
+
+class Fleet:
+    def __init__(self, bin_dir: Path, work: Path):
+        self.bin_dir, self.work = bin_dir, work
+        self.proc = None
+        self.url = ""
+        self.token_file = work / "token"
+
+    def start(self):
+        ready = self.work / "ready.json"
+        self.log_file = open(self.work / "fleet.log", "wb")
+        # --time-scale 0: simulated time moves only on request, so the fleet's own workloads
+        # write no logs into the store while the benchmark measures.
+        self.proc = subprocess.Popen(
+            [str(self.bin_dir / "falcon-fleet"), "--fleet", str(ROOT / "examples/local-fleet.yaml"),
+             "--port", "0", "--time-scale", "0", "--ready-file", str(ready),
+             "--token-file", str(self.token_file)],
+            stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        for _ in range(600):
+            if ready.exists() and ready.stat().st_size > 0:
+                try:
+                    info = json.loads(ready.read_text())
+                    break
+                except json.JSONDecodeError:
+                    pass
+            if self.proc.poll() is not None:
+                raise RuntimeError("falcon-fleet exited: " + (self.work / "fleet.log").read_text())
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("falcon-fleet did not become ready")
+        self.url = info["url"]
+        log(f"fleet on {self.url} (pid {self.proc.pid})")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def rss_mib(self) -> float:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return float("nan")
+
+    def request(self, method, path, body=None, auth=False, timeout=1800):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", "Bearer " + self.token_file.read_text().strip())
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw = r.read()
+        return json.loads(raw) if raw else {}
+
+    def reset(self):
+        self.request("POST", "/_fake/reset", {})
+        self.request("POST", f"/storage/v1/b?project={PROJECT}", {"name": BUCKET}, auth=True)
+
+    def counters(self) -> dict:
+        return self.request("GET", "/_fake/counters").get("requests", {})
+
+    def generate(self, workload, ranks, lines_per_rank, start):
+        t0 = time.perf_counter()
+        written = 0
+        # In slices of at most 200,000 lines per call, so that no single request runs for long.
+        per_call = max(1, 200_000 // max(1, len(ranks)))
+        done = 0
+        while done < lines_per_rank:
+            n = min(per_call, lines_per_rank - done)
+            r = self.request("POST", "/fleet/v1/logs:generate", {
+                "cluster": CLUSTER, "workload": workload, "ranks": ranks, "lines_per_rank": n,
+                "start_time": rfc3339(start + dt.timedelta(milliseconds=done)),
+                "interval_ms": 1})
+            written += r["written"]
+            done += n
+        log(f"generated {written:,} entries for {workload} in {time.perf_counter() - t0:.1f} s "
+            f"(server RSS {self.rss_mib():.0f} MiB)")
+        return written
+
+    def object_meta(self, name) -> dict:
+        from urllib.parse import quote
+        return self.request("GET", f"/storage/v1/b/{BUCKET}/o/{quote(name, safe='')}", auth=True)
+
+    def object_data(self, name) -> bytes:
+        from urllib.parse import quote
+        req = urllib.request.Request(
+            f"{self.url}/storage/v1/b/{BUCKET}/o/{quote(name, safe='')}?alt=media")
+        req.add_header("Authorization", "Bearer " + self.token_file.read_text().strip())
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return r.read()
+
+
+def rfc3339(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}000Z"
+
+
+def diff_counts(before: dict, after: dict) -> dict:
+    keys = set(before) | set(after)
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys if after.get(k, 0) != before.get(k, 0)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The filter falcon sends (src/logs/filter_builder.cc), so gcloud reads with exactly the same one.
+# bench.py checks it against the `lql` falcon records in collection_meta.json.
+
+
+def q(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def any_of(terms):
+    return terms[0] if len(terms) == 1 else "(" + " OR ".join(terms) + ")"
+
+
+def workload_filter(workload: str, not_before: str, ranks=None, slice_=0) -> str:
+    labelled = f'labels."{JOBSET}"={q(workload)} AND labels."{JOB_INDEX}"={q(str(slice_))}'
+    if ranks is not None:
+        ranks = sorted(set(ranks))
+        labelled += " AND " + any_of([f'labels."{COMPLETION}"={q(str(r))}' for r in ranks])
+        pods = [f"resource.labels.pod_name:{q(f'{workload}-slice-job-{slice_}-{r}-')}"
+                for r in ranks]
+    else:
+        pods = [f"resource.labels.pod_name:{q(f'{workload}-slice-job-{slice_}-')}"]
+    unlabelled = (f'(NOT labels."{JOBSET}":* OR NOT labels."{JOB_INDEX}":* OR '
+                  f'NOT labels."{COMPLETION}":*)')
+    return ('resource.type="k8s_container"\n'
+            f"AND resource.labels.project_id={q(PROJECT)}\n"
+            f"AND resource.labels.cluster_name={q(CLUSTER_ID)}\n"
+            f"AND resource.labels.namespace_name={q(NAMESPACE)}\n"
+            f"AND timestamp>={q(not_before)}\n"
+            f"AND (({labelled}) OR ({any_of(pods)} AND {unlabelled}))")
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = Path(args.build).resolve()
+        self.bin = self.build / "bin"
+        self.work = Path(tempfile.mkdtemp(prefix="falcon-bench-"))
+        self.fleet = Fleet(self.bin, self.work)
+        self.rows = []        # (id, measure, falcon, baseline, ratio, target, met, commands)
+        self.notes = []
+        self.targets = []     # (target, met, figure) for the closing list
+        self.gcloud = shutil.which("gcloud")
+        self.start = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(hours=3)
+        self.since = rfc3339(self.start)
+        self.quick = args.quick
+
+    # --- environment -------------------------------------------------------------------------
+
+    def setup(self):
+        for exe in ("falcon", "falcon-fleet", "fleet-xpk"):
+            if not (self.bin / exe).exists():
+                raise SystemExit(f"bench: {self.bin / exe} is missing (build first: bench/run)")
+        if not Path(GNU_TIME).exists():
+            raise SystemExit("bench: /usr/bin/time (GNU time) is missing: apt-get install time")
+        self.fleet.start()
+        self.fleet.reset()
+        # The layer's repos.yaml for the local fleet, with the read limiter out of the way.
+        repos = (ROOT / "examples/local-repos.yaml").read_text()
+        repos, n = re.subn(r"logging_reads_per_minute:\s*\d+.*$",
+                           "logging_reads_per_minute: 1000000", repos, flags=re.M)
+        if n != 1:
+            raise SystemExit("bench: examples/local-repos.yaml has no gcp.logging_reads_per_minute")
+        self.repos = self.work / "repos.yaml"
+        self.repos.write_text(repos)
+        (self.work / "home").mkdir()
+        self.env = {
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.work / "home"),
+            "LANG": "C.UTF-8",
+            "FALCON_CONFIG": str(self.repos),
+            "FALCON_FLEET_URL": self.fleet.url,
+            "FALCON_LOGGING_ENDPOINT": self.fleet.url,
+            "STORAGE_EMULATOR_HOST": self.fleet.url,
+            "FALCON_ACCESS_TOKEN_FILE": str(self.fleet.token_file),
+            "XDG_STATE_HOME": str(self.work / "state"),
+        }
+        if self.gcloud:
+            self.setup_gcloud()
+        else:
+            log("gcloud is not installed: baseline cells will say so")
+
+    def setup_gcloud(self):
+        cfg = self.work / "gcloud-config"
+        (cfg / "configurations").mkdir(parents=True)
+        (cfg / "active_config").write_text("default")
+        (cfg / "configurations/config_default").write_text(f"""[core]
+project = {PROJECT}
+disable_usage_reporting = true
+check_gce_metadata = false
+[api_endpoint_overrides]
+logging = {self.fleet.url}/
+storage = {self.fleet.url}/storage/v1/
+[auth]
+access_token_file = {self.fleet.token_file}
+[storage]
+use_grpc_if_available = false
+parallel_composite_upload_enabled = false
+[component_manager]
+disable_update_check = true
+""")
+        (self.work / "gcloud-home").mkdir()
+        self.genv = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.work / "gcloud-home"),
+            "LANG": "C.UTF-8",
+            "CLOUDSDK_CONFIG": str(cfg),
+            "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+            "NO_GCE_CHECK": "True",
+        }
+        out = subprocess.run([self.gcloud, "version", "--format=value(\"Google Cloud SDK\")"],
+                             env=self.genv, capture_output=True, text=True)
+        self.gcloud_version = out.stdout.strip() or "?"
+        log(f"gcloud {self.gcloud_version}")
+
+    def falcon(self, *args):
+        return [str(self.bin / "falcon"), *args]
+
+    def gcloud_read(self, flt, *extra):
+        return [self.gcloud, "logging", "read", flt, f"--project={PROJECT}",
+                "--format=value(textPayload)", *extra]
+
+    # --- rows ----------------------------------------------------------------------------------
+
+    def row(self, rid, measure, falcon, baseline, ratio, target, met, commands):
+        self.rows.append((rid, measure, falcon, baseline, ratio, target, met, commands))
+        log(f"{rid}: {measure}: {falcon} | {baseline} | {ratio} | {met}")
+
+    def target(self, name, met: bool | None, figure: str):
+        self.targets.append((name, met, figure))
+
+    # --- selection -----------------------------------------------------------------------------
+
+    def bench_selection(self):
+        sizes = [8, 32] if self.quick else [8, 32, 128]
+        runs = 1 if self.quick else 3
+        exe = self.build / "bench" / "selection_bench"
+        if not exe.exists():
+            self.row("S", "Cluster selection", "selection_bench not built", "", "", "", "", "")
+            return
+        per_n = {n: [] for n in sizes}
+        for i in range(runs):
+            out = subprocess.run([str(exe), "--clusters=" + ",".join(map(str, sizes)),
+                                  "--delay=0.5", "--no-sequential"],
+                                 capture_output=True, text=True, check=True)
+            for line in out.stdout.splitlines():
+                r = json.loads(line)
+                per_n[r["clusters"]].append(r)
+            log(f"selection run {i + 1}/{runs}: " + ", ".join(
+                f"{n}: {per_n[n][-1]['wall_s']} s" for n in sizes))
+        # The baseline: the same fake xpk, probed one cluster after another by a shell loop.
+        xpk = self.work / "fake-xpk"
+        subprocess.run([str(exe), f"--write-fake-xpk={xpk}"], check=True)
+        loop = ('for i in $(seq 0 $((N - 1))); do "$XPK" workload list --cluster=bench-cluster-$i '
+                '--project=bench-project --zone=us-east5-a >/dev/null || exit 1; done')
+        for n in sizes:
+            rs = per_n[n]
+            wall = median([r["wall_s"] for r in rs])
+            ideal = rs[0]["ideal_s"]
+            cpu = median([r["self_cpu_per_probe_ms"] for r in rs])
+            par = rs[0]["max_parallel_probes"]
+            loop_runs = 1 if (self.quick or n > 32) else 3
+            loops = []
+            for _ in range(loop_runs):
+                t0 = time.perf_counter()
+                subprocess.run(["bash", "-c", loop], check=True,
+                               env={**os.environ, "N": str(n), "XPK": str(xpk),
+                                    "FAKE_XPK_DELAY": "0.5"})
+                loops.append(time.perf_counter() - t0)
+            lw = median(loops)
+            over = wall / ideal
+            met = over <= 1.10 and cpu < 5.0
+            self.row(f"S{n}", f"Cluster selection, {n} clusters, 0.5 s probes",
+                     f"{wall:.2f} s wall (ideal {ideal:.2f} s = ⌈{n}/{par}⌉ × 0.5 s: "
+                     f"**{over:.2f}× ideal**); **{cpu:.2f} ms CPU/probe** "
+                     f"(median of {len(rs)})",
+                     f"shell loop: {lw:.1f} s (median of {len(loops)})",
+                     f"**{lw / wall:.1f}× faster**",
+                     "wall ≤ 1.10× ideal; CPU/probe < 5 ms", "met" if met else "**not met**",
+                     f"`build/release/bench/selection_bench --clusters={n} --delay=0.5 "
+                     f"--no-sequential`; loop: `for i in $(seq 0 {n - 1}); do xpk workload list "
+                     f"--cluster=bench-cluster-$i --project=bench-project --zone=us-east5-a; done` "
+                     f"(xpk: `selection_bench --write-fake-xpk=xpk`, FAKE_XPK_DELAY=0.5)")
+            self.target(f"Selection wall within 10% of ideal ({n} clusters)", over <= 1.10,
+                        f"{over:.2f}× ideal ({wall:.2f} s vs {ideal:.2f} s)")
+            self.target(f"Selection CPU per probe < 5 ms ({n} clusters)", cpu < 5.0,
+                        f"{cpu:.2f} ms")
+
+    # --- streaming -----------------------------------------------------------------------------
+
+    def falcon_stream(self, workload, runs, expect_lines, extra=()):
+        out_path = self.work / "falcon-stream.out"
+        results = []
+        for i in range(runs):
+            before = self.fleet.counters()
+            with open(out_path, "wb") as out:
+                t = run_timed(self.falcon("job", "logs", "--cluster", CLUSTER, workload,
+                                          "--since", self.since, *extra),
+                              self.env, out, self.work)
+            reqs = diff_counts(before, self.fleet.counters()).get("logging.list", 0)
+            lines = sum(1 for _ in open(out_path, "rb"))
+            if lines != expect_lines:
+                raise RuntimeError(f"falcon job logs printed {lines} lines, expected {expect_lines}")
+            if i == 0:
+                digest = hashlib.sha256(out_path.read_bytes()).hexdigest()
+            results.append((t, reqs))
+        return results, digest
+
+    def gcloud_stream(self, flt, runs, expect_lines, extra=()):
+        out_path = self.work / "gcloud-stream.out"
+        results = []
+        digest = None
+        for _ in range(runs):
+            before = self.fleet.counters()
+            with open(out_path, "wb") as out:
+                t = run_timed(self.gcloud_read(flt, *extra), self.genv, out, self.work)
+            reqs = diff_counts(before, self.fleet.counters()).get("logging.list", 0)
+            lines = sum(1 for _ in open(out_path, "rb"))
+            if lines != expect_lines:
+                raise RuntimeError(f"gcloud printed {lines} lines, expected {expect_lines}")
+            digest = hashlib.sha256(out_path.read_bytes()).hexdigest()
+            results.append((t, reqs))
+        return results, digest
+
+    def bench_stream(self):
+        n = 10_000 if self.quick else 200_000
+        self.fleet.reset()
+        self.fleet.generate("bench-stream", [0], n, self.start)
+        flt = workload_filter("bench-stream", self.since, ranks=[0])
+        (self.work / "filter-stream.txt").write_text(flt)
+        fr, fdig = self.falcon_stream("bench-stream", 3, n)
+        fw = median([t.wall for t, _ in fr])
+        fm = max(t.maxrss_kib for t, _ in fr)
+        fc = median([t.cpu for t, _ in fr])
+        freq = fr[0][1]
+        self.stream_points = {n: fm}
+        cmd_f = f"`falcon job logs --cluster {CLUSTER} bench-stream --since $T0`"
+        cmd_g = ("`gcloud logging read \"$FILTER_STREAM\" --project=falcon-tpu --order=asc "
+                 "--format='value(textPayload)'`")
+        if not self.gcloud:
+            self.row("L1", f"Log streaming, {n:,} lines of one rank",
+                     f"{fmt_rate(n / fw)} lines/s ({fmt_s(fw)}), peak {mib(fm):.1f} MiB",
+                     "gcloud not installed", "", "≥ 10× gcloud lines/s", "n/a", cmd_f)
+            return
+        gruns = self.args.gcloud_stream_runs
+        log(f"gcloud logging read of {n:,} lines ({gruns} run(s)); this takes a while")
+        gr, gdig = self.gcloud_stream(flt, gruns, n, ("--order=asc",))
+        if gdig != fdig:
+            raise RuntimeError("falcon and gcloud printed different lines for the same query")
+        gw = median([t.wall for t, _ in gr])
+        gm = max(t.maxrss_kib for t, _ in gr)
+        gc = median([t.cpu for t, _ in gr])
+        greq = gr[0][1]
+        ratio = (n / fw) / (n / gw)
+        met = ratio >= 10
+        self.row("L1", f"Log streaming, {n:,} lines of one rank (identical output, checked)",
+                 f"**{fmt_rate(n / fw)} lines/s** ({fmt_s(fw)}, {fc:.2f} s CPU), "
+                 f"**peak {mib(fm):.1f} MiB**, {freq} requests (median of {len(fr)})",
+                 f"gcloud: {fmt_rate(n / gw)} lines/s ({fmt_s(gw)}, {gc:.0f} s CPU), "
+                 f"peak {mib(gm):.1f} MiB, {greq} requests ({len(gr)} run{'s' if len(gr) > 1 else ''})",
+                 f"**{ratio:.0f}× lines/s**, {gm / fm:.1f}× less memory "
+                 f"(CPU: {gc / fc:.0f}× less)",
+                 "≥ 10× gcloud lines/s", "met" if met else "**not met**", f"{cmd_f}; {cmd_g}")
+        self.target("Streaming ≥ 10× gcloud's lines/s", met,
+                    f"{ratio:.0f}× ({fmt_rate(n / fw)} vs {fmt_rate(n / gw)} lines/s)")
+
+    # --- tail and streaming memory flatness ----------------------------------------------------
+
+    def bench_tail_and_flatness(self):
+        sizes = [10_000, 100_000] if self.quick else [10_000, 100_000, 1_000_000]
+        big = sizes[-1]
+        points = dict(self.stream_points)
+        for n in sizes:
+            self.fleet.reset()
+            wl = f"bench-flat-{n}"
+            self.fleet.generate(wl, [0], n, self.start)
+            runs = 2 if n < 1_000_000 else 1
+            fr, _ = self.falcon_stream(wl, runs, n)
+            points[n] = max(t.maxrss_kib for t, _ in fr)
+            log(f"stream {n:,}: peak {mib(points[n]):.1f} MiB, "
+                f"{fmt_rate(n / median([t.wall for t, _ in fr]))} lines/s")
+            if n == big:
+                self.bench_tail(wl, n)
+        lo, hi = min(points), max(points)
+        growth = points[hi] / points[lo] - 1
+        peak = max(points.values())
+        met = peak < 32 * 1024 and growth <= 0.10
+        self.row("M1", "Streaming peak memory vs log size (one rank)",
+                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
+                 + f" MiB (**{pct(growth)}** from {fmt_int(lo)} to {fmt_int(hi)} lines)",
+                 "", "", "< 32 MiB, flat (≤ +10%)", "met" if met else "**not met**",
+                 f"`/usr/bin/time -f '%e %M' falcon job logs --cluster {CLUSTER} bench-flat-N "
+                 "--since $T0 >/dev/null`")
+        self.target("Streaming peak memory < 32 MiB, flat from 10^4 to 10^6", met,
+                    f"peak {mib(peak):.1f} MiB, {pct(growth)} from {fmt_int(lo)} "
+                    f"to {fmt_int(hi)} lines")
+
+    def bench_tail(self, wl, n):
+        flt = workload_filter(wl, self.since, ranks=[0])
+        (self.work / "filter-tail.txt").write_text(flt)
+        for count in (100, 1000):
+            fr, fdig = self.falcon_stream(wl, 5, count, ("--tail", str(count)))
+            fw = median([t.wall for t, _ in fr])
+            freqs = sorted({r for _, r in fr})
+            fmem = max(t.maxrss_kib for t, _ in fr)
+            cmd_f = f"`falcon job logs --cluster {CLUSTER} {wl} --since $T0 --tail {count}`"
+            cmd_g = (f"`gcloud logging read \"$FILTER_TAIL\" --project=falcon-tpu --limit={count} "
+                     "--order=desc --format='value(textPayload)' | tac`")
+            met = freqs == [1]
+            base, ratio = "gcloud not installed", ""
+            if self.gcloud:
+                gr, _ = self.gcloud_stream(flt, 1 if self.quick else 3, count,
+                                           (f"--limit={count}", "--order=desc"))
+                gw = median([t.wall for t, _ in gr])
+                greqs = sorted({r for _, r in gr})
+                base = (f"gcloud: {'/'.join(map(str, greqs))} request{'' if greqs == [1] else 's'}, {fmt_s(gw)}, peak "
+                        f"{mib(max(t.maxrss_kib for t, _ in gr)):.0f} MiB (median of {len(gr)})")
+                ratio = f"{gw / fw:.0f}× faster"
+                # Same lines? gcloud prints newest first.
+                glines = (self.work / "gcloud-stream.out").read_bytes().splitlines(keepends=True)
+                if hashlib.sha256(b"".join(reversed(glines))).hexdigest() != fdig:
+                    raise RuntimeError("falcon's and gcloud's tails differ")
+            self.row(f"T{count}", f"Tail: last {count:,} lines of a {fmt_int(n)}-entry log",
+                     f"**{'/'.join(map(str, freqs))} request{'' if freqs == [1] else 's'}**, {fmt_s(fw)}, peak "
+                     f"{mib(fmem):.1f} MiB (median of {len(fr)})", base, ratio,
+                     "exactly 1 request for ≤ 1000 lines", "met" if met else "**not met**",
+                     f"{cmd_f}; {cmd_g}")
+            self.target(f"Tail of {count} lines in exactly one request", met,
+                        f"{'/'.join(map(str, freqs))} request per tail (every run), {fmt_s(fw)}")
+
+    # --- export --------------------------------------------------------------------------------
+
+    def falcon_export(self, wl, ranks, lines_per_rank, runs, tag, env=None):
+        results = []
+        for i in range(runs):
+            before = self.fleet.counters()
+            dest = f"gs://{BUCKET}/falcon/{tag}-{i}/"
+            with open(self.work / "export.json", "wb") as out:
+                t = run_timed(self.falcon("--json", "job", "export-logs", "--cluster", CLUSTER, wl,
+                                          "--since", self.since, "--dest", dest),
+                              env or self.env, out, self.work)
+            d = diff_counts(before, self.fleet.counters())
+            result = json.loads((self.work / "export.json").read_text())
+            if sorted(int(r) for r in result["exported_ranks"]) != list(range(ranks)):
+                raise RuntimeError(f"export wrote ranks {result['exported_ranks']}")
+            meta = json.loads(self.fleet.object_data(f"falcon/{tag}-{i}/collection_meta.json"))
+            results.append((t, d, meta))
+        return results
+
+    def meta_lines(self, meta):
+        text = json.dumps(meta)
+        return text
+
+    def bench_export(self):
+        ranks = 8
+        per_rank = 2_000 if self.quick else 100_000
+        total = ranks * per_rank
+        self.fleet.reset()
+        wl = "bench-export"
+        self.fleet.generate(wl, list(range(ranks)), per_rank, self.start)
+        fr = self.falcon_export(wl, ranks, per_rank, 3, "export")
+        # The query falcon ran is in the metadata: it must be what this script gives gcloud.
+        lql = fr[0][2]["filter"]["lql"]
+        if lql != workload_filter(wl, self.since):
+            raise RuntimeError("bench.py's filter differs from falcon's:\n" + lql)
+        fw = median([t.wall for t, _, _ in fr])
+        fm = max(t.maxrss_kib for t, _, _ in fr)
+        reads = fr[0][1].get("logging.list", 0)
+        writes = {k: v for k, v in fr[0][1].items() if k.startswith("storage.")}
+        pages = math.ceil(total / PAGE)
+        self.export_points = {total: fm}
+        reads_ok = reads <= pages * 1.10
+        cmd_f = (f"`falcon job export-logs --cluster {CLUSTER} {wl} --since $T0 "
+                 f"--dest gs://{BUCKET}/falcon/run/`")
+        cmd_g = ("per rank N: `gcloud logging read \"$FILTER_RANK_N\" --project=falcon-tpu "
+                 "--order=asc --format='value(textPayload)' | gcloud storage cp - "
+                 f"gs://{BUCKET}/gcloud/rank-N.log`")
+        base, ratio = "gcloud not installed", ""
+        if self.gcloud:
+            todo = self.args.gcloud_export_ranks or (2 if self.quick else 1)
+            todo = max(1, min(ranks, todo))
+            log(f"gcloud export pipeline for {todo} of {ranks} ranks; this takes a while")
+            walls, mems, greads = [], [], 0
+            before = self.fleet.counters()
+            for r in range(todo):
+                flt = workload_filter(wl, self.since, ranks=[r])
+                obj = f"gcloud/rank-{r}.log"
+                left, right, wall = run_pipeline_timed(
+                    self.gcloud_read(flt, "--order=asc"),
+                    [self.gcloud, "storage", "cp", "-", f"gs://{BUCKET}/{obj}"], self.genv,
+                    self.work)
+                walls.append(wall)
+                mems.append(max(left.maxrss_kib, right.maxrss_kib))
+                mine = self.fleet.object_data(f"falcon/export-0/rank-{r}.log")
+                theirs = self.fleet.object_data(obj)
+                if hashlib.sha256(mine).digest() != hashlib.sha256(theirs).digest():
+                    raise RuntimeError(f"rank {r}: falcon's and gcloud's objects differ")
+                log(f"gcloud pipeline rank {r}: {wall:.0f} s, read {mib(left.maxrss_kib):.0f} "
+                    f"MiB, cp {mib(right.maxrss_kib):.0f} MiB")
+            d = diff_counts(before, self.fleet.counters())
+            greads = d.get("logging.list", 0)
+            gwall = sum(walls) * ranks / todo
+            gtotal_reads = greads * ranks / todo
+            scaled = "" if todo == ranks else f" (measured {todo} of {ranks} ranks, ×{ranks / todo:g})"
+            base = (f"gcloud pipeline: {fmt_s(gwall)}, peak {mib(max(mems)):.0f} MiB per process, "
+                    f"{fmt_int(gtotal_reads)} reads{scaled}; objects identical")
+            ratio = f"**{gwall / fw:.0f}× faster**, {max(mems) / fm:.1f}× less memory"
+        self.row("E1", f"Export {ranks} ranks × {per_rank:,} lines to the bucket",
+                 f"**{fmt_s(fw)}**, **peak {mib(fm):.1f} MiB**, **{reads} reads** for {pages} "
+                 f"data pages ({reads / pages:.2f}×); "
+                 + ", ".join(f"{v} {k.split('.', 1)[1]}" for k, v in sorted(writes.items()))
+                 + f" (median of {len(fr)})", base, ratio,
+                 "reads ≤ 1.10× data pages", "met" if reads_ok else "**not met**",
+                 f"{cmd_f}; {cmd_g}")
+        self.target("Export reads within 10% of the data pages", reads_ok,
+                    f"{reads} reads for {pages} pages ({reads / pages:.2f}×)")
+
+    def bench_export_flatness(self):
+        ranks = 8
+        sizes = [10_000, 100_000] if self.quick else [10_000, 100_000, 1_000_000]
+        points = dict(self.export_points)
+        # The same exports with 256 KiB upload chunks (gcp.upload_chunk_bytes: 262144), to tell
+        # the chunk buffers (up to min(8 MiB, 64 MiB / ranks) per rank) from everything else.
+        small = {}
+        repos_small = self.work / "repos-small-chunks.yaml"
+        repos_small.write_text(self.repos.read_text().replace(
+            "logging_reads_per_minute: 1000000",
+            "logging_reads_per_minute: 1000000\n  upload_chunk_bytes: 262144"))
+        env_small = {**self.env, "FALCON_CONFIG": str(repos_small)}
+        for total in sizes:
+            self.fleet.reset()
+            wl = f"bench-xflat-{total}"
+            self.fleet.generate(wl, list(range(ranks)), total // ranks, self.start)
+            if total not in points:
+                fr = self.falcon_export(wl, ranks, total // ranks, 2 if total < 1_000_000 else 1,
+                                        f"xflat-{total}")
+                points[total] = max(t.maxrss_kib for t, _, _ in fr)
+                reads = fr[0][1].get("logging.list", 0)
+                log(f"export {total:,}: peak {mib(points[total]):.1f} MiB, {reads} reads, "
+                    f"{median([t.wall for t, _, _ in fr]):.2f} s")
+            fs = self.falcon_export(wl, ranks, total // ranks, 1, f"xsmall-{total}", env_small)
+            small[total] = fs[0][0].maxrss_kib
+            log(f"export {total:,} with 256 KiB chunks: peak {mib(small[total]):.1f} MiB, "
+                f"{fs[0][1].get('storage.upload_chunk', 0)} chunk uploads")
+        lo, hi = min(points), max(points)
+        growth = points[hi] / points[lo] - 1
+        met = growth <= 0.10
+        self.row("M2", f"Export peak memory vs log size ({ranks} ranks)",
+                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
+                 + f" MiB (**{pct(growth)}** from {fmt_int(lo)} to {fmt_int(hi)} lines)",
+                 "", "", "independent of log size (≤ +10%)", "met" if met else "**not met**",
+                 f"`/usr/bin/time -f '%e %M' falcon job export-logs --cluster {CLUSTER} "
+                 f"bench-xflat-N --since $T0 --dest gs://{BUCKET}/falcon/x/`")
+        slo, shi = min(small), max(small)
+        sgrowth = small[shi] / small[slo] - 1
+        self.row("M2b", "Diagnosis of M2: the same exports with `gcp.upload_chunk_bytes: 262144`",
+                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(small.items()))
+                 + f" MiB (**{pct(sgrowth)}** from {fmt_int(slo)} to {fmt_int(shi)} lines)",
+                 "", "", "", "",
+                 "as M2 with `FALCON_CONFIG` = the bench repos.yaml plus "
+                 "`gcp.upload_chunk_bytes: 262144` (1 run each)")
+        self.target("Export peak memory independent of log size", met,
+                    " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
+                    + f" MiB ({pct(growth)})")
+
+    # --- start-up ------------------------------------------------------------------------------
+
+    def bench_startup(self):
+        runs = 11 if self.quick else 31
+        walls, mems = [], []
+        for _ in range(runs):
+            t = run_timed(self.falcon("cluster", "list"), self.env, subprocess.DEVNULL, self.work)
+            walls.append(t.wall)
+            mems.append(t.maxrss_kib)
+        base = ""
+        if self.gcloud:
+            g = []
+            for _ in range(3):
+                t = run_timed([self.gcloud, "config", "list", "--format=value(core.project)"],
+                              self.genv, subprocess.DEVNULL, self.work)
+                g.append(t.wall)
+            base = f"for scale, `gcloud config list`: {fmt_s(median(g))} (median of 3)"
+        self.row("C1", "CLI start-up: `falcon cluster list` (4 clusters)",
+                 f"**{median(walls) * 1000:.1f} ms** median of {runs} (min "
+                 f"{min(walls) * 1000:.1f} ms), peak {mib(max(mems)):.1f} MiB", base, "", "", "",
+                 "`falcon cluster list >/dev/null`, timed from the parent")
+
+    # --- output --------------------------------------------------------------------------------
+
+    def machine(self) -> str:
+        cpu = "?"
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kib = int(Path("/proc/meminfo").read_text().split()[1])
+        osname = "?"
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                osname = line.split("=", 1)[1].strip('"')
+        gxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout
+        gxx = gxx.splitlines()[0] if gxx else "?"
+        return (f"{cpu}, {os.cpu_count()} cores, {mem_kib / 1048576:.0f} GiB RAM, {osname}, "
+                f"Linux {platform.release()}, {gxx}")
+
+    def print_table(self, load_start, load_end, elapsed):
+        date = dt.date.today().isoformat()
+        out = []
+        out.append(f"Measured {date} by `bench/run{' --quick' if self.quick else ''}` on "
+                   f"{self.machine()}; gcloud "
+                   f"{getattr(self, 'gcloud_version', 'not installed')}. Load average "
+                   f"{load_start} at the start and {load_end} at the end (other builds were "
+                   f"running), so compare ratios, which were measured in the same run. "
+                   f"Run took {elapsed / 60:.1f} min.")
+        out.append("")
+        out.append("| # | What | falcon | Baseline | falcon vs baseline | Target | Met | Commands |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for r in self.rows:
+            out.append("| " + " | ".join(str(c).replace("|", "\\|") if i != 7 else
+                                          str(c).replace("|", "\\|")
+                                          for i, c in enumerate(r)) + " |")
+        out.append("")
+        out.append(
+            "Setup: `falcon-fleet --fleet examples/local-fleet.yaml --port 0 --time-scale 0` on "
+            "loopback, a separate process (its memory is not counted); log entries written with "
+            "its `POST /fleet/v1/logs:generate` (GKE-shaped entries, 1 ms apart, from "
+            f"`$T0` = 3 h before the run); requests counted by the server (`GET /_fake/counters`). "
+            "falcon runs with `examples/local-repos.yaml` except `gcp.logging_reads_per_minute: "
+            "1000000` (the local server has no read quota; the default 60/min would make "
+            "falcon wait for the limiter, as it must against Google). gcloud runs with a "
+            "private `CLOUDSDK_CONFIG` whose `api_endpoint_overrides` point Logging and "
+            "Storage at the same server and `auth/access_token_file` at the fleet's token. "
+            "`$FILTER_*` is the exact query falcon sends (checked against the `lql` falcon "
+            "records in `collection_meta.json`), and outputs were checked identical. Peak "
+            "memory is GNU time's maximum RSS of the client process; times are wall clock, "
+            "medians of the runs stated.")
+        out.append("")
+        out.append(f"`$T0` was `{self.since}`. `$FILTER_STREAM` (the others differ only in the "
+                   "workload name and rank; the export's is falcon's without a rank):")
+        out.append("")
+        out.append("```")
+        out.append(workload_filter("bench-stream", "$T0", ranks=[0]))
+        out.append("```")
+        print("\n".join(out))
+
+    def closing(self):
+        lines = ["", "Targets:"]
+        for name, met, figure in self.targets:
+            lines.append(f"- {'MET' if met else 'NOT MET'}: {name}: {figure}")
+        print("\n".join(lines), file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--build", default=str(ROOT / "build/release"))
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--only", default="", help="comma list of: selection,stream,tail,export,startup")
+    ap.add_argument("--gcloud-stream-runs", type=int, default=1,
+                    help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
+    ap.add_argument("--gcloud-export-ranks", type=int, default=0,
+                    help="ranks the gcloud export pipeline runs for (default 1, --quick 2: "
+                         "it takes minutes per rank); its time and reads are scaled to 8")
+    args = ap.parse_args()
+    b = Bench(args)
+
+    def cleanup():
+        b.fleet.stop()
+        if args.keep:
+            log(f"scratch directory kept: {b.work}")
+        else:
+            shutil.rmtree(b.work, ignore_errors=True)
+
+    atexit.register(cleanup)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+    t0 = time.time()
+    load_start = "{:.1f}".format(os.getloadavg()[0])
+    only = set(filter(None, args.only.split(",")))
+    want = lambda name: not only or name in only  # noqa: E731
+    b.setup()
+    b.stream_points, b.export_points = {}, {}
+    if want("startup"):
+        b.bench_startup()
+    if want("selection"):
+        b.bench_selection()
+    if want("stream"):
+        b.bench_stream()
+    if want("tail"):
+        b.bench_tail_and_flatness()
+    if want("export"):
+        b.bench_export()
+        b.bench_export_flatness()
+    load_end = "{:.1f}".format(os.getloadavg()[0])
+    b.print_table(load_start, load_end, time.time() - t0)
+    b.closing()
+
+
+if __name__ == "__main__":
+    main()
