@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The measurements behind bench/run: one Markdown table on stdout, details on stderr.
 
-    python3 bench/bench.py --build build/release [--quick] [--work DIR] [--keep]
+    python3 bench/bench.py --build build/release [--quick] [--keep] [--only PARTS]
                            [--gcloud-export-ranks N] [--gcloud-stream-runs N]
 
 bench/run builds first and then runs this; see bench/README.md for what each row measures.
@@ -250,7 +250,8 @@ def rfc3339(t: dt.datetime) -> str:
 
 def diff_counts(before: dict, after: dict) -> dict:
     keys = set(before) | set(after)
-    return {k: after.get(k, 0) - before.get(k, 0) for k in keys if after.get(k, 0) != before.get(k, 0)}
+    return {k: after.get(k, 0) - before.get(k, 0) for k in keys
+            if after.get(k, 0) != before.get(k, 0)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -458,7 +459,8 @@ disable_update_check = true
             reqs = diff_counts(before, self.fleet.counters()).get("logging.list", 0)
             lines = sum(1 for _ in open(out_path, "rb"))
             if lines != expect_lines:
-                raise RuntimeError(f"falcon job logs printed {lines} lines, expected {expect_lines}")
+                raise RuntimeError(f"falcon job logs printed {lines} lines, "
+                                   f"expected {expect_lines}")
             if i == 0:
                 digest = hashlib.sha256(out_path.read_bytes()).hexdigest()
             results.append((t, reqs))
@@ -604,10 +606,6 @@ disable_update_check = true
             meta = json.loads(self.fleet.object_data(f"falcon/{tag}-{i}/collection_meta.json"))
             results.append((t, d, meta))
         return results
-
-    def meta_lines(self, meta):
-        text = json.dumps(meta)
-        return text
 
     def bench_export(self):
         ranks = 8
