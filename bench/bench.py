@@ -81,6 +81,49 @@ def fmt_rate(r: float) -> str:
 # Processes
 
 
+# Children run in their own process groups, so that an interrupted run can end each of them with
+# everything it started (GNU time's child, gcloud's Python, the fake xpk's sleep).
+LIVE: set = set()
+
+
+def spawn(argv, **kw) -> subprocess.Popen:
+    p = subprocess.Popen(argv, start_new_session=True, **kw)
+    LIVE.add(p)
+    return p
+
+
+def reap(p: subprocess.Popen) -> int:
+    rc = p.wait()
+    LIVE.discard(p)
+    return rc
+
+
+def run(argv, check=True, capture=False, **kw) -> subprocess.CompletedProcess:
+    if capture:
+        kw.update(stdout=subprocess.PIPE, text=True)
+    p = spawn(argv, **kw)
+    out, _ = p.communicate()
+    reap(p)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"command failed ({p.returncode}): {' '.join(map(str, argv))[:300]}")
+    return subprocess.CompletedProcess(argv, p.returncode, out)
+
+
+def kill_live():
+    for p in list(LIVE):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except OSError:
+                pass
+    for p in list(LIVE):
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+        LIVE.discard(p)
+
+
 class Timed:
     """One finished process: wall (perf_counter), peak RSS (KiB), user and system CPU."""
 
@@ -104,8 +147,8 @@ def run_timed(argv, env, stdout, work: Path, stdin=subprocess.DEVNULL, check=Tru
     errfile = work / "last-stderr.txt"
     with open(errfile, "wb") as err:
         t0 = time.perf_counter()
-        p = subprocess.run([GNU_TIME, "-o", str(tfile), "-f", "%e %M %U %S", *argv], env=env,
-                           stdout=stdout, stderr=err, stdin=stdin)
+        p = run([GNU_TIME, "-o", str(tfile), "-f", "%e %M %U %S", *argv], check=False,
+                env=env, stdout=stdout, stderr=err, stdin=stdin)
         wall = time.perf_counter() - t0
     _, m, u, s = parse_gnu_time(tfile)
     tfile.unlink()
@@ -121,13 +164,13 @@ def run_pipeline_timed(left, right, env, work: Path) -> tuple[Timed, Timed, floa
     tr = Path(tempfile.mkstemp(dir=work, prefix="time-")[1])
     with open(work / "pipe-left.err", "wb") as el, open(work / "pipe-right.err", "wb") as er:
         t0 = time.perf_counter()
-        a = subprocess.Popen([GNU_TIME, "-o", str(tl), "-f", "%e %M %U %S", *left], env=env,
+        a = spawn([GNU_TIME, "-o", str(tl), "-f", "%e %M %U %S", *left], env=env,
                              stdout=subprocess.PIPE, stderr=el, stdin=subprocess.DEVNULL)
-        b = subprocess.Popen([GNU_TIME, "-o", str(tr), "-f", "%e %M %U %S", *right], env=env,
+        b = spawn([GNU_TIME, "-o", str(tr), "-f", "%e %M %U %S", *right], env=env,
                              stdin=a.stdout, stdout=subprocess.DEVNULL, stderr=er)
         a.stdout.close()
-        rb = b.wait()
-        ra = a.wait()
+        rb = reap(b)
+        ra = reap(a)
         wall = time.perf_counter() - t0
     if ra != 0 or rb != 0:
         sys.stderr.write((work / "pipe-left.err").read_text(errors="replace")[-3000:])
@@ -399,9 +442,10 @@ disable_update_check = true
             return
         per_n = {n: [] for n in sizes}
         for i in range(runs):
-            out = subprocess.run([str(exe), "--clusters=" + ",".join(map(str, sizes)),
-                                  "--delay=0.5", "--no-sequential"],
-                                 capture_output=True, text=True, check=True)
+            # TMPDIR: its scratch directories go into ours, removed even if it is interrupted.
+            out = run([str(exe), "--clusters=" + ",".join(map(str, sizes)), "--delay=0.5",
+                       "--no-sequential"], capture=True,
+                      env={**os.environ, "TMPDIR": str(self.work)})
             for line in out.stdout.splitlines():
                 r = json.loads(line)
                 per_n[r["clusters"]].append(r)
@@ -422,9 +466,8 @@ disable_update_check = true
             loops = []
             for _ in range(loop_runs):
                 t0 = time.perf_counter()
-                subprocess.run(["bash", "-c", loop], check=True,
-                               env={**os.environ, "N": str(n), "XPK": str(xpk),
-                                    "FAKE_XPK_DELAY": "0.5"})
+                run(["bash", "-c", loop],
+                    env={**os.environ, "N": str(n), "XPK": str(xpk), "FAKE_XPK_DELAY": "0.5"})
                 loops.append(time.perf_counter() - t0)
             lw = median(loops)
             over = wall / ideal
@@ -821,6 +864,7 @@ def main():
     b = Bench(args)
 
     def cleanup():
+        kill_live()
         b.fleet.stop()
         if args.keep:
             log(f"scratch directory kept: {b.work}")
