@@ -23,6 +23,10 @@
 //   <grep>
 //   )
 //
+// This departs from the spec (DESIGN D5 wins): the spec's `labels."k8s-pod/xpk-workload"`,
+// `labels."k8s-pod/batch.kubernetes.io/job-completion-index"` and pod names
+// `{workload}-{index}-{hash}` are not what GKE and xpk produce (reference xpk.md section 4).
+//
 // The first branch finds labelled entries; the second finds, by pod name, the entries that lack
 // any of the three labels (GKE agents that keep the dots in label keys, or drop pod labels).
 // Without a rank list the completion-index and the worker part of the pod name are left out

@@ -1,5 +1,12 @@
 // export_logs: one query over the workload's ranks, demultiplexed into one resumable upload per
 // rank, then collection_meta.json (see CloudLogRetriever::export_logs for the contract).
+//
+// The spec reads each rank with its own query ("按 rank 分别查询日志"); entries:list is limited to
+// about 60 reads a minute per project, so here one query reads every requested rank and the
+// request count is the number of pages of data (issue 5). Rank objects are finalized only after
+// the last page was read; a requested rank without lines gets an empty object (so that every URI
+// returned exists) and `"empty": true` in the metadata; without a rank list rank 0 is always
+// reported, empty or not (the spec's layout says rank-0.log is always collected).
 #pragma once
 
 #include <cstddef>

@@ -66,6 +66,19 @@ struct ExportLogs : ::testing::Test {
     env.write(entries);
   }
 
+  // Plain text lines, `count` per worker, interleaved in time, written in bulk (for big logs).
+  void write_workers_bulk(const std::vector<int>& workers, int count) {
+    for (const int worker : workers) {
+      std::vector<fake::LogLine> lines;
+      for (int i = 0; i < count; ++i) {
+        std::string text = fmt::format("[worker {}] step {} loss={:.4f}", worker, i, 2.0 / (i + 1));
+        lines.push_back({kLogStartNanos + i * kMs + worker * 1000, text + "\n"});
+        expected[{0, worker}] += text + "\n";
+      }
+      env.write_text_lines(place, 0, worker, std::move(lines));
+    }
+  }
+
   LogExportResult run(const LogFilter& filter = {}, const LogQueryOptions& options = {},
                       const std::function<void(const ExportProgress&)>& progress = {},
                       logs::RetrieverOptions retriever_options = {}, const char* dest = kDest) {
@@ -215,7 +228,7 @@ TEST_F(ExportLogs, DestinationWithoutTrailingSlashNamesTheSameObjects) {
 
 TEST_F(ExportLogs, ReadsAreOneQueryWhateverTheNumberOfRanks) {
   // 8 ranks x 2,000 lines = 16 pages of 1,000: about 16 reads, not 8 x 16.
-  write_workers({0, 1, 2, 3, 4, 5, 6, 7}, 2'000);
+  write_workers_bulk({0, 1, 2, 3, 4, 5, 6, 7}, 2'000);
   const LogExportResult result = run();
   EXPECT_EQ(result.exported_ranks.size(), 8u);
   EXPECT_GE(env.list_requests(), 16);

@@ -48,6 +48,17 @@ struct StreamLog : ::testing::Test {
     return out;
   }
 
+  // The same lines as lines_of(slice, worker, count), all on stdout, written in bulk.
+  void write_many(int slice, int worker, int count) {
+    std::vector<fake::LogLine> lines;
+    lines.reserve(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i) {
+      lines.push_back(
+          {kLogStartNanos + i * kMs, fmt::format("s{}w{} line {}\n", slice, worker, i)});
+    }
+    env.write_text_lines(place, slice, worker, std::move(lines));
+  }
+
   static std::vector<std::string> expected_lines(int slice, int worker, int from, int to) {
     std::vector<std::string> out;
     for (int i = from; i < to; ++i) out.push_back(fmt::format("s{}w{} line {}", slice, worker, i));
@@ -117,8 +128,8 @@ TEST_F(StreamLog, GrepIsAppliedByTheServer) {
 }
 
 TEST_F(StreamLog, TailOf100From50000LinesIsOneRequest) {
-  env.write(lines_of(0, 0, 50'000));
-  env.write(lines_of(0, 1, 500));
+  write_many(0, 0, 50'000);
+  write_many(0, 1, 500);
   LogFilter filter;
   filter.tail_lines = 100;
   EXPECT_EQ(stream(0, filter), expected_lines(0, 0, 49'900, 50'000));
@@ -131,7 +142,7 @@ TEST_F(StreamLog, TailOf100From50000LinesIsOneRequest) {
 }
 
 TEST_F(StreamLog, TailLongerThanAPageReadsNewestPagesOnly) {
-  env.write(lines_of(0, 0, 5'000));
+  write_many(0, 0, 5'000);
   LogFilter filter;
   filter.tail_lines = 2'500;
   EXPECT_EQ(stream(0, filter), expected_lines(0, 0, 2'500, 5'000));
@@ -169,7 +180,7 @@ TEST_F(StreamLog, WithoutSinceTheWindowIsNotBeforeElseTheLast24Hours) {
 }
 
 TEST_F(StreamLog, PagesAreFetchedOnlyAsTheCallerReads) {
-  env.write(lines_of(0, 0, 10'000));
+  write_many(0, 0, 10'000);
   {
     LogLines lines =
         retriever.stream_log(env.cluster(place), place.workload, place.namespace_, 0, {});
