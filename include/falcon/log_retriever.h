@@ -113,6 +113,8 @@ struct FollowOptions {
   std::function<bool()> should_stop;
 };
 
+// Thread-safe: calls may run concurrently (they share the HTTP client, the credentials and the
+// per-project read limiter); each LogLines it returns belongs to one reader.
 class CloudLogRetriever {
  public:
   // `http` carries every request; `settings` gives endpoints, credentials (Application Default
