@@ -668,6 +668,8 @@ disable_update_check = true
         writes = {k: v for k, v in fr[0][1].items() if k.startswith("storage.")}
         pages = math.ceil(total / PAGE)
         self.export_points = {total: fm}
+        self.export_walls = {total: fw}
+        self.export_chunks = {total: writes.get("storage.upload_chunk", 0)}
         reads_ok = reads <= pages * 1.10
         cmd_f = (f"`falcon job export-logs --cluster {CLUSTER} {wl} --since $T0 "
                  f"--dest gs://{BUCKET}/falcon/run/`")
@@ -718,14 +720,16 @@ disable_update_check = true
         ranks = 8
         sizes = [10_000, 100_000] if self.quick else [10_000, 100_000, 1_000_000]
         points = dict(self.export_points)
-        # The same exports with 256 KiB upload chunks (gcp.upload_chunk_bytes: 262144), to tell
-        # the chunk buffers (up to min(8 MiB, 64 MiB / ranks) per rank) from everything else.
-        small = {}
-        repos_small = self.work / "repos-small-chunks.yaml"
-        repos_small.write_text(self.repos.read_text().replace(
+        walls, chunks = dict(self.export_walls), dict(self.export_chunks)
+        # The same exports with 8 MiB upload chunks (gcp.upload_chunk_bytes: 8388608, the chunk
+        # general upload tools use and falcon's default before 2026-11-29), to show what the
+        # 256 KiB default trades: memory that followed the log size against upload requests.
+        big, big_walls, big_chunks = {}, {}, {}
+        repos_big = self.work / "repos-8mib-chunks.yaml"
+        repos_big.write_text(self.repos.read_text().replace(
             "logging_reads_per_minute: 1000000",
-            "logging_reads_per_minute: 1000000\n  upload_chunk_bytes: 262144"))
-        env_small = {**self.env, "FALCON_CONFIG": str(repos_small)}
+            "logging_reads_per_minute: 1000000\n  upload_chunk_bytes: 8388608"))
+        env_big = {**self.env, "FALCON_CONFIG": str(repos_big)}
         for total in sizes:
             self.fleet.reset()
             wl = f"bench-xflat-{total}"
@@ -734,30 +738,42 @@ disable_update_check = true
                 fr = self.falcon_export(wl, ranks, total // ranks, 2 if total < 1_000_000 else 1,
                                         f"xflat-{total}")
                 points[total] = max(t.maxrss_kib for t, _, _ in fr)
+                walls[total] = median([t.wall for t, _, _ in fr])
+                chunks[total] = fr[0][1].get("storage.upload_chunk", 0)
                 reads = fr[0][1].get("logging.list", 0)
                 log(f"export {total:,}: peak {mib(points[total]):.1f} MiB, {reads} reads, "
-                    f"{median([t.wall for t, _, _ in fr]):.2f} s")
-            fs = self.falcon_export(wl, ranks, total // ranks, 1, f"xsmall-{total}", env_small)
-            small[total] = fs[0][0].maxrss_kib
-            log(f"export {total:,} with 256 KiB chunks: peak {mib(small[total]):.1f} MiB, "
-                f"{fs[0][1].get('storage.upload_chunk', 0)} chunk uploads")
+                    f"{chunks[total]} chunk uploads, {walls[total]:.2f} s")
+            fb = self.falcon_export(wl, ranks, total // ranks, 1, f"xbig-{total}", env_big)
+            big[total] = fb[0][0].maxrss_kib
+            big_walls[total] = fb[0][0].wall
+            big_chunks[total] = fb[0][1].get("storage.upload_chunk", 0)
+            log(f"export {total:,} with 8 MiB chunks: peak {mib(big[total]):.1f} MiB, "
+                f"{big_chunks[total]} chunk uploads, {big_walls[total]:.2f} s")
         lo, hi = min(points), max(points)
         growth = points[hi] / points[lo] - 1
         met = growth <= 0.10
-        self.row("M2", f"Export peak memory vs log size ({ranks} ranks)",
-                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
-                 + f" MiB (**{pct(growth)}** from {fmt_int(lo)} to {fmt_int(hi)} lines)",
+        def detail(w, c, k):
+            parts = ([f"{w[k]:.1f} s"] if k in w else []) + (
+                [f"{c[k]} chunk uploads"] if k in c else [])
+            return f" ({', '.join(parts)})" if parts else ""
+
+        self.row("M2", f"Export peak memory vs log size ({ranks} ranks, default 256 KiB chunks)",
+                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f} MiB{detail(walls, chunks, k)}"
+                            for k, v in sorted(points.items()))
+                 + f"; **{pct(growth)}** from {fmt_int(lo)} to {fmt_int(hi)} lines",
                  "", "", "independent of log size (≤ +10%)", "met" if met else "**not met**",
                  f"`/usr/bin/time -f '%e %M' falcon job export-logs --cluster {CLUSTER} "
                  f"bench-xflat-N --since $T0 --dest gs://{BUCKET}/falcon/x/`")
-        slo, shi = min(small), max(small)
-        sgrowth = small[shi] / small[slo] - 1
-        self.row("M2b", "Diagnosis of M2: the same exports with `gcp.upload_chunk_bytes: 262144`",
-                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(small.items()))
-                 + f" MiB (**{pct(sgrowth)}** from {fmt_int(slo)} to {fmt_int(shi)} lines)",
+        blo, bhi = min(big), max(big)
+        bgrowth = big[bhi] / big[blo] - 1
+        self.row("M2b", "The trade: M2's exports with 8 MiB chunks "
+                 "(`gcp.upload_chunk_bytes: 8388608`)",
+                 " / ".join(f"{fmt_int(k)}: {mib(v):.1f} MiB{detail(big_walls, big_chunks, k)}"
+                            for k, v in sorted(big.items()))
+                 + f"; {pct(bgrowth)} from {fmt_int(blo)} to {fmt_int(bhi)} lines",
                  "", "", "", "",
                  "as M2 with `FALCON_CONFIG` = the bench repos.yaml plus "
-                 "`gcp.upload_chunk_bytes: 262144` (1 run each)")
+                 "`gcp.upload_chunk_bytes: 8388608` (1 run each)")
         self.target("Export peak memory independent of log size", met,
                     " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
                     + f" MiB ({pct(growth)})")
@@ -804,13 +820,16 @@ disable_update_check = true
 
     def print_table(self, load_start, load_end, elapsed):
         date = dt.date.today().isoformat()
+        # A load above the core count means other work shared the machine during the run.
+        busy = (" (the machine was shared with other work)"
+                if max(float(load_start), float(load_end)) > (os.cpu_count() or 1) else "")
         out = []
         out.append(f"Measured {date} by `bench/run{' --quick' if self.quick else ''}` on "
                    f"{self.machine()}; gcloud "
                    f"{getattr(self, 'gcloud_version', 'not installed')}. Load average "
-                   f"{load_start} at the start and {load_end} at the end (other builds were "
-                   f"running), so compare ratios, which were measured in the same run. "
-                   f"Run took {elapsed / 60:.1f} min.")
+                   f"{load_start} at the start and {load_end} at the end on "
+                   f"{os.cpu_count()} cores{busy}; compare ratios, which were measured in the "
+                   f"same run. Run took {elapsed / 60:.1f} min.")
         out.append("")
         out.append("| # | What | falcon | Baseline | falcon vs baseline | Target | Met | Commands |")
         out.append("|---|---|---|---|---|---|---|---|")
@@ -881,6 +900,7 @@ def main():
     want = lambda name: not only or name in only  # noqa: E731
     b.setup()
     b.stream_points, b.export_points = {}, {}
+    b.export_walls, b.export_chunks = {}, {}
     if want("startup"):
         b.bench_startup()
     if want("selection"):

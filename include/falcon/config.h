@@ -21,30 +21,32 @@
 namespace falcon {
 
 struct XpkSettings {
-  std::string binary = "xpk";               // path, or a name looked up in PATH
-  std::vector<std::string> extra_args;      // added to every xpk call, e.g. --skip-validation
-  std::map<std::string, std::string> env;   // added to every xpk call's environment
-  std::string namespace_flag = "auto";      // auto (read `xpk workload create --help` once)
-                                            // | supported | unsupported
-  int command_timeout_s = 900;              // create and delete (probes use probe_timeout_s)
-  std::string gcloud_binary = "gcloud";     // used by warm-up
-  std::string state_dir;                    // empty: $XDG_STATE_HOME/falcon or
-                                            // ~/.local/state/falcon
+  std::string binary = "xpk";              // path, or a name looked up in PATH
+  std::vector<std::string> extra_args;     // added to every xpk call, e.g. --skip-validation
+  std::map<std::string, std::string> env;  // added to every xpk call's environment
+  std::string namespace_flag = "auto";     // auto (read `xpk workload create --help` once)
+                                           // | supported | unsupported
+  int command_timeout_s = 900;             // create and delete (probes use probe_timeout_s)
+  std::string gcloud_binary = "gcloud";    // used by warm-up
+  std::string state_dir;                   // empty: $XDG_STATE_HOME/falcon or
+                                           // ~/.local/state/falcon
   bool operator==(const XpkSettings&) const = default;
 };
 
 struct GcpSettings {
   // Empty values fall back to the environment, then to Google's hosts (see docs).
-  std::string logging_endpoint;   // FALCON_LOGGING_ENDPOINT, https://logging.googleapis.com
-  std::string storage_endpoint;   // STORAGE_EMULATOR_HOST, https://storage.googleapis.com
-  std::string token_endpoint;     // FALCON_TOKEN_ENDPOINT, https://oauth2.googleapis.com/token
-                                  // (authorized_user refresh; service accounts use token_uri)
-  std::string metadata_host;      // GCE_METADATA_HOST, metadata.google.internal
-  std::string access_token_file;  // FALCON_ACCESS_TOKEN_FILE: a file holding a bearer token
-  std::string ca_file;            // extra CA bundle for TLS; empty: the system's
+  std::string logging_endpoint;       // FALCON_LOGGING_ENDPOINT, https://logging.googleapis.com
+  std::string storage_endpoint;       // STORAGE_EMULATOR_HOST, https://storage.googleapis.com
+  std::string token_endpoint;         // FALCON_TOKEN_ENDPOINT, https://oauth2.googleapis.com/token
+                                      // (authorized_user refresh; service accounts use token_uri)
+  std::string metadata_host;          // GCE_METADATA_HOST, metadata.google.internal
+  std::string access_token_file;      // FALCON_ACCESS_TOKEN_FILE: a file holding a bearer token
+  std::string ca_file;                // extra CA bundle for TLS; empty: the system's
   int logging_reads_per_minute = 60;  // entries:list calls per project per minute
   int http_timeout_s = 60;
-  int upload_chunk_bytes = 8 << 20;  // a multiple of 256 KiB
+  // A multiple of 256 KiB. Exports buffer one chunk per rank, so the default is the protocol's
+  // minimum: an export is paced by the read quota, not by uploads (see docs/configuration.md).
+  int upload_chunk_bytes = 256 << 10;
   bool operator==(const GcpSettings&) const = default;
 };
 

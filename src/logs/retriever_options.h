@@ -25,7 +25,8 @@ struct RetrieverOptions {
   // Cloud Logging reads. reads_per_minute is the per-project quota the shared limiter keeps to;
   // page_size is always 1000 (or less for a short tail).
   gcp::LoggingClientOptions logging;
-  // Cloud Storage writes. upload_chunk_bytes is the largest chunk an export uses per rank.
+  // Cloud Storage writes. upload_chunk_bytes is the largest chunk an export uses per rank (the
+  // client's own default is 8 MiB; make_retriever_options takes GcpSettings', 256 KiB).
   gcp::StorageClientOptions storage;
   // What the chunk buffers of one export may hold in total, however many ranks it writes: each
   // rank's chunk is this divided by the number of ranks, rounded down to a multiple of 256 KiB,
