@@ -49,6 +49,7 @@ struct ExportArgs {
   JobRef job;
   std::string dest;
   std::string ranks = "all";
+  int slice = 0;
   std::string since;
   std::string grep;
 };
@@ -320,6 +321,8 @@ void add_job_commands(CLI::App& app, Context& ctx) {
   add_job_ref(export_logs, export_args->job);
   export_logs->add_option("--dest", export_args->dest, "gs://BUCKET/PATH/")->required();
   export_logs->add_option("--ranks", export_args->ranks, "all (default) or a list like 0,1");
+  export_logs->add_option("--slice", export_args->slice, "slice index (multi-slice workloads)")
+      ->check(CLI::NonNegativeNumber);
   export_logs->add_option("--since", export_args->since, "RFC 3339 time, or an age like 6h");
   export_logs->add_option("--grep", export_args->grep, "Cloud Logging query expression");
   export_logs->callback([&ctx, export_args] {
@@ -334,7 +337,7 @@ void add_job_commands(CLI::App& app, Context& ctx) {
       if (a.ranks != "all") filter.ranks = parse_ranks(a.ranks);
       const bool tty = isatty(STDERR_FILENO) != 0;
       const LogExportResult r =
-          fabric.export_pod_logs(h, filter, a.dest, [tty](const ExportProgress& p) {
+          fabric.export_pod_logs(h, filter, a.dest, a.slice, [tty](const ExportProgress& p) {
             if (!tty) return;
             std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
                                      p.bytes / 1048576.0, p.done ? " done\n" : "");

@@ -112,10 +112,10 @@ class ClusterFabric {
   void follow_pod_log(const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
                       const FollowOptions& options,
                       const std::function<void(const std::string&)>& on_line) const;
-  // Archives the ranks' logs to `gcs_dest` (see CloudLogRetriever::export_logs).
+  // Archives the ranks of slice `slice` to `gcs_dest` (see CloudLogRetriever::export_logs).
   LogExportResult export_pod_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,
-      const std::function<void(const ExportProgress&)>& progress = {}) const;
+      int slice = 0, const std::function<void(const ExportProgress&)>& progress = {}) const;
 
   // Checks this machine: the xpk and gcloud binaries and their versions, kubectl and
   // gke-gcloud-auth-plugin, which credential source resolves (never the token), that the

@@ -150,11 +150,11 @@ void ClusterFabric::follow_pod_log(const WorkloadHandle& handle, int rank, const
 }
 
 LogExportResult ClusterFabric::export_pod_logs(
-    const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,
+    const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const std::function<void(const ExportProgress&)>& progress) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
   return impl_->current()->logs->export_logs(config, handle.workload_name, handle.namespace_,
-                                             filter, gcs_dest, impl_->query_options(handle, 0),
+                                             filter, gcs_dest, impl_->query_options(handle, slice),
                                              progress);
 }
 

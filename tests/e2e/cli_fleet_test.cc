@@ -130,6 +130,29 @@ TEST_F(CliFleetTest, JobLifecycleSubmitStatusListLogsExportCancel) {
   EXPECT_EQ(again["error"]["type"], "WorkloadNotFoundError");
 }
 
+TEST_F(CliFleetTest, MultiSliceLogsAndExportTakeTheSlice) {
+  const std::string cluster = submit("two-slices", {"--xpk-arg=--num-slices=2"});
+  fleet_.advance(std::chrono::seconds(101));
+
+  // Slice 1 has its own four workers; slice 5 does not exist, so only rank 0 is reported, empty.
+  const auto slice1 = falcon_json({"job", "export-logs", "--cluster", cluster, "two-slices",
+                                   "--slice", "1", "--dest", "gs://falcon-logs/s1/"});
+  EXPECT_EQ(slice1["exported_ranks"], nlohmann::json({0, 1, 2, 3}));
+  const auto slice5 = falcon_json({"job", "export-logs", "--cluster", cluster, "two-slices",
+                                   "--slice", "5", "--dest", "gs://falcon-logs/s5/"});
+  EXPECT_EQ(slice5["exported_ranks"], nlohmann::json({0}));
+
+  auto logs = falcon({"job", "logs", "--cluster", cluster, "two-slices", "--slice", "1"});
+  ASSERT_EQ(logs.exit_code, 0) << logs.stderr_text;
+  EXPECT_THAT(logs.stdout_text, HasSubstr("EXIT_CODE=0"));
+  logs = falcon({"job", "logs", "--cluster", cluster, "two-slices", "--slice", "5"});
+  EXPECT_EQ(logs.stdout_text, "");
+  EXPECT_EQ(falcon({"job", "export-logs", "--cluster", cluster, "two-slices", "--slice", "-1",
+                    "--dest", "gs://falcon-logs/bad/"})
+                .exit_code,
+            2);
+}
+
 TEST_F(CliFleetTest, SubmitFailuresExitFiveOrTwo) {
   // Invalid name: refused before xpk runs.
   auto r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name",
