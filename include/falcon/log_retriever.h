@@ -164,15 +164,19 @@ class CloudLogRetriever {
   // One query reads every requested rank (the request count is the number of pages of log data,
   // not ranks x pages); each rank streams into its own resumable upload, and the chunk buffers
   // of all ranks together stay within RetrieverOptions::export_buffer_bytes (64 MiB by default),
-  // except that a rank never gets less than the protocol's 256 KiB (more ranks than the budget
-  // holds, or ranks first seen after it was shared out, add 256 KiB each). Memory does not grow
-  // with the size of the logs. A rank object exists only once its upload finished, and all of them
-  // are finished only after every page was read; the metadata (workload, cluster, namespace,
-  // per-rank lines, bytes and first/last timestamps, the exact query and the LogFilter,
-  // exported_at) is written last. `progress` is called after every page for the ranks it touched,
-  // and once per rank with done = true. Blocks. Throws LogRetrievalError (INVALID_ARGUMENT for bad
-  // arguments; else the HTTP status and message of the read or upload that failed after retries);
-  // then every open upload session is cancelled and no metadata is written.
+  // each at most the storage chunk (GcpSettings::upload_chunk_bytes, 256 KiB by default), except
+  // that a rank never gets less than the protocol's 256 KiB (more ranks than the budget holds,
+  // or ranks first seen after it was shared out, add 256 KiB each). Memory does not grow with
+  // the size of the logs beyond one chunk per rank. A rank object exists only once its upload
+  // finished, and all of them are finished only after every page was read; the metadata (workload,
+  // cluster, namespace, per-rank lines, bytes and first/last timestamps, the exact query and the
+  // LogFilter, exported_at) is written last. `progress` is called after every page for the ranks it
+  // touched, and once per rank with done = true. Blocks. Throws LogRetrievalError (INVALID_ARGUMENT
+  // for bad arguments; else the HTTP status and message of the read or upload that failed after
+  // retries); then every open upload session is cancelled and no metadata is written. Exporting
+  // again to the same destination: once every page was read, and before the first rank object is
+  // finished, the previous collection_meta.json is deleted, so metadata never describes a mix
+  // of old and new rank objects; a failure before that point leaves the previous export whole.
   LogExportResult export_logs(const ClusterConfig& cluster, const std::string& workload_name,
                               const std::string& namespace_, const LogFilter& filter,
                               const std::string& gcs_dest, const LogQueryOptions& options = {},

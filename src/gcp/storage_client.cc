@@ -193,6 +193,20 @@ ObjectMetadata StorageClient::get_object_metadata(const std::string& bucket,
   return parse_object_metadata(response.body, call);
 }
 
+bool StorageClient::delete_object(const std::string& bucket, const std::string& object) const {
+  const StorageClientOptions& options = *options_;
+  HttpRequest request =
+      make_request(options, "DELETE", object_path(options.endpoint, bucket, object));
+  const std::string call = fmt::format("delete of {}", format_gcs_uri(bucket, object));
+  try {
+    send_with_retry(*options.http, std::move(request), retry_options(options, call));
+  } catch (const LogRetrievalError& e) {
+    if (e.http_status() == 404) return false;
+    throw;
+  }
+  return true;
+}
+
 std::string StorageClient::download_object(const std::string& bucket,
                                            const std::string& object) const {
   const StorageClientOptions& options = *options_;

@@ -82,6 +82,10 @@ class StorageClient {
   // The object's metadata. A missing object is LogRetrievalError with http_status 404.
   ObjectMetadata get_object_metadata(const std::string& bucket, const std::string& object) const;
 
+  // Deletes the object (DELETE .../o/OBJECT, 204). False when there was none (404, which is also
+  // what a retry sees after a first attempt that deleted it but lost the answer).
+  bool delete_object(const std::string& bucket, const std::string& object) const;
+
   // The object's bytes (alt=media).
   std::string download_object(const std::string& bucket, const std::string& object) const;
 

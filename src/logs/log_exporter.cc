@@ -174,7 +174,17 @@ LogExportResult export_ranks(const RetrieverOptions& options, const ClusterConfi
       }
     } while (!request.page_token.empty());
 
-    // Every page is read: now, and only now, the objects come into existence.
+    // Every page is read: now, and only now, the objects come into existence. A previous
+    // export's metadata at this destination goes first, so that if a rank fails to finish, no
+    // metadata describes a mix of old and new rank objects (a failed read, before this point,
+    // leaves the previous export whole). 403: the caller may create but not delete objects
+    // (roles/storage.objectCreator); it cannot overwrite either, so nothing can be mixed.
+    try {
+      storage_for(options.storage.upload_chunk_bytes)
+          .delete_object(bucket, prefix + kMetadataObject);
+    } catch (const LogRetrievalError& e) {
+      if (e.http_status() != 403) throw;
+    }
     for (const int rank : always) {
       if (!ranks.contains(rank)) ranks[rank].object = object_of(rank);
     }

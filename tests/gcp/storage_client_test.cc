@@ -487,6 +487,35 @@ TEST_F(StorageFixture, MissingObjectIsA404LogRetrievalError) {
   }
 }
 
+TEST_F(StorageFixture, DeleteIsTrueFor204AndFalseForAnObjectThatIsNotThere) {
+  http->enqueue("DELETE", "/storage/v1/b/bkt/o/", json_response(204, ""));
+  EXPECT_TRUE(client().delete_object("bkt", "d/collection_meta.json"));
+  EXPECT_EQ(http->requests().back().method, "DELETE");
+  EXPECT_EQ(http->requests().back().url,
+            "https://storage.test/storage/v1/b/bkt/o/d%2Fcollection_meta.json");
+
+  // A retry after a first attempt whose answer was lost finds the object gone: still no error.
+  http->enqueue("DELETE", "/storage/v1/b/bkt/o/", json_response(503, "{}"));
+  http->enqueue("DELETE", "/storage/v1/b/bkt/o/",
+                json_response(404, R"({"error":{"code":404,"message":"No such object: bkt/x"}})"));
+  EXPECT_FALSE(client().delete_object("bkt", "x"));
+  EXPECT_EQ(http->count("DELETE"), 3u);
+}
+
+TEST_F(StorageFixture, DeleteRefusedIsALogRetrievalErrorNamingTheObject) {
+  http->enqueue(
+      "DELETE", "/storage/v1/b/bkt/o/",
+      json_response(403, R"({"error":{"code":403,"message":"no storage.objects.delete"}})"));
+  try {
+    client().delete_object("bkt", "x");
+    FAIL() << "expected LogRetrievalError";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_EQ(e.http_status(), 403);
+    EXPECT_THAT(e.what(), HasSubstr("delete of gs://bkt/x"));
+    EXPECT_THAT(e.what(), HasSubstr("no storage.objects.delete"));
+  }
+}
+
 TEST_F(StorageFixture, DownloadsTheWholeObject) {
   http->on("GET", "?alt=media", [](const HttpRequest&) { return json_response(200, "bytes!"); });
   EXPECT_EQ(client().download_object("bkt", "a/b"), "bytes!");

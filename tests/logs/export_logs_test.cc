@@ -359,6 +359,41 @@ TEST_F(ExportLogs, AFailedUploadCancelsEveryUploadAndWritesNoMetadata) {
   EXPECT_EQ(env.count("storage.upload_cancel"), 2);
 }
 
+TEST_F(ExportLogs, AReExportThatFailsToFinishLeavesNoStaleMetadata) {
+  write_workers({0, 1}, 300);
+  run();
+  ASSERT_EQ(json::parse(object("collection_meta.json"))["lines"], 600);
+  const std::int64_t deletes = env.count("storage.delete");  // 1: there was none to delete
+
+  // Again to the same place with more lines; the first rank's final chunk is refused.
+  write_workers({0, 1}, 300);
+  env.server().faults().add({.route = "storage.upload_chunk",
+                             .times = 1,
+                             .status = 400,
+                             .message = "Invalid request: bad chunk"});
+  EXPECT_THROW(run(), LogRetrievalError);
+  // The old metadata would describe rank objects that may now be new: it is gone.
+  EXPECT_THAT(object_names(),
+              ::testing::Not(::testing::Contains(std::string(kPrefix) + "collection_meta.json")));
+  EXPECT_EQ(env.count("storage.delete"), deletes + 1);
+}
+
+TEST_F(ExportLogs, AReExportWhoseReadFailsLeavesThePreviousExportWhole) {
+  write_workers({0, 1}, 300);
+  run();
+  const std::string meta = object("collection_meta.json");
+  const std::string rank0 = object("rank-0.log");
+  const std::int64_t deletes = env.count("storage.delete");
+
+  write_workers({0, 1}, 300);
+  env.server().faults().add(
+      {.route = "logging.list", .times = 1, .status = 403, .message = "denied"});
+  EXPECT_THROW(run(), LogRetrievalError);
+  EXPECT_EQ(object("collection_meta.json"), meta);
+  EXPECT_EQ(object("rank-0.log"), rank0);
+  EXPECT_EQ(env.count("storage.delete"), deletes);  // nothing was touched
+}
+
 TEST_F(ExportLogs, ObjectsAppearOnlyAfterEveryReadAndTheMetadataLast) {
   write_workers({0, 1, 2}, 400);  // 2 pages
   run();
