@@ -90,7 +90,11 @@ class ClusterFabric {
   // --- Workloads
   // Submits to the named cluster. Throws UnknownClusterError, WorkloadSubmitError.
   WorkloadHandle submit_workload(const std::string& cluster, const WorkloadSpec& spec);
-  // Throws UnknownClusterError, XpkCommandError.
+  // State and times from `xpk workload list`. exit_code: 0 once COMPLETED (a JobSet completes
+  // only when every worker exited 0, and xpk's script exits with the command's code); once
+  // FAILED, the code the failing worker printed (CloudLogRetriever::failure_exit_code, one
+  // Logging read, best effort: null when it is not in the logs or they cannot be read); else
+  // null. Throws UnknownClusterError, XpkCommandError.
   WorkloadStatus get_workload_status(const WorkloadHandle& handle) const;
   // True once deleted. Throws WorkloadNotFoundError, UnknownClusterError, XpkCommandError.
   bool cancel_workload(const WorkloadHandle& handle);

@@ -154,6 +154,18 @@ class CloudLogRetriever {
                   const LogQueryOptions& query, const FollowOptions& options,
                   const std::function<void(const std::string&)>& on_line);
 
+  // The exit code a failed workload reported: xpk's container script ends each worker's log
+  // with `EXIT_CODE=<n>`; this is the first non-zero one (any slice, any worker) from
+  // options.not_before (else the last 24 hours), preferring one that is not 143 or 137 (the
+  // workers JobSet stopped because another failed). nullopt when there is none: a worker killed
+  // before it could print, a workload that did not fail, or a line Cloud Logging has not made
+  // visible yet. One entries:list request with at most 2 attempts, so that a caller asking for a
+  // status is not held by the long retries that reads of logs get. Throws LogRetrievalError.
+  std::optional<int> failure_exit_code(const ClusterConfig& cluster,
+                                       const std::string& workload_name,
+                                       const std::string& namespace_,
+                                       const LogQueryOptions& options = {});
+
   // Exports the ranks of filter.ranks (null: every rank of slice options.slice found in the
   // logs; [0]: rank 0 only) to `<gcs_dest>/rank-<N>.log` (gcs_dest is gs://BUCKET[/PATH], with or
   // without a trailing slash), then `<gcs_dest>/collection_meta.json`. Each object holds the

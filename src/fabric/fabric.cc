@@ -111,7 +111,19 @@ WorkloadHandle ClusterFabric::submit_workload(const std::string& cluster,
 
 WorkloadStatus ClusterFabric::get_workload_status(const WorkloadHandle& handle) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  return impl_->current()->workloads->get_status(config, handle);
+  const auto current = impl_->current();
+  WorkloadStatus status = current->workloads->get_status(config, handle);
+  if (!status.exit_code && status.state == "COMPLETED") {
+    status.exit_code = 0;
+  } else if (!status.exit_code && status.state == "FAILED") {
+    try {
+      status.exit_code = current->logs->failure_exit_code(
+          config, handle.workload_name, handle.namespace_, impl_->query_options(handle, 0));
+    } catch (const LogRetrievalError&) {
+      // Best effort, as documented: the state is what this call is for; the code stays null.
+    }
+  }
+  return status;
 }
 
 bool ClusterFabric::cancel_workload(const WorkloadHandle& handle) {

@@ -1,9 +1,12 @@
+#include <algorithm>
+#include <chrono>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "falcon/errors.h"
 #include "falcon/log_retriever.h"
+#include "logs/exit_code.h"
 #include "logs/filter_builder.h"
 #include "logs/log_exporter.h"
 #include "logs/log_sources.h"
@@ -15,8 +18,19 @@ namespace falcon {
 struct CloudLogRetriever::Impl {
   logs::RetrieverOptions options;
   gcp::LoggingClient logging;
+  // Single reads made on behalf of a status call: two attempts within 20 s, no quota backoff.
+  gcp::LoggingClient quick_logging;
 
-  explicit Impl(logs::RetrieverOptions o) : options(std::move(o)), logging(options.logging) {}
+  explicit Impl(logs::RetrieverOptions o)
+      : options(std::move(o)), logging(options.logging), quick_logging(quick(options.logging)) {}
+
+  static gcp::LoggingClientOptions quick(gcp::LoggingClientOptions o) {
+    o.retry.max_attempts = std::min(o.retry.max_attempts, 2);
+    o.retry.deadline = std::min(o.retry.deadline, std::chrono::milliseconds(20'000));
+    o.retry.quota_backoff = std::chrono::milliseconds(0);
+    o.request_timeout = std::min(o.request_timeout, std::chrono::milliseconds(15'000));
+    return o;
+  }
 
   std::int64_t lower_bound(const LogFilter& filter, const LogQueryOptions& query) const {
     return logs::query_lower_bound(filter, query, options.clock->now());
@@ -75,6 +89,26 @@ void CloudLogRetriever::follow_log(const ClusterConfig& cluster, const std::stri
                                    filter.grep);
   logs::follow_entries(impl_->logging, rank_query, filter.tail_lines, options,
                        impl_->options.logging.reads_per_minute, *impl_->options.clock, on_line);
+}
+
+std::optional<int> CloudLogRetriever::failure_exit_code(const ClusterConfig& cluster,
+                                                        const std::string& workload_name,
+                                                        const std::string& namespace_,
+                                                        const LogQueryOptions& options) {
+  logs::WorkloadQuery query;
+  query.project = cluster.project;
+  query.cluster_id = cluster.cluster_id;
+  query.namespace_ = namespace_;
+  query.workload = workload_name;
+  query.every_slice = true;
+  query.not_before_nanos = impl_->lower_bound({}, options);
+  query.grep = logs::kNonZeroExitCodeGrep;
+  gcp::ListLogEntriesRequest request;
+  request.resource_names = {"projects/" + cluster.project};
+  request.filter = logs::build_workload_filter(query);
+  request.page_size = 100;  // enough to see past the 143s of the workers that were stopped
+  const gcp::LogEntriesPage page = impl_->quick_logging.list_entries_page(request);
+  return logs::failure_exit_code(page.entries, workload_name);
 }
 
 LogExportResult CloudLogRetriever::export_logs(

@@ -30,23 +30,27 @@ std::string any_of(const std::vector<std::string>& terms) {
 
 std::string build(const WorkloadQuery& q, const std::optional<std::vector<int>>& ranks) {
   const std::string workload = quote_lql(q.workload, "workload name");
-  std::string labelled = fmt::format("{}={} AND {}={}", label(kJobsetNameLabel), workload,
-                                     label(kJobIndexLabel), quote_lql(std::to_string(q.slice), ""));
+  const auto pod_name_has = [](const std::string& prefix) {
+    return fmt::format("resource.labels.pod_name:{}", quote_lql(prefix, "workload name"));
+  };
+  std::string labelled = fmt::format("{}={}", label(kJobsetNameLabel), workload);
   std::vector<std::string> pod_names;
-  if (ranks) {
-    std::vector<std::string> indexes;
-    for (const int rank : *ranks) {
-      indexes.push_back(
-          fmt::format("{}={}", label(kCompletionIndexLabel), quote_lql(std::to_string(rank), "")));
-      pod_names.push_back(
-          fmt::format("resource.labels.pod_name:{}",
-                      quote_lql(pod_name_prefix(q.workload, q.slice, rank), "workload name")));
-    }
-    labelled += " AND " + any_of(indexes);
+  if (q.every_slice) {
+    pod_names.push_back(pod_name_has(workload_pod_name_prefix(q.workload)));
   } else {
-    pod_names.push_back(
-        fmt::format("resource.labels.pod_name:{}",
-                    quote_lql(slice_pod_name_prefix(q.workload, q.slice), "workload name")));
+    labelled +=
+        fmt::format(" AND {}={}", label(kJobIndexLabel), quote_lql(std::to_string(q.slice), ""));
+    if (ranks) {
+      std::vector<std::string> indexes;
+      for (const int rank : *ranks) {
+        indexes.push_back(fmt::format("{}={}", label(kCompletionIndexLabel),
+                                      quote_lql(std::to_string(rank), "")));
+        pod_names.push_back(pod_name_has(pod_name_prefix(q.workload, q.slice, rank)));
+      }
+      labelled += " AND " + any_of(indexes);
+    } else {
+      pod_names.push_back(pod_name_has(slice_pod_name_prefix(q.workload, q.slice)));
+    }
   }
   const std::string unlabelled =
       fmt::format("(NOT {}:* OR NOT {}:* OR NOT {}:*)", label(kJobsetNameLabel),

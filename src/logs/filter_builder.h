@@ -30,8 +30,9 @@
 // The first branch finds labelled entries; the second finds, by pod name, the entries that lack
 // any of the three labels (GKE agents that keep the dots in label keys, or drop pod labels).
 // Without a rank list the completion-index and the worker part of the pod name are left out
-// (every rank of the slice). The pod-name test is a substring match on the server, so the
-// client re-checks every entry exactly (gke_entries.h rank_of_entry).
+// (every rank of the slice); with every_slice the job-index and the slice part go too (every
+// pod of the workload). The pod-name test is a substring match on the server, so the client
+// re-checks every entry exactly (gke_entries.h rank_of_entry, belongs_to_workload).
 #pragma once
 
 #include <chrono>
@@ -69,6 +70,7 @@ struct WorkloadQuery {
   std::optional<std::vector<int>> ranks;  // null: every worker of the slice
   std::int64_t not_before_nanos = 0;      // timestamp lower bound, ns since the epoch
   std::optional<std::string> grep;        // LQL expression ANDed at the end
+  bool every_slice = false;               // every pod of the workload: slice and ranks ignored
 };
 
 // The filter above. When a rank list would push the filter past kMaxFilterLength the ranks are

@@ -31,6 +31,10 @@ std::string slice_pod_name_prefix(std::string_view workload, int slice) {
   return fmt::format("{}-slice-job-{}-", workload, slice);
 }
 
+std::string workload_pod_name_prefix(std::string_view workload) {
+  return fmt::format("{}-slice-job-", workload);
+}
+
 std::optional<PodIndex> parse_pod_name(std::string_view pod_name, std::string_view workload) {
   constexpr std::string_view kJob = "-slice-job-";
   if (!pod_name.starts_with(workload)) return std::nullopt;
@@ -70,6 +74,12 @@ std::optional<int> rank_of_entry(const gcp::LogEntry& entry, std::string_view wo
   const auto index = parse_pod_name(pod->second, workload);
   if (!index || index->slice != slice) return std::nullopt;
   return index->worker;
+}
+
+bool belongs_to_workload(const gcp::LogEntry& entry, std::string_view workload) {
+  if (const std::string* name = find_label(entry, kJobsetNameLabel)) return *name == workload;
+  const auto pod = entry.resource_labels.find("pod_name");
+  return pod != entry.resource_labels.end() && parse_pod_name(pod->second, workload).has_value();
 }
 
 std::string log_line(const gcp::LogEntry& entry) {

@@ -28,6 +28,8 @@ inline constexpr const char* kCompletionIndexLabel =
 std::string pod_name_prefix(std::string_view workload, int slice, int worker);
 // `<workload>-slice-job-<slice>-`: every pod of that slice starts with it.
 std::string slice_pod_name_prefix(std::string_view workload, int slice);
+// `<workload>-slice-job-`: every pod of the workload starts with it.
+std::string workload_pod_name_prefix(std::string_view workload);
 
 struct PodIndex {
   int slice = 0;
@@ -45,6 +47,11 @@ std::optional<PodIndex> parse_pod_name(std::string_view pod_name, std::string_vi
 // comparisons here back up the server's filter, whose string comparisons are case-insensitive
 // and whose pod-name test is a substring match.
 std::optional<int> rank_of_entry(const gcp::LogEntry& entry, std::string_view workload, int slice);
+
+// True when `entry` is a log of one of `workload`'s pods, whatever the slice and worker: its
+// jobset-name label equals `workload` exactly, or, without that label, its pod name parses as
+// one of the workload's (parse_pod_name).
+bool belongs_to_workload(const gcp::LogEntry& entry, std::string_view workload);
 
 // The line a person reads: LogEntry::message (textPayload, else jsonPayload.message, else the
 // compact jsonPayload) without one trailing "\n" (or "\r\n").

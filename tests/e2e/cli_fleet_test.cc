@@ -94,6 +94,7 @@ TEST_F(CliFleetTest, JobLifecycleSubmitStatusListLogsExportCancel) {
   fleet_.advance(std::chrono::seconds(101));
   const auto r = falcon({"job", "status", "--cluster", cluster, "cli-run"});
   EXPECT_THAT(r.stdout_text, HasSubstr("COMPLETED"));
+  EXPECT_EQ(falcon_json({"job", "status", "--cluster", cluster, "cli-run"})["exit_code"], 0);
 
   // Logs: rank 0 by default, tail, server-side grep, another rank.
   auto logs = falcon({"job", "logs", "--cluster", cluster, "cli-run"});
@@ -128,6 +129,18 @@ TEST_F(CliFleetTest, JobLifecycleSubmitStatusListLogsExportCancel) {
   EXPECT_EQ(falcon({"job", "cancel", "--cluster", cluster, "cli-run"}).exit_code, 0);
   const auto again = falcon_json({"job", "cancel", "--cluster", cluster, "cli-run"}, 3);
   EXPECT_EQ(again["error"]["type"], "WorkloadNotFoundError");
+}
+
+TEST_F(CliFleetTest, AFailedWorkloadsStatusCarriesTheExitCodeItsWorkerPrinted) {
+  const std::string cluster =
+      submit("crashes", {"--env", "FLEET_OUTCOME=fail", "--env", "FLEET_EXIT_CODE=7"});
+  auto status = falcon_json({"job", "status", "--cluster", cluster, "crashes"});
+  EXPECT_EQ(status["state"], "RUNNING");
+  EXPECT_TRUE(status["exit_code"].is_null());
+  fleet_.advance(std::chrono::seconds(101));
+  status = falcon_json({"job", "status", "--cluster", cluster, "crashes"});
+  EXPECT_EQ(status["state"], "FAILED");
+  EXPECT_EQ(status["exit_code"], 7);  // worker 0's; the others were stopped and printed 143
 }
 
 TEST_F(CliFleetTest, MultiSliceLogsAndExportTakeTheSlice) {

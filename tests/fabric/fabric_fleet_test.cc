@@ -85,6 +85,7 @@ TEST_F(FabricFleetTest, SelectSubmitAndPollStatusEndToEnd) {
   status = fabric.get_workload_status(handle);
   EXPECT_EQ(status.state, "COMPLETED");
   EXPECT_TRUE(status.end_time.has_value());
+  EXPECT_EQ(status.exit_code, 0);
 
   // Then the business layer's data collection: rank 0's log, and the archive.
   const auto lines = read_all(fabric.stream_pod_log(handle, 0, {}));

@@ -8,6 +8,7 @@
 
 #include "falcon/errors.h"
 #include "gcp_server/lql.h"
+#include "logs/exit_code.h"
 #include "logs/filter_builder.h"
 #include "logs/gke_entries.h"
 #include "logs/gke_log_env.h"
@@ -128,6 +129,18 @@ TEST(WorkloadFilter, EveryRankOfTheSliceLeavesTheWorkerOut) {
   EXPECT_THAT(filter, Not(HasSubstr(R"(job-completion-index"=)")));
 }
 
+TEST(WorkloadFilter, EverySliceLeavesSliceAndWorkerOut) {
+  WorkloadQuery q = query_for({}, std::vector<int>{3}, 1);
+  q.every_slice = true;
+  const std::string filter = build_workload_filter(q);
+  EXPECT_THAT(filter,
+              HasSubstr(R"(labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="llama-bench")"));
+  EXPECT_THAT(filter, HasSubstr(R"(resource.labels.pod_name:"llama-bench-slice-job-")"));
+  EXPECT_THAT(filter, Not(HasSubstr(R"(job-index"=)")));
+  EXPECT_THAT(filter, Not(HasSubstr(R"(job-completion-index"=)")));
+  EXPECT_THAT(filter, Not(HasSubstr("slice-job-1")));
+}
+
 TEST(WorkloadFilter, GrepIsAndedLastOnLinesOfItsOwn) {
   WorkloadQuery q = query_for({});
   q.grep = R"(textPayload:"step_time" OR severity>=ERROR)";
@@ -213,6 +226,27 @@ TEST(WorkloadFilterOnServer, SelectsTheRankAndNothingElse) {
   GkePlace other = place;
   other.workload = "mistral-bench";
   EXPECT_FALSE(server_matches(filter, gke_entry(other, {.worker = 1, .text = "x"})));
+}
+
+TEST(WorkloadFilterOnServer, EverySliceSelectsEveryPodOfTheWorkloadOnly) {
+  const GkePlace place;
+  WorkloadQuery q = query_for(place, std::nullopt);
+  q.every_slice = true;
+  const std::string filter = build_workload_filter(q);
+  const auto at = [&](EntrySpec spec, const GkePlace& where) {
+    spec.text = "EXIT_CODE=1";
+    spec.timestamp_nanos = kLogStartNanos + 5;
+    return gke_entry(where, spec);
+  };
+  EXPECT_TRUE(server_matches(filter, at({.slice = 0, .worker = 0}, place)));
+  EXPECT_TRUE(server_matches(filter, at({.slice = 3, .worker = 7}, place)));
+  EXPECT_TRUE(
+      server_matches(filter, at({.slice = 2, .worker = 1, .labels = PodLabels::kNone}, place)));
+  GkePlace other = place;
+  other.workload = "mistral-bench";
+  EXPECT_FALSE(server_matches(filter, at({.slice = 0, .worker = 0}, other)));
+  EXPECT_FALSE(
+      server_matches(filter, at({.slice = 0, .worker = 0, .labels = PodLabels::kNone}, other)));
 }
 
 TEST(WorkloadFilterOnServer, HostileWorkloadNamesStayValues) {
@@ -315,6 +349,50 @@ TEST(RankOfEntry, LabelsDecideElseThePodName) {
   json mixed = gke_entry(place, {.text = "a", .labels = PodLabels::kNone});
   mixed["labels"]["k8s-pod/jobset_sigs_k8s_io/jobset-name"] = "other";
   EXPECT_EQ(rank_of_entry(parsed(mixed), "llama-bench", 0), std::nullopt);
+}
+
+TEST(BelongsToWorkload, TheJobsetLabelElseThePodName) {
+  GkePlace place;
+  EXPECT_TRUE(belongs_to_workload(parsed(gke_entry(place, {.slice = 4, .worker = 2, .text = "x"})),
+                                  "llama-bench"));
+  EXPECT_TRUE(belongs_to_workload(
+      parsed(gke_entry(place, {.slice = 1, .worker = 0, .text = "x", .labels = PodLabels::kNone})),
+      "llama-bench"));
+  EXPECT_FALSE(belongs_to_workload(parsed(gke_entry(place, {.text = "x"})), "llama"));
+  EXPECT_FALSE(belongs_to_workload(parsed(gke_entry(place, {.text = "x"})), "LLAMA-BENCH"));
+  place.workload = "llama-bench-2";
+  EXPECT_FALSE(belongs_to_workload(
+      parsed(gke_entry(place, {.text = "x", .labels = PodLabels::kNone})), "llama-bench"));
+}
+
+TEST(ExitCodeLine, ReadsTheCodeOfXpksLastLineOnly) {
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE=0"), 0);
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE=143\n"), 143);
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE=3 \r\n"), 3);
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE="), std::nullopt);
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE=-1"), std::nullopt);
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE=256"), std::nullopt);
+  EXPECT_EQ(parse_exit_code_line("EXIT_CODE=1x"), std::nullopt);
+  EXPECT_EQ(parse_exit_code_line(" EXIT_CODE=1"), std::nullopt);
+  EXPECT_EQ(parse_exit_code_line("exit_code=1"), std::nullopt);
+}
+
+TEST(ExitCodeLine, TheFailureIsTheFirstCodeThatIsNotATermination) {
+  const GkePlace place;
+  const auto entry = [&](int worker, const std::string& text) {
+    return parsed(gke_entry(place, {.worker = worker, .text = text}));
+  };
+  EXPECT_EQ(failure_exit_code({entry(0, "EXIT_CODE=143"), entry(1, "EXIT_CODE=0"),
+                               entry(2, "EXIT_CODE=2"), entry(3, "EXIT_CODE=5")},
+                              "llama-bench"),
+            2);
+  EXPECT_EQ(
+      failure_exit_code({entry(0, "EXIT_CODE=143"), entry(1, "EXIT_CODE=137")}, "llama-bench"),
+      143);
+  EXPECT_EQ(failure_exit_code({entry(0, "EXIT_CODE=2")}, "other"), std::nullopt);
+  EXPECT_EQ(failure_exit_code({entry(0, "EXIT_CODE=0"), entry(1, "done")}, "llama-bench"),
+            std::nullopt);
+  EXPECT_EQ(failure_exit_code({}, "llama-bench"), std::nullopt);
 }
 
 TEST(LogLine, TextElseJsonMessageElseJsonWithoutTrailingNewline) {
