@@ -5,14 +5,15 @@
 #
 # Starts the fleet (examples/local-fleet.yaml) on a port the OS chooses, points the layer at it
 # (examples/local-repos.yaml plus the environment below), then drives the falcon CLI through the
-# spec's business flow: list clusters, select, submit, poll to completion, tail rank 0, export
-# every rank's log, show the objects and collection_meta.json. Stops the fleet on exit.
+# spec's business flow: list clusters, warm up their credentials, select, submit, poll to
+# completion, tail rank 0, export every rank's log, show the objects and collection_meta.json.
+# Stops the fleet on exit.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build/release}" && pwd)
 bin="$build/bin"
-for exe in falcon falcon-fleet fleet-xpk; do
+for exe in falcon falcon-fleet fleet-xpk fleet-gcloud; do
   [[ -x "$bin/$exe" ]] || { echo "demo: $bin/$exe is missing; run 'make build'" >&2; exit 1; }
 done
 
@@ -57,6 +58,8 @@ export XDG_STATE_HOME="$work/state"
 say "1. The registry: repos.yaml is validated, then listed"
 run falcon config validate
 run falcon cluster list
+say "   then warmed up: each cluster's credentials fetched into its own kubeconfig, in parallel"
+run falcon cluster warm-up
 
 say "2. Choose the best cluster for tpu-v4-64 (all candidates probed in parallel)"
 run falcon cluster select --accelerator tpu-v4-64

@@ -3,7 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
+
+#include "fleet/kubeconfig.h"
 
 #include "support/local_fleet.h"
 #include "support/run_falcon.h"
@@ -196,12 +201,47 @@ TEST_F(CliFleetTest, LogsOfAWorkloadFalconDidNotSubmitSayTheWindow) {
   EXPECT_THAT(r.stderr_text, HasSubstr("last 24 hours"));
 }
 
+TEST_F(CliFleetTest, WarmUpFetchesEveryClustersCredentialsIntoItsOwnKubeconfig) {
+  const auto j = falcon_json({"cluster", "warm-up"});
+  ASSERT_EQ(j.size(), 4u);
+  for (const auto& r : j) EXPECT_TRUE(r["ok"].get<bool>()) << r.dump();
+  // Through fleet-gcloud's get-credentials: each kubeconfig names its own GKE cluster.
+  EXPECT_EQ(fleet::read_current_context(fleet_.state_dir() + "/kube/gpu-x/config"),
+            "gke_proj-gpu_us-central1-a_gpu-cluster-x");
+  EXPECT_EQ(fleet::read_current_context(fleet_.state_dir() + "/kube/tpu-b/config"),
+            "gke_proj-tpu_us-central2-b_tpu-b");
+
+  // A cluster GKE does not have: gcloud's 404 for that cluster, the others still warm, exit 7.
+  std::ifstream in(fleet_.repos_path());
+  std::string repos((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string ghost =
+      "clusters:\n  ghost:\n    project: proj-tpu\n    zone: us-east1-b\n    cluster_id: ghost-1\n"
+      "    accelerator_types: [{type: tpu-v4-64, device_class: tpu, priority: 1}]\n";
+  repos.replace(repos.find("clusters:\n"), 10, ghost);
+  const std::string path = fleet_.repos_path() + ".ghost.yaml";
+  std::ofstream(path) << repos;
+  const CommandResult r = testing::run_falcon({"--config", path, "--json", "cluster", "warm-up"});
+  EXPECT_EQ(r.exit_code, 7) << r.stderr_text;
+  const auto results = nlohmann::json::parse(r.stdout_text);
+  ASSERT_EQ(results.size(), 5u);
+  for (const auto& result : results) {
+    if (result["cluster"] == "ghost") {
+      EXPECT_FALSE(result["ok"].get<bool>());
+      EXPECT_THAT(result["error"].get<std::string>(), HasSubstr("code=404"));
+      EXPECT_THAT(result["error"].get<std::string>(), HasSubstr("ghost"));
+    } else {
+      EXPECT_TRUE(result["ok"].get<bool>()) << result.dump();
+    }
+  }
+}
+
 TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {
   const auto r = falcon({"doctor"});
   // tpu-down is unreachable, so doctor reports a failure (exit 2) and how to fix it.
   EXPECT_EQ(r.exit_code, 2) << r.stdout_text << r.stderr_text;
   EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] config: 4 clusters"));
   EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] xpk:"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] gcloud: fleet-gcloud"));
   EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] credentials: access token file"));
   EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] logging:"));
   EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] cluster tpu-b: reachable"));

@@ -69,6 +69,7 @@ constexpr const char* kReposYaml = R"(clusters:
     probe_timeout_s: 20
 xpk:
   binary: {xpk}
+  gcloud_binary: {gcloud}
   env: {{FALCON_FLEET_URL: "{url}"}}
   state_dir: {state}
   command_timeout_s: 60
@@ -92,6 +93,7 @@ LocalFleet::LocalFleet() {
   repos_path_ =
       dir_.write("repos.yaml",
                  fmt::format(kReposYaml, fmt::arg("xpk", built_binary("fleet-xpk")),
+                             fmt::arg("gcloud", built_binary("fleet-gcloud")),
                              fmt::arg("url", service_->url()), fmt::arg("state", state_dir_),
                              fmt::arg("token", token.string())))
           .string();

@@ -1,7 +1,7 @@
 // A local fleet in the test process, on a loopback port chosen by the OS, on a manual clock,
-// plus a repos.yaml that points the layer at it (fleet-xpk as the xpk binary, the fleet's
-// Logging/Storage endpoints, a token file, a private state directory). The layer under test runs
-// real fleet-xpk subprocesses and real HTTP against it.
+// plus a repos.yaml that points the layer at it (fleet-xpk as the xpk binary, fleet-gcloud as
+// gcloud, the fleet's Logging/Storage endpoints, a token file, a private state directory). The
+// layer under test runs real fleet-xpk and fleet-gcloud subprocesses and real HTTP against it.
 #pragma once
 
 #include <chrono>
