@@ -136,6 +136,7 @@ TEST_F(CliFleetTest, JobLifecycleSubmitStatusListLogsExportCancel) {
   EXPECT_EQ(again["error"]["type"], "WorkloadNotFoundError");
 }
 
+// Spec acceptance: XpkWorkloadManager / 查询状态 (WorkloadStatus.exit_code, through the facade).
 TEST_F(CliFleetTest, AFailedWorkloadsStatusCarriesTheExitCodeItsWorkerPrinted) {
   const std::string cluster =
       submit("crashes", {"--env", "FLEET_OUTCOME=fail", "--env", "FLEET_EXIT_CODE=7"});

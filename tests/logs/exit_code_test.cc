@@ -1,7 +1,8 @@
 // CloudLogRetriever::failure_exit_code against the local Cloud Logging server: the EXIT_CODE line
 // that xpk's container script prints (reference xpk.md section 4.2), found in one request over
 // every slice and worker, the failure's own code preferred to the 143 of the workers JobSet
-// stopped, other workloads' lines ignored.
+// stopped, other workloads' lines ignored. Spec acceptance: XpkWorkloadManager / 查询状态 (the
+// exit_code of WorkloadStatus).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

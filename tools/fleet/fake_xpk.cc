@@ -2,11 +2,14 @@
 
 #include <httplib.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <istream>
 #include <map>
 #include <ostream>
 #include <regex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -821,6 +824,22 @@ XpkProfile profile_from(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+std::unique_ptr<FleetApi> fleet_api_from_environment() {
+  const char* url = std::getenv("FALCON_FLEET_URL");
+  if (url == nullptr || *url == '\0') return nullptr;
+  return std::make_unique<HttpFleetApi>(url);
+}
+
+FakeXpkEnv process_env() {
+  return FakeXpkEnv{std::cout, std::cerr, std::cin,
+                    [](const std::string& name) -> std::optional<std::string> {
+                      const char* value = std::getenv(name.c_str());
+                      if (value == nullptr) return std::nullopt;
+                      return std::string(value);
+                    },
+                    [](std::chrono::milliseconds d) { std::this_thread::sleep_for(d); }};
+}
 
 HttpFleetApi::HttpFleetApi(std::string base_url) : base_url_(std::move(base_url)) {
   while (!base_url_.empty() && base_url_.back() == '/') base_url_.pop_back();

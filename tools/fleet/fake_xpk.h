@@ -19,6 +19,7 @@
 #include <chrono>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -71,6 +72,12 @@ struct FakeXpkEnv {
   std::function<std::optional<std::string>(const std::string&)> getenv;
   std::function<void(std::chrono::milliseconds)> sleep;
 };
+
+// For the fleet's executables (fleet-xpk, fleet-gcloud): the fleet at $FALCON_FLEET_URL, null
+// when it is not set; and an environment of this process's standard streams, getenv and a real
+// sleep.
+std::unique_ptr<FleetApi> fleet_api_from_environment();
+FakeXpkEnv process_env();
 
 // Runs one invocation (`args` is argv without the program name) and returns the exit code.
 // `api` is null when FALCON_FLEET_URL is not set; fleet-xpk then explains how to start the

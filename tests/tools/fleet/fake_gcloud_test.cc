@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <sstream>
 
 #include "fleet/fake_gcloud.h"
 #include "fleet/fleet_control.h"
@@ -20,11 +19,7 @@ using ::testing::HasSubstr;
 using testing::SimHarness;
 using testing::small_fleet;
 
-struct GcloudRun {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using GcloudRun = testing::ToolRun;
 
 class FakeGcloudTest : public ::testing::Test {
  protected:
@@ -36,21 +31,8 @@ class FakeGcloudTest : public ::testing::Test {
   }
 
   GcloudRun gcloud(const std::vector<std::string>& args, bool with_fleet = true) {
-    std::ostringstream out;
-    std::ostringstream err;
-    std::istringstream in;
-    const FakeXpkEnv env{out, err, in,
-                         [this](const std::string& name) -> std::optional<std::string> {
-                           auto it = env_.find(name);
-                           if (it == env_.end()) return std::nullopt;
-                           return it->second;
-                         },
-                         [this](std::chrono::milliseconds d) { slept_.push_back(d.count()); }};
-    GcloudRun r;
-    r.code = run_fake_gcloud(args, with_fleet ? &api_ : nullptr, env);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return testing::run_in_process(run_fake_gcloud, args, with_fleet ? &api_ : nullptr, env_,
+                                   slept_);
   }
 
   SimHarness h_;

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <sstream>
 
 #include "fleet/fake_xpk.h"
 #include "fleet/fleet_control.h"
@@ -25,11 +24,7 @@ using testing::SimHarness;
 using testing::small_fleet;
 using ::testing::StartsWith;
 
-struct XpkRun {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using XpkRun = testing::ToolRun;
 
 // The fleet these tests use: cluster `c` (c-1) with latencies, and an unreachable `down`.
 FleetConfig two_clusters(const std::string& top = "") {
@@ -51,21 +46,8 @@ class FakeXpkTest : public ::testing::Test {
 
   XpkRun xpk(std::vector<std::string> args, const std::string& stdin_text = "",
              bool with_fleet = true) {
-    std::ostringstream out;
-    std::ostringstream err;
-    std::istringstream in(stdin_text);
-    const FakeXpkEnv env{out, err, in,
-                         [this](const std::string& name) -> std::optional<std::string> {
-                           auto it = env_.find(name);
-                           if (it == env_.end()) return std::nullopt;
-                           return it->second;
-                         },
-                         [this](std::chrono::milliseconds d) { slept_.push_back(d.count()); }};
-    XpkRun r;
-    r.code = run_fake_xpk(args, with_fleet ? &api_ : nullptr, env);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return testing::run_in_process(run_fake_xpk, args, with_fleet ? &api_ : nullptr, env_, slept_,
+                                   stdin_text);
   }
 
   static std::vector<std::string> on(const std::string& cluster, std::vector<std::string> args) {

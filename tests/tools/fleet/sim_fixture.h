@@ -5,13 +5,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "fleet/fake_xpk.h"
 #include "fleet/fleet_config.h"
 #include "fleet/simulator.h"
 #include "support/fake_clock.h"
@@ -35,6 +38,37 @@ clusters:
     capacity: {tpu-v4-8: 1, tpu-v4-64: 2, n2-standard-32-4: 1, nvidia-a100-80g: 1}
 )" + extra_cluster_yaml,
                             "test-fleet.yaml");
+}
+
+// What a fleet executable printed and returned.
+struct ToolRun {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs a fleet executable's entry point (run_fake_xpk, run_fake_gcloud) in process, with `env`
+// as its environment and `stdin_text` as its stdin; its sleeps are appended to `slept`, not
+// taken.
+template <typename Run>
+ToolRun run_in_process(Run run, const std::vector<std::string>& args, FleetApi* api,
+                       const std::map<std::string, std::string>& env, std::vector<long>& slept,
+                       const std::string& stdin_text = "") {
+  std::ostringstream out;
+  std::ostringstream err;
+  std::istringstream in(stdin_text);
+  const FakeXpkEnv fake_env{out, err, in,
+                            [&env](const std::string& name) -> std::optional<std::string> {
+                              auto it = env.find(name);
+                              if (it == env.end()) return std::nullopt;
+                              return it->second;
+                            },
+                            [&slept](std::chrono::milliseconds d) { slept.push_back(d.count()); }};
+  ToolRun r;
+  r.code = run(args, api, fake_env);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
 }
 
 struct SimHarness {
