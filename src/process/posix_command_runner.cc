@@ -128,9 +128,9 @@ std::string resolve_binary(const CommandSpec& spec) {
   while (begin <= path.size()) {
     std::size_t end = path.find(':', begin);
     if (end == std::string::npos) end = path.size();
-    std::string dir = path.substr(begin, end - begin);
-    if (dir.empty()) dir = ".";
-    std::string candidate = dir + "/" + name;
+    const std::string_view dir =
+        end > begin ? std::string_view(path).substr(begin, end - begin) : std::string_view(".");
+    std::string candidate = fmt::format("{}/{}", dir, name);
     if (is_executable_file(candidate)) return candidate;
     begin = end + 1;
   }

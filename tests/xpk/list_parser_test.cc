@@ -176,12 +176,10 @@ TEST(ListParser, FallsBackToWideGapsWhenARowDoesNotLineUp) {
 }
 
 ListRow row(std::string status, std::string running, std::string message = "") {
-  ListRow r;
-  r.jobset_name = "w";
-  r.status = std::move(status);
-  r.vms_running = std::move(running);
-  r.status_message = std::move(message);
-  return r;
+  return ListRow{.jobset_name = "w",
+                 .vms_running = std::move(running),
+                 .status = std::move(status),
+                 .status_message = std::move(message)};
 }
 
 TEST(StateMapping, FollowsTheReferenceTableFirstMatchWins) {

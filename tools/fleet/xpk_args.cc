@@ -404,7 +404,8 @@ std::string help(const Parser& p) {
     for (const auto& f : o.flags) {
       if (!invocation.empty()) invocation += ", ";
       invocation += f;
-      if (o.kind == Kind::kValue || o.kind == Kind::kAppend) invocation += " " + o.metavar();
+      if (o.kind == Kind::kValue || o.kind == Kind::kAppend)
+        invocation.append(" ").append(o.metavar());
     }
     entry(invocation, o.help);
   }

@@ -141,7 +141,9 @@ std::string format_proto_timestamp(std::int64_t nanos) {
   std::string frac = s.substr(dot + 1, 9);
   std::size_t keep = 9;
   while (keep > 0 && frac.compare(keep - 3, 3, "000") == 0) keep -= 3;
-  return s.substr(0, dot) + (keep ? "." + frac.substr(0, keep) : std::string()) + "Z";
+  std::string out = s.substr(0, dot);
+  if (keep > 0) out.append(".").append(frac, 0, keep);
+  return out.append("Z");
 }
 
 std::string percent_decode(std::string_view s, bool plus_as_space) {
