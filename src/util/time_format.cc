@@ -46,6 +46,22 @@ bool read_digits(std::string_view s, std::size_t pos, std::size_t n, int& out) {
   return true;
 }
 
+// seconds + nanos / 1e9 as int64 nanoseconds since the epoch (0 <= nanos < 1e9), or nullopt
+// when that instant is outside what int64 nanoseconds hold: before
+// 1677-09-21T00:12:43.145224192Z or after 2262-04-11T23:47:16.854775807Z.
+std::optional<std::int64_t> to_nanos(std::int64_t seconds, std::int64_t nanos) {
+  if (seconds < 0 && nanos > 0) {  // so that the product, not only the sum, stays in range
+    seconds += 1;
+    nanos -= 1'000'000'000;
+  }
+  std::int64_t out;
+  if (__builtin_mul_overflow(seconds, std::int64_t{1'000'000'000}, &out) ||
+      __builtin_add_overflow(out, nanos, &out)) {
+    return std::nullopt;
+  }
+  return out;
+}
+
 std::string format_with_fraction(std::int64_t nanos, int digits) {
   constexpr std::int64_t kNanosPerDay = 86'400'000'000'000;
   std::int64_t days = nanos / kNanosPerDay;
@@ -71,10 +87,9 @@ std::string format_with_fraction(std::int64_t nanos, int digits) {
 std::string format_iso8601(std::chrono::system_clock::time_point t) {
   const auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  // Truncate toward negative infinity to whole milliseconds before formatting.
-  std::int64_t ms = nanos / 1'000'000;
-  if (nanos < 0 && nanos % 1'000'000 != 0) --ms;
-  return format_with_fraction(ms * 1'000'000, 3);
+  // format_with_fraction truncates toward the past to whole milliseconds (no multiplication
+  // that could overflow at the ends of the range).
+  return format_with_fraction(nanos, 3);
 }
 
 std::string format_rfc3339_nanos(std::int64_t nanos) { return format_with_fraction(nanos, 9); }
@@ -86,24 +101,25 @@ std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
     return std::nullopt;
   }
   if (month < 1 || month > 12 || day < 1 || day > 31) return std::nullopt;
-  const std::int64_t days = days_from_civil(year, static_cast<unsigned>(month),
-                                            static_cast<unsigned>(day));
+  const std::int64_t days =
+      days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   if (civil_from_days(days).d != static_cast<unsigned>(day)) return std::nullopt;  // Feb 30
-  std::int64_t nanos = days * 86'400'000'000'000;
-  if (s.size() == 10) return nanos;
+  // Whole seconds cannot overflow for four-digit years; nanoseconds can (to_nanos checks).
+  std::int64_t seconds = days * 86'400;
+  if (s.size() == 10) return to_nanos(seconds, 0);
 
   int hh, mm, ss;
   if (s.size() < 20 || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
-      !read_digits(s, 11, 2, hh) || s[13] != ':' || !read_digits(s, 14, 2, mm) ||
-      s[16] != ':' || !read_digits(s, 17, 2, ss)) {
+      !read_digits(s, 11, 2, hh) || s[13] != ':' || !read_digits(s, 14, 2, mm) || s[16] != ':' ||
+      !read_digits(s, 17, 2, ss)) {
     return std::nullopt;
   }
   if (hh > 23 || mm > 59 || ss > 60) return std::nullopt;
-  nanos += (static_cast<std::int64_t>(hh) * 3600 + mm * 60 + ss) * 1'000'000'000;
+  seconds += static_cast<std::int64_t>(hh) * 3600 + mm * 60 + ss;
+  std::int64_t frac = 0;
   std::size_t pos = 19;
   if (pos < s.size() && s[pos] == '.') {
     ++pos;
-    std::int64_t frac = 0;
     int digits = 0;
     while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
       if (digits < 9) {
@@ -114,11 +130,10 @@ std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
     }
     if (digits == 0) return std::nullopt;
     for (int i = digits; i < 9; ++i) frac *= 10;
-    nanos += frac;
   }
   if (pos >= s.size()) return std::nullopt;
   if (s[pos] == 'Z' || s[pos] == 'z') {
-    return pos + 1 == s.size() ? std::optional<std::int64_t>(nanos) : std::nullopt;
+    return pos + 1 == s.size() ? to_nanos(seconds, frac) : std::nullopt;
   }
   if (s[pos] != '+' && s[pos] != '-') return std::nullopt;
   int oh, om;
@@ -126,8 +141,8 @@ std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
       !read_digits(s, pos + 4, 2, om)) {
     return std::nullopt;
   }
-  const std::int64_t offset = (static_cast<std::int64_t>(oh) * 3600 + om * 60) * 1'000'000'000;
-  return s[pos] == '+' ? nanos - offset : nanos + offset;
+  const std::int64_t offset = static_cast<std::int64_t>(oh) * 3600 + om * 60;
+  return to_nanos(s[pos] == '+' ? seconds - offset : seconds + offset, frac);
 }
 
 std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text) {

@@ -14,7 +14,9 @@ std::string format_iso8601(std::chrono::system_clock::time_point t);
 
 // Parses RFC 3339: `2026-04-13T08:00:00Z`, fractional seconds of any length (kept to the
 // nanosecond), `Z` or a `+hh:mm` / `-hh:mm` offset, and a bare date `2026-04-13` (midnight UTC).
-// nullopt when the text is not such a timestamp.
+// nullopt when the text is not such a timestamp, or names an instant int64 nanoseconds since the
+// epoch cannot hold (before 1677-09-21T00:12:43.145224192Z or after
+// 2262-04-11T23:47:16.854775807Z).
 std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text);
 
 // Same as parse_rfc3339 but in nanoseconds since the epoch, for exact ordering of log entries.
