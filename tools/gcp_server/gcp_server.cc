@@ -156,7 +156,9 @@ json storage_error(int code, const std::string& reason, const std::string& messa
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), kJson);
+  // An error message may quote bytes of a request that are not UTF-8: replace them rather than
+  // throw while answering.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
 }
 
 void send_error(httplib::Response& res, Api api, int code, const std::string& status,

@@ -192,6 +192,12 @@ bool plain_segment(std::string_view s) {
   });
 }
 
+// A string of the filter as a JSON string literal. Filter text is any bytes a client sent: bytes
+// that are not UTF-8 are shown as U+FFFD instead of making json::dump throw.
+std::string json_literal(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::string path_text(const std::vector<std::string>& path) {
   std::string out;
   for (std::size_t i = 0; i < path.size(); ++i) {
@@ -199,7 +205,7 @@ std::string path_text(const std::vector<std::string>& path) {
     if (plain_segment(path[i])) {
       out += path[i];
     } else {
-      out += json(path[i]).dump();
+      out += json_literal(path[i]);
     }
   }
   return out;
@@ -1030,26 +1036,26 @@ void render(const Node& n, std::string& out) {
     case Node::Kind::kCompare:
       out += path_text(n.path);
       out += op_text(n.op);
-      out += n.is_null ? std::string("NULL_VALUE") : json(n.value).dump();
+      out += n.is_null ? std::string("NULL_VALUE") : json_literal(n.value);
       return;
     case Node::Kind::kExists:
       out += path_text(n.path) + ":*";
       return;
     case Node::Kind::kTerm:
-      out += "TERM(" + json(n.value).dump() + ")";
+      out += "TERM(" + json_literal(n.value) + ")";
       return;
     case Node::Kind::kSearch: {
       out += "SEARCH(";
       if (!n.path.empty()) out += path_text(n.path) + ", ";
       json words = n.search_words;
       json phrases = n.search_phrases;
-      out += words.dump();
-      if (!n.search_phrases.empty()) out += ", " + phrases.dump();
+      out += json_literal(words);
+      if (!n.search_phrases.empty()) out += ", " + json_literal(phrases);
       out += ')';
       return;
     }
     case Node::Kind::kLogId:
-      out += "LOG_ID(" + json(n.value).dump() + ")";
+      out += "LOG_ID(" + json_literal(n.value) + ")";
       return;
   }
 }

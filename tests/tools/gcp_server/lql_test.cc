@@ -91,6 +91,20 @@ TEST(LqlParse, EmptyFilterMatchesAll) {
   EXPECT_TRUE(matches("   "));
 }
 
+// Found by fuzz/lql: a filter is any bytes a client sends, and showing one whose strings are
+// not UTF-8 made json::dump throw. Every string the tree shows (values, field segments, LOG_ID,
+// SEARCH words) shows such bytes as U+FFFD, and matching still works on the raw bytes.
+TEST(LqlParse, BytesThatAreNotUtf8ShowAsReplacementCharacters) {
+  EXPECT_EQ(tree("log_id(\"std\xa0\") AND\xa0NOT severity=DEBUG"),
+            "AND(LOG_ID(\"/logs/std\xef\xbf\xbd\"), TERM(\"AND\xef\xbf\xbdNOT\"), "
+            "severity=\"DEBUG\")");
+  EXPECT_EQ(tree("labels.\"k\xff\"=\"v\xc3\""), "labels.\"k\xef\xbf\xbd\"=\"v\xef\xbf\xbd\"");
+  EXPECT_EQ(tree("SEARCH(\"\xfe\")"), "SEARCH([\"\xef\xbf\xbd\"])");
+  json entry = gke_entry();
+  entry["labels"]["k\xff"] = "v";  // nlohmann stores the raw bytes
+  EXPECT_TRUE(matches("labels.\"k\xff\"=\"v\"", entry));
+}
+
 TEST(LqlParse, MalformedFiltersReportPosition) {
   struct Case {
     std::string filter;
