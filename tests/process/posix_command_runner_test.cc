@@ -91,7 +91,6 @@ TEST_F(PosixCommandRunnerTest, ReportsElapsedTime) {
   const auto r = run({"sleep", "0.2"});
   EXPECT_TRUE(r.ok());
   EXPECT_GE(r.elapsed, milliseconds(200));
-  EXPECT_LT(r.elapsed, milliseconds(5000));
 }
 
 TEST_F(PosixCommandRunnerTest, AddsAndReplacesEnvironmentVariables) {
@@ -158,8 +157,8 @@ echo "answered: $answer"
           milliseconds(30'000));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_FALSE(r.timed_out);
+  // Had the prompt waited for an answer, the run would have timed out after 30 s instead.
   EXPECT_THAT(r.stderr_text, HasSubstr("EOFError"));
-  EXPECT_LT(r.elapsed, milliseconds(5000));
 }
 
 TEST_F(PosixCommandRunnerTest, TimeoutKillsTheProcessAndItsGrandchild) {
@@ -174,7 +173,7 @@ wait
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(r.stdout_text, HasSubstr("started"));  // output before the deadline is kept
   EXPECT_GE(r.elapsed, milliseconds(300));
-  EXPECT_LT(r.elapsed, milliseconds(1800));  // the leader died on SIGTERM: no grace wait
+  EXPECT_EQ(r.term_signal, SIGTERM);  // the leader died on SIGTERM: no escalation to SIGKILL
   const pid_t grandchild = value_after(r.stdout_text, "grandchild");
   ASSERT_GT(grandchild, 0) << r.stdout_text;
   EXPECT_TRUE(wait_until_gone(grandchild)) << "grandchild " << grandchild << " survived";
@@ -187,17 +186,18 @@ TEST_F(PosixCommandRunnerTest, TimeoutEscalatesToSigkillWhenSigtermIsIgnored) {
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.term_signal, SIGKILL);
   EXPECT_GE(r.elapsed, milliseconds(2000));  // 0.2 s deadline + the 2 s grace
-  EXPECT_LT(r.elapsed, milliseconds(6000));
   const pid_t self = value_after(r.stdout_text, "self");
   ASSERT_GT(self, 0);
   EXPECT_FALSE(process_alive(self));
 }
 
 TEST_F(PosixCommandRunnerTest, ABackgroundChildHoldingThePipesDoesNotBlockTheResult) {
-  const auto r = run({script("x", "sleep 30 &\necho \"bg $!\"\necho done\n")});
+  // The background child outlives the run's 30 s timeout: waiting for it to close the pipes
+  // would end in a timeout, not in the leader's exit status.
+  const auto r = run({script("x", "sleep 3600 &\necho \"bg $!\"\necho done\n")});
   EXPECT_TRUE(r.ok());
+  EXPECT_FALSE(r.timed_out);
   EXPECT_THAT(r.stdout_text, HasSubstr("done"));
-  EXPECT_LT(r.elapsed, milliseconds(3000));
   const pid_t bg = value_after(r.stdout_text, "bg");
   ASSERT_GT(bg, 0);
   EXPECT_TRUE(wait_until_gone(bg));
@@ -227,13 +227,26 @@ TEST_F(PosixCommandRunnerTest, LargeOutputOnBothStreamsDoesNotDeadlock) {
 }
 
 TEST_F(PosixCommandRunnerTest, ConcurrentRunsDoNotHoldEachOthersPipes) {
-  // If a pipe leaked into the long-running child, the short runs would wait for it to exit.
-  std::jthread slow([&] { run({"sleep", "2"}); });
+  // If a pipe leaked into the long-running child, the short runs would wait for it to exit: it
+  // exits only once they have all finished, so they would time out instead. Two FIFOs order the
+  // steps without sleeping: the child has started, then (after the short runs) it may end.
+  const auto started = dir_.path() / "started";
+  const auto release = dir_.path() / "release";
+  ASSERT_EQ(::mkfifo(started.c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo(release.c_str(), 0600), 0);
+  std::jthread slow([&] {
+    run({script("slow",
+                "echo up > '" + started.string() + "'\nread x < '" + release.string() + "'\n")});
+  });
+  std::string up;
+  std::getline(std::ifstream(started), up);
+  ASSERT_EQ(up, "up");
   for (int i = 0; i < 20; ++i) {
-    const auto r = run({"echo", std::to_string(i)});
+    const auto r = run({"echo", std::to_string(i)}, milliseconds(20'000));
+    EXPECT_FALSE(r.timed_out) << "run " << i;
     EXPECT_EQ(r.stdout_text, std::to_string(i) + "\n");
-    EXPECT_LT(r.elapsed, milliseconds(1000));
   }
+  std::ofstream(release) << "go\n";
 }
 
 TEST_F(PosixCommandRunnerTest, ManyThreadsCanRunAtOnce) {

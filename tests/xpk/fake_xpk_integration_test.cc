@@ -4,7 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -25,7 +27,9 @@ using ::testing::SizeIs;
 
 // Sleeps FAKE_XPK_DELAY seconds, logs "<verb> <cluster> <KUBECONFIG>" to FAKE_XPK_LOG, writes
 // the cluster into its KUBECONFIG and reads it back after the delay (as xpk's get-credentials
-// step rewrites the current context), then behaves like xpk v1.13.1.
+// step rewrites the current context), then behaves like xpk v1.13.1. With FAKE_XPK_BARRIER=<dir>
+// it first waits until FAKE_XPK_PARALLEL calls (itself included) have started: calls made one
+// after another never get past it (the caller's timeout ends them).
 constexpr const char* kFakeXpk = R"xpk(#!/bin/sh
 verb="$2"
 for a in "$@"; do
@@ -34,6 +38,10 @@ for a in "$@"; do
     --workload=*) workload="${a#--workload=}" ;;
   esac
 done
+if [ -n "$FAKE_XPK_BARRIER" ]; then
+  : > "$FAKE_XPK_BARRIER/started.$$"
+  while [ "$(ls "$FAKE_XPK_BARRIER" | wc -l)" -lt "$FAKE_XPK_PARALLEL" ]; do sleep 0.01; done
+fi
 echo "$verb $cluster $KUBECONFIG" >> "$FAKE_XPK_LOG"
 echo "[XPK] Starting xpk v1.13.1"
 echo "current-context: $cluster" > "$KUBECONFIG"
@@ -74,7 +82,7 @@ esac
 
 // Starts a grandchild that ignores SIGTERM, records its pid, and hangs.
 constexpr const char* kHangingXpk = R"xpk(#!/bin/sh
-(trap '' TERM; exec sleep 60) &
+(trap '' TERM; exec sleep 3600) &
 echo $! > "$FAKE_XPK_GRANDCHILD"
 echo "[XPK] Starting xpk v1.13.1"
 wait
@@ -153,24 +161,26 @@ TEST_F(FakeXpkTest, ProbesASlowClusterThroughARealProcess) {
   EXPECT_EQ(r.running_count, 1);
 }
 
-TEST_F(FakeXpkTest, ParallelProbesTakeAboutOneProbesTimeNotTheSum) {
+// Every probe's xpk is running at the same time: each waits at a barrier for all the others, so
+// probes run one after another would each time out. (bench/selection_bench measures the time.)
+TEST_F(FakeXpkTest, ParallelProbesAllRunAtTheSameTime) {
   constexpr int kClusters = 4;
-  constexpr double kDelay = 0.3;
-  settings_.env["FAKE_XPK_DELAY"] = "0.3";
+  const auto barrier = dir_.path() / "barrier";
+  std::filesystem::create_directories(barrier);
+  settings_.env["FAKE_XPK_BARRIER"] = barrier.string();
+  settings_.env["FAKE_XPK_PARALLEL"] = std::to_string(kClusters);
   load_registry(kClusters);
   ClusterProber prober(runner_, settings_, clock_);
   ClusterSelector selector(registry_, prober, SelectionSettings{}, clock_);
 
-  const auto start = std::chrono::steady_clock::now();
   const auto selection = selector.select("tpu-v4-64");
-  const double wall =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   EXPECT_EQ(selection.selected_cluster, "cluster-0");
   ASSERT_THAT(selection.probe_results, SizeIs(kClusters));
   for (const auto& r : selection.probe_results) EXPECT_TRUE(r.reachable) << r.error.value_or("");
-  EXPECT_GE(wall, kDelay);
-  EXPECT_LT(wall, 0.8 * kClusters * kDelay) << "probes did not run in parallel";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(barrier),
+                          std::filesystem::directory_iterator()),
+            kClusters);
 }
 
 TEST_F(FakeXpkTest, EachClustersCallsSeeTheirOwnKubeconfig) {
@@ -203,12 +213,11 @@ TEST_F(FakeXpkTest, AProbeTimeoutKillsTheFakeXpkAndItsGrandchild) {
   load_registry(1, /*probe_timeout_s=*/1);
   ClusterProber prober(runner_, settings_, clock_);
 
-  const auto start = std::chrono::steady_clock::now();
+  // The grandchild holds the output pipes and outlives any test timeout: the probe returns only
+  // because the timeout ends the whole process group instead of waiting for the pipes to close.
   const auto r = prober.probe(registry_.get_cluster("cluster-0"));
-  const auto wall = std::chrono::steady_clock::now() - start;
   EXPECT_FALSE(r.reachable);
   EXPECT_EQ(r.error, "probe timed out after 1s");
-  EXPECT_LT(wall, std::chrono::seconds(3));
 
   const auto lines = lines_of(pid_file);
   ASSERT_THAT(lines, SizeIs(1));
@@ -226,7 +235,8 @@ TEST_F(FakeXpkTest, AnOverwritePromptFailsFastBecauseStdinIsClosed) {
   spec.docker_image = "img";
   spec.command = {"true"};
   spec.accelerator_type = "tpu-v4-64";
-  const auto start = std::chrono::steady_clock::now();
+  // Had the prompt waited for an answer, the command would have timed out after 60 s instead of
+  // exiting 1 with the EOFError of a closed stdin.
   try {
     manager.submit(registry_.get_cluster("cluster-0"), spec);
     FAIL() << "expected WorkloadSubmitError";
@@ -234,7 +244,6 @@ TEST_F(FakeXpkTest, AnOverwritePromptFailsFastBecauseStdinIsClosed) {
     EXPECT_EQ(e.exit_code(), 1);
     EXPECT_THAT(e.stderr_text(), HasSubstr("EOFError"));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST_F(FakeXpkTest, SubmitThenCancelAMissingWorkloadThroughRealProcesses) {
