@@ -1,12 +1,17 @@
 # The two commands of the quick start, and a few more for development.
 #   make demo   build, start the local fleet, run the main job through the falcon CLI
-#   make test   build with AddressSanitizer + UBSan and -Werror, run every test
+#   make test   build with AddressSanitizer + UBSan and -Werror and run every test; build the
+#               optimised library, CLI and fleet with -Werror (warnings only -O2 shows); build
+#               the fuzz targets with clang and run each for FUZZ_SECONDS (docs/testing.md)
 # Each installs missing Debian packages first (scripts/setup.sh).
 JOBS ?= 2
 BUILD_DIR ?= build/release
 TEST_DIR ?= build/asan
+WERROR_DIR ?= build/release-werror
+FUZZ_DIR ?= build/fuzz
+FUZZ_SECONDS ?= 20
 
-.PHONY: all setup build build-test demo test bench format clean
+.PHONY: all setup build build-test build-werror demo test test-unit fuzz-build fuzz bench format clean
 
 all: build
 
@@ -22,19 +27,43 @@ build-test: setup
 	  -DFALCON_SANITIZE=address,undefined -DFALCON_BUILD_BENCH=OFF >/dev/null
 	@cmake --build $(TEST_DIR) -j $(JOBS)
 
+# Release (-O2) with -Werror: GCC warns about some things (-Wrestrict, -Wmaybe-uninitialized)
+# only when optimising. No tests or benchmarks: the library, the CLI and the fleet's tools.
+build-werror: setup
+	@cmake -S . -B $(WERROR_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DFALCON_WERROR=ON \
+	  -DFALCON_BUILD_TESTS=OFF -DFALCON_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(WERROR_DIR) -j $(JOBS)
+
+# libFuzzer targets (clang, ASan + UBSan), fuzz/.
+fuzz-build: setup
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFALCON_FUZZ=ON -DFALCON_SANITIZE=address,undefined -DFALCON_BUILD_TESTS=OFF \
+	  -DFALCON_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target falcon_fuzzers
+
+fuzz: fuzz-build
+	@bash fuzz/run --build $(FUZZ_DIR) --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
-test: build-test
+test: build-test build-werror fuzz-build
 	@cd $(TEST_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
+	@bash fuzz/run --build $(FUZZ_DIR) --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+
+# The fast loop: the in-process tests only (ctest -L unit), no release or fuzz build.
+test-unit: build-test
+	@cd $(TEST_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -L unit
 
 bench: setup
 	@bash bench/run
 
 format:
-	@find include src cli tools tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	@find include src cli tools tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
 	rm -rf build

@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format python3 time ca-certificates
+  clang libclang-rt-dev
 )
 
 missing=()

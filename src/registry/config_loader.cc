@@ -294,7 +294,11 @@ std::optional<ClusterConfig> parse_cluster(Validator& v, const std::string& name
       "cluster_id", "accelerator_types", "default_namespace",
       "gcs_bucket", "max_queue_depth",   "probe_timeout_s",
       "labels"};
-  for (auto& [k, value] : v.entries(node, path, kKeys)) {
+  for (auto& entry : v.entries(node, path, kKeys)) {
+    // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture
+    // structured bindings in the lambdas below.
+    const YAML::Node& k = entry.first;
+    YAML::Node& value = entry.second;
     const std::string field_name = k.Scalar();
     const std::string field = path + "." + field_name;
     auto required_string = [&](std::string& out, bool& present) {
