@@ -13,7 +13,8 @@ namespace {
 std::string accelerators_text(const ClusterConfig& c) {
   std::vector<std::string> parts;
   for (const auto& slot : c.accelerator_slots) {
-    parts.push_back(fmt::format("{} ({}, p{})", slot.type, slot.device_class, slot.priority));
+    parts.push_back(
+        fmt::format("{} ({}, p{})", slot.type, to_string(slot.device_class), slot.priority));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }

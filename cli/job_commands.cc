@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
+#include "falcon/gcs_uri.h"
 
 namespace falcon::cli {
 namespace {
@@ -328,8 +329,10 @@ void add_job_commands(CLI::App& app, Context& ctx) {
   export_logs->callback([&ctx, export_args] {
     ctx.action = [&ctx, export_args] {
       const ExportArgs& a = *export_args;
-      if (a.dest.rfind("gs://", 0) != 0 || a.dest.size() <= 5) {
-        throw UsageError(fmt::format("--dest: '{}' is not a gs://BUCKET/PATH URI", a.dest));
+      try {
+        (void)parse_gcs_uri(a.dest);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("--dest: {}", e.what()));
       }
       ClusterFabric& fabric = ctx.fabric();
       const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);

@@ -11,7 +11,9 @@
 //     max_parallel_probes: 16
 #pragma once
 
+#include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,16 +22,27 @@
 
 namespace falcon {
 
+// Whether the configured xpk takes `--namespace` on `workload create` (stock xpk does not).
+// Spelled "auto" | "supported" | "unsupported" in YAML.
+enum class NamespaceFlag {
+  kAuto,        // read `xpk workload create --help` once, when a non-default namespace is asked
+  kSupported,   // pass --namespace
+  kUnsupported  // never pass it; a non-default namespace fails the submit
+};
+
+const char* to_string(NamespaceFlag flag);  // "auto" | "supported" | "unsupported"
+// The value spelled `text` exactly; nullopt otherwise.
+std::optional<NamespaceFlag> parse_namespace_flag(std::string_view text);
+
 struct XpkSettings {
   std::string binary = "xpk";              // path, or a name looked up in PATH
   std::vector<std::string> extra_args;     // added to every xpk call, e.g. --skip-validation
   std::map<std::string, std::string> env;  // added to every xpk call's environment
-  std::string namespace_flag = "auto";     // auto (read `xpk workload create --help` once)
-                                           // | supported | unsupported
-  int command_timeout_s = 900;             // create and delete (probes use probe_timeout_s)
-  std::string gcloud_binary = "gcloud";    // used by warm-up
-  std::string state_dir;                   // empty: $XDG_STATE_HOME/falcon or
-                                           // ~/.local/state/falcon
+  NamespaceFlag namespace_flag = NamespaceFlag::kAuto;
+  int command_timeout_s = 900;           // create and delete (probes use probe_timeout_s)
+  std::string gcloud_binary = "gcloud";  // used by warm-up
+  std::string state_dir;                 // empty: $XDG_STATE_HOME/falcon or
+                                         // ~/.local/state/falcon
   bool operator==(const XpkSettings&) const = default;
 };
 
@@ -64,9 +77,16 @@ struct FabricConfig {
   bool operator==(const FabricConfig&) const = default;
 };
 
+// The largest configuration file read (bytes). Every string in it is bounded too; the bounds are
+// listed in docs/configuration.md.
+inline constexpr std::size_t kMaxConfigBytes = 1 << 20;
+
 // Reads and validates `path`. Throws ClusterConfigError listing every problem, each as
-// `path:line:col: clusters.<name>.<field>: <problem>` (unreadable file, YAML syntax, missing or
-// unknown keys, wrong types, bad values, duplicates).
+// `path:line:col: clusters.<name>.<field>: <problem>` (unreadable or oversized file, YAML
+// syntax, missing or unknown keys, wrong types, bad or oversized values, duplicates). A message
+// quotes at most a short prefix of a bad value. Accelerator types come out in their canonical
+// (xpk) spelling, `location` filled in from `zone` when absent, relative paths of `xpk:` and
+// `gcp:` resolved against the file's folder. Never crashes on any input.
 FabricConfig load_fabric_config(const std::string& path);
 
 // Same, from text; `source_name` is used in messages in place of a path.

@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -34,11 +35,19 @@ bool is_terminal_state(const std::string& state);
 // True for the five states above.
 bool is_valid_state(const std::string& state);
 
+// What kind of machine an accelerator type is; picks xpk's --tpu-type (TPU) or --device-type
+// (GPU, CPU). Spelled "tpu" | "gpu" | "cpu" in YAML and JSON.
+enum class DeviceClass { kTpu, kGpu, kCpu };
+
+const char* to_string(DeviceClass device_class);  // "tpu" | "gpu" | "cpu"
+// The class spelled `text` exactly ("tpu", "gpu", "cpu"); nullopt otherwise.
+std::optional<DeviceClass> parse_device_class(std::string_view text);
+
 // An accelerator type a cluster offers, and how much the layer prefers it there.
 struct AcceleratorSlot {
-  std::string type;          // "tpu-v4-64", "nvidia-a100-80g"
-  std::string device_class;  // "tpu" | "gpu" | "cpu": picks --tpu-type or --device-type
-  int priority = 1;          // 1 is the most preferred; sorted ascending
+  std::string type;  // canonical: xpk's name, "v4-64", "h100-80gb-8" (accelerator_types.h)
+  DeviceClass device_class = DeviceClass::kTpu;
+  int priority = 1;  // 1 is the most preferred; sorted ascending
   bool operator==(const AcceleratorSlot&) const = default;
 };
 
@@ -47,7 +56,7 @@ struct ClusterConfig {
   std::string name;        // registry key, "tpu-v4-prod"
   std::string provider;    // "gke"
   std::string project;     // GCP project id
-  std::string zone;        // "us-central2-b" (a region also works, as in xpk)
+  std::string zone;        // what xpk gets as --zone: "us-central2-b", or a region
   std::string cluster_id;  // GKE cluster name
   std::vector<AcceleratorSlot> accelerator_slots;
   std::string default_namespace = "default";
@@ -55,8 +64,12 @@ struct ClusterConfig {
   int max_queue_depth = 5;
   int probe_timeout_s = 15;
   std::map<std::string, std::string> labels;
+  // The GKE cluster's location: its region for a regional cluster, its zone for a zonal one
+  // (what gcloud takes as --location). The loader defaults it to `zone`.
+  std::string location;
 
-  // The slot for `accelerator_type`, or nullptr when the cluster does not offer it.
+  // The slot for `accelerator_type` in either spelling ("tpu-v4-64" or "v4-64"), or nullptr
+  // when the cluster does not offer it.
   const AcceleratorSlot* find_slot(const std::string& accelerator_type) const;
   bool operator==(const ClusterConfig&) const = default;
 };
@@ -88,11 +101,11 @@ struct WorkloadSpec {
   std::string name;  // [a-z]([-a-z0-9]*[a-z0-9])?, at most 40 characters (xpk's rule)
   std::string docker_image;
   std::vector<std::string> command;  // argv; joined shell-quoted into xpk's --command
-  std::string accelerator_type;
-  std::string priority = "medium";  // very-low | low | medium | high | very-high
+  std::string accelerator_type;      // either spelling: "tpu-v4-64" or "v4-64"
+  std::string priority = "medium";   // very-low | low | medium | high | very-high
   std::map<std::string, std::string> env;
   std::optional<std::string> namespace_;  // JSON "namespace"; null: the cluster's default
-  std::vector<std::string> extra_args;     // appended verbatim, last, to `xpk workload create`
+  std::vector<std::string> extra_args;    // appended verbatim, last, to `xpk workload create`
   bool operator==(const WorkloadSpec&) const = default;
 };
 
@@ -141,7 +154,9 @@ struct LogExportResult {
 };
 
 // JSON in both directions (nlohmann ADL hooks). from_json throws nlohmann::json::exception on
-// a missing field or a wrong type.
+// a missing field or a wrong type. ClusterConfig's `location` may be absent (it is then `zone`).
+void to_json(nlohmann::json& j, const DeviceClass& v);
+void from_json(const nlohmann::json& j, DeviceClass& v);
 void to_json(nlohmann::json& j, const AcceleratorSlot& v);
 void from_json(const nlohmann::json& j, AcceleratorSlot& v);
 void to_json(nlohmann::json& j, const ClusterConfig& v);

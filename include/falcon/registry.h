@@ -8,6 +8,7 @@
 //   falcon::ClusterRegistry registry;
 //   registry.load("repos.yaml");                        // throws ClusterConfigError
 //   for (auto& [cluster, priority] : registry.find_by_accelerator("tpu-v4-128")) ...
+//   // the same clusters: registry.find_by_accelerator("v4-128")
 #pragma once
 
 #include <memory>
@@ -29,14 +30,20 @@ class ClusterRegistry {
   // problem found) and then keeps the previous snapshot.
   void load(const std::string& config_path);
 
+  // Installs `config`, a configuration load_fabric_config already read and validated, in place
+  // of what was loaded before (for a caller that needs the configuration before the registry
+  // does, so that the file is parsed once).
+  void load(FabricConfig config);
+
   // Every registered cluster, in file order.
   std::vector<ClusterConfig> list_clusters() const;
 
   // The cluster named `name`. Throws UnknownClusterError (the spec's KeyError).
   ClusterConfig get_cluster(const std::string& name) const;
 
-  // Clusters offering `accelerator_type`, with that slot's priority, by ascending priority;
-  // equal priorities keep file order. Empty when none does.
+  // Clusters offering `accelerator_type` (in either spelling, "tpu-v4-64" or "v4-64"), with that
+  // slot's priority, by ascending priority; equal priorities keep file order. Empty when none
+  // does.
   std::vector<std::pair<ClusterConfig, int>> find_by_accelerator(
       const std::string& accelerator_type) const;
 

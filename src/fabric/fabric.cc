@@ -13,14 +13,10 @@ namespace {
 // machine and Google's), so log queries start this much before submitted_at.
 constexpr std::chrono::minutes kSubmitMargin{10};
 
-FabricDependencies real_dependencies(const std::string& config_path) {
-  // The CA file comes from the configuration; read it once here for the HTTP client.
+FabricDependencies real_dependencies(const FabricConfig& config) {
+  // The HTTP client needs the CA file of the configuration.
   CurlHttpOptions http_options;
-  try {
-    http_options.ca_file = load_fabric_config(config_path).gcp.ca_file;
-  } catch (const ClusterConfigError&) {
-    // The registry load reports the problems.
-  }
+  http_options.ca_file = config.gcp.ca_file;
   return {make_posix_command_runner(), make_curl_http_client(http_options), make_system_clock()};
 }
 
@@ -52,8 +48,14 @@ LogQueryOptions ClusterFabric::Impl::query_options(const WorkloadHandle& handle,
   return options;
 }
 
-ClusterFabric::ClusterFabric(const std::string& config_path)
-    : ClusterFabric(config_path, real_dependencies(config_path)) {}
+ClusterFabric::ClusterFabric(const std::string& config_path) : impl_(std::make_unique<Impl>()) {
+  // Parsed once: the HTTP client and the registry share this reading of the file.
+  FabricConfig config = load_fabric_config(config_path);
+  impl_->config_path = config_path;
+  impl_->deps = real_dependencies(config);
+  impl_->registry.load(std::move(config));
+  impl_->build();
+}
 
 ClusterFabric::ClusterFabric(const std::string& config_path, FabricDependencies deps)
     : impl_(std::make_unique<Impl>()) {

@@ -1,7 +1,5 @@
 #include "gcp/url.h"
 
-#include <stdexcept>
-
 namespace falcon::gcp {
 namespace {
 
@@ -48,21 +46,7 @@ std::string trim_trailing_slashes(std::string_view base) {
   return std::string(base);
 }
 
-GcsUri parse_gcs_uri(std::string_view uri) {
-  constexpr std::string_view kScheme = "gs://";
-  if (!uri.starts_with(kScheme)) {
-    throw std::invalid_argument("not a gs:// URI: '" + std::string(uri) + "'");
-  }
-  std::string_view rest = uri.substr(kScheme.size());
-  const auto slash = rest.find('/');
-  GcsUri out;
-  out.bucket = std::string(rest.substr(0, slash));
-  if (slash != std::string_view::npos) out.object = std::string(rest.substr(slash + 1));
-  if (out.bucket.empty()) {
-    throw std::invalid_argument("gs:// URI names no bucket: '" + std::string(uri) + "'");
-  }
-  return out;
-}
+GcsUri parse_gcs_uri(std::string_view uri) { return falcon::parse_gcs_uri(uri); }
 
 std::string format_gcs_uri(const std::string& bucket, const std::string& object) {
   return "gs://" + bucket + "/" + object;

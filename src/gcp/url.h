@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "falcon/gcs_uri.h"
+
 namespace falcon::gcp {
 
 // Percent-encodes every byte except RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~), so
@@ -22,13 +24,11 @@ std::string without_query(std::string_view url);
 // `base` without trailing slashes.
 std::string trim_trailing_slashes(std::string_view base);
 
-struct GcsUri {
-  std::string bucket;
-  std::string object;  // may be empty (the bucket itself) or end with '/' (a prefix)
-};
+using GcsUri = falcon::GcsUri;
 
-// Splits `gs://bucket/path/to/object`. Throws std::invalid_argument when `uri` does not start
-// with gs:// or names no bucket.
+// falcon::parse_gcs_uri (falcon/gcs_uri.h): splits `gs://bucket/path/to/object`; throws
+// std::invalid_argument when `uri` is not gs://, or names a bucket or object Cloud Storage
+// forbids.
 GcsUri parse_gcs_uri(std::string_view uri);
 
 // `gs://bucket/object`.

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/accelerator_types.h"
+
 namespace falcon {
 namespace {
 
@@ -39,9 +41,41 @@ bool is_valid_state(const std::string& state) {
          state == kStateFailed || state == kStateUnknown;
 }
 
+const char* to_string(DeviceClass device_class) {
+  switch (device_class) {
+    case DeviceClass::kTpu:
+      return "tpu";
+    case DeviceClass::kGpu:
+      return "gpu";
+    case DeviceClass::kCpu:
+      return "cpu";
+  }
+  return "tpu";
+}
+
+std::optional<DeviceClass> parse_device_class(std::string_view text) {
+  for (DeviceClass c : {DeviceClass::kTpu, DeviceClass::kGpu, DeviceClass::kCpu}) {
+    if (text == to_string(c)) return c;
+  }
+  return std::nullopt;
+}
+
+void to_json(json& j, const DeviceClass& v) { j = to_string(v); }
+void from_json(const json& j, DeviceClass& v) {
+  const auto parsed =
+      j.is_string() ? parse_device_class(j.get_ref<const std::string&>()) : std::nullopt;
+  if (!parsed) {
+    throw json::type_error::create(302, "device_class must be \"tpu\", \"gpu\" or \"cpu\"", &j);
+  }
+  v = *parsed;
+}
+
 const AcceleratorSlot* ClusterConfig::find_slot(const std::string& accelerator_type) const {
+  // Both sides in the canonical spelling; a name outside xpk's table is compared as it is.
+  const std::string wanted =
+      canonical_accelerator_type(accelerator_type).value_or(accelerator_type);
   for (const auto& slot : accelerator_slots) {
-    if (slot.type == accelerator_type) return &slot;
+    if (canonical_accelerator_type(slot.type).value_or(slot.type) == wanted) return &slot;
   }
   return nullptr;
 }
@@ -66,7 +100,8 @@ void to_json(json& j, const ClusterConfig& v) {
            {"gcs_bucket", v.gcs_bucket},
            {"max_queue_depth", v.max_queue_depth},
            {"probe_timeout_s", v.probe_timeout_s},
-           {"labels", v.labels}};
+           {"labels", v.labels},
+           {"location", v.location}};
 }
 void from_json(const json& j, ClusterConfig& v) {
   j.at("name").get_to(v.name);
@@ -80,6 +115,7 @@ void from_json(const json& j, ClusterConfig& v) {
   j.at("max_queue_depth").get_to(v.max_queue_depth);
   j.at("probe_timeout_s").get_to(v.probe_timeout_s);
   v.labels = value_or<std::map<std::string, std::string>>(j, "labels", {});
+  v.location = value_or<std::string>(j, "location", v.zone);
 }
 
 void to_json(json& j, const ClusterProbeResult& v) {
@@ -100,9 +136,12 @@ void from_json(const json& j, ClusterProbeResult& v) {
 }
 
 void to_json(json& j, const ClusterSelection& v) {
-  j = json{{"selected_cluster", v.selected_cluster}, {"accelerator", v.accelerator},
-           {"candidates", v.candidates},             {"probe_results", v.probe_results},
-           {"reason", v.reason},                     {"decided_at", v.decided_at}};
+  j = json{{"selected_cluster", v.selected_cluster},
+           {"accelerator", v.accelerator},
+           {"candidates", v.candidates},
+           {"probe_results", v.probe_results},
+           {"reason", v.reason},
+           {"decided_at", v.decided_at}};
 }
 void from_json(const json& j, ClusterSelection& v) {
   j.at("selected_cluster").get_to(v.selected_cluster);
@@ -211,8 +250,7 @@ void from_json(const json& j, LogExportResult& v) {
       used = 0;
     }
     if (used != key.size() || rank < 0) {
-      throw json::type_error::create(302, "gcs_uris key '" + key + "' is not a rank number",
-                                     &j);
+      throw json::type_error::create(302, "gcs_uris key '" + key + "' is not a rank number", &j);
     }
     v.gcs_uris[rank] = uri.get<std::string>();
   }

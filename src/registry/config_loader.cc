@@ -1,5 +1,10 @@
 // Reading and validating repos.yaml: every problem is collected (not just the first) and each
 // names the file, line, column and field path.
+//
+// Each section is read by a table of one-line field readers (read_string, read_int, read_enum,
+// ...): a reader checks presence, kind, size and value, records a problem or assigns the field,
+// and registers the key, so that Section::finish can report every key no reader named. Every
+// string is bounded before anything else looks at it, and no check uses std::regex.
 #include <yaml-cpp/yaml.h>
 
 #include <fmt/format.h>
@@ -10,41 +15,38 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <regex>
 #include <set>
-#include <sstream>
 
+#include "falcon/accelerator_types.h"
 #include "falcon/config.h"
 #include "falcon/errors.h"
+#include "falcon/gcs_uri.h"
+#include "util/closest.h"
+#include "util/names.h"
+#include "util/quote.h"
 
 namespace falcon {
 namespace {
 
-// Closest candidate within a small edit distance, for "did you mean".
-std::string closest(const std::string& word, const std::vector<std::string>& candidates) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      cur[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-      }
-      std::swap(prev, cur);
-    }
-    return prev[b.size()];
-  };
-  std::string best;
-  std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    const std::size_t d = distance(word, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  return best;
-}
+// Bounds of what the loader accepts (docs/configuration.md lists them).
+constexpr std::size_t kMaxClusterName = 63;
+constexpr std::size_t kMaxAcceleratorType = 64;
+constexpr std::size_t kMaxPath = 4096;
+constexpr std::size_t kMaxUrl = 2048;
+constexpr std::size_t kMaxHost = 261;  // a 253-character DNS name and a port
+constexpr std::size_t kMaxLabelKey = 63;
+constexpr std::size_t kMaxLabelValue = 256;
+constexpr std::size_t kMaxArg = 4096;
+constexpr std::size_t kMaxEnvName = 256;
+constexpr std::size_t kMaxEnvValue = 4096;
+constexpr std::size_t kMaxListItems = 256;
+constexpr int kMaxPriority = 1000;
+constexpr int kMaxQueueDepth = 1'000'000;
+constexpr int kMaxTimeoutS = 7 * 24 * 3600;
+constexpr int kMaxReadsPerMinute = 1'000'000;
+constexpr int kChunkQuantum = 256 * 1024;
+constexpr int kMaxChunkBytes = 1 << 30;
+constexpr int kMaxParallelProbes = 256;
 
 const char* kind_name(const YAML::Node& node) {
   switch (node.Type()) {
@@ -61,498 +63,613 @@ const char* kind_name(const YAML::Node& node) {
   }
 }
 
-// Collects problems while walking the document.
-class Validator {
- public:
-  explicit Validator(std::string source) : source_(std::move(source)) {}
+// A key as it appears in a field path: as written when it is short and plain, else quoted.
+std::string segment(std::string_view key) {
+  const bool plain =
+      !key.empty() && key.size() <= kMaxClusterName &&
+      std::all_of(key.begin(), key.end(), [](char c) { return c > ' ' && c < 0x7F && c != '\''; });
+  return plain ? std::string(key) : quote_value(key, 24);
+}
 
-  void problem(const YAML::Mark& mark, const std::string& path, const std::string& text) {
+// Every problem found, each `source:line:col: path: text`.
+class Problems {
+ public:
+  explicit Problems(std::string source) : source_(std::move(source)) {}
+
+  void add(const YAML::Mark& mark, std::string_view path, std::string_view text) {
     if (mark.is_null()) {
-      problems_.push_back(fmt::format("{}: {}: {}", source_, path, text));
+      list_.push_back(fmt::format("{}: {}: {}", source_, path, text));
     } else {
-      problems_.push_back(
+      list_.push_back(
           fmt::format("{}:{}:{}: {}: {}", source_, mark.line + 1, mark.column + 1, path, text));
     }
   }
-  void problem(const YAML::Node& node, const std::string& path, const std::string& text) {
-    problem(node.Mark(), path, text);
+  void add(const YAML::Node& node, std::string_view path, std::string_view text) {
+    add(node.Mark(), path, text);
   }
+  std::size_t count() const { return list_.size(); }
+  [[noreturn]] void raise() { throw ClusterConfigError(std::move(list_)); }
 
-  std::vector<std::string>& problems() { return problems_; }
+ private:
+  std::string source_;
+  std::vector<std::string> list_;
+};
 
-  // Checks that `map` has only `allowed` keys and no key twice; returns key -> (key node,
-  // value node) in file order.
-  std::vector<std::pair<YAML::Node, YAML::Node>> entries(const YAML::Node& map,
-                                                         const std::string& path,
-                                                         const std::vector<std::string>& allowed) {
-    std::vector<std::pair<YAML::Node, YAML::Node>> out;
+// How a string field is checked, after the generic checks (a scalar, no NUL byte, not empty
+// unless allowed, at most max_bytes).
+struct StringRule {
+  std::size_t max_bytes;
+  bool may_be_empty = false;
+  // What is wrong with the value (a phrase that quotes it), or "" when nothing is.
+  std::function<std::string(std::string_view)> check;
+};
+
+// Whether a key must be present; `what` explains a missing one.
+struct Required {
+  const char* what = "";
+};
+
+std::string no_controls(std::string_view v) {
+  const bool has = std::any_of(v.begin(), v.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  });
+  return has ? fmt::format("{} contains a control character", quote_value(v)) : "";
+}
+
+// An integer scalar: optional sign and decimal digits, no more than fit in a long long.
+std::optional<long long> parse_integer(std::string_view text) {
+  std::string_view digits = text;
+  if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return std::stoll(std::string(text));
+}
+
+// A YAML map read field by field (see the file comment).
+class Section {
+ public:
+  // `missing_at`: where a missing required key is reported (the map's own key, usually).
+  Section(Problems& problems, const YAML::Node& map, std::string path, YAML::Mark missing_at)
+      : problems_(problems), path_(std::move(path)), missing_at_(missing_at) {
     std::set<std::string> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
       const YAML::Node key = it->first;
       if (!key.IsScalar()) {
-        problem(key, path, "keys must be strings");
+        problems_.add(key, path_.empty() ? "(document)" : path_, "keys must be strings");
         continue;
       }
-      const std::string name = key.Scalar();
-      const std::string key_path = path.empty() ? name : path + "." + name;
-      if (!seen.insert(name).second) {
-        problem(key, key_path, "given twice");
+      if (!seen.insert(key.Scalar()).second) {
+        problems_.add(key, field(key.Scalar()), "given twice");
         continue;
       }
-      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
-        const std::string hint = closest(name, allowed);
-        problem(key, key_path,
-                hint.empty() ? fmt::format("unknown key (allowed: {})", fmt::join(allowed, ", "))
-                             : fmt::format("unknown key (did you mean '{}'?)", hint));
-        continue;
-      }
-      out.emplace_back(key, it->second);
+      entries_.push_back({key, it->second});
     }
-    return out;
   }
 
-  std::optional<std::string> as_string(const YAML::Node& node, const std::string& path) {
-    if (!node.IsScalar()) {
-      problem(node, path, fmt::format("must be a string, got {}", kind_name(node)));
-      return std::nullopt;
-    }
-    return node.Scalar();
+  std::string field(std::string_view key) const {
+    return path_.empty() ? segment(key) : path_ + "." + segment(key);
   }
 
-  std::optional<int> as_int(const YAML::Node& node, const std::string& path) {
-    if (node.IsScalar()) {
-      const std::string& text = node.Scalar();
-      static const std::regex kInt(R"([-+]?[0-9]+)");
-      if (std::regex_match(text, kInt)) {
-        try {
-          std::size_t used = 0;
-          const long long v = std::stoll(text, &used);
-          if (v >= INT32_MIN && v <= INT32_MAX) return static_cast<int>(v);
-        } catch (const std::exception&) {
-        }
-        problem(node, path, fmt::format("'{}' is out of range", text));
-        return std::nullopt;
-      }
-      problem(node, path, fmt::format("must be an integer, got '{}'", text));
-      return std::nullopt;
+  // The value of `key`, or nullopt when absent (a problem when required). Registers the key.
+  std::optional<YAML::Node> take(std::string_view key, std::optional<Required> required = {}) {
+    known_.emplace_back(key);
+    for (const auto& [k, value] : entries_) {
+      if (k.Scalar() == key) return value;
     }
-    problem(node, path, fmt::format("must be an integer, got {}", kind_name(node)));
+    if (required) {
+      problems_.add(missing_at_, field(key),
+                    *required->what ? fmt::format("missing ({})", required->what) : "missing");
+    }
     return std::nullopt;
   }
 
-  std::optional<bool> as_bool(const YAML::Node& node, const std::string& path) {
-    bool v = false;
-    if (node.IsScalar() && YAML::convert<bool>::decode(node, v)) return v;
-    problem(node, path,
-            fmt::format("must be true or false, got {}",
-                        node.IsScalar() ? "'" + node.Scalar() + "'" : kind_name(node)));
-    return std::nullopt;
+  // Reads a string field into *dst. False when absent or bad.
+  bool read_string(std::string_view key, std::string* dst, const StringRule& rule,
+                   std::optional<Required> required = {}) {
+    const auto node = take(key, required);
+    if (!node) return false;
+    auto value = string_value(*node, field(key), rule);
+    if (!value) return false;
+    *dst = std::move(*value);
+    return true;
   }
 
-  std::optional<std::vector<std::string>> as_string_list(const YAML::Node& node,
-                                                         const std::string& path) {
-    if (!node.IsSequence()) {
-      problem(node, path, fmt::format("must be a list of strings, got {}", kind_name(node)));
-      return std::nullopt;
+  // Reads an integer field in [min, max] into *dst. False when absent or bad.
+  bool read_int(std::string_view key, int min, int max, int* dst) {
+    const auto node = take(key);
+    if (!node) return false;
+    auto value = int_value(*node, field(key), min, max);
+    if (!value) return false;
+    *dst = *value;
+    return true;
+  }
+
+  // Reads a field spelled as one of an enum's names. False when absent or bad.
+  template <typename Enum>
+  bool read_enum(std::string_view key, Enum* dst, std::optional<Enum> (*parse)(std::string_view),
+                 const char* choices, std::optional<Required> required = {}) {
+    const auto node = take(key, required);
+    if (!node) return false;
+    const StringRule rule{.max_bytes = 32};
+    auto text = string_value(*node, field(key), rule);
+    if (!text) return false;
+    const std::optional<Enum> value = parse(*text);
+    if (!value) {
+      problems_.add(*node, field(key),
+                    fmt::format("{} is not one of {}", quote_value(*text), choices));
+      return false;
+    }
+    *dst = *value;
+    return true;
+  }
+
+  // Reads a list of strings (at most kMaxListItems). False when absent or bad.
+  bool read_string_list(std::string_view key, std::vector<std::string>* dst,
+                        const StringRule& rule) {
+    const auto node = take(key);
+    if (!node) return false;
+    const std::string path = field(key);
+    if (!node->IsSequence()) {
+      problems_.add(*node, path,
+                    fmt::format("must be a list of strings, got {}", kind_name(*node)));
+      return false;
+    }
+    if (node->size() > kMaxListItems) {
+      problems_.add(
+          *node, path,
+          fmt::format("has {} items; at most {} are allowed", node->size(), kMaxListItems));
+      return false;
     }
     std::vector<std::string> out;
     bool ok = true;
-    for (std::size_t i = 0; i < node.size(); ++i) {
-      auto s = as_string(node[i], fmt::format("{}[{}]", path, i));
-      if (s)
-        out.push_back(*s);
-      else
+    for (std::size_t i = 0; i < node->size(); ++i) {
+      auto s = string_value((*node)[i], fmt::format("{}[{}]", path, i), rule);
+      if (s) {
+        out.push_back(std::move(*s));
+      } else {
         ok = false;
+      }
     }
-    return ok ? std::optional(out) : std::nullopt;
+    if (ok) *dst = std::move(out);
+    return ok;
   }
 
-  std::optional<std::map<std::string, std::string>> as_string_map(const YAML::Node& node,
-                                                                  const std::string& path) {
-    if (node.IsNull()) return std::map<std::string, std::string>{};
-    if (!node.IsMap()) {
-      problem(node, path, fmt::format("must be a map of strings, got {}", kind_name(node)));
-      return std::nullopt;
+  // Reads a map of strings (at most kMaxListItems entries; empty when null). False when absent
+  // or bad.
+  bool read_string_map(std::string_view key, std::map<std::string, std::string>* dst,
+                       const StringRule& key_rule, const StringRule& value_rule) {
+    const auto node = take(key);
+    if (!node) return false;
+    const std::string path = field(key);
+    if (node->IsNull()) {
+      dst->clear();
+      return true;
+    }
+    if (!node->IsMap()) {
+      problems_.add(*node, path, fmt::format("must be a map of strings, got {}", kind_name(*node)));
+      return false;
+    }
+    if (node->size() > kMaxListItems) {
+      problems_.add(
+          *node, path,
+          fmt::format("has {} entries; at most {} are allowed", node->size(), kMaxListItems));
+      return false;
     }
     std::map<std::string, std::string> out;
     bool ok = true;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      if (!it->first.IsScalar()) {
-        problem(it->first, path, "keys must be strings");
+    for (auto it = node->begin(); it != node->end(); ++it) {
+      auto k = string_value(it->first, path + " key", key_rule);
+      if (!k) {
         ok = false;
         continue;
       }
-      const std::string key = it->first.Scalar();
-      const std::string key_path = path + "." + key;
-      if (out.count(key)) {
-        problem(it->first, key_path, "given twice");
+      const std::string entry_path = path + "." + segment(*k);
+      if (out.count(*k)) {
+        problems_.add(it->first, entry_path, "given twice");
         ok = false;
         continue;
       }
-      auto v = as_string(it->second, key_path);
-      if (v)
-        out[key] = *v;
-      else
+      auto v = string_value(it->second, entry_path, value_rule);
+      if (v) {
+        out.emplace(std::move(*k), std::move(*v));
+      } else {
         ok = false;
+      }
     }
-    return ok ? std::optional(out) : std::nullopt;
+    if (ok) *dst = std::move(out);
+    return ok;
   }
+
+  // Reports every key that no reader named, with the nearest known key as a hint.
+  void finish() {
+    for (const auto& [key, value] : entries_) {
+      const std::string& name = key.Scalar();
+      if (std::find(known_.begin(), known_.end(), name) != known_.end()) continue;
+      const std::string hint = nearest_by_edit_distance(name, known_);
+      problems_.add(key, field(name),
+                    hint.empty() ? fmt::format("unknown key (allowed: {})", fmt::join(known_, ", "))
+                                 : fmt::format("unknown key (did you mean '{}'?)", hint));
+    }
+  }
+
+  // The checks behind read_string, for values that are not a key of this section.
+  std::optional<std::string> string_value(const YAML::Node& node, const std::string& path,
+                                          const StringRule& rule) {
+    if (!node.IsScalar()) {
+      problems_.add(node, path, fmt::format("must be a string, got {}", kind_name(node)));
+      return std::nullopt;
+    }
+    const std::string& s = node.Scalar();
+    std::string problem;
+    if (s.size() > rule.max_bytes) {
+      problem = fmt::format("{} is too long: at most {} bytes", quote_value(s), rule.max_bytes);
+    } else if (s.find('\0') != std::string::npos) {
+      problem = fmt::format("{} contains a NUL byte", quote_value(s));
+    } else if (s.empty() && !rule.may_be_empty) {
+      problem = "must not be empty";
+    } else if (!s.empty() && rule.check) {
+      problem = rule.check(s);
+    }
+    if (!problem.empty()) {
+      problems_.add(node, path, problem);
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<int> int_value(const YAML::Node& node, const std::string& path, int min, int max) {
+    if (!node.IsScalar()) {
+      problems_.add(node, path, fmt::format("must be an integer, got {}", kind_name(node)));
+      return std::nullopt;
+    }
+    const std::optional<long long> n = parse_integer(node.Scalar());
+    if (!n) {
+      problems_.add(node, path,
+                    fmt::format("must be an integer, got {}", quote_value(node.Scalar())));
+      return std::nullopt;
+    }
+    if (*n < min || *n > max) {
+      problems_.add(node, path, fmt::format("must be between {} and {}, got {}", min, max, *n));
+      return std::nullopt;
+    }
+    return static_cast<int>(*n);
+  }
+
+  Problems& problems() { return problems_; }
 
  private:
-  std::string source_;
-  std::vector<std::string> problems_;
+  Problems& problems_;
+  std::string path_;
+  YAML::Mark missing_at_;
+  std::vector<std::pair<YAML::Node, YAML::Node>> entries_;  // file order, first of each key
+  std::vector<std::string> known_;
 };
 
-const std::regex kClusterName("[a-z0-9-]+");
-// xpk validates --cluster and --workload with this pattern and a 40-character limit.
-const std::regex kXpkName("[a-z]([-a-z0-9]*[a-z0-9])?");
-// A Kubernetes namespace (DNS label).
-const std::regex kNamespace("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+// --- Rules of the string fields.
 
-AcceleratorSlot parse_slot(Validator& v, const YAML::Node& node, const std::string& path,
-                           bool& ok) {
-  AcceleratorSlot slot;
+std::string check_project(std::string_view v) {
+  return is_gcp_project_id(v)
+             ? ""
+             : fmt::format(
+                   "{} is not a GCP project id (lowercase letters, digits and '-', starting "
+                   "with a letter, at most 30 characters)",
+                   quote_value(v));
+}
+
+std::string check_location(std::string_view v) {
+  return gcp_location_kind(v)
+             ? ""
+             : fmt::format("{} is not a GCP zone or region (like us-central2-b or us-central1)",
+                           quote_value(v));
+}
+
+std::string check_cluster_id(std::string_view v) {
+  return is_xpk_name(v) ? ""
+                        : fmt::format(
+                              "{} is not a name xpk accepts ([a-z]([-a-z0-9]*[a-z0-9])?, at "
+                              "most 40 characters)",
+                              quote_value(v));
+}
+
+std::string check_namespace(std::string_view v) {
+  return is_dns_label(v) ? ""
+                         : fmt::format("{} is not a Kubernetes namespace name", quote_value(v));
+}
+
+std::string check_gcs(std::string_view v) {
+  try {
+    (void)parse_gcs_uri(v);
+    return "";
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+}
+
+std::string check_url(std::string_view v) {
+  if (!v.starts_with("http://") && !v.starts_with("https://")) {
+    return fmt::format("{} must be a URL starting with http:// or https://", quote_value(v));
+  }
+  return no_controls(v);
+}
+
+std::string check_provider(std::string_view v) {
+  return v == "gke" ? "" : fmt::format("{} is not supported (only gke)", quote_value(v));
+}
+
+const StringRule kProjectRule{.max_bytes = 284, .check = check_project};
+const StringRule kLocationRule{.max_bytes = kGcpLocationMaxLength, .check = check_location};
+const StringRule kClusterIdRule{.max_bytes = kXpkNameMaxLength, .check = check_cluster_id};
+const StringRule kNamespaceRule{.max_bytes = 63, .check = check_namespace};
+const StringRule kGcsRule{.max_bytes = kGcsUriMaxBytes, .check = check_gcs};
+const StringRule kProviderRule{.max_bytes = 16, .check = check_provider};
+const StringRule kAcceleratorRule{.max_bytes = kMaxAcceleratorType, .check = no_controls};
+const StringRule kLabelKeyRule{.max_bytes = kMaxLabelKey, .check = no_controls};
+const StringRule kLabelValueRule{
+    .max_bytes = kMaxLabelValue, .may_be_empty = true, .check = no_controls};
+const StringRule kPathRule{.max_bytes = kMaxPath, .check = no_controls};
+const StringRule kOptionalPathRule{
+    .max_bytes = kMaxPath, .may_be_empty = true, .check = no_controls};
+const StringRule kUrlRule{.max_bytes = kMaxUrl, .may_be_empty = true, .check = check_url};
+const StringRule kHostRule{.max_bytes = kMaxHost, .may_be_empty = true, .check = no_controls};
+const StringRule kArgRule{.max_bytes = kMaxArg, .may_be_empty = true};
+const StringRule kEnvNameRule{.max_bytes = kMaxEnvName, .check = [](std::string_view v) {
+                                return v.find('=') == std::string_view::npos
+                                           ? no_controls(v)
+                                           : fmt::format("{} contains '='", quote_value(v));
+                              }};
+const StringRule kEnvValueRule{.max_bytes = kMaxEnvValue, .may_be_empty = true};
+
+// --- Sections.
+
+// The accelerator type in its canonical spelling, or nullopt after a problem: a name xpk does
+// not know, or one of another class than `device_class`.
+std::optional<std::string> check_accelerator(Problems& problems, const YAML::Node& node,
+                                             const std::string& path, const std::string& type,
+                                             std::optional<DeviceClass> device_class) {
+  const std::optional<std::string> canonical = canonical_accelerator_type(type);
+  if (!canonical) {
+    // The names the user most likely meant: for a GKE accelerator name, xpk's names of it;
+    // else the closest names of the class (the spec's "tpu-" prefix aside), as xpk would say.
+    std::vector<std::string> hints;
+    for (const XpkAcceleratorType& t : xpk_accelerator_types()) {
+      if (hints.size() < 5 && !t.gke_accelerator.empty() && t.gke_accelerator == type) {
+        hints.push_back(t.name);
+      }
+    }
+    if (hints.empty()) {
+      std::string_view base = type;
+      if (device_class == DeviceClass::kTpu && base.starts_with("tpu-")) base.remove_prefix(4);
+      hints = suggest_xpk_accelerator_types(base, device_class);
+    }
+    problems.add(
+        node, path,
+        fmt::format("{} is not an accelerator type xpk {} accepts (closest valid types: {})",
+                    quote_value(type), kXpkAcceleratorTableVersion, fmt::join(hints, ", ")));
+    return std::nullopt;
+  }
+  const DeviceClass actual = find_xpk_accelerator_type(*canonical)->device_class;
+  if (device_class && actual != *device_class) {
+    problems.add(
+        node, path,
+        fmt::format("{} is a {} type in xpk {}, but device_class is {}", quote_value(type),
+                    to_string(actual), kXpkAcceleratorTableVersion, to_string(*device_class)));
+    return std::nullopt;
+  }
+  return canonical;
+}
+
+std::optional<AcceleratorSlot> parse_slot(Problems& problems, const YAML::Node& node,
+                                          const std::string& path) {
   if (!node.IsMap()) {
-    v.problem(
+    problems.add(
         node, path,
         fmt::format("must be a map with type, device_class and priority, got {}", kind_name(node)));
-    ok = false;
-    return slot;
+    return std::nullopt;
   }
-  bool has_type = false, has_class = false;
-  for (auto& [key, value] : v.entries(node, path, {"type", "device_class", "priority"})) {
-    const std::string name = key.Scalar();
-    const std::string field = path + "." + name;
-    if (name == "type") {
-      has_type = true;
-      auto s = v.as_string(value, field);
-      if (!s) {
-        ok = false;
-        continue;
-      }
-      if (s->empty()) {
-        v.problem(value, field, "must not be empty");
-        ok = false;
-      }
-      slot.type = *s;
-    } else if (name == "device_class") {
-      has_class = true;
-      auto s = v.as_string(value, field);
-      if (!s) {
-        ok = false;
-        continue;
-      }
-      if (*s != "tpu" && *s != "gpu" && *s != "cpu") {
-        v.problem(value, field, fmt::format("'{}' is not one of tpu, gpu, cpu", *s));
-        ok = false;
-      }
-      slot.device_class = *s;
-    } else if (name == "priority") {
-      auto n = v.as_int(value, field);
-      if (!n) {
-        ok = false;
-        continue;
-      }
-      if (*n < 1) {
-        v.problem(value, field, fmt::format("must be an integer >= 1, got {}", *n));
-        ok = false;
-      }
-      slot.priority = *n;
-    }
+  const std::size_t before = problems.count();
+  Section s(problems, node, path, node.Mark());
+  AcceleratorSlot slot;
+  std::string type;
+  const bool has_type = s.read_string("type", &type, kAcceleratorRule, Required{});
+  DeviceClass device_class = DeviceClass::kTpu;
+  const bool has_class = s.read_enum("device_class", &device_class, parse_device_class,
+                                     "tpu, gpu, cpu", Required{"tpu, gpu or cpu"});
+  s.read_int("priority", 1, kMaxPriority, &slot.priority);
+  s.finish();
+  if (has_type) {
+    const auto type_node = node["type"];
+    auto canonical = check_accelerator(problems, type_node, s.field("type"), type,
+                                       has_class ? std::optional(device_class) : std::nullopt);
+    if (canonical) slot.type = std::move(*canonical);
   }
-  if (!has_type) {
-    v.problem(node, path + ".type", "missing");
-    ok = false;
-  }
-  if (!has_class) {
-    v.problem(node, path + ".device_class", "missing (tpu, gpu or cpu)");
-    ok = false;
-  }
+  slot.device_class = device_class;
+  if (problems.count() > before) return std::nullopt;
   return slot;
 }
 
-std::optional<ClusterConfig> parse_cluster(Validator& v, const std::string& name,
-                                           const YAML::Node& key, const YAML::Node& node) {
-  const std::string path = "clusters." + name;
-  bool ok = true;
-  if (!std::regex_match(name, kClusterName) || name.size() > 63) {
-    v.problem(key, path,
-              "cluster name must be lowercase letters, digits and '-', at most 63 characters");
-    ok = false;
+void parse_slots(Problems& problems, const YAML::Node& node, const std::string& path,
+                 ClusterConfig& c) {
+  if (!node.IsSequence()) {
+    problems.add(node, path,
+                 fmt::format("must be a list of accelerators, got {}", kind_name(node)));
+    return;
+  }
+  if (node.size() == 0) {
+    problems.add(node, path, "must list at least one accelerator");
+    return;
+  }
+  if (node.size() > kMaxListItems) {
+    problems.add(
+        node, path,
+        fmt::format("lists {} accelerators; at most {} are allowed", node.size(), kMaxListItems));
+    return;
+  }
+  std::map<std::string, std::size_t> seen;  // canonical type -> index
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const std::string slot_path = fmt::format("{}[{}]", path, i);
+    std::optional<AcceleratorSlot> slot = parse_slot(problems, node[i], slot_path);
+    if (!slot) continue;
+    auto [it, inserted] = seen.emplace(slot->type, i);
+    if (!inserted) {
+      problems.add(node[i], slot_path + ".type",
+                   fmt::format("{} is listed twice (also at {}[{}])", quote_value(slot->type), path,
+                               it->second));
+      continue;
+    }
+    c.accelerator_slots.push_back(std::move(*slot));
+  }
+}
+
+// `zone` is what xpk gets as --zone and `location` where the GKE cluster is. xpk 1.13 asks
+// gcloud for the cluster at `zone` when a cluster of that name is there, else at zone's region
+// (core/gcloud_context.py, get_cluster_location), so: a zonal cluster is reached only through
+// its own zone, a regional one through its region or any zone of it.
+void check_zone_and_location(Problems& problems, const YAML::Node& node, const std::string& path,
+                             const ClusterConfig& c) {
+  const auto zone_kind = gcp_location_kind(c.zone);
+  const auto location_kind = gcp_location_kind(c.location);
+  if (!zone_kind || !location_kind || c.zone == c.location) return;
+  const YAML::Node at = node["location"];
+  const std::string field = path + ".location";
+  if (region_of(c.zone) != region_of(c.location)) {
+    problems.add(at, field,
+                 fmt::format("{} is not in the region of zone {}: zone must be the cluster's "
+                             "location or, for a regional cluster, a zone of its region",
+                             quote_value(c.location), quote_value(c.zone)));
+  } else if (*location_kind == LocationKind::kZone && *zone_kind == LocationKind::kRegion) {
+    problems.add(at, field,
+                 fmt::format("the cluster is zonal ({}) but zone is the region {}: xpk would ask "
+                             "gcloud for the cluster in {} and get a 404; set zone: {}",
+                             c.location, c.zone, c.zone, c.location));
+  } else if (*location_kind == LocationKind::kZone) {
+    problems.add(at, field,
+                 fmt::format("the cluster is zonal ({}) but zone is {}: xpk reaches a zonal "
+                             "cluster only through its own zone; set zone: {}",
+                             c.location, c.zone, c.location));
+  }
+}
+
+std::optional<ClusterConfig> parse_cluster(Problems& problems, const YAML::Node& key,
+                                           const YAML::Node& node) {
+  const std::string& name = key.Scalar();
+  const std::string path = "clusters." + segment(name);
+  const std::size_t before = problems.count();
+  if (!is_dns_label(name, kMaxClusterName)) {
+    problems.add(key, path,
+                 "cluster name must be lowercase letters, digits and '-', at most 63 characters");
   }
   if (!node.IsMap()) {
-    v.problem(node, path,
-              fmt::format("must be a map of cluster settings, got {}", kind_name(node)));
+    problems.add(node, path,
+                 fmt::format("must be a map of cluster settings, got {}", kind_name(node)));
     return std::nullopt;
   }
   ClusterConfig c;
   c.name = name;
   c.provider = "gke";
-  bool has_project = false, has_zone = false, has_cluster_id = false, has_accels = false;
-  static const std::vector<std::string> kKeys = {
-      "provider",   "project",           "zone",
-      "cluster_id", "accelerator_types", "default_namespace",
-      "gcs_bucket", "max_queue_depth",   "probe_timeout_s",
-      "labels"};
-  for (auto& entry : v.entries(node, path, kKeys)) {
-    // Named references, not a structured binding: clang 14 (the fuzz build) cannot capture
-    // structured bindings in the lambdas below.
-    const YAML::Node& k = entry.first;
-    YAML::Node& value = entry.second;
-    const std::string field_name = k.Scalar();
-    const std::string field = path + "." + field_name;
-    auto required_string = [&](std::string& out, bool& present) {
-      present = true;
-      auto s = v.as_string(value, field);
-      if (!s) {
-        ok = false;
-        return;
-      }
-      if (s->empty()) {
-        v.problem(value, field, "must not be empty");
-        ok = false;
-      }
-      out = *s;
-    };
-    if (field_name == "provider") {
-      auto s = v.as_string(value, field);
-      if (!s) {
-        ok = false;
-        continue;
-      }
-      if (*s != "gke") {
-        v.problem(value, field, fmt::format("'{}' is not supported (only gke)", *s));
-        ok = false;
-      }
-      c.provider = *s;
-    } else if (field_name == "project") {
-      required_string(c.project, has_project);
-    } else if (field_name == "zone") {
-      required_string(c.zone, has_zone);
-    } else if (field_name == "cluster_id") {
-      required_string(c.cluster_id, has_cluster_id);
-      if (!c.cluster_id.empty() &&
-          (!std::regex_match(c.cluster_id, kXpkName) || c.cluster_id.size() > 40)) {
-        v.problem(value, field,
-                  fmt::format("'{}' is not a name xpk accepts ([a-z]([-a-z0-9]*[a-z0-9])?, at "
-                              "most 40 characters)",
-                              c.cluster_id));
-        ok = false;
-      }
-    } else if (field_name == "accelerator_types") {
-      has_accels = true;
-      if (!value.IsSequence()) {
-        v.problem(value, field,
-                  fmt::format("must be a list of accelerators, got {}", kind_name(value)));
-        ok = false;
-        continue;
-      }
-      if (value.size() == 0) {
-        v.problem(value, field, "must list at least one accelerator");
-        ok = false;
-      }
-      std::map<std::string, std::size_t> seen;
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        const std::string slot_path = fmt::format("{}[{}]", field, i);
-        AcceleratorSlot slot = parse_slot(v, value[i], slot_path, ok);
-        if (!slot.type.empty()) {
-          auto [it, inserted] = seen.emplace(slot.type, i);
-          if (!inserted) {
-            v.problem(
-                value[i], slot_path + ".type",
-                fmt::format("'{}' is listed twice (also at {}[{}])", slot.type, field, it->second));
-            ok = false;
-          }
-        }
-        c.accelerator_slots.push_back(std::move(slot));
-      }
-    } else if (field_name == "default_namespace") {
-      auto s = v.as_string(value, field);
-      if (!s) {
-        ok = false;
-        continue;
-      }
-      if (!std::regex_match(*s, kNamespace) || s->size() > 63) {
-        v.problem(value, field, fmt::format("'{}' is not a Kubernetes namespace name", *s));
-        ok = false;
-      }
-      c.default_namespace = *s;
-    } else if (field_name == "gcs_bucket") {
-      auto s = v.as_string(value, field);
-      if (!s) {
-        ok = false;
-        continue;
-      }
-      if (s->rfind("gs://", 0) != 0 || s->size() <= 5) {
-        v.problem(value, field, fmt::format("'{}' must start with gs:// and name a bucket", *s));
-        ok = false;
-      }
-      c.gcs_bucket = *s;
-    } else if (field_name == "max_queue_depth") {
-      auto n = v.as_int(value, field);
-      if (!n) {
-        ok = false;
-        continue;
-      }
-      if (*n < 0) {
-        v.problem(value, field, fmt::format("must be >= 0, got {}", *n));
-        ok = false;
-      }
-      c.max_queue_depth = *n;
-    } else if (field_name == "probe_timeout_s") {
-      auto n = v.as_int(value, field);
-      if (!n) {
-        ok = false;
-        continue;
-      }
-      if (*n <= 0) {
-        v.problem(value, field, fmt::format("must be > 0, got {}", *n));
-        ok = false;
-      }
-      c.probe_timeout_s = *n;
-    } else if (field_name == "labels") {
-      auto m = v.as_string_map(value, field);
-      if (!m) {
-        ok = false;
-        continue;
-      }
-      c.labels = *m;
-    }
+  Section s(problems, node, path, key.Mark());
+  s.read_string("provider", &c.provider, kProviderRule);
+  s.read_string("project", &c.project, kProjectRule, Required{"the GCP project id"});
+  const bool has_zone = s.read_string("zone", &c.zone, kLocationRule,
+                                      Required{"the zone or region xpk gets as --zone"});
+  const bool has_location = s.read_string("location", &c.location, kLocationRule);
+  s.read_string("cluster_id", &c.cluster_id, kClusterIdRule, Required{"the GKE cluster name"});
+  if (auto accelerators = s.take("accelerator_types", Required{"list at least one accelerator"})) {
+    parse_slots(problems, *accelerators, s.field("accelerator_types"), c);
   }
-  if (!has_project) {
-    v.problem(key, path + ".project", "missing (the GCP project id)");
-    ok = false;
-  }
-  if (!has_zone) {
-    v.problem(key, path + ".zone", "missing (the cluster's zone or region)");
-    ok = false;
-  }
-  if (!has_cluster_id) {
-    v.problem(key, path + ".cluster_id", "missing (the GKE cluster name)");
-    ok = false;
-  }
-  if (!has_accels) {
-    v.problem(key, path + ".accelerator_types", "missing (list at least one accelerator)");
-    ok = false;
-  }
-  if (!ok) return std::nullopt;
+  s.read_string("default_namespace", &c.default_namespace, kNamespaceRule);
+  s.read_string("gcs_bucket", &c.gcs_bucket, kGcsRule);
+  s.read_int("max_queue_depth", 0, kMaxQueueDepth, &c.max_queue_depth);
+  s.read_int("probe_timeout_s", 1, kMaxTimeoutS, &c.probe_timeout_s);
+  s.read_string_map("labels", &c.labels, kLabelKeyRule, kLabelValueRule);
+  s.finish();
+  if (!has_location) c.location = c.zone;
+  if (has_zone && has_location) check_zone_and_location(problems, node, path, c);
+  if (problems.count() > before) return std::nullopt;
   return c;
 }
 
-void parse_xpk(Validator& v, const YAML::Node& node, XpkSettings& out) {
-  if (node.IsNull()) return;
+void parse_clusters(Problems& problems, const YAML::Node& node, FabricConfig& config) {
   if (!node.IsMap()) {
-    v.problem(node, "xpk", fmt::format("must be a map, got {}", kind_name(node)));
+    problems.add(node, "clusters",
+                 fmt::format("must be a map of cluster name to settings, got {}", kind_name(node)));
     return;
   }
-  for (auto& [k, value] : v.entries(node, "xpk",
-                                    {"binary", "extra_args", "env", "namespace_flag",
-                                     "command_timeout_s", "gcloud_binary", "state_dir"})) {
-    const std::string name = k.Scalar();
-    const std::string field = "xpk." + name;
-    if (name == "binary" || name == "gcloud_binary" || name == "state_dir") {
-      auto s = v.as_string(value, field);
-      if (!s) continue;
-      if (s->empty() && name != "state_dir") {
-        v.problem(value, field, "must not be empty");
-        continue;
-      }
-      (name == "binary"          ? out.binary
-       : name == "gcloud_binary" ? out.gcloud_binary
-                                 : out.state_dir) = *s;
-    } else if (name == "extra_args") {
-      if (auto l = v.as_string_list(value, field)) out.extra_args = *l;
-    } else if (name == "env") {
-      if (auto m = v.as_string_map(value, field)) out.env = *m;
-    } else if (name == "namespace_flag") {
-      auto s = v.as_string(value, field);
-      if (!s) continue;
-      if (*s != "auto" && *s != "supported" && *s != "unsupported") {
-        v.problem(value, field, fmt::format("'{}' is not one of auto, supported, unsupported", *s));
-        continue;
-      }
-      out.namespace_flag = *s;
-    } else if (name == "command_timeout_s") {
-      auto n = v.as_int(value, field);
-      if (!n) continue;
-      if (*n <= 0) {
-        v.problem(value, field, fmt::format("must be > 0, got {}", *n));
-        continue;
-      }
-      out.command_timeout_s = *n;
+  std::map<std::string, int> first_line;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      problems.add(it->first, "clusters", "cluster names must be strings");
+      continue;
+    }
+    const std::string& name = it->first.Scalar();
+    auto [seen, inserted] = first_line.emplace(name, it->first.Mark().line + 1);
+    if (!inserted) {
+      problems.add(it->first, "clusters." + segment(name),
+                   fmt::format("cluster name given twice (first at line {})", seen->second));
+      continue;
+    }
+    if (auto c = parse_cluster(problems, it->first, it->second)) {
+      config.clusters.push_back(std::move(*c));
     }
   }
 }
 
-void parse_gcp(Validator& v, const YAML::Node& node, GcpSettings& out) {
-  if (node.IsNull()) return;
-  if (!node.IsMap()) {
-    v.problem(node, "gcp", fmt::format("must be a map, got {}", kind_name(node)));
-    return;
+// The settings sections: a null value keeps the defaults.
+std::optional<Section> settings_section(Problems& problems, const std::optional<YAML::Node>& node,
+                                        const char* name) {
+  if (!node || node->IsNull()) return std::nullopt;
+  if (!node->IsMap()) {
+    problems.add(*node, name, fmt::format("must be a map, got {}", kind_name(*node)));
+    return std::nullopt;
   }
-  const std::vector<std::string> keys = {
-      "logging_endpoint",  "storage_endpoint", "token_endpoint",           "metadata_host",
-      "access_token_file", "ca_file",          "logging_reads_per_minute", "http_timeout_s",
-      "upload_chunk_bytes"};
-  for (auto& [k, value] : v.entries(node, "gcp", keys)) {
-    const std::string name = k.Scalar();
-    const std::string field = "gcp." + name;
-    if (name == "logging_reads_per_minute" || name == "http_timeout_s" ||
-        name == "upload_chunk_bytes") {
-      auto n = v.as_int(value, field);
-      if (!n) continue;
-      if (*n <= 0) {
-        v.problem(value, field, fmt::format("must be > 0, got {}", *n));
-        continue;
-      }
-      if (name == "upload_chunk_bytes" && *n % (256 * 1024) != 0) {
-        v.problem(value, field, fmt::format("must be a multiple of 262144 (256 KiB), got {}", *n));
-        continue;
-      }
-      (name == "logging_reads_per_minute" ? out.logging_reads_per_minute
-       : name == "http_timeout_s"         ? out.http_timeout_s
-                                          : out.upload_chunk_bytes) = *n;
-      continue;
-    }
-    auto s = v.as_string(value, field);
-    if (!s) continue;
-    if ((name == "logging_endpoint" || name == "storage_endpoint" || name == "token_endpoint") &&
-        !s->empty() && s->rfind("http://", 0) != 0 && s->rfind("https://", 0) != 0) {
-      v.problem(value, field,
-                fmt::format("'{}' must be a URL starting with http:// or https://", *s));
-      continue;
-    }
-    if (name == "logging_endpoint")
-      out.logging_endpoint = *s;
-    else if (name == "storage_endpoint")
-      out.storage_endpoint = *s;
-    else if (name == "token_endpoint")
-      out.token_endpoint = *s;
-    else if (name == "metadata_host")
-      out.metadata_host = *s;
-    else if (name == "access_token_file")
-      out.access_token_file = *s;
-    else if (name == "ca_file")
-      out.ca_file = *s;
-  }
+  return Section(problems, *node, name, node->Mark());
 }
 
-void parse_selection(Validator& v, const YAML::Node& node, SelectionSettings& out) {
-  if (node.IsNull()) return;
-  if (!node.IsMap()) {
-    v.problem(node, "selection", fmt::format("must be a map, got {}", kind_name(node)));
-    return;
-  }
-  for (auto& [k, value] : v.entries(node, "selection", {"max_parallel_probes"})) {
-    const std::string field = "selection." + k.Scalar();
-    auto n = v.as_int(value, field);
-    if (!n) continue;
-    if (*n < 1 || *n > 256) {
-      v.problem(value, field, fmt::format("must be between 1 and 256, got {}", *n));
-      continue;
+void parse_xpk(Problems& problems, const std::optional<YAML::Node>& node, XpkSettings& out) {
+  auto s = settings_section(problems, node, "xpk");
+  if (!s) return;
+  s->read_string("binary", &out.binary, kPathRule);
+  s->read_string_list("extra_args", &out.extra_args, kArgRule);
+  s->read_string_map("env", &out.env, kEnvNameRule, kEnvValueRule);
+  s->read_enum("namespace_flag", &out.namespace_flag, parse_namespace_flag,
+               "auto, supported, unsupported");
+  s->read_int("command_timeout_s", 1, kMaxTimeoutS, &out.command_timeout_s);
+  s->read_string("gcloud_binary", &out.gcloud_binary, kPathRule);
+  s->read_string("state_dir", &out.state_dir, kOptionalPathRule);
+  s->finish();
+}
+
+void parse_gcp(Problems& problems, const std::optional<YAML::Node>& node, GcpSettings& out) {
+  auto s = settings_section(problems, node, "gcp");
+  if (!s) return;
+  s->read_string("logging_endpoint", &out.logging_endpoint, kUrlRule);
+  s->read_string("storage_endpoint", &out.storage_endpoint, kUrlRule);
+  s->read_string("token_endpoint", &out.token_endpoint, kUrlRule);
+  s->read_string("metadata_host", &out.metadata_host, kHostRule);
+  s->read_string("access_token_file", &out.access_token_file, kOptionalPathRule);
+  s->read_string("ca_file", &out.ca_file, kOptionalPathRule);
+  s->read_int("logging_reads_per_minute", 1, kMaxReadsPerMinute, &out.logging_reads_per_minute);
+  s->read_int("http_timeout_s", 1, kMaxTimeoutS, &out.http_timeout_s);
+  int chunk = out.upload_chunk_bytes;
+  if (s->read_int("upload_chunk_bytes", 1, kMaxChunkBytes, &chunk)) {
+    if (chunk % kChunkQuantum != 0) {
+      problems.add((*node)["upload_chunk_bytes"], "gcp.upload_chunk_bytes",
+                   fmt::format("must be a multiple of {} (256 KiB), got {}", kChunkQuantum, chunk));
+    } else {
+      out.upload_chunk_bytes = chunk;
     }
-    out.max_parallel_probes = *n;
   }
+  s->finish();
+}
+
+void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
+                     SelectionSettings& out) {
+  auto s = settings_section(problems, node, "selection");
+  if (!s) return;
+  s->read_int("max_parallel_probes", 1, kMaxParallelProbes, &out.max_parallel_probes);
+  s->finish();
 }
 
 // Paths in `xpk:` and `gcp:` that are relative are taken relative to the config file's folder,
@@ -566,60 +683,57 @@ std::string resolve_relative(const std::string& value, const std::string& source
 
 }  // namespace
 
+const char* to_string(NamespaceFlag flag) {
+  switch (flag) {
+    case NamespaceFlag::kAuto:
+      return "auto";
+    case NamespaceFlag::kSupported:
+      return "supported";
+    case NamespaceFlag::kUnsupported:
+      return "unsupported";
+  }
+  return "auto";
+}
+
+std::optional<NamespaceFlag> parse_namespace_flag(std::string_view text) {
+  for (NamespaceFlag f :
+       {NamespaceFlag::kAuto, NamespaceFlag::kSupported, NamespaceFlag::kUnsupported}) {
+    if (text == to_string(f)) return f;
+  }
+  return std::nullopt;
+}
+
 FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& source_name) {
-  Validator v(source_name);
+  Problems problems(source_name);
+  if (yaml_text.size() > kMaxConfigBytes) {
+    problems.add(YAML::Mark::null_mark(), "(document)",
+                 fmt::format("the file is {} bytes; at most {} are read", yaml_text.size(),
+                             kMaxConfigBytes));
+    problems.raise();
+  }
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
-    v.problem(e.mark, "(document)", "YAML syntax error: " + e.msg);
-    throw ClusterConfigError(std::move(v.problems()));
+    problems.add(e.mark, "(document)", "YAML syntax error: " + e.msg);
+    problems.raise();
+  }
+  if (!root.IsMap()) {
+    problems.add(root, "(document)",
+                 fmt::format("must be a map with a 'clusters' section, got {}", kind_name(root)));
+    problems.raise();
   }
   FabricConfig config;
   config.source_path = source_name;
-  if (!root.IsMap()) {
-    v.problem(root, "(document)",
-              fmt::format("must be a map with a 'clusters' section, got {}", kind_name(root)));
-    throw ClusterConfigError(std::move(v.problems()));
+  Section s(problems, root, "", root.Mark());
+  if (auto clusters = s.take("clusters", Required{"the map of clusters"})) {
+    parse_clusters(problems, *clusters, config);
   }
-  bool has_clusters = false;
-  for (auto& [key, value] : v.entries(root, "", {"clusters", "xpk", "gcp", "selection"})) {
-    const std::string name = key.Scalar();
-    if (name == "clusters") {
-      has_clusters = true;
-      if (!value.IsMap()) {
-        v.problem(
-            value, "clusters",
-            fmt::format("must be a map of cluster name to settings, got {}", kind_name(value)));
-        continue;
-      }
-      std::map<std::string, int> first_line;
-      for (auto it = value.begin(); it != value.end(); ++it) {
-        if (!it->first.IsScalar()) {
-          v.problem(it->first, "clusters", "cluster names must be strings");
-          continue;
-        }
-        const std::string cluster_name = it->first.Scalar();
-        auto [seen, inserted] = first_line.emplace(cluster_name, it->first.Mark().line + 1);
-        if (!inserted) {
-          v.problem(it->first, "clusters." + cluster_name,
-                    fmt::format("cluster name given twice (first at line {})", seen->second));
-          continue;
-        }
-        if (auto c = parse_cluster(v, cluster_name, it->first, it->second)) {
-          config.clusters.push_back(std::move(*c));
-        }
-      }
-    } else if (name == "xpk") {
-      parse_xpk(v, value, config.xpk);
-    } else if (name == "gcp") {
-      parse_gcp(v, value, config.gcp);
-    } else if (name == "selection") {
-      parse_selection(v, value, config.selection);
-    }
-  }
-  if (!has_clusters) v.problem(root, "clusters", "missing (the map of clusters)");
-  if (!v.problems().empty()) throw ClusterConfigError(std::move(v.problems()));
+  parse_xpk(problems, s.take("xpk"), config.xpk);
+  parse_gcp(problems, s.take("gcp"), config.gcp);
+  parse_selection(problems, s.take("selection"), config.selection);
+  s.finish();
+  if (problems.count() > 0) problems.raise();
 
   config.xpk.binary = resolve_relative(config.xpk.binary, source_name);
   config.xpk.state_dir = resolve_relative(config.xpk.state_dir, source_name);
@@ -634,9 +748,15 @@ FabricConfig load_fabric_config(const std::string& path) {
     throw ClusterConfigError(
         {fmt::format("{}: cannot read the configuration: {}", path, std::strerror(errno))});
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_fabric_config(text.str(), path);
+  // One byte more than the bound, so that an oversized file is reported as such.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) {
+    throw ClusterConfigError(
+        {fmt::format("{}: cannot read the configuration: {}", path, std::strerror(errno))});
+  }
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return parse_fabric_config(text, path);
 }
 
 }  // namespace falcon

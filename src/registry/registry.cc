@@ -10,7 +10,11 @@ ClusterRegistry::ClusterRegistry() : snapshot_(std::make_shared<const FabricConf
 
 void ClusterRegistry::load(const std::string& config_path) {
   // Parse and validate fully before touching the current snapshot.
-  auto next = std::make_shared<const FabricConfig>(load_fabric_config(config_path));
+  load(load_fabric_config(config_path));
+}
+
+void ClusterRegistry::load(FabricConfig config) {
+  auto next = std::make_shared<const FabricConfig>(std::move(config));
   std::lock_guard<std::mutex> lock(mutex_);
   snapshot_ = std::move(next);
 }

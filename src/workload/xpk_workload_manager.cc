@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
 #include "process/bounded_parallel.h"
@@ -241,29 +242,18 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
         "the cluster does not offer accelerator '{}' (it offers: {})", spec.accelerator_type,
         offered.empty() ? "nothing" : fmt::format("{}", fmt::join(offered, ", "))));
   }
-  std::string type_flag;
-  if (slot->device_class == "tpu") {
-    type_flag = "--tpu-type=";
-  } else if (slot->device_class == "gpu" || slot->device_class == "cpu") {
-    type_flag = "--device-type=";
-  } else {
-    throw refuse(fmt::format("accelerator '{}' has device_class '{}'; expected tpu, gpu or cpu",
-                             slot->type, slot->device_class));
-  }
+  const std::string type_flag =
+      slot->device_class == DeviceClass::kTpu ? "--tpu-type=" : "--device-type=";
 
   std::string ns = spec.namespace_.value_or(cluster.default_namespace);
   if (ns.empty()) ns = kDefaultNamespace;
   bool pass_namespace = false;
-  if (settings.namespace_flag == "supported") {
+  if (settings.namespace_flag == NamespaceFlag::kSupported) {
     pass_namespace = true;
-  } else if (settings.namespace_flag == "unsupported" ||
-             (settings.namespace_flag == "auto" && ns == kDefaultNamespace)) {
+  } else if (settings.namespace_flag == NamespaceFlag::kUnsupported || ns == kDefaultNamespace) {
     pass_namespace = false;
-  } else if (settings.namespace_flag == "auto") {
-    pass_namespace = namespace_flag_supported(cluster.name, spec.name);
   } else {
-    throw refuse(fmt::format("xpk.namespace_flag is '{}'; expected auto, supported or unsupported",
-                             settings.namespace_flag));
+    pass_namespace = namespace_flag_supported(cluster.name, spec.name);
   }
   if (!pass_namespace && ns != kDefaultNamespace) {
     throw refuse(fmt::format(
@@ -279,7 +269,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
       "--workload=" + spec.name,
       "--docker-image=" + spec.docker_image,
       "--command=" + xpk::shell_join(spec.command),
-      type_flag + spec.accelerator_type,
+      type_flag + canonical_accelerator_type(slot->type).value_or(slot->type),
       "--priority=" + spec.priority,
   };
   if (pass_namespace) flags.push_back("--namespace=" + ns);
@@ -305,7 +295,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                           .workload = spec.name,
                           .namespace_ = ns,
                           .accelerator_type = spec.accelerator_type,
-                          .device_class = slot->device_class,
+                          .device_class = to_string(slot->device_class),
                           .submitted_at = submitted_at,
                           .cluster_id = cluster.cluster_id,
                           .project = cluster.project,
@@ -477,9 +467,13 @@ std::vector<WarmupResult> XpkWorkloadManager::warm_up(const std::vector<ClusterC
     const auto start = clock_->steady_now();
     try {
       CommandSpec spec;
-      spec.argv = {settings.gcloud_binary,      "container",        "clusters",
-                   "get-credentials",           cluster.cluster_id, "--project=" + cluster.project,
-                   "--location=" + cluster.zone};
+      spec.argv = {settings.gcloud_binary,
+                   "container",
+                   "clusters",
+                   "get-credentials",
+                   cluster.cluster_id,
+                   "--project=" + cluster.project,
+                   "--location=" + cluster.location};
       spec.env = xpk_->cluster_environment(cluster);
       spec.timeout = std::chrono::seconds(settings.command_timeout_s);
       const CommandResult r = xpk_->run(spec);

@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "support/run_falcon.h"
@@ -34,8 +38,8 @@ TEST(CliConfig, ValidateUsesConfigFlagAndEnvironment) {
 TEST(CliConfig, ValidateBadFilePrintsEveryProblemOnStderrAndExitsTwo) {
   testing::TempDir dir;
   const auto path = dir.write("repos.yaml",
-                              "clusters:\n  a:\n    zone: z\n    cluster_id: c\n"
-                              "    accelerator_types:\n      - {type: x, device_class: fpga}\n"
+                              "clusters:\n  a:\n    zone: us-east1-b\n    cluster_id: c\n"
+                              "    accelerator_types:\n      - {type: v4-8, device_class: fpga}\n"
                               "    max_queue_dept: 3\n")
                         .string();
   const auto r = run_falcon({"config", "validate", path});
@@ -47,6 +51,57 @@ TEST(CliConfig, ValidateBadFilePrintsEveryProblemOnStderrAndExitsTwo) {
                                        "'max_queue_depth'?)"));
   // One problem per line.
   EXPECT_EQ(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n'), 3);
+}
+
+// Issue 11: the spec's tpu-v4-64 style passed validation and xpk refused it at submit. Now a
+// type xpk 1.13.1 cannot take is refused here, naming the closest valid ones.
+TEST(CliConfig, ValidateRefusesAnAcceleratorTypeXpkCannotTake) {
+  testing::TempDir dir;
+  std::ifstream in(kSample);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("type: tpu-v4-64"), 15, "type: tpu-v4-65");
+  const auto r = run_falcon({"config", "validate", dir.write("repos.yaml", text).string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text,
+              HasSubstr("clusters.tpu-v4-prod.accelerator_types[0].type: 'tpu-v4-65' is not an "
+                        "accelerator type xpk 1.13.1 accepts (closest valid types: v4-64, "));
+  EXPECT_EQ(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n'), 1) << r.stderr_text;
+}
+
+// Issue 11: a ~50k-character value overflowed the stack in a regular-expression check, and every
+// command (they all load the config) crashed. Now: exit 2 and a one-line message.
+TEST(CliConfig, HugeValueIsAUsageErrorNotACrash) {
+  testing::TempDir dir;
+  std::ifstream in(kSample);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  text.replace(text.find("zone: us-central2-b"), 19, "zone: " + std::string(50'000, 'a'));
+  const std::string path = dir.write("repos.yaml", text).string();
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"config", "validate", path},
+        std::vector<std::string>{"--config", path, "cluster", "list"}}) {
+    const auto r = run_falcon(args);
+    EXPECT_EQ(r.exit_code, 2) << r.stderr_text.substr(0, 500);
+    EXPECT_THAT(r.stderr_text, HasSubstr("clusters.tpu-v4-prod.zone: 'aaaa"));
+    EXPECT_THAT(r.stderr_text, HasSubstr("(50000 bytes) is too long"));
+    EXPECT_LT(r.stderr_text.size(), 400u) << r.stderr_text.substr(0, 500);
+  }
+}
+
+// Issue 11: `--dest` goes through the one gs:// parser: a name Cloud Storage refuses, control
+// characters included, is a usage error before anything is read.
+TEST(CliExportLogs, DestThatCloudStorageRefusesIsAUsageError) {
+  for (const auto& [dest, why] : std::vector<std::pair<std::string, std::string>>{
+           {"gs://bkt/run\n1/", "contains a control character"},
+           {"gs://Falcon-Logs/run/", "may contain only lowercase letters"},
+           {"gs://bkt/../etc/", "'.' or '..' as a path part"},
+           {"s3://bkt/run/", "is not a gs:// URI"}}) {
+    const auto r = run_falcon({"--config", kSample, "job", "export-logs", "--cluster",
+                               "tpu-v4-prod", "w", "--dest", dest});
+    EXPECT_EQ(r.exit_code, 2) << dest;
+    EXPECT_THAT(r.stderr_text, HasSubstr("--dest: ")) << dest;
+    EXPECT_THAT(r.stderr_text, HasSubstr(why)) << dest;
+    EXPECT_EQ(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n'), 1) << r.stderr_text;
+  }
 }
 
 TEST(CliConfig, ValidateMissingFileExitsTwo) {
@@ -72,9 +127,9 @@ TEST(CliClusterList, PrintsAReadableTable) {
   EXPECT_THAT(r.stdout_text, HasSubstr("CLUSTER_ID"));
   EXPECT_THAT(r.stdout_text, HasSubstr("tpu-v4-prod"));
   EXPECT_THAT(r.stdout_text, HasSubstr("primatrix-tpu"));
-  EXPECT_THAT(r.stdout_text, HasSubstr("tpu-v4-64 (tpu, p1), tpu-v4-128 (tpu, p1)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("v4-64 (tpu, p1), v4-128 (tpu, p1)"));
   EXPECT_THAT(r.stdout_text, HasSubstr("env=prod,team=pretrain"));
-  EXPECT_THAT(r.stdout_text, HasSubstr("nvidia-a100-80g (gpu, p1)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("a100-40gb-8 (gpu, p1)"));
 }
 
 TEST(CliClusterList, JsonIsAnArrayOfClusterConfigWithSpecFieldNames) {
@@ -85,7 +140,8 @@ TEST(CliClusterList, JsonIsAnArrayOfClusterConfigWithSpecFieldNames) {
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[0]["name"], "tpu-v4-prod");
-  EXPECT_EQ(j[0]["accelerator_slots"][1]["type"], "tpu-v4-128");
+  EXPECT_EQ(j[0]["accelerator_slots"][1]["type"], "v4-128");  // xpk's spelling
+  EXPECT_EQ(j[0]["location"], "us-central2-b");
   EXPECT_EQ(j[1]["default_namespace"], "benchmark");
   EXPECT_FALSE(j[0].contains("accelerator_types"));
 }

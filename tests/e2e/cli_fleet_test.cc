@@ -211,6 +211,9 @@ TEST_F(CliFleetTest, WarmUpFetchesEveryClustersCredentialsIntoItsOwnKubeconfig) 
             "gke_proj-gpu_us-central1-a_gpu-cluster-x");
   EXPECT_EQ(fleet::read_current_context(fleet_.state_dir() + "/kube/tpu-b/config"),
             "gke_proj-tpu_us-central2-b_tpu-b");
+  // tpu-down is regional: gcloud is asked at its region, not at the zone xpk gets.
+  EXPECT_EQ(fleet::read_current_context(fleet_.state_dir() + "/kube/tpu-down/config"),
+            "gke_proj-tpu_us-east5_tpu-down");
 
   // A cluster GKE does not have: gcloud's 404 for that cluster, the others still warm, exit 7.
   std::ifstream in(fleet_.repos_path());
@@ -234,6 +237,51 @@ TEST_F(CliFleetTest, WarmUpFetchesEveryClustersCredentialsIntoItsOwnKubeconfig) 
       EXPECT_TRUE(result["ok"].get<bool>()) << result.dump();
     }
   }
+}
+
+// Issue 11: warm-up asked gcloud for a regional cluster at its zone and got a 404. Without
+// `location` the layer can only use the zone, and the fleet's gcloud answers as GKE does.
+TEST_F(CliFleetTest, WarmUpOfARegionalClusterNeedsItsLocation) {
+  std::ifstream in(fleet_.repos_path());
+  std::string repos((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string line = "    location: us-east5\n";
+  ASSERT_NE(repos.find(line), std::string::npos);
+  repos.erase(repos.find(line), line.size());
+  const std::string path = fleet_.repos_path() + ".no-location.yaml";
+  std::ofstream(path) << repos;
+  const CommandResult r = testing::run_falcon({"--config", path, "--json", "cluster", "warm-up"});
+  EXPECT_EQ(r.exit_code, 7) << r.stderr_text;
+  for (const auto& result : nlohmann::json::parse(r.stdout_text)) {
+    if (result["cluster"] == "tpu-down") {
+      const std::string error = result["error"].get<std::string>();
+      EXPECT_THAT(error, HasSubstr("code=404"));
+      EXPECT_THAT(error, HasSubstr("projects/proj-tpu/locations/us-east5-a/clusters/tpu-down"));
+      EXPECT_THAT(error, HasSubstr("Did you mean [tpu-down] in [us-east5]?"));
+    } else {
+      EXPECT_TRUE(result["ok"].get<bool>()) << result.dump();
+    }
+  }
+}
+
+// Issue 11: the registry takes the spec's spelling and xpk's; fleet-xpk, like real xpk, refuses
+// `--tpu-type=tpu-v4-64`, so these submits succeed only with xpk's spelling on its argv.
+TEST_F(CliFleetTest, SubmitPassesXpksSpellingOfTheAcceleratorType) {
+  for (const std::string accelerator : {"tpu-v4-64", "v4-64"}) {
+    const std::string name = accelerator == "v4-64" ? "xpk-spelling" : "spec-spelling";
+    const auto j = falcon_json({"job", "submit", "--cluster", "tpu-b", "--accelerator", accelerator,
+                                "--name", name, "--image", "gcr.io/f/b:1", "--", "true"});
+    EXPECT_EQ(j["handle"]["cluster"], "tpu-b") << j.dump();
+  }
+  // The record keeps what the caller asked for.
+  std::ifstream record(fleet_.state_dir() + "/submissions.jsonl");
+  const std::string text((std::istreambuf_iterator<char>(record)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("\"accelerator_type\":\"tpu-v4-64\""));
+  // A type the cluster does not offer in either spelling is refused before xpk runs.
+  const CommandResult r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator",
+                                  "tpu-v4-65", "--name", "typo", "--image", "i", "--", "true"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.stderr_text, HasSubstr("the cluster does not offer accelerator 'tpu-v4-65'"));
 }
 
 TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {

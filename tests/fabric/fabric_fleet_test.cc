@@ -112,7 +112,7 @@ TEST_F(FabricFleetTest, ClusterNamesResolveThroughTheRegistry) {
   ClusterFabric fabric(fleet_.repos_path());
   // Registry name gpu-x is GKE cluster gpu-cluster-x in project proj-gpu.
   const WorkloadHandle handle =
-      fabric.submit_workload("gpu-x", spec_named("gpu-bench", "nvidia-a100-80g"));
+      fabric.submit_workload("gpu-x", spec_named("gpu-bench", "a100-40gb-8"));
   EXPECT_EQ(handle.cluster, "gpu-x");
   bool found = false;
   for (const auto& row : fleet_.service().simulator().list("gpu-x").rows) {

@@ -96,7 +96,7 @@ TEST(GcsUri, SplitsBucketAndObject) {
   const GcsUri uri = parse_gcs_uri("gs://falcon-tpu/profiles/s1/logs/");
   EXPECT_EQ(uri.bucket, "falcon-tpu");
   EXPECT_EQ(uri.object, "profiles/s1/logs/");
-  EXPECT_EQ(parse_gcs_uri("gs://b").object, "");
+  EXPECT_EQ(parse_gcs_uri("gs://bkt").object, "");
   EXPECT_EQ(format_gcs_uri("b", "a/c.log"), "gs://b/a/c.log");
   EXPECT_THROW(parse_gcs_uri("s3://b/o"), std::invalid_argument);
   EXPECT_THROW(parse_gcs_uri("gs:///o"), std::invalid_argument);

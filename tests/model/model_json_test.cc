@@ -21,7 +21,7 @@ void expect_round_trip(const T& value) {
 }
 
 TEST(ModelJson, AcceleratorSlotRoundTrips) {
-  expect_round_trip(AcceleratorSlot{"tpu-v4-64", "tpu", 2});
+  expect_round_trip(AcceleratorSlot{"tpu-v4-64", DeviceClass::kTpu, 2});
 }
 
 TEST(ModelJson, ClusterConfigUsesSpecFieldNames) {
@@ -30,17 +30,39 @@ TEST(ModelJson, ClusterConfigUsesSpecFieldNames) {
                   .project = "p",
                   .zone = "z",
                   .cluster_id = "cid",
-                  .accelerator_slots = {{"tpu-v4-64", "tpu", 1}},
+                  .accelerator_slots = {{"tpu-v4-64", DeviceClass::kTpu, 1}},
                   .default_namespace = "default",
                   .gcs_bucket = "gs://b",
                   .max_queue_depth = 5,
                   .probe_timeout_s = 15,
-                  .labels = {{"env", "prod"}}};
+                  .labels = {{"env", "prod"}},
+                  .location = "us-central2"};
   const json j = c;
+  EXPECT_EQ(j["accelerator_slots"][0]["device_class"], "tpu");
+  EXPECT_EQ(j["location"], "us-central2");
   EXPECT_TRUE(j.contains("accelerator_slots"));
   EXPECT_FALSE(j.contains("accelerator_types"));
   EXPECT_EQ(j["labels"]["env"], "prod");
   expect_round_trip(c);
+}
+
+// JSON written before `location` existed still reads: the location is then the zone.
+TEST(ModelJson, ClusterConfigWithoutLocationTakesTheZone) {
+  ClusterConfig c{.name = "n", .provider = "gke", .project = "p", .zone = "us-east1-b"};
+  json j = c;
+  j.erase("location");
+  EXPECT_EQ(j.get<ClusterConfig>().location, "us-east1-b");
+}
+
+TEST(ModelJson, DeviceClassIsOneOfThreeNames) {
+  for (const DeviceClass c : {DeviceClass::kTpu, DeviceClass::kGpu, DeviceClass::kCpu}) {
+    EXPECT_EQ(parse_device_class(to_string(c)), c);
+    expect_round_trip(AcceleratorSlot{"t", c, 1});
+  }
+  EXPECT_EQ(parse_device_class("TPU"), std::nullopt);
+  EXPECT_THROW(
+      json::parse(R"({"type":"x","device_class":"fpga","priority":1})").get<AcceleratorSlot>(),
+      json::exception);
 }
 
 TEST(ModelJson, ProbeResultAbsentOptionalsAreNull) {

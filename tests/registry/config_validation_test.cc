@@ -86,7 +86,8 @@ TEST(ConfigValidation, ClusterNameWithUppercaseOrUnderscore) {
 TEST(ConfigValidation, ClusterNameLongerThan63) {
   const std::string name(64, 'a');
   EXPECT_THAT(problems_of(valid_with("tpu-v4-prod:", name + ":")),
-              Contains(HasSubstr("clusters." + name + ": cluster name must be")));
+              Contains(HasSubstr("clusters.'" + name.substr(0, 24) +
+                                 "...' (64 bytes): cluster name must be")));
 }
 
 TEST(ConfigValidation, ClusterNameGivenTwice) {
@@ -159,8 +160,8 @@ TEST(ConfigValidation, AcceleratorWithUnknownDeviceClass) {
 TEST(ConfigValidation, AcceleratorPriorityZero) {
   EXPECT_THAT(problems_of(valid_with("priority: 1", "priority: 0")),
               Contains(HasSubstr("repos.yaml:10:19: "
-                                 "clusters.tpu-v4-prod.accelerator_types[0].priority: must be an "
-                                 "integer >= 1, got 0")));
+                                 "clusters.tpu-v4-prod.accelerator_types[0].priority: must be "
+                                 "between 1 and 1000, got 0")));
 }
 
 TEST(ConfigValidation, AcceleratorPriorityNotAnInteger) {
@@ -170,22 +171,23 @@ TEST(ConfigValidation, AcceleratorPriorityNotAnInteger) {
 
 TEST(ConfigValidation, SameAcceleratorTypeTwiceInOneCluster) {
   const std::string yaml = std::string(kValidCluster) +
-                           "      - type: tpu-v4-64\n        device_class: tpu\n"
+                           "      - type: v4-64\n        device_class: tpu\n"
                            "        priority: 2\n";
   EXPECT_THAT(problems_of(yaml),
-              Contains(HasSubstr("clusters.tpu-v4-prod.accelerator_types[1].type: 'tpu-v4-64' is "
+              Contains(HasSubstr("clusters.tpu-v4-prod.accelerator_types[1].type: 'v4-64' is "
                                  "listed twice")));
 }
 
 TEST(ConfigValidation, GcsBucketWithoutScheme) {
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "    gcs_bucket: falcon-logs\n"),
               Contains(HasSubstr("repos.yaml:11:17: clusters.tpu-v4-prod.gcs_bucket: "
-                                 "'falcon-logs' must start with gs://")));
+                                 "'falcon-logs' is not a gs:// URI")));
 }
 
 TEST(ConfigValidation, NegativeMaxQueueDepth) {
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "    max_queue_depth: -1\n"),
-              Contains(HasSubstr("clusters.tpu-v4-prod.max_queue_depth: must be >= 0, got -1")));
+              Contains(HasSubstr(
+                  "clusters.tpu-v4-prod.max_queue_depth: must be between 0 and 1000000, got -1")));
 }
 
 TEST(ConfigValidation, ZeroMaxQueueDepthIsAllowed) {
@@ -195,7 +197,8 @@ TEST(ConfigValidation, ZeroMaxQueueDepthIsAllowed) {
 
 TEST(ConfigValidation, NonPositiveProbeTimeout) {
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "    probe_timeout_s: 0\n"),
-              Contains(HasSubstr("clusters.tpu-v4-prod.probe_timeout_s: must be > 0, got 0")));
+              Contains(HasSubstr(
+                  "clusters.tpu-v4-prod.probe_timeout_s: must be between 1 and 604800, got 0")));
 }
 
 TEST(ConfigValidation, LabelsNotAStringMap) {
@@ -253,7 +256,7 @@ TEST(ConfigValidation, OptionalSectionsAreParsed) {
   EXPECT_EQ(config.xpk.binary, "/opt/xpk/bin/xpk");
   EXPECT_EQ(config.xpk.extra_args, std::vector<std::string>{"--skip-validation"});
   EXPECT_EQ(config.xpk.env.at("TELEMETRY_ENABLED"), "false");
-  EXPECT_EQ(config.xpk.namespace_flag, "supported");
+  EXPECT_EQ(config.xpk.namespace_flag, NamespaceFlag::kSupported);
   EXPECT_EQ(config.gcp.logging_endpoint, "http://127.0.0.1:9000");
   EXPECT_EQ(config.gcp.logging_reads_per_minute, 120);
   EXPECT_EQ(config.gcp.upload_chunk_bytes, 524288);
@@ -290,6 +293,201 @@ TEST(ConfigValidation, UnreadableFileNamesThePath) {
   } catch (const ClusterConfigError& e) {
     EXPECT_THAT(e.what(), HasSubstr("/nonexistent/repos.yaml: cannot read the configuration"));
   }
+}
+
+// --- Accelerator types: xpk's table, both spellings (issue 11).
+
+TEST(ConfigValidation, AcceleratorTypesComeOutInXpksSpelling) {
+  const std::string yaml = std::string(kValidCluster) +
+                           "      - {type: v4-128, device_class: tpu, priority: 2}\n"
+                           "      - {type: h100-80gb-8, device_class: gpu, priority: 3}\n"
+                           "      - {type: n2-standard-32-4, device_class: cpu, priority: 4}\n";
+  const ClusterConfig c = parse_fabric_config(yaml, "repos.yaml").clusters[0];
+  ASSERT_THAT(c.accelerator_slots, SizeIs(4));
+  EXPECT_EQ(c.accelerator_slots[0], (AcceleratorSlot{"v4-64", DeviceClass::kTpu, 1}));
+  EXPECT_EQ(c.accelerator_slots[1], (AcceleratorSlot{"v4-128", DeviceClass::kTpu, 2}));
+  EXPECT_EQ(c.accelerator_slots[2], (AcceleratorSlot{"h100-80gb-8", DeviceClass::kGpu, 3}));
+  EXPECT_EQ(c.accelerator_slots[3], (AcceleratorSlot{"n2-standard-32-4", DeviceClass::kCpu, 4}));
+  EXPECT_NE(c.find_slot("tpu-v4-64"), nullptr);
+  EXPECT_NE(c.find_slot("v4-64"), nullptr);
+  EXPECT_EQ(c.find_slot("tpu-v4-8"), nullptr);
+}
+
+TEST(ConfigValidation, AcceleratorTypeXpkRefusesNamesTheClosestValidOnes) {
+  EXPECT_THAT(problems_of(valid_with("type: tpu-v4-64", "type: tpu-v4-65")),
+              Contains(HasSubstr("repos.yaml:8:15: clusters.tpu-v4-prod.accelerator_types[0].type: "
+                                 "'tpu-v4-65' is not an accelerator type xpk 1.13.1 accepts "
+                                 "(closest valid types: v4-64, v4-6656, v4-6528, ")));
+  EXPECT_THAT(problems_of(valid_with("type: tpu-v4-64", "type: tpu-v5e-256")),
+              Contains(HasSubstr("'tpu-v5e-256' is not an accelerator type xpk 1.13.1 accepts "
+                                 "(closest valid types: v6e-256, v5p-256, ")));
+}
+
+TEST(ConfigValidation, GpuTypeTypoSuggestsGpuTypesOnly) {
+  const auto problems = problems_of(valid_with("type: tpu-v4-64\n        device_class: tpu",
+                                               "type: nvidia-a100-80g\n        device_class: gpu"));
+  EXPECT_THAT(problems, Contains(HasSubstr("'nvidia-a100-80g' is not an accelerator type xpk "
+                                           "1.13.1 accepts (closest valid types: h100-80gb-8, "
+                                           "a100-40gb-8, ")));
+}
+
+TEST(ConfigValidation, GkeAcceleratorLabelSuggestsXpksNamesOfIt) {
+  EXPECT_THAT(problems_of(valid_with("type: tpu-v4-64\n        device_class: tpu",
+                                     "type: nvidia-h100-80gb\n        device_class: gpu")),
+              Contains(HasSubstr("'nvidia-h100-80gb' is not an accelerator type xpk 1.13.1 "
+                                 "accepts (closest valid types: h100-80gb-8)")));
+}
+
+TEST(ConfigValidation, AcceleratorOfAnotherClassThanDeviceClass) {
+  EXPECT_THAT(problems_of(valid_with("type: tpu-v4-64", "type: h100-80gb-8")),
+              Contains(HasSubstr("accelerator_types[0].type: 'h100-80gb-8' is a gpu type in xpk "
+                                 "1.13.1, but device_class is tpu")));
+}
+
+TEST(ConfigValidation, BothSpellingsOfOneTypeAreTheSameSlot) {
+  const std::string yaml =
+      std::string(kValidCluster) + "      - {type: v4-64, device_class: tpu, priority: 2}\n";
+  EXPECT_THAT(problems_of(yaml), Contains(HasSubstr("accelerator_types[1].type: 'v4-64' is listed "
+                                                    "twice (also at "
+                                                    "clusters.tpu-v4-prod.accelerator_types[0])")));
+}
+
+// --- Zones and locations (issue 11).
+
+constexpr const char* kRegionalCluster = R"(clusters:
+  c:
+    project: p-1
+    zone: %ZONE%
+    %LOCATION%
+    cluster_id: c
+    accelerator_types: [{type: v5p-8, device_class: tpu}]
+)";
+
+std::string located(const std::string& zone, const std::string& location) {
+  std::string s = kRegionalCluster;
+  s.replace(s.find("%ZONE%"), 6, zone);
+  s.replace(s.find("%LOCATION%"), 10, location.empty() ? "" : "location: " + location);
+  return s;
+}
+
+TEST(ConfigValidation, LocationDefaultsToZone) {
+  EXPECT_EQ(parse_fabric_config(located("us-central2-b", ""), "r").clusters[0].location,
+            "us-central2-b");
+  EXPECT_EQ(parse_fabric_config(located("us-central1", ""), "r").clusters[0].location,
+            "us-central1");
+}
+
+TEST(ConfigValidation, RegionalClusterReachedThroughAZoneOrTheRegion) {
+  const ClusterConfig c = parse_fabric_config(located("us-east5-a", "us-east5"), "r").clusters[0];
+  EXPECT_EQ(c.zone, "us-east5-a");
+  EXPECT_EQ(c.location, "us-east5");
+  EXPECT_NO_THROW(parse_fabric_config(located("us-east5", "us-east5"), "r"));
+}
+
+TEST(ConfigValidation, ZonalClusterWithARegionAsZoneIsRefused) {
+  EXPECT_THAT(problems_of(located("us-east1", "us-east1-d")),
+              Contains(HasSubstr("clusters.c.location: the cluster is zonal (us-east1-d) but zone "
+                                 "is the region us-east1: xpk would ask gcloud for the cluster in "
+                                 "us-east1 and get a 404; set zone: us-east1-d")));
+  EXPECT_THAT(problems_of(located("us-east1-b", "us-east1-d")),
+              Contains(HasSubstr("the cluster is zonal (us-east1-d) but zone is us-east1-b")));
+}
+
+TEST(ConfigValidation, LocationOutsideTheZonesRegion) {
+  EXPECT_THAT(problems_of(located("us-east1-b", "europe-west4")),
+              Contains(HasSubstr("clusters.c.location: 'europe-west4' is not in the region of "
+                                 "zone 'us-east1-b'")));
+}
+
+TEST(ConfigValidation, ZoneOrLocationThatIsNoGcpLocation) {
+  EXPECT_THAT(problems_of(located("z", "")),
+              Contains(HasSubstr("clusters.c.zone: 'z' is not a GCP zone or region")));
+  EXPECT_THAT(problems_of(located("us-east1-b", "US-EAST1")),
+              Contains(HasSubstr("clusters.c.location: 'US-EAST1' is not a GCP zone or region")));
+}
+
+// --- Hostile input (issue 11): bounded, never a crash, short quotes.
+
+TEST(ConfigValidation, HugeValueIsRefusedWithAShortQuote) {
+  for (const std::string field : {"zone: us-central2-b", "project: primatrix-tpu",
+                                  "cluster_id: tpu-v4-cluster", "type: tpu-v4-64"}) {
+    const std::string key = field.substr(0, field.find(':'));
+    const auto problems = problems_of(valid_with(field, key + ": " + std::string(50'000, 'a')));
+    ASSERT_THAT(problems, SizeIs(1)) << key;
+    EXPECT_THAT(problems[0], HasSubstr("...' (50000 bytes) is too long: at most")) << key;
+    EXPECT_LT(problems[0].size(), 250u) << problems[0];
+  }
+}
+
+TEST(ConfigValidation, HugeKeysAndLabelsAreBounded) {
+  const auto key =
+      problems_of(std::string(kValidCluster) + "    " + std::string(50'000, 'k') + ": 1\n");
+  ASSERT_THAT(key, SizeIs(1));
+  EXPECT_LT(key[0].size(), 400u) << key[0];
+  const auto label = problems_of(std::string(kValidCluster) +
+                                 "    labels: {env: " + std::string(50'000, 'v') + "}\n");
+  ASSERT_THAT(label, SizeIs(1));
+  EXPECT_THAT(label[0], HasSubstr("labels.env: 'vvv"));
+  EXPECT_LT(label[0].size(), 250u) << label[0];
+}
+
+TEST(ConfigValidation, ControlCharactersAreShownEscaped) {
+  const auto problems =
+      problems_of(valid_with("zone: us-central2-b", "zone: \"us-central2-b\\n\""));
+  ASSERT_THAT(problems, SizeIs(1));
+  EXPECT_THAT(problems[0], HasSubstr("'us-central2-b\\n' is not a GCP zone or region"));
+}
+
+TEST(ConfigValidation, OversizedFileIsRefusedUnread) {
+  const std::string yaml = std::string(kValidCluster) + "# " + std::string(kMaxConfigBytes, 'x');
+  EXPECT_THAT(problems_of(yaml), Contains(HasSubstr("repos.yaml: (document): the file is " +
+                                                    std::to_string(yaml.size()) +
+                                                    " bytes; at most 1048576 are read")));
+}
+
+TEST(ConfigValidation, DeeplyNestedYamlIsASyntaxErrorNotACrash) {
+  const std::string yaml = "clusters: " + std::string(100'000, '[');
+  EXPECT_THAT(problems_of(yaml), Contains(HasSubstr("YAML syntax error")));
+}
+
+TEST(ConfigValidation, TooManyItemsInAList) {
+  std::string args = "xpk:\n  extra_args: [";
+  for (int i = 0; i < 300; ++i) args += "a,";
+  args += "b]\n";
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + args),
+              Contains(HasSubstr("xpk.extra_args: has 301 items; at most 256 are allowed")));
+}
+
+TEST(ConfigValidation, IntegersBeyondAnyBoundAreRefusedNotWrapped) {
+  EXPECT_THAT(
+      problems_of(std::string(kValidCluster) + "    max_queue_depth: 99999999999999999999\n"),
+      Contains(HasSubstr("max_queue_depth: must be an integer, got '99999999999999999999'")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "    probe_timeout_s: 4294967297\n"),
+              Contains(HasSubstr("probe_timeout_s: must be between 1 and 604800, got 4294967297")));
+}
+
+TEST(ConfigValidation, NamespaceFlagIsAnEnum) {
+  for (const auto& [text, flag] :
+       {std::pair{"auto", NamespaceFlag::kAuto}, std::pair{"supported", NamespaceFlag::kSupported},
+        std::pair{"unsupported", NamespaceFlag::kUnsupported}}) {
+    EXPECT_EQ(parse_fabric_config(
+                  std::string(kValidCluster) + "xpk:\n  namespace_flag: " + text + "\n", "r")
+                  .xpk.namespace_flag,
+              flag);
+    EXPECT_STREQ(to_string(flag), text);
+  }
+  EXPECT_EQ(parse_fabric_config(kValidCluster, "r").xpk.namespace_flag, NamespaceFlag::kAuto);
+}
+
+TEST(ConfigValidation, GcsBucketUsesTheOneGsParser) {
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "    gcs_bucket: gs://Falcon-Logs\n"),
+              Contains(HasSubstr("clusters.tpu-v4-prod.gcs_bucket: 'gs://Falcon-Logs': the bucket "
+                                 "name 'Falcon-Logs' may contain only lowercase letters")));
+  EXPECT_EQ(
+      parse_fabric_config(std::string(kValidCluster) + "    gcs_bucket: gs://falcon-logs/x/\n", "r")
+          .clusters[0]
+          .gcs_bucket,
+      "gs://falcon-logs/x/");
 }
 
 }  // namespace

@@ -41,8 +41,8 @@ TEST_F(RegistryTest, LoadsTheSpecSampleIntoClusterConfigs) {
   EXPECT_EQ(tpu.project, "primatrix-tpu");
   EXPECT_EQ(tpu.zone, "us-central2-b");
   EXPECT_EQ(tpu.cluster_id, "tpu-v4-cluster");
-  EXPECT_THAT(tpu.accelerator_slots, ElementsAre(AcceleratorSlot{"tpu-v4-64", "tpu", 1},
-                                                 AcceleratorSlot{"tpu-v4-128", "tpu", 1}));
+  EXPECT_THAT(tpu.accelerator_slots, ElementsAre(AcceleratorSlot{"v4-64", DeviceClass::kTpu, 1},
+                                                 AcceleratorSlot{"v4-128", DeviceClass::kTpu, 1}));
   EXPECT_EQ(tpu.default_namespace, "default");
   EXPECT_EQ(tpu.gcs_bucket, "gs://falcon-tpu-v4");
   EXPECT_EQ(tpu.max_queue_depth, 5);
@@ -51,13 +51,13 @@ TEST_F(RegistryTest, LoadsTheSpecSampleIntoClusterConfigs) {
             (std::map<std::string, std::string>{{"env", "prod"}, {"team", "pretrain"}}));
   EXPECT_EQ(clusters[1].name, "gpu-a100");
   EXPECT_EQ(clusters[1].default_namespace, "benchmark");
-  EXPECT_EQ(clusters[1].accelerator_slots[0].device_class, "gpu");
+  EXPECT_EQ(clusters[1].accelerator_slots[0].device_class, DeviceClass::kGpu);
 }
 
 // Spec acceptance: ClusterRegistry / 配置校验
 TEST_F(RegistryTest, MissingRequiredFieldsRaiseClusterConfigError) {
   const auto path =
-      write("clusters:\n  a:\n    accelerator_types:\n      - {type: x, device_class: tpu}\n");
+      write("clusters:\n  a:\n    accelerator_types:\n      - {type: v4-64, device_class: tpu}\n");
   try {
     registry_.load(path);
     FAIL() << "expected ClusterConfigError";
@@ -73,7 +73,7 @@ TEST_F(RegistryTest, MissingRequiredFieldsRaiseClusterConfigError) {
 // Spec acceptance: ClusterRegistry / 按 accelerator 查询
 TEST_F(RegistryTest, FindByAcceleratorReturnsMatchesByAscendingPriority) {
   registry_.load(write("clusters:\n" + cluster_yaml("low", "tpu-v4-128", 3) +
-                       cluster_yaml("other", "tpu-v5e-256", 1) +
+                       cluster_yaml("other", "tpu-v5p-256", 1) +
                        cluster_yaml("high", "tpu-v4-128", 1) +
                        cluster_yaml("mid", "tpu-v4-128", 2)));
   const auto found = registry_.find_by_accelerator("tpu-v4-128");
@@ -87,13 +87,28 @@ TEST_F(RegistryTest, FindByAcceleratorReturnsMatchesByAscendingPriority) {
 }
 
 TEST_F(RegistryTest, EqualPrioritiesKeepFileOrder) {
-  registry_.load(write("clusters:\n" + cluster_yaml("zeta", "gpu", 1) +
-                       cluster_yaml("alpha", "gpu", 1) + cluster_yaml("mu", "gpu", 1)));
-  const auto found = registry_.find_by_accelerator("gpu");
+  registry_.load(write("clusters:\n" + cluster_yaml("zeta", "v5p-8", 1) +
+                       cluster_yaml("alpha", "v5p-8", 1) + cluster_yaml("mu", "v5p-8", 1)));
+  const auto found = registry_.find_by_accelerator("v5p-8");
   ASSERT_THAT(found, SizeIs(3));
   EXPECT_EQ(found[0].first.name, "zeta");
   EXPECT_EQ(found[1].first.name, "alpha");
   EXPECT_EQ(found[2].first.name, "mu");
+}
+
+// The spec's spelling (tpu-v4-128) and xpk's (v4-128) name one accelerator type, in the file and
+// in the query.
+TEST_F(RegistryTest, FindByAcceleratorTakesBothSpellings) {
+  registry_.load(write("clusters:\n" + cluster_yaml("spec", "tpu-v4-128", 1) +
+                       cluster_yaml("xpk", "v4-128", 2)));
+  for (const std::string query : {"tpu-v4-128", "v4-128"}) {
+    const auto found = registry_.find_by_accelerator(query);
+    ASSERT_THAT(found, SizeIs(2)) << query;
+    EXPECT_EQ(found[0].first.name, "spec");
+    EXPECT_EQ(found[1].first.name, "xpk");
+    EXPECT_EQ(found[0].first.accelerator_slots[0].type, "v4-128");  // canonical in the model
+  }
+  EXPECT_THAT(registry_.find_by_accelerator("tpu-v4-64"), IsEmpty());
 }
 
 // Spec acceptance: ClusterRegistry / 无匹配 accelerator
@@ -104,22 +119,23 @@ TEST_F(RegistryTest, FindByAcceleratorWithNoMatchIsEmpty) {
 
 // Spec acceptance: ClusterRegistry / 重复加载
 TEST_F(RegistryTest, RepeatedLoadReplacesWithoutDuplicates) {
-  const auto path = write("clusters:\n" + cluster_yaml("a", "x", 1) + cluster_yaml("b", "x", 1));
+  const auto path =
+      write("clusters:\n" + cluster_yaml("a", "v4-64", 1) + cluster_yaml("b", "v4-64", 1));
   registry_.load(path);
   registry_.load(path);
   registry_.load(path);
   EXPECT_THAT(registry_.list_clusters(), SizeIs(2));
-  EXPECT_THAT(registry_.find_by_accelerator("x"), SizeIs(2));
+  EXPECT_THAT(registry_.find_by_accelerator("v4-64"), SizeIs(2));
 
-  registry_.load(write("clusters:\n" + cluster_yaml("c", "y", 1)));
+  registry_.load(write("clusters:\n" + cluster_yaml("c", "v4-8", 1)));
   const auto clusters = registry_.list_clusters();
   ASSERT_THAT(clusters, SizeIs(1));
   EXPECT_EQ(clusters[0].name, "c");
-  EXPECT_THAT(registry_.find_by_accelerator("x"), IsEmpty());
+  EXPECT_THAT(registry_.find_by_accelerator("v4-64"), IsEmpty());
 }
 
 TEST_F(RegistryTest, FailedLoadKeepsThePreviousRegistry) {
-  registry_.load(write("clusters:\n" + cluster_yaml("a", "x", 1)));
+  registry_.load(write("clusters:\n" + cluster_yaml("a", "v4-64", 1)));
   EXPECT_THROW(registry_.load(write("clusters:\n  a:\n    project: p\n")), ClusterConfigError);
   EXPECT_THROW(registry_.load(dir_.path().string() + "/missing.yaml"), ClusterConfigError);
   ASSERT_THAT(registry_.list_clusters(), SizeIs(1));
@@ -127,7 +143,8 @@ TEST_F(RegistryTest, FailedLoadKeepsThePreviousRegistry) {
 }
 
 TEST_F(RegistryTest, GetClusterOfUnknownNameRaisesUnknownClusterError) {
-  registry_.load(write("clusters:\n" + cluster_yaml("a", "x", 1) + cluster_yaml("b", "x", 1)));
+  registry_.load(
+      write("clusters:\n" + cluster_yaml("a", "v4-64", 1) + cluster_yaml("b", "v4-64", 1)));
   EXPECT_EQ(registry_.get_cluster("b").cluster_id, "c-b");
   try {
     registry_.get_cluster("nope");
@@ -147,11 +164,11 @@ TEST_F(RegistryTest, EmptyBeforeTheFirstLoad) {
 // Readers on other threads see the old or the new registry, never a mix: every snapshot they
 // take is internally consistent (all clusters of one generation).
 TEST_F(RegistryTest, ConcurrentReadersNeverSeeAMixOfTwoLoads) {
-  const auto gen_a = write("clusters:\n" + cluster_yaml("a1", "x", 1) + cluster_yaml("a2", "x", 1) +
-                           cluster_yaml("a3", "x", 1));
-  const auto gen_b =
-      dir_.write("b.yaml", "clusters:\n" + cluster_yaml("b1", "x", 2) + cluster_yaml("b2", "x", 2))
-          .string();
+  const auto gen_a = write("clusters:\n" + cluster_yaml("a1", "v4-64", 1) +
+                           cluster_yaml("a2", "v4-64", 1) + cluster_yaml("a3", "v4-64", 1));
+  const auto gen_b = dir_.write("b.yaml", "clusters:\n" + cluster_yaml("b1", "v4-64", 2) +
+                                              cluster_yaml("b2", "v4-64", 2))
+                         .string();
   registry_.load(gen_a);
   std::atomic<bool> stop{false};
   std::atomic<int> torn{0}, reads{0};
@@ -159,7 +176,7 @@ TEST_F(RegistryTest, ConcurrentReadersNeverSeeAMixOfTwoLoads) {
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       while (!stop.load()) {
-        const auto found = registry_.find_by_accelerator("x");
+        const auto found = registry_.find_by_accelerator("v4-64");
         const bool all_a = found.size() == 3 && found[0].first.name[0] == 'a' &&
                            found[1].first.name[0] == 'a' && found[2].first.name[0] == 'a';
         const bool all_b =

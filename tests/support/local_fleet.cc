@@ -25,6 +25,7 @@ clusters:
   tpu-down:
     project: proj-tpu
     zone: us-east5-a
+    location: us-east5
     cluster_id: tpu-down
     capacity: {tpu-v4-64: 4}
     behaviour: {unreachable: true}
@@ -37,7 +38,7 @@ clusters:
     project: proj-gpu
     zone: us-central1-a
     cluster_id: gpu-cluster-x
-    capacity: {nvidia-a100-80g: 2}
+    capacity: {a100-40gb-8: 2}
 )";
 
 constexpr const char* kReposYaml = R"(clusters:
@@ -51,6 +52,7 @@ constexpr const char* kReposYaml = R"(clusters:
   tpu-down:
     project: proj-tpu
     zone: us-east5-a
+    location: us-east5
     cluster_id: tpu-down
     accelerator_types: [{{type: tpu-v4-64, device_class: tpu, priority: 1}}]
     probe_timeout_s: 20
@@ -65,7 +67,7 @@ constexpr const char* kReposYaml = R"(clusters:
     zone: us-central1-a
     cluster_id: gpu-cluster-x
     default_namespace: default
-    accelerator_types: [{{type: nvidia-a100-80g, device_class: gpu, priority: 1}}]
+    accelerator_types: [{{type: a100-40gb-8, device_class: gpu, priority: 1}}]
     probe_timeout_s: 20
 xpk:
   binary: {xpk}

@@ -16,7 +16,8 @@ namespace falcon::testing {
 class LocalFleet {
  public:
   // Four clusters, no latencies, 100-second runs of 20 steps (see local_fleet.cc):
-  //   tpu-a (priority 1, full queue), tpu-down (priority 1, unreachable),
+  //   tpu-a (priority 1, full queue), tpu-down (priority 1, unreachable, regional: location
+  //   us-east5, zone us-east5-a),
   //   tpu-b (priority 2, free), gpu-x (cluster_id gpu-cluster-x, gpu).
   LocalFleet();
   ~LocalFleet();

@@ -28,7 +28,7 @@ ClusterConfig tpu_cluster() {
   c.project = "primatrix-tpu";
   c.zone = "us-central2-b";
   c.cluster_id = "tpu-v4-cluster";
-  c.accelerator_slots = {{"tpu-v4-64", "tpu", 1}};
+  c.accelerator_slots = {{"tpu-v4-64", DeviceClass::kTpu, 1}};
   c.probe_timeout_s = 15;
   return c;
 }

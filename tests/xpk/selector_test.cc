@@ -219,7 +219,7 @@ TEST_F(SelectorTest, NoCandidateRaisesNoAvailableClusterError) {
 
 // 决策记录完整: candidates, probe_results, selected_cluster and reason are all filled in.
 TEST_F(SelectorTest, SelectionRecordIsComplete) {
-  load({{"tpu-a", "tpu-v4-64", 1}, {"gpu-x", "nvidia-a100-80g", 1}, {"tpu-b", "tpu-v4-64", 1}});
+  load({{"tpu-a", "tpu-v4-64", 1}, {"gpu-x", "a100-40gb-8", 1}, {"tpu-b", "tpu-v4-64", 1}});
   prober_.answer("tpu-a", false, std::nullopt, "probe timed out after 15s");
   prober_.answer("tpu-b", true, 0);
   const auto s = selector().select("tpu-v4-64");

@@ -42,7 +42,7 @@ ClusterConfig tpu_cluster() {
   c.project = "primatrix-tpu";
   c.zone = "us-central2-b";
   c.cluster_id = "tpu-v4-cluster";
-  c.accelerator_slots = {{"tpu-v4-64", "tpu", 1}, {"tpu-v4-128", "tpu", 1}};
+  c.accelerator_slots = {{"tpu-v4-64", DeviceClass::kTpu, 1}, {"tpu-v4-128", DeviceClass::kTpu, 1}};
   c.default_namespace = "default";
   return c;
 }
@@ -54,7 +54,8 @@ ClusterConfig gpu_cluster() {
   c.project = "primatrix-gpu";
   c.zone = "us-central1-a";
   c.cluster_id = "gpu-cluster";
-  c.accelerator_slots = {{"nvidia-a100-80g", "gpu", 1}, {"n2-standard-32-4", "cpu", 2}};
+  c.accelerator_slots = {{"a100-40gb-8", DeviceClass::kGpu, 1},
+                         {"n2-standard-32-4", DeviceClass::kCpu, 2}};
   c.default_namespace = "benchmark";
   return c;
 }
@@ -114,14 +115,14 @@ TEST_F(WorkloadManagerTest, SubmitBuildsTheCreateCommand) {
   spec.extra_args = {"--num-slices=2", "--max-restarts", "3"};
   const auto handle = manager().submit(tpu_cluster(), spec);
 
-  EXPECT_THAT(only_call_argv(),
-              ElementsAre("xpk", "workload", "create", "--cluster=tpu-v4-cluster",
-                          "--project=primatrix-tpu", "--zone=us-central2-b",
-                          "--workload=llama-8b-bench", "--docker-image=gcr.io/primatrix/bench:1",
-                          "--command=python3 train.py '--name=it'\\''s a test' '$HOME'",
-                          "--tpu-type=tpu-v4-64", "--priority=medium", "--env=JAX_PLATFORMS=tpu",
-                          "--env=STEPS=100 200", "--skip-validation", "--num-slices=2",
-                          "--max-restarts", "3"));
+  EXPECT_THAT(
+      only_call_argv(),
+      ElementsAre("xpk", "workload", "create", "--cluster=tpu-v4-cluster",
+                  "--project=primatrix-tpu", "--zone=us-central2-b", "--workload=llama-8b-bench",
+                  "--docker-image=gcr.io/primatrix/bench:1",
+                  "--command=python3 train.py '--name=it'\\''s a test' '$HOME'", "--tpu-type=v4-64",
+                  "--priority=medium", "--env=JAX_PLATFORMS=tpu", "--env=STEPS=100 200",
+                  "--skip-validation", "--num-slices=2", "--max-restarts", "3"));
   const auto call = runner_->calls().back();
   EXPECT_EQ(call.timeout, std::chrono::seconds(900));
   EXPECT_EQ(call.env.at("KUBECONFIG"),
@@ -145,7 +146,7 @@ TEST_F(WorkloadManagerTest, DeviceClassPicksTheAcceleratorFlag) {
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   manager().submit(tpu_cluster(), tpu_spec());
   auto gpu = tpu_spec();
-  gpu.accelerator_type = "nvidia-a100-80g";
+  gpu.accelerator_type = "a100-40gb-8";
   manager().submit(gpu_cluster(), gpu);
   auto cpu = tpu_spec();
   cpu.accelerator_type = "n2-standard-32-4";
@@ -153,9 +154,9 @@ TEST_F(WorkloadManagerTest, DeviceClassPicksTheAcceleratorFlag) {
 
   const auto calls = runner_->calls();
   ASSERT_THAT(calls, SizeIs(3));
-  EXPECT_THAT(calls[0].argv, Contains("--tpu-type=tpu-v4-64"));
+  EXPECT_THAT(calls[0].argv, Contains("--tpu-type=v4-64"));
   EXPECT_THAT(calls[0].argv, Not(Contains(HasSubstr("--device-type"))));
-  EXPECT_THAT(calls[1].argv, Contains("--device-type=nvidia-a100-80g"));
+  EXPECT_THAT(calls[1].argv, Contains("--device-type=a100-40gb-8"));
   EXPECT_THAT(calls[1].argv, Not(Contains(HasSubstr("--tpu-type"))));
   EXPECT_THAT(calls[2].argv, Contains("--device-type=n2-standard-32-4"));
 }
@@ -249,7 +250,7 @@ TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
   settings_.namespace_flag = "supported";
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
-  spec.accelerator_type = "nvidia-a100-80g";
+  spec.accelerator_type = "a100-40gb-8";
   const auto handle = manager().submit(gpu_cluster(), spec);
   EXPECT_EQ(handle.namespace_, "benchmark");
   EXPECT_THAT(only_call_argv(), Contains("--namespace=benchmark"));
@@ -262,7 +263,7 @@ TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
 TEST_F(WorkloadManagerTest, UnsupportedNamespaceFlagRefusesANonDefaultNamespace) {
   settings_.namespace_flag = "unsupported";
   auto spec = tpu_spec();
-  spec.accelerator_type = "nvidia-a100-80g";
+  spec.accelerator_type = "a100-40gb-8";
   const auto e = submit_error(gpu_cluster(), spec);  // default_namespace: benchmark
   EXPECT_THAT(e.what(), HasSubstr("namespace 'benchmark'"));
   EXPECT_THAT(e.what(), HasSubstr("has no --namespace flag"));

@@ -1,8 +1,12 @@
 #include "fleet/device_types.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cctype>
-#include <optional>
+
+#include "falcon/accelerator_types.h"
 
 namespace falcon::fleet {
 namespace {
@@ -44,22 +48,41 @@ int builtin_tpu_workers(std::string_view type) {
   return std::max(1, n / 8);
 }
 
+// The table's entry for `device_type` in either spelling, or nullptr.
+const XpkAcceleratorType* table_entry(std::string_view device_type) {
+  const auto canonical = canonical_accelerator_type(device_type);
+  return canonical ? find_xpk_accelerator_type(*canonical) : nullptr;
+}
+
 }  // namespace
 
-const char* to_string(DeviceClass device_class) {
-  switch (device_class) {
-    case DeviceClass::kTpu:
-      return "tpu";
-    case DeviceClass::kGpu:
-      return "gpu";
-    case DeviceClass::kCpu:
-      return "cpu";
+bool is_xpk_tpu_type(std::string_view value) {
+  const XpkAcceleratorType* t = find_xpk_accelerator_type(value);
+  return t != nullptr && t->device_class == DeviceClass::kTpu;
+}
+
+bool is_xpk_device_type(std::string_view value) {
+  return find_xpk_accelerator_type(value) != nullptr;
+}
+
+std::optional<std::string> xpk_accelerator_choice_error(std::string_view flag,
+                                                        std::string_view value) {
+  std::optional<DeviceClass> only;
+  if (flag == "--tpu-type") {
+    if (is_xpk_tpu_type(value)) return std::nullopt;
+    only = DeviceClass::kTpu;
+  } else if (flag == "--device-type") {
+    if (is_xpk_device_type(value)) return std::nullopt;
+  } else {
+    return std::nullopt;
   }
-  return "cpu";
+  return fmt::format("invalid choice: '{}' (closest matches: {})", value,
+                     fmt::join(closest_xpk_accelerator_types(value, only), ", "));
 }
 
 DeviceClass classify_device(std::string_view device_type, bool given_as_tpu_type) {
   if (given_as_tpu_type) return DeviceClass::kTpu;
+  if (const XpkAcceleratorType* t = table_entry(device_type)) return t->device_class;
   const std::string_view t = device_type;
   if (starts_with(t, "tpu") || starts_with(t, "v2-") || starts_with(t, "v3-") ||
       starts_with(t, "v4-") || starts_with(t, "v5") || starts_with(t, "v6e")) {
@@ -87,6 +110,10 @@ int workers_per_slice(std::string_view device_type, DeviceClass device_class,
     }
   }
   if (auto it = overrides.find("default"); it != overrides.end()) return std::max(1, it->second);
+  if (const XpkAcceleratorType* t = table_entry(device_type)) {
+    if (device_class == DeviceClass::kGpu) return 1;
+    return std::max(1, t->vms_per_slice);
+  }
   switch (device_class) {
     case DeviceClass::kTpu:
       return builtin_tpu_workers(device_type);
@@ -99,6 +126,8 @@ int workers_per_slice(std::string_view device_type, DeviceClass device_class,
 }
 
 int chips_per_vm(std::string_view device_type, DeviceClass device_class) {
+  const XpkAcceleratorType* t = table_entry(device_type);
+  if (t != nullptr && device_class != DeviceClass::kCpu) return t->chips_per_vm;
   switch (device_class) {
     case DeviceClass::kTpu:
       return 4;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "fleet/kubeconfig.h"
+#include "util/names.h"
 
 namespace falcon::fleet {
 namespace {
@@ -88,17 +89,32 @@ int get_credentials(const std::vector<std::string>& args, FleetApi* api, const F
   }
 
   env.err << "Fetching cluster endpoint and auth data.\n" << std::flush;
+  if (!gcp_location_kind(a.location)) {
+    env.err << "ERROR: (" << kCommand
+            << fmt::format(") ResponseError: code=400, message=Location \"{}\" does not exist.\n",
+                           a.location)
+            << std::flush;
+    return 1;
+  }
+  const std::string not_found = fmt::format(
+      "ERROR: ({}) ResponseError: code=404, message=Not found: "
+      "projects/{}/locations/{}/clusters/{}.\n",
+      kCommand, a.project, a.location, a.cluster);
   try {
     const nlohmann::json cred = api->call("credentials", {{"project", a.project},
                                                           {"zone", a.location},
                                                           {"cluster", a.cluster},
                                                           {"kubeconfig", kubeconfig}});
     if (!cred.value("found", false)) {
-      env.err << "ERROR: (" << kCommand
-              << fmt::format(
-                     ") ResponseError: code=404, message=Not found: "
-                     "projects/{}/locations/{}/clusters/{}.\n",
-                     a.project, a.location, a.cluster)
+      env.err << not_found << std::flush;
+      return 1;
+    }
+    // gcloud looks at exactly this location; a cluster of the name elsewhere is only a hint.
+    const std::string location = cred.value("location", a.location);
+    if (location != a.location) {
+      env.err << not_found
+              << fmt::format("Could not find [{}] in [{}].\nDid you mean [{}] in [{}]?\n",
+                             a.cluster, a.location, a.cluster, location)
               << std::flush;
       return 1;
     }

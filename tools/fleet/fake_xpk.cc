@@ -184,8 +184,12 @@ class Session {
     if (kubeconfig) body["kubeconfig"] = *kubeconfig;
     const nlohmann::json cred =
         a_.dry_run ? nlohmann::json{{"found", false}} : api_.call("credentials", body);
-    out.found = cred.value("found", false);
-    out.location = out.found ? cred.value("location", zone_) : zone_to_region(zone_);
+    // xpk 1.13's get_cluster_location: the cluster at --zone when there is one there, else at
+    // the zone's region. So a zonal cluster is reached only through its own zone (a region as
+    // --zone gets gcloud's 404), a regional one through its region or any zone of it.
+    const std::string at = cred.value("location", zone_);
+    out.location = cred.value("found", false) && at == zone_ ? zone_ : zone_to_region(zone_);
+    out.found = cred.value("found", false) && at == out.location;
     const std::string get_task = "get-credentials-dns-endpoint to cluster " + a_.cluster;
     const auto get_credentials = [&](bool dns, bool first) {
       task(get_task,

@@ -10,6 +10,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "falcon/accelerator_types.h"
+#include "util/names.h"
 
 namespace falcon::fleet {
 namespace {
@@ -292,7 +296,12 @@ void parse_workloads(Checker& c, const YAML::Node& node, const std::string& path
     if (auto n = w["device_type"]) {
       if (auto v = c.nonempty_string(n, field("device_type"))) {
         out.device_type = *v;
-        if (!cluster.capacity.count(*v)) {
+        const auto canonical = canonical_accelerator_type(*v);
+        const bool offered =
+            std::any_of(cluster.capacity.begin(), cluster.capacity.end(), [&](const auto& entry) {
+              return canonical && canonical_accelerator_type(entry.first) == canonical;
+            });
+        if (!offered) {
           c.problem(n, field("device_type"),
                     fmt::format("the cluster has no capacity entry for '{}'", *v));
         }
@@ -352,6 +361,32 @@ void parse_workloads(Checker& c, const YAML::Node& node, const std::string& path
   }
 }
 
+// Both look like GCP locations, and `zone` is one through which xpk reaches the cluster: its
+// own zone when zonal, its region or a zone of it when regional.
+void check_zone_and_location(Checker& c, const YAML::Node& node, const std::string& path,
+                             const FleetCluster& out) {
+  if (out.zone.empty()) return;  // reported as missing
+  bool shapes_ok = true;
+  for (const auto& [key, value] : {std::pair{"zone", &out.zone}, {"location", &out.location}}) {
+    if (!gcp_location_kind(*value)) {
+      c.problem(node[key] ? node[key] : node, Checker::join(path, key),
+                fmt::format("'{}' is not a GCP zone or region (like us-central2-b or us-central1)",
+                            value->substr(0, 64)));
+      shapes_ok = false;
+      if (std::string_view(key) == "zone") break;  // location defaulted to it
+    }
+  }
+  if (!shapes_ok || out.zone == out.location) return;
+  const bool zonal = !out.regional();
+  if (region_of(out.zone) != region_of(out.location) || zonal) {
+    c.problem(node["location"], Checker::join(path, "location"),
+              fmt::format("zone '{}' does not reach a cluster at '{}': a zonal cluster is reached "
+                          "through its own zone only, a regional one through its region or a "
+                          "zone of it",
+                          out.zone, out.location));
+  }
+}
+
 void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, FleetCluster& out) {
   const std::string path = "clusters." + name;
   out.name = name;
@@ -383,11 +418,28 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
     if (auto v = c.nonempty_string(n, field("location"))) out.location = *v;
   }
   if (out.location.empty()) out.location = out.zone;
+  check_zone_and_location(c, node, path, out);
   if (auto n = node["capacity"]) {
     if (c.is_map(n, field("capacity"))) {
+      std::map<std::string, std::string> canonical_seen;  // canonical -> as written
       for (const auto& kv : n) {
         const std::string type = kv.first.as<std::string>();
-        if (auto v = c.integer(kv.second, Checker::join(field("capacity"), type), 0, 100'000)) {
+        const std::string type_path = Checker::join(field("capacity"), type);
+        const auto canonical = canonical_accelerator_type(type);
+        if (!canonical) {
+          c.problem(
+              kv.first, type_path,
+              fmt::format("'{}' is not a device type xpk {} accepts (closest matches: {})", type,
+                          kXpkAcceleratorTableVersion,
+                          fmt::join(closest_xpk_accelerator_types(type, std::nullopt), ", ")));
+          continue;
+        }
+        if (auto [it, inserted] = canonical_seen.emplace(*canonical, type); !inserted) {
+          c.problem(kv.first, type_path,
+                    fmt::format("'{}' is the same device type as '{}'", type, it->second));
+          continue;
+        }
+        if (auto v = c.integer(kv.second, type_path, 0, 100'000)) {
           out.capacity[type] = static_cast<int>(*v);
         }
       }
@@ -401,6 +453,8 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
 }
 
 }  // namespace
+
+bool FleetCluster::regional() const { return gcp_location_kind(location) == LocationKind::kRegion; }
 
 FleetConfigError::FleetConfigError(std::vector<std::string> problems)
     : std::runtime_error(join_lines(problems)), problems_(std::move(problems)) {}

@@ -22,10 +22,13 @@
 //   clusters:                   # name -> cluster; name, project, zone, cluster_id as in repos.yaml
 //     tpu-v4-prod:
 //       project: falcon-local   # required
-//       zone: us-central2-b     # required
+//       zone: us-central2-b     # required: a zone, or a region (as repos.yaml's zone)
 //       cluster_id: tpu-v4-a    # required
-//       location: ...           # Cloud Logging resource.labels.location; default: zone
-//       capacity: {tpu-v4-64: 2}  # workloads that run at once, per device type (required)
+//       location: ...           # where the GKE cluster is: its zone (zonal cluster) or its
+//                               # region (regional); default: zone. gcloud finds the cluster
+//                               # only there; also Cloud Logging's resource.labels.location
+//       capacity: {tpu-v4-64: 2}  # workloads that run at once, per device type (required);
+//                                 # xpk's names, or the spec's tpu- spelling of a TPU name
 //       behaviour: {probe_latency_ms: 0, command_latency_ms: 0, unreachable: false,
 //                   flaky: {every: 0, probability: 0, seed: 1}, slow: false,
 //                   slow_latency_ms: 30000, admission_delay_s: 0}
@@ -116,7 +119,10 @@ struct FleetCluster {
   std::string project;
   std::string zone;
   std::string cluster_id;
-  std::string location;  // defaults to zone
+  std::string location;  // the GKE cluster's zone or region; defaults to zone
+
+  // A regional cluster's location is a region; a zonal cluster's, a zone.
+  bool regional() const;
   std::map<std::string, int> capacity;
   ClusterBehaviour behaviour;
   std::vector<InitialWorkload> workloads;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "fleet/device_types.h"
 #include "fleet/fleet_config.h"
 
 namespace falcon::fleet {
@@ -512,7 +513,7 @@ std::optional<Match> classify(const Parser& p, const std::string& arg) {
 std::optional<std::string> convert(const Opt& o, const std::string& v) {
   switch (o.type) {
     case Type::kString:
-      return std::nullopt;
+      return xpk_accelerator_choice_error(o.flags.back(), v);  // --tpu-type, --device-type
     case Type::kName:
       if (is_valid_xpk_name(v)) return std::nullopt;
       return fmt::format(

@@ -113,10 +113,9 @@ class FleetEndToEnd : public ::testing::Test {
 };
 
 TEST_F(FleetEndToEnd, SubmitRunAndFinishThroughTheRealBinary) {
-  const CommandResult created =
-      xpk({"workload", "create", "--workload=e2e-run", "--command=python3 train.py",
-           "--tpu-type=tpu-v4-16", "--docker-image=gcr.io/falcon-e2e/trainer:1",
-           "--env=FLEET_STEPS=10", "--skip-validation"});
+  const CommandResult created = xpk(
+      {"workload", "create", "--workload=e2e-run", "--command=python3 train.py", "--tpu-type=v4-16",
+       "--docker-image=gcr.io/falcon-e2e/trainer:1", "--env=FLEET_STEPS=10", "--skip-validation"});
   ASSERT_EQ(created.exit_code, 0) << created.stdout_text << created.stderr_text;
   EXPECT_THAT(created.stdout_text, HasSubstr("\rjobset.jobset.x-k8s.io/e2e-run created\n"));
   EXPECT_THAT(created.stdout_text, EndsWith("[XPK] Exiting XPK cleanly\n"));
@@ -163,9 +162,8 @@ TEST_F(FleetEndToEnd, DeleteOfAnUnknownWorkloadIsNotFound) {
 }
 
 TEST_F(FleetEndToEnd, DuplicateCreateWithStdinFromDevNullFailsFast) {
-  const std::vector<std::string> create = {
-      "workload",        "create", "--workload=dup", "--command=x", "--tpu-type=tpu-v4-16",
-      "--docker-image=i"};
+  const std::vector<std::string> create = {"workload",    "create",           "--workload=dup",
+                                           "--command=x", "--tpu-type=v4-16", "--docker-image=i"};
   ASSERT_EQ(xpk(create).exit_code, 0);
   const CommandResult again = xpk(create);
   EXPECT_EQ(again.exit_code, 1);
@@ -220,7 +218,7 @@ TEST_F(FleetEndToEnd, ControlApiGeneratesLogsAndDumpsState) {
 }
 
 TEST_F(FleetEndToEnd, StateFileCarriesWorkloadsAcrossRestarts) {
-  ASSERT_EQ(xpk({"workload", "create", "--workload=survivor", "--command=x", "--tpu-type=tpu-v4-16",
+  ASSERT_EQ(xpk({"workload", "create", "--workload=survivor", "--command=x", "--tpu-type=v4-16",
                  "--docker-image=i"})
                 .exit_code,
             0);

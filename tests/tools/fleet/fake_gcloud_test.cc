@@ -72,6 +72,31 @@ TEST_F(FakeGcloudTest, AClusterTheFleetDoesNotHaveIsGcloudsNotFound) {
   EXPECT_FALSE(read_current_context(kubeconfig_).has_value());
 }
 
+// GKE finds a cluster only at its own location; real gcloud then suggests where it is
+// (reference/xpk.md, "Location").
+TEST_F(FakeGcloudTest, AWrongLocationIsNotFoundWithWhereTheClusterIs) {
+  for (const char* location : {"us-central2", "us-central2-a"}) {
+    const GcloudRun r = gcloud({"container", "clusters", "get-credentials", "c-1", "--project=p",
+                                std::string("--location=") + location});
+    EXPECT_EQ(r.code, 1) << location;
+    EXPECT_THAT(r.err, HasSubstr(std::string("code=404, message=Not found: projects/p/locations/") +
+                                 location + "/clusters/c-1."));
+    EXPECT_THAT(r.err, HasSubstr("Did you mean [c-1] in [us-central2-b]?"));
+  }
+  // --region takes a region like --location does.
+  EXPECT_THAT(gcloud({"container", "clusters", "get-credentials", "c-1", "--project=p",
+                      "--region=us-central2"})
+                  .err,
+              HasSubstr("Did you mean [c-1] in [us-central2-b]?"));
+}
+
+TEST_F(FakeGcloudTest, ALocationThatIsNoGcpLocationIsABadRequest) {
+  const GcloudRun r =
+      gcloud({"container", "clusters", "get-credentials", "c-1", "--project=p", "--location=Mars"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.err, HasSubstr("code=400, message=Location \"Mars\" does not exist."));
+}
+
 TEST_F(FakeGcloudTest, MissingProjectLocationOrNameAreGcloudsErrors) {
   EXPECT_THAT(
       gcloud({"container", "clusters", "get-credentials", "c-1", "--location=us-central2-b"}).err,

@@ -60,12 +60,9 @@ class FakeXpkTest : public ::testing::Test {
 
   XpkRun create(const std::string& name, std::vector<std::string> extra = {},
                 const std::string& stdin_text = "") {
-    std::vector<std::string> args = {"workload",
-                                     "create",
-                                     "--workload=" + name,
-                                     "--command=python3 train.py",
-                                     "--tpu-type=tpu-v4-8",
-                                     "--docker-image=gcr.io/p/trainer:1"};
+    std::vector<std::string> args = {"workload",           "create",
+                                     "--workload=" + name, "--command=python3 train.py",
+                                     "--tpu-type=v4-8",    "--docker-image=gcr.io/p/trainer:1"};
     args.insert(args.end(), extra.begin(), extra.end());
     return xpk(on("c-1", args), stdin_text);
   }
@@ -169,6 +166,66 @@ TEST_F(FakeXpkTest, ArgparseErrorsExitTwoWithNothingOnStdout) {
               EndsWith("xpk: error: unrecognized arguments: --bogus\n"));
   // Argument errors need no fleet.
   EXPECT_EQ(xpk({"workload", "list", "--bogus"}, "", false).code, 2);
+}
+
+// Real xpk 1.13.1 takes only its own accelerator names (reference/xpk.md): the spec's
+// `tpu-v4-128` is argparse's invalid choice, with difflib's closest matches.
+TEST_F(FakeXpkTest, AcceleratorTypesOutsideXpksTableAreInvalidChoices) {
+  const XpkRun r = xpk(on("c-1", {"workload", "create", "--workload=w", "--command=x",
+                                  "--tpu-type=tpu-v4-128", "--docker-image=i"}));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, EndsWith("error: argument --tpu-type: invalid choice: 'tpu-v4-128' (closest "
+                              "matches: tpu7-128, v4-128, tpu7x-128, v4-1280, tpu7x-1280)\n"));
+  // --tpu-type offers TPU names only; --device-type every name.
+  EXPECT_EQ(xpk(on("c-1", {"workload", "create", "--workload=w", "--command=x",
+                           "--tpu-type=h100-80gb-8", "--docker-image=i"}))
+                .code,
+            2);
+  const XpkRun gpu = xpk(on("c-1", {"workload", "create", "--workload=w", "--command=x",
+                                    "--device-type=nvidia-a100-80g", "--docker-image=i"}));
+  EXPECT_EQ(gpu.code, 2);
+  EXPECT_THAT(gpu.err, HasSubstr("argument --device-type: invalid choice: 'nvidia-a100-80g' "
+                                 "(closest matches: h100-80gb-8, a100-40gb-8, "));
+  EXPECT_EQ(xpk(on("c-1", {"workload", "create", "--workload=g", "--command=x",
+                           "--device-type=a100-40gb-8", "--docker-image=i"}))
+                .code,
+            0);
+}
+
+// xpk 1.13 asks gcloud for the cluster at --zone when it is there, else at the zone's region.
+class FakeXpkLocationTest : public FakeXpkTest {
+ protected:
+  FakeXpkLocationTest()
+      : FakeXpkTest(small_fleet(R"(  regional:
+    project: p
+    zone: us-east1-b
+    location: us-east1
+    cluster_id: reg-1
+    capacity: {v5p-8: 1}
+)")) {}
+  XpkRun list(const std::string& cluster, const std::string& zone) {
+    return xpk({"workload", "list", "--cluster=" + cluster, "--project=p", "--zone=" + zone});
+  }
+};
+
+TEST_F(FakeXpkLocationTest, ZonalClusterIsReachedOnlyThroughItsZone) {
+  EXPECT_EQ(list("c-1", "us-central2-b").code, 0);
+  const XpkRun r = list("c-1", "us-central2");  // the region of a zonal cluster
+  EXPECT_EQ(r.code, 1);
+  EXPECT_THAT(r.out, HasSubstr("get-credentials c-1 --location=us-central2"));
+  EXPECT_THAT(r.out, HasSubstr("code=404, message=Not found: "
+                               "projects/p/locations/us-central2/clusters/c-1."));
+  EXPECT_EQ(list("c-1", "us-central2-a").code, 1);  // another zone of its region
+}
+
+TEST_F(FakeXpkLocationTest, RegionalClusterIsReachedThroughItsRegionOrAnyZoneOfIt) {
+  for (const char* zone : {"us-east1", "us-east1-b", "us-east1-c"}) {
+    const XpkRun r = list("reg-1", zone);
+    EXPECT_EQ(r.code, 0) << zone << "\n" << r.out;
+    EXPECT_THAT(r.out, HasSubstr("get-credentials reg-1 --location=us-east1 ")) << zone;
+  }
+  EXPECT_EQ(list("reg-1", "europe-west4-a").code, 1);
 }
 
 class FakeXpkNamespaceTest : public FakeXpkTest {
@@ -308,7 +365,7 @@ TEST_F(FakeXpkTest, UnreachableClusterFailsLikeADeadControlPlane) {
   EXPECT_THAT(r.out, EndsWith("[XPK] List Job request returned ERROR 1\n[XPK] XPK failed, error "
                               "code 1\n"));
   const XpkRun c = xpk(on("down-1", {"workload", "create", "--workload=w", "--command=x",
-                                     "--tpu-type=tpu-v4-8", "--docker-image=i"}));
+                                     "--tpu-type=v4-8", "--docker-image=i"}));
   EXPECT_EQ(c.code, 1);
   EXPECT_THAT(c.out, HasSubstr("[XPK] Task Check if Workload Already Exists failed with 1"));
 }

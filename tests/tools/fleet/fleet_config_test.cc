@@ -202,14 +202,14 @@ TEST(FleetConfig, RejectsInitialWorkloadsTheClusterCannotRun) {
     capacity: {tpu-v4-8: 1}
     workloads:
       - {name: ok, device_type: tpu-v4-8}
-      - {name: gpu, device_type: nvidia-a100-80g}
+      - {name: gpu, device_type: a100-40gb-8}
       - {name: Bad, device_type: tpu-v4-8}
       - {name: ok, device_type: tpu-v4-8}
       - {name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa, count: 10, device_type: tpu-v4-8}
       - {device_type: tpu-v4-8, priority: urgent}
 )");
   EXPECT_THAT(problems, HasSubstr("clusters.c.workloads[1].device_type: the cluster has no "
-                                  "capacity entry for 'nvidia-a100-80g'"));
+                                  "capacity entry for 'a100-40gb-8'"));
   EXPECT_THAT(problems, HasSubstr("clusters.c.workloads[2].name: 'Bad' is not a valid xpk "
                                   "workload name"));
   EXPECT_THAT(problems, HasSubstr("clusters.c.workloads[3].name: duplicate workload 'ok'"));

@@ -109,7 +109,7 @@ TEST(PodLogs, SlicesAndContainersFollowXpk) {
   ASSERT_EQ(h.sim.create("c", tpu, false).result, CreateResult::kCreated);
   CreateRequest gpu;
   gpu.workload = "gpu";
-  gpu.device_type = "nvidia-a100-80g";
+  gpu.device_type = "a100-40gb-8";
   gpu.num_nodes = 2;
   ASSERT_EQ(h.sim.create("c", gpu, false).result, CreateResult::kCreated);
   h.advance_s(1);

@@ -35,7 +35,7 @@ clusters:
     project: p
     zone: us-central2-b
     cluster_id: c-1
-    capacity: {tpu-v4-8: 1, tpu-v4-64: 2, n2-standard-32-4: 1, nvidia-a100-80g: 1}
+    capacity: {tpu-v4-8: 1, tpu-v4-64: 2, n2-standard-32-4: 1, a100-40gb-8: 1}
 )" + extra_cluster_yaml,
                             "test-fleet.yaml");
 }
