@@ -21,6 +21,7 @@
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
 #include "support/temp_dir.h"
+#include "xpk/xpk_cli.h"
 #include "xpk/xpk_outputs.h"
 
 namespace falcon {
@@ -59,11 +60,18 @@ ClusterConfig gpu_cluster() {
   return c;
 }
 
-// The --help answer is cached per binary for the life of the process: each test that relies on
-// it names a binary of its own, fresh on every run (--gtest_repeat).
-std::string unique_binary(const std::string& stem) {
-  static int counter = 0;
-  return stem + "-" + std::to_string(++counter);
+// The --help answer is remembered by the xpk adapter (XpkCli); the binary names below only
+// make the tests' intent visible.
+std::string unique_binary(const std::string& stem) { return stem; }
+
+// The KUBECONFIG of an xpk call: a private file of that call under the cluster's kube
+// directory (<state>/kube/<cluster>/calls/<pid>-<n>/config), gone once the call returned.
+void expect_private_kubeconfig(const CommandSpec& call, const std::filesystem::path& state,
+                               const std::string& cluster) {
+  const std::filesystem::path kubeconfig = call.env.at("KUBECONFIG");
+  EXPECT_EQ(kubeconfig.filename(), "config");
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(), state / "kube" / cluster / "calls");
+  EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path())) << kubeconfig;
 }
 
 WorkloadSpec tpu_spec() {
@@ -124,8 +132,7 @@ TEST_F(WorkloadManagerTest, SubmitBuildsTheCreateCommand) {
                           "--max-restarts", "3"));
   const auto call = runner_->calls().back();
   EXPECT_EQ(call.timeout, std::chrono::seconds(900));
-  EXPECT_EQ(call.env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
+  expect_private_kubeconfig(call, tmp_.path() / "state", "tpu-v4-prod");
 
   EXPECT_EQ(handle.workload_name, "llama-8b-bench");
   EXPECT_EQ(handle.cluster, "tpu-v4-prod");
@@ -283,7 +290,7 @@ TEST_F(WorkloadManagerTest, AutoNamespaceSkipsTheHelpCallForTheDefaultNamespace)
   EXPECT_THAT(only_call_argv(), Not(Contains(HasSubstr("--namespace"))));
 }
 
-TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
+TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerXpkAdapter) {
   settings_.binary = unique_binary("xpk-with-namespace");
   runner_->on({"--help"},
               FakeCommandRunner::ok("usage: xpk workload create [-h] --workload WORKLOAD\n"
@@ -292,14 +299,36 @@ TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
               FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
   spec.namespace_ = "team-x";
-  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");
-  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");  // a new manager too
+  // Two managers sharing one adapter (as the facade's do) ask once between them.
+  const auto xpk = std::make_shared<const xpk::XpkCli>(runner_, settings_);
+  XpkWorkloadManager first(xpk, clock_);
+  XpkWorkloadManager second(xpk, clock_);
+  EXPECT_EQ(first.submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_EQ(first.submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_EQ(second.submit(tpu_cluster(), spec).namespace_, "team-x");
   ASSERT_THAT(runner_->calls_matching({"--help"}), SizeIs(1));
   EXPECT_THAT(runner_->calls_matching({"--help"})[0].argv,
               ElementsAre(settings_.binary, "workload", "create", "--help"));
-  ASSERT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(2));
+  ASSERT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(3));
   EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"})[0].argv,
               Contains("--namespace=team-x"));
+  // The answer lives in the adapter, not in the process: a new adapter asks again.
+  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(2));
+}
+
+TEST_F(WorkloadManagerTest, AFailedHelpCallIsNotRemembered) {
+  settings_.binary = unique_binary("xpk-flaky-help");
+  const auto xpk = std::make_shared<const xpk::XpkCli>(runner_, settings_);
+  XpkWorkloadManager m(xpk, clock_);
+  auto spec = tpu_spec();
+  spec.namespace_ = "team-x";
+  runner_->on({"--help"}, FakeCommandRunner::fails(1, "Traceback ...\nOSError: busy\n"));
+  EXPECT_THROW(m.submit(tpu_cluster(), spec), WorkloadSubmitError);
+  runner_->on({"--help"}, FakeCommandRunner::ok("  --namespace NAMESPACE\n"));
+  runner_->on({"--workload=llama-8b-bench"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  EXPECT_EQ(m.submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(2));
 }
 
 TEST_F(WorkloadManagerTest, AutoNamespaceWithStockXpkRefusesANonDefaultNamespace) {
@@ -574,53 +603,6 @@ TEST_F(WorkloadManagerTest, AFailedRecordWriteDoesNotFailTheSubmit) {
   std::filesystem::create_directories(m.submissions_path());  // a directory in the way
   EXPECT_EQ(m.submit(tpu_cluster(), tpu_spec()).workload_name, "llama-8b-bench");
   EXPECT_EQ(m.find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
-}
-
-TEST_F(WorkloadManagerTest, WarmUpFetchesEachClustersCredentialsIntoItsOwnKubeconfig) {
-  settings_.gcloud_binary = "/opt/gcloud";
-  settings_.env = {{"CLOUDSDK_CORE_DISABLE_PROMPTS", "1"}};
-  runner_->on({"get-credentials", "tpu-v4-cluster"}, FakeCommandRunner::ok("Fetching ...\n"));
-  runner_->on({"get-credentials", "gpu-cluster"},
-              FakeCommandRunner::fails(1,
-                                       "ERROR: (gcloud.container.clusters.get-credentials) "
-                                       "ResponseError: code=404, message=Not found\n"));
-  runner_->hold_until_concurrent(2, std::chrono::seconds(10));
-  const auto results = manager().warm_up({tpu_cluster(), gpu_cluster()}, 4);
-  EXPECT_EQ(runner_->max_in_flight(), 2);  // in parallel
-
-  ASSERT_THAT(results, SizeIs(2));
-  EXPECT_EQ(results[0].cluster, "tpu-v4-prod");
-  EXPECT_TRUE(results[0].ok);
-  EXPECT_EQ(results[0].error, std::nullopt);
-  EXPECT_EQ(results[1].cluster, "gpu-a100");
-  EXPECT_FALSE(results[1].ok);
-  EXPECT_THAT(results[1].error.value_or(""), HasSubstr("cluster 'gpu-a100'"));
-  EXPECT_THAT(results[1].error.value_or(""), HasSubstr("code=404"));
-
-  const auto tpu_call = runner_->calls_matching({"tpu-v4-cluster"}).at(0);
-  EXPECT_THAT(tpu_call.argv,
-              ElementsAre("/opt/gcloud", "container", "clusters", "get-credentials",
-                          "tpu-v4-cluster", "--project=primatrix-tpu", "--location=us-central2-b"));
-  EXPECT_EQ(tpu_call.env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
-  EXPECT_EQ(tpu_call.env.at("CLOUDSDK_CORE_DISABLE_PROMPTS"), "1");
-  const auto gpu_call = runner_->calls_matching({"gpu-cluster"}).at(0);
-  EXPECT_EQ(gpu_call.env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "gpu-a100" / "config").string());
-}
-
-TEST_F(WorkloadManagerTest, WarmUpReportsElapsedTimeAndAMissingGcloud) {
-  runner_->on({"get-credentials"}, FakeCommandRunner::takes(std::chrono::milliseconds(2500)));
-  auto results = manager().warm_up({tpu_cluster()}, 1);
-  ASSERT_THAT(results, SizeIs(1));
-  EXPECT_TRUE(results[0].ok);
-  EXPECT_EQ(results[0].elapsed, std::chrono::milliseconds(2500));
-
-  runner_->on({"get-credentials"}, FakeCommandRunner::cannot_start("not found in PATH (/usr/bin)"));
-  results = manager().warm_up({tpu_cluster()}, 1);
-  EXPECT_FALSE(results[0].ok);
-  EXPECT_THAT(results[0].error.value_or(""), HasSubstr("not found in PATH"));
-  EXPECT_THAT(manager().warm_up({}, 4), IsEmpty());
 }
 
 }  // namespace
