@@ -41,11 +41,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
+#include "falcon/errors.h"
 #include "falcon/model.h"
 
 namespace falcon {
@@ -68,6 +70,17 @@ struct SubmissionRecord {
   std::string docker_image;
   std::string priority;
   bool operator==(const SubmissionRecord&) const = default;
+};
+
+// A workload spec refused by submit's own checks before xpk ran (name, priority, environment,
+// image, command, --xpk-arg, accelerator, namespace): the caller's input is at fault, not xpk
+// (the CLI exits 2). A WorkloadSubmitError with a null exit_code() and no stderr.
+class InvalidWorkloadSpecError : public WorkloadSubmitError {
+ public:
+  InvalidWorkloadSpecError(std::string message, std::string cluster, std::string workload)
+      : WorkloadSubmitError(std::move(message), std::move(cluster), std::move(workload),
+                            std::nullopt, "") {}
+  const char* type_name() const noexcept override { return "InvalidWorkloadSpecError"; }
 };
 
 // The outcome of fetching one cluster's credentials (ClusterFabric::warm_up).

@@ -10,6 +10,7 @@
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
 #include "util/time_format.h"
+#include "workload/create_args.h"
 #include "workload/submission_log.h"
 #include "xpk/failure_text.h"
 #include "xpk/list_parser.h"
@@ -31,8 +32,8 @@ bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <=
 std::optional<std::string> name_problem(const std::string& name) {
   if (name.empty()) return "the workload name is empty";
   if (name.size() > kMaxNameLength) {
-    return fmt::format("workload name '{}' is {} characters long; xpk allows at most {}", name,
-                       name.size(), kMaxNameLength);
+    return fmt::format("workload name '{}' is {} characters long; xpk allows at most {}",
+                       workload::quote_prefix(name), name.size(), kMaxNameLength);
   }
   const bool ok =
       (name.front() >= 'a' && name.front() <= 'z') && is_lower_alnum(name.back()) &&
@@ -42,7 +43,7 @@ std::optional<std::string> name_problem(const std::string& name) {
         "workload name '{}' is invalid: it must start with a lower-case letter, contain only "
         "lower-case letters, digits and '-', and end with a letter or digit "
         "([a-z]([-a-z0-9]*[a-z0-9])?)",
-        name);
+        workload::quote_prefix(name));
   }
   return std::nullopt;
 }
@@ -90,6 +91,29 @@ bool reports_jobset_not_found(const CommandResult& r) {
   return false;
 }
 
+// The line in which xpk says that `workload` exists, when that is why create failed. xpk 1.13
+// (stdin closed) prints `[XPK] <name> already exists, do you want to overwrite it? (y/N): ` last,
+// after `... already exists. Skipping its creation` lines about its own service account and
+// roles, then an EOFError traceback on stderr; xpk before 1.9 prints `[XPK] <name> already
+// exists, XPK will not create this workload. ...`. Only lines naming the workload count.
+std::optional<std::string> duplicate_name_line(const CommandResult& r,
+                                               const std::string& workload) {
+  if (r.timed_out || r.term_signal != 0) return std::nullopt;
+  const std::string prompt = workload + " already exists, do you want to overwrite it?";
+  const std::string refusal = workload + " already exists, XPK will not create this workload";
+  for (std::string_view line : xpk::split_output_lines(r.stdout_text)) {
+    for (const std::string& text : {prompt, refusal}) {
+      const auto at = line.find(text);
+      if (at == std::string_view::npos) continue;
+      if (at != 0 && line[at - 1] != ' ') continue;  // `[XPK] <name>`, not another name's tail
+      std::string_view kept = line;
+      while (!kept.empty() && (kept.back() == ' ' || kept.back() == '\r')) kept.remove_suffix(1);
+      return std::string(kept);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
@@ -134,40 +158,41 @@ bool XpkWorkloadManager::namespace_flag_supported(const std::string& cluster_nam
 
 WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const WorkloadSpec& spec) {
   const XpkSettings& settings = xpk_->settings();
+  // Submit's own checks: the caller's input is at fault (InvalidWorkloadSpecError).
+  auto invalid = [&](const std::string& why) {
+    return InvalidWorkloadSpecError(fmt::format("cannot submit workload '{}' to cluster '{}': {}",
+                                                spec.name, cluster.name, why),
+                                    cluster.name, spec.name);
+  };
+  // Failures around xpk before it printed anything (the state directory, a missing binary).
   auto refuse = [&](const std::string& why) {
     return WorkloadSubmitError(fmt::format("cannot submit workload '{}' to cluster '{}': {}",
                                            spec.name, cluster.name, why),
                                cluster.name, spec.name, std::nullopt, "");
   };
 
-  if (auto problem = name_problem(spec.name)) throw refuse(*problem);
+  if (auto problem = name_problem(spec.name)) throw invalid(*problem);
   if (std::find(kPriorities.begin(), kPriorities.end(), spec.priority) == kPriorities.end()) {
-    throw refuse(
-        fmt::format("priority '{}' is not one of {}", spec.priority, fmt::join(kPriorities, ", ")));
+    throw invalid(fmt::format("priority '{}' is not one of {}",
+                              workload::quote_prefix(spec.priority), fmt::join(kPriorities, ", ")));
   }
   for (const auto& [key, value] : spec.env) {
     if (!is_env_key(key)) {
-      throw refuse(
+      throw invalid(
           fmt::format("environment variable name '{}' is invalid: it must match "
                       "[a-zA-Z_][a-zA-Z0-9_]*",
-                      key));
+                      workload::quote_prefix(key)));
     }
-    // xpk pastes values unescaped into a double-quoted YAML scalar (reference §2.3), so these
-    // would break the manifest and fail later inside kubectl apply with a confusing message.
-    if (value.find_first_of("\"\\\n\r") != std::string::npos) {
-      throw refuse(
-          fmt::format("the value of environment variable '{}' contains a double quote, "
-                      "a backslash or a newline, which xpk cannot pass through",
-                      key));
-    }
+    if (auto problem = workload::env_value_problem(key, value)) throw invalid(*problem);
   }
-  if (spec.docker_image.empty()) throw refuse("docker_image is empty");
-  if (spec.command.empty()) throw refuse("command is empty");
+  if (auto problem = workload::docker_image_problem(spec.docker_image)) throw invalid(*problem);
+  if (spec.command.empty()) throw invalid("command is empty");
+  if (auto problem = workload::xpk_args_problem(spec.extra_args)) throw invalid(*problem);
   const AcceleratorSlot* slot = cluster.find_slot(spec.accelerator_type);
   if (slot == nullptr) {
     std::vector<std::string> offered;
     for (const auto& s : cluster.accelerator_slots) offered.push_back(s.type);
-    throw refuse(fmt::format(
+    throw invalid(fmt::format(
         "the cluster does not offer accelerator '{}' (it offers: {})", spec.accelerator_type,
         offered.empty() ? "nothing" : fmt::format("{}", fmt::join(offered, ", "))));
   }
@@ -177,8 +202,14 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
   } else if (slot->device_class == "gpu" || slot->device_class == "cpu") {
     type_flag = "--device-type=";
   } else {
-    throw refuse(fmt::format("accelerator '{}' has device_class '{}'; expected tpu, gpu or cpu",
-                             slot->type, slot->device_class));
+    throw invalid(fmt::format("accelerator '{}' has device_class '{}'; expected tpu, gpu or cpu",
+                              slot->type, slot->device_class));
+  }
+  const std::string command_line = xpk::shell_join(spec.command);
+  // TPU templates paste the command into a block scalar only; GPU and CPU ones also into a
+  // double-quoted env value.
+  if (auto problem = workload::command_problem(command_line, slot->device_class != "tpu")) {
+    throw invalid(*problem);
   }
 
   std::string ns = spec.namespace_.value_or(cluster.default_namespace);
@@ -196,7 +227,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                              settings.namespace_flag));
   }
   if (!pass_namespace && ns != kDefaultNamespace) {
-    throw refuse(fmt::format(
+    throw invalid(fmt::format(
         "namespace '{}' was requested ({}), but this xpk ('{}') has no --namespace flag and "
         "would run the workload in 'default'. Use the namespace 'default' (set the cluster's "
         "default_namespace or the spec's namespace), or, if your xpk does support --namespace, "
@@ -206,10 +237,8 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
   }
 
   std::vector<std::string> flags = {
-      "--workload=" + spec.name,
-      "--docker-image=" + spec.docker_image,
-      "--command=" + xpk::shell_join(spec.command),
-      type_flag + spec.accelerator_type,
+      "--workload=" + spec.name,     "--docker-image=" + spec.docker_image,
+      "--command=" + command_line,   type_flag + spec.accelerator_type,
       "--priority=" + spec.priority,
   };
   if (pass_namespace) flags.push_back("--namespace=" + ns);
@@ -224,6 +253,14 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
     throw refuse(e.what());
   }
   if (!r.ok()) {
+    if (auto line = duplicate_name_line(r, spec.name)) {
+      throw WorkloadSubmitError(
+          fmt::format("workload '{}' already exists on cluster '{}' (xpk workload create exited "
+                      "{} without replacing it); pick another name, or cancel the existing "
+                      "workload first: falcon job cancel --cluster {} {}",
+                      spec.name, cluster.name, r.exit_code, cluster.name, spec.name),
+          cluster.name, spec.name, exit_code_of(r), *line);
+    }
     const auto failure = xpk::describe_failure(r);
     throw WorkloadSubmitError(
         fmt::format("xpk workload create failed for workload '{}' on cluster '{}': {}", spec.name,

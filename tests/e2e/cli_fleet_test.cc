@@ -5,6 +5,8 @@
 
 #include <fstream>
 #include <iterator>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -172,28 +174,67 @@ TEST_F(CliFleetTest, MultiSliceLogsAndExportTakeTheSlice) {
             2);
 }
 
-TEST_F(CliFleetTest, SubmitFailuresExitFiveOrTwo) {
-  // Invalid name: refused before xpk runs.
-  auto r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name",
-                   "Bad_Name", "--image", "i", "--", "true"});
-  EXPECT_EQ(r.exit_code, 5);
+// Exit codes (README): the caller's own input is a usage error (2), refused before xpk runs;
+// what xpk refuses is an xpk failure (5).
+TEST_F(CliFleetTest, SubmitInputErrorsExitTwoAndXpkFailuresExitFive) {
+  const std::vector<std::string> base = {"job",   "submit",        "--cluster",
+                                         "tpu-b", "--accelerator", "tpu-v4-64"};
+  auto submit_with = [&](const std::vector<std::string>& more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    return falcon(args);
+  };
+  // Invalid name.
+  auto r = submit_with({"--name", "Bad_Name", "--image", "i", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.stderr_text, HasSubstr("Bad_Name"));
   // An accelerator the cluster does not declare.
   r = falcon({"job", "submit", "--cluster", "gpu-x", "--accelerator", "tpu-v4-64", "--name", "a",
               "--image", "i", "--", "true"});
-  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_EQ(r.exit_code, 2);
   // A non-default namespace on an xpk without --namespace.
-  r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name", "ns",
-              "--image", "i", "--namespace", "team-a", "--", "true"});
-  EXPECT_EQ(r.exit_code, 5);
+  r = submit_with({"--name", "ns", "--image", "i", "--namespace", "team-a", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.stderr_text, HasSubstr("namespace"));
   // Bad --env.
-  r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64", "--name", "e",
-              "--image", "i", "--env", "NOEQUALS", "--", "true"});
+  r = submit_with({"--name", "e", "--image", "i", "--env", "NOEQUALS", "--", "true"});
   EXPECT_EQ(r.exit_code, 2);
+  // Values that would alter the manifest, and --xpk-arg overriding falcon's own flags.
+  r = submit_with({"--name", "m", "--image", "img\n    hostNetwork: true", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text, HasSubstr("is not an image reference"));
+  r = submit_with({"--name", "m", "--image", "i", "--", "echo", "a\nb"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = submit_with({"--name", "m", "--image", "i", "--env", "A=\"x\"", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = submit_with({"--name", "m", "--image", "i", "--xpk-arg=--clu=tpu-a", "--", "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text, HasSubstr("would set xpk's --cluster"));
+  r = falcon({"--json", "job", "submit", "--cluster", "tpu-b", "--accelerator", "tpu-v4-64",
+              "--name", "m", "--image", "i", "--xpk-arg", "--workload", "--xpk-arg", "other", "--",
+              "true"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(nlohmann::json::parse(r.stdout_text)["error"]["type"], "InvalidWorkloadSpecError");
+  // Nothing of the above reached the cluster.
+  for (const auto& row : fleet_.service().simulator().list("tpu-b").rows) {
+    EXPECT_NE(row.name, "m");
+  }
   // Unreachable cluster: xpk fails.
   r = falcon({"job", "list", "--cluster", "tpu-down"});
   EXPECT_EQ(r.exit_code, 5);
+}
+
+TEST_F(CliFleetTest, ADuplicateNameSaysSoFirst) {
+  const std::string cluster = submit("twice");
+  const auto r = falcon({"job", "submit", "--cluster", cluster, "--accelerator", "tpu-v4-64",
+                         "--name", "twice", "--image", "gcr.io/f/b:1", "--", "true"});
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_THAT(r.stderr_text,
+              ::testing::StartsWith("falcon: workload 'twice' already exists on cluster '" +
+                                    cluster + "'"));
+  for (const char* noise : {"Skipping its creation", "Traceback", "EOFError"}) {
+    EXPECT_THAT(r.stderr_text, Not(HasSubstr(noise)));
+  }
 }
 
 TEST_F(CliFleetTest, LogsOfAWorkloadFalconDidNotSubmitSayTheWindow) {

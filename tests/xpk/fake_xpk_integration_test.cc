@@ -236,7 +236,8 @@ TEST_F(FakeXpkTest, AnOverwritePromptFailsFastBecauseStdinIsClosed) {
     FAIL() << "expected WorkloadSubmitError";
   } catch (const WorkloadSubmitError& e) {
     EXPECT_EQ(e.exit_code(), 1);
-    EXPECT_THAT(e.stderr_text(), HasSubstr("EOFError"));
+    EXPECT_THAT(e.what(), ::testing::StartsWith("workload 'dup' already exists on cluster"));
+    EXPECT_THAT(e.stderr_text(), HasSubstr("dup already exists, do you want to overwrite it?"));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }

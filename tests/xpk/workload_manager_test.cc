@@ -226,18 +226,81 @@ TEST_F(WorkloadManagerTest, ValidatesBeforeRunningXpk) {
        "double quote"},
       {[](WorkloadSpec& s) { s.docker_image = ""; }, "docker_image is empty"},
       {[](WorkloadSpec& s) { s.command = {}; }, "command is empty"},
+      // Nothing may alter the manifest xpk generates (issue 11).
+      {[](WorkloadSpec& s) { s.docker_image = "img\n      securityContext: {privileged: true}"; },
+       "docker_image 'img\\n      securityContext"},
+      {[](WorkloadSpec& s) {
+         s.command = {"python3", "train.py\n- evil"};
+       },
+       "contains a newline"},
+      {[](WorkloadSpec& s) {
+         s.env = {{"Q",
+                   "a\xe2\x80\xa8"
+                   "b"}};
+       },
+       "a Unicode line or paragraph separator"},
+      // --xpk-arg may not override what falcon sets itself.
+      {[](WorkloadSpec& s) { s.extra_args = {"--cluster=other"}; }, "would set xpk's --cluster"},
+      {[](WorkloadSpec& s) {
+         s.extra_args = {"--wor", "other"};
+       },
+       "would set xpk's --workload"},
       {[](WorkloadSpec& s) { s.accelerator_type = "nvidia-h100-80g"; },
        "does not offer accelerator 'nvidia-h100-80g' (it offers: tpu-v4-64, tpu-v4-128)"},
   };
   for (const auto& c : cases) {
     auto spec = tpu_spec();
     c.change(spec);
-    const auto e = submit_error(tpu_cluster(), spec);
-    EXPECT_THAT(e.what(), HasSubstr(c.message));
-    EXPECT_THAT(e.what(), HasSubstr("cluster 'tpu-v4-prod'"));
-    EXPECT_EQ(e.exit_code(), std::nullopt);
+    try {
+      manager().submit(tpu_cluster(), spec);
+      ADD_FAILURE() << "expected InvalidWorkloadSpecError for: " << c.message;
+    } catch (const InvalidWorkloadSpecError& e) {  // the CLI's exit 2, not an xpk failure
+      EXPECT_THAT(e.what(), HasSubstr(c.message));
+      EXPECT_THAT(e.what(), HasSubstr("cluster 'tpu-v4-prod'"));
+      EXPECT_EQ(e.exit_code(), std::nullopt);
+      EXPECT_STREQ(e.type_name(), "InvalidWorkloadSpecError");
+    }
   }
   EXPECT_THAT(runner_->calls(), IsEmpty());
+}
+
+TEST_F(WorkloadManagerTest, GpuCommandsMayNotCarryQuotesXpkPastesIntoDoubleQuotes) {
+  auto spec = tpu_spec();
+  spec.accelerator_type = "nvidia-a100-80g";
+  spec.command = {"python3", "-c", "print(\"hi\")"};
+  EXPECT_THROW(manager().submit(gpu_cluster(), spec), InvalidWorkloadSpecError);
+  EXPECT_THAT(runner_->calls(), IsEmpty());
+  // On TPU the command sits in a block scalar, where quotes are plain text.
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  spec = tpu_spec();
+  spec.command = {"python3", "-c", "print(\"hi\")"};
+  EXPECT_NO_THROW(manager().submit(tpu_cluster(), spec));
+}
+
+TEST_F(WorkloadManagerTest, ADuplicateNameSaysSoFirstWithoutXpksNoise) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::fails(1, testing::kCreateDuplicateStderr,
+                                                               testing::kCreateDuplicateStdout));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  const std::string what = e.what();
+  EXPECT_EQ(what.rfind("workload 'llama-8b-bench' already exists on cluster 'tpu-v4-prod'", 0), 0u)
+      << what;
+  EXPECT_THAT(what, HasSubstr("falcon job cancel --cluster tpu-v4-prod llama-8b-bench"));
+  for (const char* noise : {"Skipping its creation", "Traceback", "EOFError", "(y/N)"}) {
+    EXPECT_THAT(what, Not(HasSubstr(noise)));
+  }
+  EXPECT_EQ(e.stderr_text(),
+            "[XPK] llama-8b-bench already exists, do you want to overwrite it? (y/N):");
+  EXPECT_EQ(e.exit_code(), 1);
+  EXPECT_EQ(manager().find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
+}
+
+TEST_F(WorkloadManagerTest, AnotherWorkloadsNameInThePromptIsNotADuplicateOfThisOne) {
+  std::string stdout_text = testing::kCreateDuplicateStdout;
+  stdout_text.replace(stdout_text.find("[XPK] llama-8b-bench"), 20, "[XPK] xllama-8b-bench");
+  runner_->on({"workload", "create"},
+              FakeCommandRunner::fails(1, testing::kCreateDuplicateStderr, stdout_text));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  EXPECT_THAT(e.what(), HasSubstr("xpk workload create failed for workload 'llama-8b-bench'"));
 }
 
 TEST_F(WorkloadManagerTest, AcceptsTheLongestAndEdgeNames) {
@@ -356,12 +419,14 @@ TEST_F(WorkloadManagerTest, AutoNamespaceHelpFailureSaysHowToFixIt) {
 TEST_F(WorkloadManagerTest, ExtraArgsAreAppendedVerbatimAtTheEnd) {
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
-  spec.extra_args = {"--scheduler=gke.io/topology-aware-auto", "--env", "LATE=1", "--quiet?"};
+  spec.extra_args = {"--scheduler=gke.io/topology-aware-auto", "--max-restarts", "3",
+                     "--num-slices=2"};
   manager().submit(tpu_cluster(), spec);
   const auto argv = only_call_argv();
   ASSERT_GE(argv.size(), 4u);
   EXPECT_THAT(std::vector<std::string>(argv.end() - 4, argv.end()),
-              ElementsAre("--scheduler=gke.io/topology-aware-auto", "--env", "LATE=1", "--quiet?"));
+              ElementsAre("--scheduler=gke.io/topology-aware-auto", "--max-restarts", "3",
+                          "--num-slices=2"));
 }
 
 // 查询状态: list output parsed and mapped to WorkloadStatus.state.
