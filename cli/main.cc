@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
+#include "falcon/workload_manager.h"
 
 namespace falcon::cli {
 namespace {
@@ -41,6 +42,8 @@ int run_action(Context& ctx) {
     return report(ctx, e.type_name(), e.what(), kExitNotFound, details_of(e));
   } catch (const NoAvailableClusterError& e) {
     return report(ctx, e.type_name(), e.what(), kExitNoCluster, details_of(e));
+  } catch (const InvalidWorkloadSpecError& e) {
+    return report(ctx, e.type_name(), e.what(), kExitUsage, details_of(e));
   } catch (const XpkCommandError& e) {
     return report(ctx, e.type_name(), e.what(), kExitXpkFailed, details_of(e));
   } catch (const CommandStartError& e) {

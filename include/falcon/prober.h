@@ -1,8 +1,9 @@
 // ClusterProber: is a cluster reachable, and how busy is it?
 //
 // A probe runs `xpk workload list --cluster=<cluster_id> --project=<project> --zone=<zone>`
-// (plus xpk.extra_args), with that cluster's own KUBECONFIG and a deadline of the cluster's
-// probe_timeout_s, then counts the listed workloads by state (reference/xpk.md §1.5):
+// (plus xpk.extra_args; no --filter-by-job or --filter-by-status: it lists everything), with a
+// kubeconfig of its own and a deadline of the cluster's probe_timeout_s, then counts the
+// listed workloads by state (reference/xpk.md §1.5):
 //
 //   outcome                        result
 //   listed                         reachable=true, queue_depth=#QUEUED, running_count=#RUNNING
@@ -42,11 +43,15 @@ class XpkCli;
 
 class ClusterProber {
  public:
-  // `settings` supplies the xpk binary, extra arguments, environment and state directory.
+  // `settings` supplies the xpk binary, extra arguments, environment and state directory; the
+  // prober runs xpk through an adapter of its own.
   // Throws FalconError only if no state directory can be determined (HOME unset and no passwd
   // entry, and xpk.state_dir empty).
   ClusterProber(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
                 std::shared_ptr<Clock> clock);
+  // Runs xpk through `xpk`, an adapter shared with the workload manager (the facade builds one
+  // per configuration; src/xpk/xpk_cli.h). `xpk` and `clock` must not be null.
+  ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
   virtual ~ClusterProber();
   ClusterProber(const ClusterProber&) = delete;
   ClusterProber& operator=(const ClusterProber&) = delete;

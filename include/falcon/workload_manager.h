@@ -1,34 +1,24 @@
 // XpkWorkloadManager: the life of a workload through `xpk workload create|list|delete`
-// (the spec's module 4, DESIGN D3/D4), plus credential warm-up.
+// (the spec's module 4, DESIGN D3/D4).
 //
-// Every call runs xpk as argv (never a shell), stdin closed, with the cluster's own KUBECONFIG
-// (<state_dir>/kube/<cluster name>/config), xpk.env and xpk.extra_args, and a deadline of
-// xpk.command_timeout_s. The spec's get_status/cancel take only a handle; here they also take
-// the handle's ClusterConfig (the facade resolves handle.cluster through the registry).
+// Every call runs xpk as argv (never a shell), stdin closed, with a kubeconfig of its own
+// (seeded from the cluster's warmed one, see docs/deployment.md), xpk.env and xpk.extra_args,
+// and a deadline of xpk.command_timeout_s. The spec's get_status/cancel take only a handle;
+// here they also take the handle's ClusterConfig (the facade resolves handle.cluster through
+// the registry).
 //
 // Submission record. After each successful submit a line is appended to
-// <state_dir>/submissions.jsonl (file mode 0600, directory 0700), so that later calls by name
-// (another falcon process, days later) can recover what falcon submitted. One JSON object per
-// line, UTF-8, fields:
-//   {"v":1, "cluster":"tpu-v4-prod", "workload":"llama-8b-bench", "namespace":"default",
-//    "accelerator_type":"tpu-v4-64", "device_class":"tpu",
-//    "submitted_at":"2026-04-13T08:00:00.123Z", "cluster_id":"tpu-v4-cluster",
-//    "project":"primatrix-tpu", "zone":"us-central2-b", "docker_image":"gcr.io/p/img:1",
-//    "priority":"medium"}
-// Each record is one write(2) on an O_APPEND descriptor, so concurrent falcon processes never
-// interleave records. Readers skip lines that are not a complete record (a torn last line after
-// a crash) and empty lines; a writer that finds the file not ending in a newline (a torn line,
-// or another writer's record caught half-written) starts its record on a new line. For a (cluster,
-// workload) pair the last record in the file wins (names are reused). The file only grows; deleting
-// it loses nothing but the accelerator type shown by list_workloads and the namespace/accelerator
-// recovered by find_submission.
+// <state_dir>/submissions.jsonl (file mode 0600, directory 0700; format and concurrency rules in
+// src/workload/submission_log.h), so that later calls by name (another falcon process, days
+// later) can recover what falcon submitted: find_submission, and the accelerator column of
+// list_workloads.
 //
 // Namespaces (DESIGN D3). Stock xpk has no --namespace flag; everything runs in `default`.
 // xpk.namespace_flag decides:
 //   supported    pass --namespace=<ns> on every create;
 //   unsupported  never pass it; a non-default namespace makes submit fail before running xpk;
 //   auto         the same as unsupported for the namespace `default` (no flag, no question),
-//                otherwise read `xpk workload create --help` once per process and binary, and
+//                otherwise read `xpk workload create --help` once per xpk adapter, and
 //                behave as `supported` if it mentions --namespace, else as `unsupported`.
 // <ns> is spec.namespace, else the cluster's default_namespace. (The spec passes --namespace
 // unconditionally; reference/xpk.md §2.1 shows stock xpk has no such flag and would reject it
@@ -51,11 +41,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
+#include "falcon/errors.h"
 #include "falcon/model.h"
 
 namespace falcon {
@@ -80,7 +72,18 @@ struct SubmissionRecord {
   bool operator==(const SubmissionRecord&) const = default;
 };
 
-// The outcome of fetching one cluster's credentials.
+// A workload spec refused by submit's own checks before xpk ran (name, priority, environment,
+// image, command, --xpk-arg, accelerator, namespace): the caller's input is at fault, not xpk
+// (the CLI exits 2). A WorkloadSubmitError with a null exit_code() and no stderr.
+class InvalidWorkloadSpecError : public WorkloadSubmitError {
+ public:
+  InvalidWorkloadSpecError(std::string message, std::string cluster, std::string workload)
+      : WorkloadSubmitError(std::move(message), std::move(cluster), std::move(workload),
+                            std::nullopt, "") {}
+  const char* type_name() const noexcept override { return "InvalidWorkloadSpecError"; }
+};
+
+// The outcome of fetching one cluster's credentials (ClusterFabric::warm_up).
 struct WarmupResult {
   std::string cluster;
   bool ok = false;
@@ -91,11 +94,15 @@ struct WarmupResult {
 
 class XpkWorkloadManager {
  public:
-  // Resolves the state directory now (xpk.state_dir, else $XDG_STATE_HOME/falcon, else
-  // ~/.local/state/falcon) and creates it, 0700, when first needed. Throws FalconError only if
-  // no state directory can be determined.
+  // Runs xpk through an adapter of its own. Resolves the state directory now (xpk.state_dir,
+  // else $XDG_STATE_HOME/falcon, else ~/.local/state/falcon) and creates it, 0700, when first
+  // needed. Throws FalconError only if no state directory can be determined.
   XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
                      std::shared_ptr<Clock> clock);
+  // Runs xpk through `xpk`, an adapter shared with the prober (the facade builds one per
+  // configuration; src/xpk/xpk_cli.h), so the answer of `xpk workload create --help` is read
+  // once for both. `xpk` and `clock` must not be null.
+  XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
   ~XpkWorkloadManager();
   XpkWorkloadManager(const XpkWorkloadManager&) = delete;
   XpkWorkloadManager& operator=(const XpkWorkloadManager&) = delete;
@@ -120,8 +127,9 @@ class XpkWorkloadManager {
   // xpk.command_timeout_s, plus one `--help` call the first time in auto mode.
   WorkloadHandle submit(const ClusterConfig& cluster, const WorkloadSpec& spec);
 
-  // The state of `handle.workload_name` on `cluster`: lists with --filter-by-job=<name> (a
-  // substring filter) and takes the row whose name matches exactly. A name not listed is
+  // The state of `handle.workload_name` on `cluster`: the one call of falcon that passes
+  // --filter-by-job=<name> to `xpk workload list` (xpk keeps the rows whose name contains it),
+  // then takes the row whose name matches exactly. A name not listed is
   // UNKNOWN (never created, deleted, or removed after xpk's 12 h TTL) with null times.
   // start_time is the row's Created Time, end_time its Status Time once COMPLETED or FAILED
   // (both re-formatted as ISO 8601 with milliseconds). exit_code is always null: xpk's list
@@ -137,11 +145,12 @@ class XpkWorkloadManager {
   // to xpk.command_timeout_s.
   bool cancel(const ClusterConfig& cluster, const WorkloadHandle& handle);
 
-  // Every workload listed on `cluster` (xpk's own filters are not used: they are wrong on
-  // current clusters), mapped to our states and, when `state_filter` is set, kept only if the
-  // state matches it. accelerator_type comes from the submission record ("" for workloads
-  // falcon did not submit). Throws std::invalid_argument for a state_filter that is not one of
-  // QUEUED|RUNNING|COMPLETED|FAILED|UNKNOWN, XpkCommandError / CommandStartError as get_status.
+  // Every workload listed on `cluster` (`xpk workload list` without --filter-by-job or
+  // --filter-by-status: xpk's status filter is wrong on current clusters), mapped to our states
+  // and, when `state_filter` is set, kept only if the state matches it. accelerator_type comes from
+  // the submission record ("" for workloads falcon did not submit). Throws std::invalid_argument
+  // for a state_filter that is not one of QUEUED|RUNNING|COMPLETED|FAILED|UNKNOWN, XpkCommandError
+  // / CommandStartError as get_status.
   std::vector<WorkloadInfo> list_workloads(const ClusterConfig& cluster,
                                            const std::optional<std::string>& state_filter);
 
@@ -150,21 +159,11 @@ class XpkWorkloadManager {
   std::optional<SubmissionRecord> find_submission(const std::string& cluster,
                                                   const std::string& workload) const;
 
-  // Fetches credentials for every cluster, up to `max_parallel` at once:
-  //   <xpk.gcloud_binary> container clusters get-credentials <cluster_id> --project=<project>
-  //     --location=<zone>
-  // each into that cluster's own KUBECONFIG (the file xpk calls then use), with xpk.env and a
-  // deadline of xpk.command_timeout_s. Returns one result per cluster, in the given order.
-  // Never throws for a cluster's failure (it is in that cluster's result). Blocks.
-  std::vector<WarmupResult> warm_up(const std::vector<ClusterConfig>& clusters, int max_parallel);
-
   // <state_dir>/submissions.jsonl
   std::string submissions_path() const;
 
  private:
   bool namespace_flag_supported(const std::string& cluster_name, const std::string& workload);
-  void record_submission(const SubmissionRecord& record) const;
-  std::vector<SubmissionRecord> read_submissions() const;
 
   std::shared_ptr<const xpk::XpkCli> xpk_;
   std::shared_ptr<Clock> clock_;

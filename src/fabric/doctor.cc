@@ -229,7 +229,7 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
           fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
                       "{} --project={} --location={}) and that this identity has "
                       "roles/container.developer and roles/compute.viewer on {}",
-                      c.cluster_id, c.project, c.zone, c.cluster_id, c.project, c.zone,
+                      c.cluster_id, c.project, c.location, c.cluster_id, c.project, c.location,
                       c.project)));
     }
   }

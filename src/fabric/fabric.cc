@@ -5,6 +5,7 @@
 #include "fabric/fabric_impl.h"
 #include "falcon/errors.h"
 #include "util/time_format.h"
+#include "xpk/credential_warmup.h"
 
 namespace falcon {
 namespace {
@@ -25,10 +26,11 @@ FabricDependencies real_dependencies(const FabricConfig& config) {
 void ClusterFabric::Impl::build() {
   auto m = std::make_shared<Modules>();
   m->config = registry.snapshot();
-  m->prober = std::make_unique<ClusterProber>(deps.runner, m->config->xpk, deps.clock);
+  m->xpk = std::make_shared<const xpk::XpkCli>(deps.runner, m->config->xpk);
+  m->prober = std::make_unique<ClusterProber>(m->xpk, deps.clock);
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
-  m->workloads = std::make_unique<XpkWorkloadManager>(deps.runner, m->config->xpk, deps.clock);
+  m->workloads = std::make_unique<XpkWorkloadManager>(m->xpk, deps.clock);
   m->logs = std::make_unique<CloudLogRetriever>(deps.http, m->config->gcp, deps.clock);
   std::lock_guard<std::mutex> lock(mutex);
   modules = std::move(m);
@@ -102,7 +104,8 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
 
 std::vector<WarmupResult> ClusterFabric::warm_up() const {
   const auto m = impl_->current();
-  return m->workloads->warm_up(m->config->clusters, m->config->selection.max_parallel_probes);
+  return xpk::warm_up_credentials(*m->xpk, *impl_->deps.clock, m->config->clusters,
+                                  m->config->selection.max_parallel_probes);
 }
 
 WorkloadHandle ClusterFabric::submit_workload(const std::string& cluster,

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "falcon/fabric.h"
+#include "xpk/xpk_cli.h"
 
 namespace falcon {
 
@@ -12,6 +13,7 @@ namespace falcon {
 // flight keeps using the modules it started with.
 struct Modules {
   std::shared_ptr<const FabricConfig> config;
+  std::shared_ptr<const xpk::XpkCli> xpk;  // shared by the prober, workloads and warm-up
   std::unique_ptr<ClusterProber> prober;
   std::unique_ptr<ClusterSelector> selector;
   std::unique_ptr<XpkWorkloadManager> workloads;

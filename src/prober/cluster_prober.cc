@@ -1,12 +1,12 @@
 #include <exception>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "falcon/errors.h"
 #include "falcon/prober.h"
 #include "util/time_format.h"
-#include "xpk/failure_text.h"
-#include "xpk/list_parser.h"
+#include "xpk/workload_listing.h"
 #include "xpk/xpk_cli.h"
 
 namespace falcon {
@@ -24,35 +24,32 @@ ClusterProbeResult unreachable(const ClusterConfig& cluster, std::string error) 
 
 ClusterProber::ClusterProber(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
                              std::shared_ptr<Clock> clock)
-    : xpk_(std::make_shared<const xpk::XpkCli>(std::move(runner), std::move(settings))),
-      clock_(std::move(clock)) {}
+    : ClusterProber(std::make_shared<const xpk::XpkCli>(std::move(runner), std::move(settings)),
+                    std::move(clock)) {}
+
+ClusterProber::ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock)
+    : xpk_(std::move(xpk)), clock_(std::move(clock)) {
+  if (!xpk_ || !clock_) throw std::invalid_argument("ClusterProber: xpk and clock must be set");
+}
 
 ClusterProber::~ClusterProber() = default;
 
 ClusterProbeResult ClusterProber::probe(const ClusterConfig& cluster) const {
   ClusterProbeResult result;
   try {
-    const auto timeout = std::chrono::seconds(cluster.probe_timeout_s);
-    const CommandResult run = xpk_->run(xpk_->workload_command(cluster, "list", {}, {}, timeout));
-    if (run.timed_out) {
+    const auto listing = xpk::list_workloads(*xpk_, cluster, std::nullopt,
+                                             std::chrono::seconds(cluster.probe_timeout_s));
+    if (listing.timed_out) {
       result =
           unreachable(cluster, fmt::format("probe timed out after {}s", cluster.probe_timeout_s));
-    } else if (!run.ok()) {
-      result = unreachable(cluster, fmt::format("xpk workload list failed on cluster '{}': {}",
-                                                cluster.name, xpk::describe_failure(run).full()));
-    } else if (auto list = xpk::parse_workload_list(run.stdout_text); !list) {
-      result = unreachable(
-          cluster, fmt::format("xpk workload list on cluster '{}' exited 0 but printed no "
-                               "workload list (no 'Workload List Output:' line and no table "
-                               "header); is '{}' a supported xpk?",
-                               cluster.name, xpk_->settings().binary));
+    } else if (!listing.ok()) {
+      result = unreachable(cluster, *listing.error);
     } else {
       int queued = 0;
       int running = 0;
-      for (const auto& row : list->rows) {
-        const std::string state = xpk::map_row_state(row);
-        queued += state == kStateQueued;
-        running += state == kStateRunning;
+      for (const auto& w : listing.workloads) {
+        queued += w.state == kStateQueued;
+        running += w.state == kStateRunning;
       }
       result.cluster = cluster.name;
       result.reachable = true;

@@ -39,6 +39,7 @@
 
 #include "falcon/command_runner.h"
 #include "falcon/errors.h"
+#include "util/unique_fd.h"
 
 extern char** environ;
 
@@ -54,44 +55,11 @@ constexpr milliseconds kPollSlice{10};         // only without a pidfd
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& other) noexcept : fd_(other.release()) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = other.release();
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 std::string errno_text(int err) { return std::strerror(err); }
 
 struct Pipe {
-  Fd read_end;
-  Fd write_end;
+  UniqueFd read_end;
+  UniqueFd write_end;
 };
 
 Pipe make_pipe(const std::string& binary) {
@@ -99,7 +67,7 @@ Pipe make_pipe(const std::string& binary) {
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw CommandStartError(binary, "pipe2 failed: " + errno_text(errno));
   }
-  Pipe p{Fd(fds[0]), Fd(fds[1])};
+  Pipe p{UniqueFd(fds[0]), UniqueFd(fds[1])};
   const int flags = ::fcntl(p.read_end.get(), F_GETFL);
   ::fcntl(p.read_end.get(), F_SETFL, flags | O_NONBLOCK);
   return p;
@@ -207,14 +175,14 @@ class ChildProcess {
 
  private:
   pid_t pid_;
-  Fd pidfd_;
+  UniqueFd pidfd_;
   bool exited_ = false;
   bool reaped_ = false;
 };
 
 // One captured stream.
 struct Capture {
-  Fd fd;
+  UniqueFd fd;
   std::string* text;
   bool* truncated;
   std::size_t limit;

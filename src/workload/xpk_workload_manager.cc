@@ -1,30 +1,21 @@
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
 #include <exception>
-#include <fstream>
 #include <map>
-#include <mutex>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <nlohmann/json.hpp>
-
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
-#include "process/bounded_parallel.h"
 #include "util/time_format.h"
+#include "workload/create_args.h"
+#include "workload/submission_log.h"
 #include "xpk/failure_text.h"
 #include "xpk/list_parser.h"
+#include "xpk/workload_listing.h"
 #include "xpk/xpk_cli.h"
 
 namespace falcon {
@@ -42,8 +33,8 @@ bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <=
 std::optional<std::string> name_problem(const std::string& name) {
   if (name.empty()) return "the workload name is empty";
   if (name.size() > kMaxNameLength) {
-    return fmt::format("workload name '{}' is {} characters long; xpk allows at most {}", name,
-                       name.size(), kMaxNameLength);
+    return fmt::format("workload name '{}' is {} characters long; xpk allows at most {}",
+                       workload::quote_prefix(name), name.size(), kMaxNameLength);
   }
   const bool ok =
       (name.front() >= 'a' && name.front() <= 'z') && is_lower_alnum(name.back()) &&
@@ -53,7 +44,7 @@ std::optional<std::string> name_problem(const std::string& name) {
         "workload name '{}' is invalid: it must start with a lower-case letter, contain only "
         "lower-case letters, digits and '-', and end with a letter or digit "
         "([a-z]([-a-z0-9]*[a-z0-9])?)",
-        name);
+        workload::quote_prefix(name));
   }
   return std::nullopt;
 }
@@ -101,62 +92,44 @@ bool reports_jobset_not_found(const CommandResult& r) {
   return false;
 }
 
-nlohmann::json record_to_json(const SubmissionRecord& r) {
-  return nlohmann::json{{"v", 1},
-                        {"cluster", r.cluster},
-                        {"workload", r.workload},
-                        {"namespace", r.namespace_},
-                        {"accelerator_type", r.accelerator_type},
-                        {"device_class", r.device_class},
-                        {"submitted_at", r.submitted_at},
-                        {"cluster_id", r.cluster_id},
-                        {"project", r.project},
-                        {"zone", r.zone},
-                        {"docker_image", r.docker_image},
-                        {"priority", r.priority}};
-}
-
-// A complete record, or nullopt for a damaged line.
-std::optional<SubmissionRecord> record_from_line(std::string_view line) {
-  const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return std::nullopt;
-  auto text = [&](const char* key, bool required) -> std::optional<std::string> {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_string()) {
-      return required ? std::nullopt : std::optional<std::string>("");
+// The line in which xpk says that `workload` exists, when that is why create failed. xpk 1.13
+// (stdin closed) prints `[XPK] <name> already exists, do you want to overwrite it? (y/N): ` last,
+// after `... already exists. Skipping its creation` lines about its own service account and
+// roles, then an EOFError traceback on stderr; xpk before 1.9 prints `[XPK] <name> already
+// exists, XPK will not create this workload. ...`. Only lines naming the workload count.
+std::optional<std::string> duplicate_name_line(const CommandResult& r,
+                                               const std::string& workload) {
+  if (r.timed_out || r.term_signal != 0) return std::nullopt;
+  const std::string prompt = workload + " already exists, do you want to overwrite it?";
+  const std::string refusal = workload + " already exists, XPK will not create this workload";
+  for (std::string_view line : xpk::split_output_lines(r.stdout_text)) {
+    for (const std::string& text : {prompt, refusal}) {
+      const auto at = line.find(text);
+      if (at == std::string_view::npos) continue;
+      if (at != 0 && line[at - 1] != ' ') continue;  // `[XPK] <name>`, not another name's tail
+      std::string_view kept = line;
+      while (!kept.empty() && (kept.back() == ' ' || kept.back() == '\r')) kept.remove_suffix(1);
+      return std::string(kept);
     }
-    return it->get<std::string>();
-  };
-  SubmissionRecord r;
-  const auto cluster = text("cluster", true);
-  const auto workload = text("workload", true);
-  const auto ns = text("namespace", true);
-  const auto submitted = text("submitted_at", true);
-  if (!cluster || !workload || !ns || !submitted) return std::nullopt;
-  r.cluster = *cluster;
-  r.workload = *workload;
-  r.namespace_ = *ns;
-  r.submitted_at = *submitted;
-  r.accelerator_type = *text("accelerator_type", false);
-  r.device_class = *text("device_class", false);
-  r.cluster_id = *text("cluster_id", false);
-  r.project = *text("project", false);
-  r.zone = *text("zone", false);
-  r.docker_image = *text("docker_image", false);
-  r.priority = *text("priority", false);
-  return r;
+  }
+  return std::nullopt;
 }
-
-// `xpk workload create --help` answers, per binary, for the life of the process.
-std::mutex g_help_mutex;
-std::map<std::string, bool> g_namespace_support;
 
 }  // namespace
 
 XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
                                        std::shared_ptr<Clock> clock)
-    : xpk_(std::make_shared<const xpk::XpkCli>(std::move(runner), std::move(settings))),
-      clock_(std::move(clock)) {}
+    : XpkWorkloadManager(
+          std::make_shared<const xpk::XpkCli>(std::move(runner), std::move(settings)),
+          std::move(clock)) {}
+
+XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk,
+                                       std::shared_ptr<Clock> clock)
+    : xpk_(std::move(xpk)), clock_(std::move(clock)) {
+  if (!xpk_ || !clock_) {
+    throw std::invalid_argument("XpkWorkloadManager: xpk and clock must be set");
+  }
+}
 
 XpkWorkloadManager::~XpkWorkloadManager() = default;
 
@@ -166,20 +139,15 @@ std::string XpkWorkloadManager::submissions_path() const {
 
 bool XpkWorkloadManager::namespace_flag_supported(const std::string& cluster_name,
                                                   const std::string& workload) {
-  const XpkSettings& settings = xpk_->settings();
-  {
-    std::lock_guard lock(g_help_mutex);
-    if (auto it = g_namespace_support.find(settings.binary); it != g_namespace_support.end()) {
-      return it->second;
-    }
-  }
-  CommandSpec help;
-  help.argv = {settings.binary, "workload", "create", "--help"};
-  help.env = settings.env;
-  help.timeout = std::chrono::seconds(settings.command_timeout_s);
-  CommandResult r;
   try {
-    r = xpk_->run(help);
+    return xpk_->create_has_namespace_flag();
+  } catch (const XpkCommandError& e) {
+    throw WorkloadSubmitError(
+        fmt::format("cannot submit workload '{}' to cluster '{}': {}, so falcon cannot tell "
+                    "whether this xpk supports --namespace; set xpk.namespace_flag to supported "
+                    "or unsupported in repos.yaml",
+                    workload, cluster_name, e.what()),
+        cluster_name, workload, e.exit_code(), e.stderr_text());
   } catch (const std::exception& e) {
     throw WorkloadSubmitError(
         fmt::format("cannot submit workload '{}' to cluster '{}': checking whether xpk supports "
@@ -187,63 +155,57 @@ bool XpkWorkloadManager::namespace_flag_supported(const std::string& cluster_nam
                     workload, cluster_name, e.what()),
         cluster_name, workload, std::nullopt, "");
   }
-  if (!r.ok()) {
-    const auto failure = xpk::describe_failure(r);
-    throw WorkloadSubmitError(
-        fmt::format("cannot submit workload '{}' to cluster '{}': `{} workload create --help` "
-                    "failed ({}), so falcon cannot tell whether this xpk supports --namespace; "
-                    "set xpk.namespace_flag to supported or unsupported in repos.yaml",
-                    workload, cluster_name, settings.binary, failure.full()),
-        cluster_name, workload, exit_code_of(r), failure.details);
-  }
-  const bool supported = r.stdout_text.find("--namespace") != std::string::npos ||
-                         r.stderr_text.find("--namespace") != std::string::npos;
-  std::lock_guard lock(g_help_mutex);
-  g_namespace_support[settings.binary] = supported;
-  return supported;
 }
 
 WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const WorkloadSpec& spec) {
   const XpkSettings& settings = xpk_->settings();
+  // Submit's own checks: the caller's input is at fault (InvalidWorkloadSpecError).
+  auto invalid = [&](const std::string& why) {
+    return InvalidWorkloadSpecError(fmt::format("cannot submit workload '{}' to cluster '{}': {}",
+                                                spec.name, cluster.name, why),
+                                    cluster.name, spec.name);
+  };
+  // Failures around xpk before it printed anything (the state directory, a missing binary).
   auto refuse = [&](const std::string& why) {
     return WorkloadSubmitError(fmt::format("cannot submit workload '{}' to cluster '{}': {}",
                                            spec.name, cluster.name, why),
                                cluster.name, spec.name, std::nullopt, "");
   };
 
-  if (auto problem = name_problem(spec.name)) throw refuse(*problem);
+  if (auto problem = name_problem(spec.name)) throw invalid(*problem);
   if (std::find(kPriorities.begin(), kPriorities.end(), spec.priority) == kPriorities.end()) {
-    throw refuse(
-        fmt::format("priority '{}' is not one of {}", spec.priority, fmt::join(kPriorities, ", ")));
+    throw invalid(fmt::format("priority '{}' is not one of {}",
+                              workload::quote_prefix(spec.priority), fmt::join(kPriorities, ", ")));
   }
   for (const auto& [key, value] : spec.env) {
     if (!is_env_key(key)) {
-      throw refuse(
+      throw invalid(
           fmt::format("environment variable name '{}' is invalid: it must match "
                       "[a-zA-Z_][a-zA-Z0-9_]*",
-                      key));
+                      workload::quote_prefix(key)));
     }
-    // xpk pastes values unescaped into a double-quoted YAML scalar (reference §2.3), so these
-    // would break the manifest and fail later inside kubectl apply with a confusing message.
-    if (value.find_first_of("\"\\\n\r") != std::string::npos) {
-      throw refuse(
-          fmt::format("the value of environment variable '{}' contains a double quote, "
-                      "a backslash or a newline, which xpk cannot pass through",
-                      key));
-    }
+    if (auto problem = workload::env_value_problem(key, value)) throw invalid(*problem);
   }
-  if (spec.docker_image.empty()) throw refuse("docker_image is empty");
-  if (spec.command.empty()) throw refuse("command is empty");
+  if (auto problem = workload::docker_image_problem(spec.docker_image)) throw invalid(*problem);
+  if (spec.command.empty()) throw invalid("command is empty");
+  if (auto problem = workload::xpk_args_problem(spec.extra_args)) throw invalid(*problem);
   const AcceleratorSlot* slot = cluster.find_slot(spec.accelerator_type);
   if (slot == nullptr) {
     std::vector<std::string> offered;
     for (const auto& s : cluster.accelerator_slots) offered.push_back(s.type);
-    throw refuse(fmt::format(
+    throw invalid(fmt::format(
         "the cluster does not offer accelerator '{}' (it offers: {})", spec.accelerator_type,
         offered.empty() ? "nothing" : fmt::format("{}", fmt::join(offered, ", "))));
   }
   const std::string type_flag =
       slot->device_class == DeviceClass::kTpu ? "--tpu-type=" : "--device-type=";
+  const std::string command_line = xpk::shell_join(spec.command);
+  // TPU templates paste the command into a block scalar only; GPU and CPU ones also into a
+  // double-quoted env value.
+  if (auto problem =
+          workload::command_problem(command_line, slot->device_class != DeviceClass::kTpu)) {
+    throw invalid(*problem);
+  }
 
   std::string ns = spec.namespace_.value_or(cluster.default_namespace);
   if (ns.empty()) ns = kDefaultNamespace;
@@ -256,7 +218,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
     pass_namespace = namespace_flag_supported(cluster.name, spec.name);
   }
   if (!pass_namespace && ns != kDefaultNamespace) {
-    throw refuse(fmt::format(
+    throw invalid(fmt::format(
         "namespace '{}' was requested ({}), but this xpk ('{}') has no --namespace flag and "
         "would run the workload in 'default'. Use the namespace 'default' (set the cluster's "
         "default_namespace or the spec's namespace), or, if your xpk does support --namespace, "
@@ -268,7 +230,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
   std::vector<std::string> flags = {
       "--workload=" + spec.name,
       "--docker-image=" + spec.docker_image,
-      "--command=" + xpk::shell_join(spec.command),
+      "--command=" + command_line,
       type_flag + canonical_accelerator_type(slot->type).value_or(slot->type),
       "--priority=" + spec.priority,
   };
@@ -278,12 +240,20 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
   const std::string submitted_at = format_iso8601(clock_->now());
   CommandResult r;
   try {
-    r = xpk_->run(xpk_->workload_command(cluster, "create", flags, spec.extra_args,
-                                         std::chrono::seconds(settings.command_timeout_s)));
+    r = xpk_->run_workload(cluster, "create", flags, spec.extra_args,
+                           std::chrono::seconds(settings.command_timeout_s));
   } catch (const std::exception& e) {
     throw refuse(e.what());
   }
   if (!r.ok()) {
+    if (auto line = duplicate_name_line(r, spec.name)) {
+      throw WorkloadSubmitError(
+          fmt::format("workload '{}' already exists on cluster '{}' (xpk workload create exited "
+                      "{} without replacing it); pick another name, or cancel the existing "
+                      "workload first: falcon job cancel --cluster {} {}",
+                      spec.name, cluster.name, r.exit_code, cluster.name, spec.name),
+          cluster.name, spec.name, exit_code_of(r), *line);
+    }
     const auto failure = xpk::describe_failure(r);
     throw WorkloadSubmitError(
         fmt::format("xpk workload create failed for workload '{}' on cluster '{}': {}", spec.name,
@@ -303,7 +273,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                           .docker_image = spec.docker_image,
                           .priority = spec.priority};
   try {
-    record_submission(record);
+    SubmissionLog(submissions_path()).append(record);
   } catch (const std::exception&) {
     // The workload exists; failing now would invite a duplicate submit. See the header.
   }
@@ -315,31 +285,18 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
 
 WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
                                               const WorkloadHandle& handle) {
-  const auto timeout = std::chrono::seconds(xpk_->settings().command_timeout_s);
-  const CommandResult r = xpk_->run(xpk_->workload_command(
-      cluster, "list", {"--filter-by-job=" + handle.workload_name}, {}, timeout));
-  if (!r.ok()) {
-    const auto failure = xpk::describe_failure(r);
-    throw XpkCommandError(
-        fmt::format("xpk workload list failed on cluster '{}' (status of '{}'): {}", cluster.name,
-                    handle.workload_name, failure.full()),
-        cluster.name, exit_code_of(r), failure.details);
-  }
-  const auto list = xpk::parse_workload_list(r.stdout_text);
-  if (!list) {
-    throw XpkCommandError(
-        fmt::format("xpk workload list on cluster '{}' exited 0 but printed no workload list",
-                    cluster.name),
-        cluster.name, 0, "");
-  }
+  const auto listing =
+      xpk::list_workloads(*xpk_, cluster, handle.workload_name,
+                          std::chrono::seconds(xpk_->settings().command_timeout_s));
   WorkloadStatus status;
   status.workload_name = handle.workload_name;
   status.state = kStateUnknown;
-  for (const auto& row : list->rows) {
-    if (row.jobset_name != handle.workload_name) continue;  // xpk's filter is a substring match
-    status.state = xpk::map_row_state(row);
-    status.start_time = time_cell(row.created_time);
-    if (is_terminal_state(status.state)) status.end_time = time_cell(row.status_time);
+  for (const auto& w : listing.workloads_or_throw()) {
+    // --filter-by-job is a substring match: take the row of exactly this name.
+    if (w.row.jobset_name != handle.workload_name) continue;
+    status.state = w.state;
+    status.start_time = time_cell(w.row.created_time);
+    if (is_terminal_state(status.state)) status.end_time = time_cell(w.row.status_time);
     break;
   }
   return status;
@@ -351,8 +308,8 @@ bool XpkWorkloadManager::cancel(const ClusterConfig& cluster, const WorkloadHand
                           cluster.name, std::nullopt, "");
   }
   const auto timeout = std::chrono::seconds(xpk_->settings().command_timeout_s);
-  const CommandResult r = xpk_->run(xpk_->workload_command(
-      cluster, "delete", {"--workload=" + handle.workload_name}, {}, timeout));
+  const CommandResult r =
+      xpk_->run_workload(cluster, "delete", {"--workload=" + handle.workload_name}, {}, timeout);
   if (r.ok()) return true;
   if (!r.timed_out && r.term_signal == 0 && reports_jobset_not_found(r)) {
     throw WorkloadNotFoundError(cluster.name, handle.workload_name);
@@ -371,30 +328,22 @@ std::vector<WorkloadInfo> XpkWorkloadManager::list_workloads(
         fmt::format("state filter '{}' is not one of QUEUED, RUNNING, COMPLETED, FAILED, UNKNOWN",
                     *state_filter));
   }
-  const auto timeout = std::chrono::seconds(xpk_->settings().command_timeout_s);
-  const CommandResult r = xpk_->run(xpk_->workload_command(cluster, "list", {}, {}, timeout));
-  if (!r.ok()) {
-    const auto failure = xpk::describe_failure(r);
-    throw XpkCommandError(
-        fmt::format("xpk workload list failed on cluster '{}': {}", cluster.name, failure.full()),
-        cluster.name, exit_code_of(r), failure.details);
-  }
-  const auto list = xpk::parse_workload_list(r.stdout_text);
-  if (!list) {
-    throw XpkCommandError(
-        fmt::format("xpk workload list on cluster '{}' exited 0 but printed no workload list",
-                    cluster.name),
-        cluster.name, 0, "");
-  }
+  const auto listing = xpk::list_workloads(
+      *xpk_, cluster, std::nullopt, std::chrono::seconds(xpk_->settings().command_timeout_s));
+  const auto& workloads = listing.workloads_or_throw();
   std::map<std::string, std::string> accelerators;  // workload -> type, last record wins
-  for (const auto& rec : read_submissions()) {
-    if (rec.cluster == cluster.name) accelerators[rec.workload] = rec.accelerator_type;
+  try {
+    for (const auto& rec : SubmissionLog(submissions_path()).read_all()) {
+      if (rec.cluster == cluster.name) accelerators[rec.workload] = rec.accelerator_type;
+    }
+  } catch (const FalconError&) {
+    // An unreadable record file loses only the accelerator column.
   }
   std::vector<WorkloadInfo> out;
-  for (const auto& row : list->rows) {
+  for (const auto& [row, state] : workloads) {
     WorkloadInfo info;
     info.name = row.jobset_name;
-    info.state = xpk::map_row_state(row);
+    info.state = state;
     if (state_filter && info.state != *state_filter) continue;
     if (auto it = accelerators.find(row.jobset_name); it != accelerators.end()) {
       info.accelerator_type = it->second;
@@ -407,93 +356,7 @@ std::vector<WorkloadInfo> XpkWorkloadManager::list_workloads(
 
 std::optional<SubmissionRecord> XpkWorkloadManager::find_submission(
     const std::string& cluster, const std::string& workload) const {
-  std::optional<SubmissionRecord> found;
-  try {
-    for (auto& rec : read_submissions()) {
-      if (rec.cluster == cluster && rec.workload == workload) found = std::move(rec);
-    }
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  return found;
-}
-
-void XpkWorkloadManager::record_submission(const SubmissionRecord& record) const {
-  xpk::ensure_private_dir(xpk_->state_dir());
-  const std::string path = submissions_path();
-  const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    throw FalconError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
-  }
-  std::string line = record_to_json(record).dump() + "\n";
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
-    char last = '\n';
-    if (::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') line.insert(0, "\n");
-  }
-  std::size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + written, line.size() - written);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      throw FalconError(fmt::format("cannot write '{}': {}", path, std::strerror(err)));
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-}
-
-std::vector<SubmissionRecord> XpkWorkloadManager::read_submissions() const {
-  std::vector<SubmissionRecord> records;
-  std::ifstream in(submissions_path(), std::ios::binary);
-  if (!in) return records;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (auto rec = record_from_line(line)) records.push_back(std::move(*rec));
-  }
-  return records;
-}
-
-std::vector<WarmupResult> XpkWorkloadManager::warm_up(const std::vector<ClusterConfig>& clusters,
-                                                      int max_parallel) {
-  const XpkSettings& settings = xpk_->settings();
-  std::vector<WarmupResult> results(clusters.size());
-  run_bounded_parallel(clusters.size(), max_parallel, [&](std::size_t i) {
-    const ClusterConfig& cluster = clusters[i];
-    WarmupResult& out = results[i];
-    out.cluster = cluster.name;
-    const auto start = clock_->steady_now();
-    try {
-      CommandSpec spec;
-      spec.argv = {settings.gcloud_binary,
-                   "container",
-                   "clusters",
-                   "get-credentials",
-                   cluster.cluster_id,
-                   "--project=" + cluster.project,
-                   "--location=" + cluster.location};
-      spec.env = xpk_->cluster_environment(cluster);
-      spec.timeout = std::chrono::seconds(settings.command_timeout_s);
-      const CommandResult r = xpk_->run(spec);
-      out.ok = r.ok();
-      if (!r.ok()) {
-        out.error = fmt::format("gcloud get-credentials failed for cluster '{}': {}", cluster.name,
-                                xpk::describe_failure(r).full());
-      }
-    } catch (const std::exception& e) {
-      out.ok = false;
-      out.error =
-          fmt::format("gcloud get-credentials failed for cluster '{}': {}", cluster.name, e.what());
-    } catch (...) {
-      out.ok = false;
-      out.error = "gcloud get-credentials failed with an unknown exception";
-    }
-    out.elapsed =
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - start);
-  });
-  return results;
+  return SubmissionLog(submissions_path()).find(cluster, workload);
 }
 
 }  // namespace falcon

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "falcon/errors.h"
+#include "xpk/failure_text.h"
+#include "xpk/private_kubeconfig.h"
 
 namespace falcon::xpk {
 namespace {
@@ -121,33 +123,72 @@ XpkCli::XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings)
       settings_(std::move(settings)),
       state_dir_(resolve_state_dir(settings_)) {}
 
-std::map<std::string, std::string> XpkCli::cluster_environment(const ClusterConfig& cluster) const {
-  const auto kubeconfig = kubeconfig_path(state_dir_, cluster.name);
-  {
-    std::lock_guard lock(mutex_);
-    if (prepared_.count(cluster.name) == 0) {
-      ensure_private_dir(kubeconfig.parent_path());
-      prepared_.insert(cluster.name);
-    }
+std::filesystem::path XpkCli::cluster_dir(const ClusterConfig& cluster) const {
+  const auto dir = kubeconfig_path(state_dir_, cluster.name).parent_path();
+  std::lock_guard lock(mutex_);
+  if (prepared_.count(cluster.name) == 0) {
+    ensure_private_dir(dir);
+    sweep_dead_calls(dir);
+    prepared_.insert(cluster.name);
   }
-  auto env = settings_.env;
-  env["KUBECONFIG"] = kubeconfig.string();
-  return env;
+  return dir;
 }
 
-CommandSpec XpkCli::workload_command(const ClusterConfig& cluster, std::string_view verb,
-                                     const std::vector<std::string>& flags,
-                                     const std::vector<std::string>& trailing,
-                                     std::chrono::milliseconds timeout) const {
+std::vector<std::string> XpkCli::workload_argv(const ClusterConfig& cluster, std::string_view verb,
+                                               const std::vector<std::string>& flags,
+                                               const std::vector<std::string>& trailing) const {
+  std::vector<std::string> argv = {settings_.binary, "workload", std::string(verb)};
+  for (auto& f : cluster_flags(cluster)) argv.push_back(std::move(f));
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), settings_.extra_args.begin(), settings_.extra_args.end());
+  argv.insert(argv.end(), trailing.begin(), trailing.end());
+  return argv;
+}
+
+CommandResult XpkCli::run_workload(const ClusterConfig& cluster, std::string_view verb,
+                                   const std::vector<std::string>& flags,
+                                   const std::vector<std::string>& trailing,
+                                   std::chrono::milliseconds timeout) const {
+  const PrivateKubeconfig kubeconfig(cluster_dir(cluster), /*seed=*/true);
   CommandSpec spec;
-  spec.argv = {settings_.binary, "workload", std::string(verb)};
-  for (auto& f : cluster_flags(cluster)) spec.argv.push_back(std::move(f));
-  spec.argv.insert(spec.argv.end(), flags.begin(), flags.end());
-  spec.argv.insert(spec.argv.end(), settings_.extra_args.begin(), settings_.extra_args.end());
-  spec.argv.insert(spec.argv.end(), trailing.begin(), trailing.end());
-  spec.env = cluster_environment(cluster);
+  spec.argv = workload_argv(cluster, verb, flags, trailing);
+  spec.env = settings_.env;
+  spec.env["KUBECONFIG"] = kubeconfig.path().string();
   spec.timeout = timeout;
-  return spec;
+  return runner_->run(spec);
+}
+
+CommandResult XpkCli::run_refreshing_kubeconfig(const ClusterConfig& cluster,
+                                                CommandSpec command) const {
+  const PrivateKubeconfig kubeconfig(cluster_dir(cluster), /*seed=*/false);
+  std::map<std::string, std::string> env = settings_.env;
+  for (auto& [key, value] : command.env) env[key] = std::move(value);
+  env["KUBECONFIG"] = kubeconfig.path().string();
+  command.env = std::move(env);
+  CommandResult result = runner_->run(command);
+  struct stat st;
+  if (result.ok() && ::stat(kubeconfig.path().c_str(), &st) == 0) kubeconfig.publish();
+  return result;
+}
+
+bool XpkCli::create_has_namespace_flag() const {
+  std::lock_guard lock(help_mutex_);
+  if (namespace_flag_) return *namespace_flag_;
+  CommandSpec help;
+  help.argv = {settings_.binary, "workload", "create", "--help"};
+  help.env = settings_.env;
+  help.timeout = std::chrono::seconds(settings_.command_timeout_s);
+  const CommandResult r = runner_->run(help);
+  if (!r.ok()) {
+    const auto failure = describe_failure(r);
+    throw XpkCommandError(
+        fmt::format("`{} workload create --help` failed ({})", settings_.binary, failure.full()),
+        "", r.timed_out || r.term_signal != 0 ? std::nullopt : std::optional<int>(r.exit_code),
+        failure.details);
+  }
+  namespace_flag_ = r.stdout_text.find("--namespace") != std::string::npos ||
+                    r.stderr_text.find("--namespace") != std::string::npos;
+  return *namespace_flag_;
 }
 
 }  // namespace falcon::xpk

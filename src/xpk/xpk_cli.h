@@ -1,11 +1,14 @@
-// The xpk adapter: how falcon runs xpk (DESIGN D3).
+// The xpk adapter: how falcon runs xpk (DESIGN D3). One XpkCli per configuration, shared by the
+// prober and the workload manager (the facade builds it); it holds what they share: the runner,
+// the `xpk:` settings, the state directory, and the answer of `xpk workload create --help`.
 //
 // Every call is argv (never a shell), with the `xpk:` settings applied:
 //   <binary> workload <verb> --cluster=<cluster_id> --project=<project> --zone=<zone>
 //            <verb's own flags> <xpk.extra_args...> <trailing args (create: spec.extra_args)>
-// and the environment xpk.env plus KUBECONFIG=<state_dir>/kube/<cluster name>/config, so that
-// parallel calls against different clusters never share (and race on) one kubeconfig. Our
-// KUBECONFIG wins over one set in xpk.env.
+// and the environment xpk.env plus KUBECONFIG=<a kubeconfig of this invocation's own>
+// (private_kubeconfig.h): xpk rewrites its kubeconfig on every call, not atomically, so no two
+// invocations may share one, in one process or across processes. Our KUBECONFIG wins over one
+// set in xpk.env.
 #pragma once
 
 #include <chrono>
@@ -13,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -33,8 +37,9 @@ std::filesystem::path resolve_state_dir(const XpkSettings& settings);
 // and the errno text when it cannot, or when `dir` exists and is not a directory.
 void ensure_private_dir(const std::filesystem::path& dir);
 
-// <state_dir>/kube/<cluster name>/config. Characters other than [A-Za-z0-9._-] in the name are
-// written as %XX, so any registry name maps to one directory of its own.
+// <state_dir>/kube/<cluster name>/config: the cluster's warmed kubeconfig. Characters other
+// than [A-Za-z0-9._-] in the name are written as %XX, so any registry name maps to one
+// directory of its own.
 std::filesystem::path kubeconfig_path(const std::filesystem::path& state_dir,
                                       const std::string& cluster_name);
 
@@ -49,33 +54,53 @@ std::vector<std::string> cluster_flags(const ClusterConfig& cluster);
 
 class XpkCli {
  public:
-  // Resolves the state directory now (see resolve_state_dir); creates it lazily.
+  // Resolves the state directory now (see resolve_state_dir); creates it lazily. Throws
+  // FalconError only if no state directory can be determined.
   XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings);
 
   const XpkSettings& settings() const { return settings_; }
   const std::filesystem::path& state_dir() const { return state_dir_; }
-  CommandRunner& runner() const { return *runner_; }
 
-  // The command for `xpk workload <verb>` on `cluster`, laid out as in the file comment, with
-  // cluster_environment(cluster). Throws FalconError when the kube directory cannot be made.
-  CommandSpec workload_command(const ClusterConfig& cluster, std::string_view verb,
-                               const std::vector<std::string>& flags,
-                               const std::vector<std::string>& trailing,
-                               std::chrono::milliseconds timeout) const;
+  // The argv of `xpk workload <verb>` on `cluster`, laid out as in the file comment.
+  std::vector<std::string> workload_argv(const ClusterConfig& cluster, std::string_view verb,
+                                         const std::vector<std::string>& flags,
+                                         const std::vector<std::string>& trailing) const;
 
-  // xpk.env plus this cluster's KUBECONFIG. Creates the state and kube directories (0700) the
-  // first time per cluster; throws FalconError when it cannot.
-  std::map<std::string, std::string> cluster_environment(const ClusterConfig& cluster) const;
+  // Runs `xpk workload <verb>` (workload_argv) with xpk.env and a private kubeconfig seeded
+  // from the cluster's warmed one, removed when the call returns. Blocks up to `timeout` (plus
+  // the runner's kill grace). Throws FalconError when the state or kube directories cannot be
+  // made, CommandStartError when the binary cannot be started.
+  CommandResult run_workload(const ClusterConfig& cluster, std::string_view verb,
+                             const std::vector<std::string>& flags,
+                             const std::vector<std::string>& trailing,
+                             std::chrono::milliseconds timeout) const;
 
-  // Runs `command` (see CommandRunner::run: blocks; throws CommandStartError).
+  // Runs `command` (its env gets xpk.env under it) with KUBECONFIG set to a fresh private
+  // kubeconfig for `cluster`, not seeded; when the command succeeds and wrote that file, the
+  // file becomes the cluster's warmed kubeconfig (one rename). Used by credential warm-up.
+  // Throws as run_workload, and FalconError when the new kubeconfig cannot be put in place.
+  CommandResult run_refreshing_kubeconfig(const ClusterConfig& cluster, CommandSpec command) const;
+
+  // Whether `<binary> workload create --help` mentions --namespace. Asked once per XpkCli (a
+  // second caller waits for the first answer); a failed ask is not remembered. Blocks up to
+  // xpk.command_timeout_s the first time. Throws XpkCommandError (exit code and what xpk
+  // printed) when the help call fails, CommandStartError when the binary cannot be started.
+  bool create_has_namespace_flag() const;
+
+  // Runs `command` as is (see CommandRunner::run: blocks; throws CommandStartError).
   CommandResult run(const CommandSpec& command) const { return runner_->run(command); }
 
  private:
+  // <state_dir>/kube/<cluster>/, made (0700) and swept of dead calls once per cluster.
+  std::filesystem::path cluster_dir(const ClusterConfig& cluster) const;
+
   std::shared_ptr<CommandRunner> runner_;
   XpkSettings settings_;
   std::filesystem::path state_dir_;
   mutable std::mutex mutex_;
   mutable std::set<std::string> prepared_;  // clusters whose kube directory exists
+  mutable std::mutex help_mutex_;           // held while the --help answer is read
+  mutable std::optional<bool> namespace_flag_;
 };
 
 }  // namespace falcon::xpk

@@ -1,5 +1,5 @@
 // The xpk layer through the real PosixCommandRunner, against scripted fake `xpk` and `gcloud`
-// executables written into a TempDir: parallel probes, per-cluster KUBECONFIG, timeouts that
+// executables written into a TempDir: parallel probes, private kubeconfigs, timeouts that
 // kill the whole process tree, prompts on a closed stdin, missing binaries.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,6 +17,8 @@
 #include "falcon/selector.h"
 #include "falcon/workload_manager.h"
 #include "support/temp_dir.h"
+#include "xpk/credential_warmup.h"
+#include "xpk/xpk_cli.h"
 
 namespace falcon {
 namespace {
@@ -200,7 +202,9 @@ TEST_F(FakeXpkTest, EachClustersCallsSeeTheirOwnKubeconfig) {
     std::string verb, cluster_id, kubeconfig;
     in >> verb >> cluster_id >> kubeconfig;
     const std::string name = cluster_id.substr(2);  // c-<name>
-    EXPECT_EQ(kubeconfig, (dir_.path() / "state" / "kube" / name / "config").string());
+    // A private kubeconfig of that call, under its cluster's kube directory.
+    EXPECT_EQ(std::filesystem::path(kubeconfig).parent_path().parent_path(),
+              dir_.path() / "state" / "kube" / name / "calls");
     kubeconfigs.insert(kubeconfig);
   }
   EXPECT_THAT(kubeconfigs, SizeIs(3));
@@ -242,7 +246,8 @@ TEST_F(FakeXpkTest, AnOverwritePromptFailsFastBecauseStdinIsClosed) {
     FAIL() << "expected WorkloadSubmitError";
   } catch (const WorkloadSubmitError& e) {
     EXPECT_EQ(e.exit_code(), 1);
-    EXPECT_THAT(e.stderr_text(), HasSubstr("EOFError"));
+    EXPECT_THAT(e.what(), ::testing::StartsWith("workload 'dup' already exists on cluster"));
+    EXPECT_THAT(e.stderr_text(), HasSubstr("dup already exists, do you want to overwrite it?"));
   }
 }
 
@@ -288,8 +293,8 @@ TEST_F(FakeXpkTest, AMissingXpkBinaryIsNamedInProbeAndSubmitErrors) {
 
 TEST_F(FakeXpkTest, WarmUpWritesEachClustersOwnKubeconfig) {
   load_registry(3);
-  XpkWorkloadManager manager(runner_, settings_, clock_);
-  const auto results = manager.warm_up(registry_.list_clusters(), 2);
+  const xpk::XpkCli xpk(runner_, settings_);
+  const auto results = xpk::warm_up_credentials(xpk, *clock_, registry_.list_clusters(), 2);
   ASSERT_THAT(results, SizeIs(3));
   for (const auto& r : results) {
     EXPECT_TRUE(r.ok) << r.error.value_or("");

@@ -63,8 +63,11 @@ TEST_F(ProberTest, NormalProbeRunsWorkloadListAndCountsQueuedAndRunning) {
   EXPECT_THAT(calls[0].argv, ElementsAre("xpk", "workload", "list", "--cluster=tpu-v4-cluster",
                                          "--project=primatrix-tpu", "--zone=us-central2-b"));
   EXPECT_EQ(calls[0].timeout, std::chrono::seconds(15));
-  EXPECT_EQ(calls[0].env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
+  // A kubeconfig of this call's own (private_kubeconfig.h), gone once the probe returned.
+  const std::filesystem::path kubeconfig = calls[0].env.at("KUBECONFIG");
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(),
+            tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "calls");
+  EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path()));
 }
 
 TEST_F(ProberTest, CountsTheOldTabwriterFormatToo) {

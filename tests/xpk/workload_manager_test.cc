@@ -21,6 +21,7 @@
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
 #include "support/temp_dir.h"
+#include "xpk/xpk_cli.h"
 #include "xpk/xpk_outputs.h"
 
 namespace falcon {
@@ -60,11 +61,18 @@ ClusterConfig gpu_cluster() {
   return c;
 }
 
-// The --help answer is cached per binary for the life of the process: each test that relies on
-// it names a binary of its own, fresh on every run (--gtest_repeat).
-std::string unique_binary(const std::string& stem) {
-  static int counter = 0;
-  return stem + "-" + std::to_string(++counter);
+// The --help answer is remembered by the xpk adapter (XpkCli); the binary names below only
+// make the tests' intent visible.
+std::string unique_binary(const std::string& stem) { return stem; }
+
+// The KUBECONFIG of an xpk call: a private file of that call under the cluster's kube
+// directory (<state>/kube/<cluster>/calls/<pid>-<n>/config), gone once the call returned.
+void expect_private_kubeconfig(const CommandSpec& call, const std::filesystem::path& state,
+                               const std::string& cluster) {
+  const std::filesystem::path kubeconfig = call.env.at("KUBECONFIG");
+  EXPECT_EQ(kubeconfig.filename(), "config");
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(), state / "kube" / cluster / "calls");
+  EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path())) << kubeconfig;
 }
 
 WorkloadSpec tpu_spec() {
@@ -125,8 +133,7 @@ TEST_F(WorkloadManagerTest, SubmitBuildsTheCreateCommand) {
                   "--skip-validation", "--num-slices=2", "--max-restarts", "3"));
   const auto call = runner_->calls().back();
   EXPECT_EQ(call.timeout, std::chrono::seconds(900));
-  EXPECT_EQ(call.env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
+  expect_private_kubeconfig(call, tmp_.path() / "state", "tpu-v4-prod");
 
   EXPECT_EQ(handle.workload_name, "llama-8b-bench");
   EXPECT_EQ(handle.cluster, "tpu-v4-prod");
@@ -142,7 +149,7 @@ TEST_F(WorkloadManagerTest, SubmitNeverPassesQuiet) {
 
 // TPU vs GPU: device_class picks --tpu-type or --device-type (cpu too).
 TEST_F(WorkloadManagerTest, DeviceClassPicksTheAcceleratorFlag) {
-  settings_.namespace_flag = "supported";
+  settings_.namespace_flag = NamespaceFlag::kSupported;
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   manager().submit(tpu_cluster(), tpu_spec());
   auto gpu = tpu_spec();
@@ -220,18 +227,81 @@ TEST_F(WorkloadManagerTest, ValidatesBeforeRunningXpk) {
        "double quote"},
       {[](WorkloadSpec& s) { s.docker_image = ""; }, "docker_image is empty"},
       {[](WorkloadSpec& s) { s.command = {}; }, "command is empty"},
+      // Nothing may alter the manifest xpk generates (issue 11).
+      {[](WorkloadSpec& s) { s.docker_image = "img\n      securityContext: {privileged: true}"; },
+       "docker_image 'img\\n      securityContext"},
+      {[](WorkloadSpec& s) {
+         s.command = {"python3", "train.py\n- evil"};
+       },
+       "contains a newline"},
+      {[](WorkloadSpec& s) {
+         s.env = {{"Q",
+                   "a\xe2\x80\xa8"
+                   "b"}};
+       },
+       "a Unicode line or paragraph separator"},
+      // --xpk-arg may not override what falcon sets itself.
+      {[](WorkloadSpec& s) { s.extra_args = {"--cluster=other"}; }, "would set xpk's --cluster"},
+      {[](WorkloadSpec& s) {
+         s.extra_args = {"--wor", "other"};
+       },
+       "would set xpk's --workload"},
       {[](WorkloadSpec& s) { s.accelerator_type = "nvidia-h100-80g"; },
        "does not offer accelerator 'nvidia-h100-80g' (it offers: tpu-v4-64, tpu-v4-128)"},
   };
   for (const auto& c : cases) {
     auto spec = tpu_spec();
     c.change(spec);
-    const auto e = submit_error(tpu_cluster(), spec);
-    EXPECT_THAT(e.what(), HasSubstr(c.message));
-    EXPECT_THAT(e.what(), HasSubstr("cluster 'tpu-v4-prod'"));
-    EXPECT_EQ(e.exit_code(), std::nullopt);
+    try {
+      manager().submit(tpu_cluster(), spec);
+      ADD_FAILURE() << "expected InvalidWorkloadSpecError for: " << c.message;
+    } catch (const InvalidWorkloadSpecError& e) {  // the CLI's exit 2, not an xpk failure
+      EXPECT_THAT(e.what(), HasSubstr(c.message));
+      EXPECT_THAT(e.what(), HasSubstr("cluster 'tpu-v4-prod'"));
+      EXPECT_EQ(e.exit_code(), std::nullopt);
+      EXPECT_STREQ(e.type_name(), "InvalidWorkloadSpecError");
+    }
   }
   EXPECT_THAT(runner_->calls(), IsEmpty());
+}
+
+TEST_F(WorkloadManagerTest, GpuCommandsMayNotCarryQuotesXpkPastesIntoDoubleQuotes) {
+  auto spec = tpu_spec();
+  spec.accelerator_type = "nvidia-a100-80g";
+  spec.command = {"python3", "-c", "print(\"hi\")"};
+  EXPECT_THROW(manager().submit(gpu_cluster(), spec), InvalidWorkloadSpecError);
+  EXPECT_THAT(runner_->calls(), IsEmpty());
+  // On TPU the command sits in a block scalar, where quotes are plain text.
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  spec = tpu_spec();
+  spec.command = {"python3", "-c", "print(\"hi\")"};
+  EXPECT_NO_THROW(manager().submit(tpu_cluster(), spec));
+}
+
+TEST_F(WorkloadManagerTest, ADuplicateNameSaysSoFirstWithoutXpksNoise) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::fails(1, testing::kCreateDuplicateStderr,
+                                                               testing::kCreateDuplicateStdout));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  const std::string what = e.what();
+  EXPECT_EQ(what.rfind("workload 'llama-8b-bench' already exists on cluster 'tpu-v4-prod'", 0), 0u)
+      << what;
+  EXPECT_THAT(what, HasSubstr("falcon job cancel --cluster tpu-v4-prod llama-8b-bench"));
+  for (const char* noise : {"Skipping its creation", "Traceback", "EOFError", "(y/N)"}) {
+    EXPECT_THAT(what, Not(HasSubstr(noise)));
+  }
+  EXPECT_EQ(e.stderr_text(),
+            "[XPK] llama-8b-bench already exists, do you want to overwrite it? (y/N):");
+  EXPECT_EQ(e.exit_code(), 1);
+  EXPECT_EQ(manager().find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
+}
+
+TEST_F(WorkloadManagerTest, AnotherWorkloadsNameInThePromptIsNotADuplicateOfThisOne) {
+  std::string stdout_text = testing::kCreateDuplicateStdout;
+  stdout_text.replace(stdout_text.find("[XPK] llama-8b-bench"), 20, "[XPK] xllama-8b-bench");
+  runner_->on({"workload", "create"},
+              FakeCommandRunner::fails(1, testing::kCreateDuplicateStderr, stdout_text));
+  const auto e = submit_error(tpu_cluster(), tpu_spec());
+  EXPECT_THAT(e.what(), HasSubstr("xpk workload create failed for workload 'llama-8b-bench'"));
 }
 
 TEST_F(WorkloadManagerTest, AcceptsTheLongestAndEdgeNames) {
@@ -247,7 +317,7 @@ TEST_F(WorkloadManagerTest, AcceptsTheLongestAndEdgeNames) {
 
 // namespace 默认值: namespace None -> the cluster's default_namespace.
 TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
-  settings_.namespace_flag = "supported";
+  settings_.namespace_flag = NamespaceFlag::kSupported;
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
   spec.accelerator_type = "a100-40gb-8";
@@ -261,7 +331,7 @@ TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
 }
 
 TEST_F(WorkloadManagerTest, UnsupportedNamespaceFlagRefusesANonDefaultNamespace) {
-  settings_.namespace_flag = "unsupported";
+  settings_.namespace_flag = NamespaceFlag::kUnsupported;
   auto spec = tpu_spec();
   spec.accelerator_type = "a100-40gb-8";
   const auto e = submit_error(gpu_cluster(), spec);  // default_namespace: benchmark
@@ -284,7 +354,7 @@ TEST_F(WorkloadManagerTest, AutoNamespaceSkipsTheHelpCallForTheDefaultNamespace)
   EXPECT_THAT(only_call_argv(), Not(Contains(HasSubstr("--namespace"))));
 }
 
-TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
+TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerXpkAdapter) {
   settings_.binary = unique_binary("xpk-with-namespace");
   runner_->on({"--help"},
               FakeCommandRunner::ok("usage: xpk workload create [-h] --workload WORKLOAD\n"
@@ -293,14 +363,36 @@ TEST_F(WorkloadManagerTest, AutoNamespaceReadsTheHelpOncePerProcess) {
               FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
   spec.namespace_ = "team-x";
-  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");
-  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");  // a new manager too
+  // Two managers sharing one adapter (as the facade's do) ask once between them.
+  const auto xpk = std::make_shared<const xpk::XpkCli>(runner_, settings_);
+  XpkWorkloadManager first(xpk, clock_);
+  XpkWorkloadManager second(xpk, clock_);
+  EXPECT_EQ(first.submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_EQ(first.submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_EQ(second.submit(tpu_cluster(), spec).namespace_, "team-x");
   ASSERT_THAT(runner_->calls_matching({"--help"}), SizeIs(1));
   EXPECT_THAT(runner_->calls_matching({"--help"})[0].argv,
               ElementsAre(settings_.binary, "workload", "create", "--help"));
-  ASSERT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(2));
+  ASSERT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"}), SizeIs(3));
   EXPECT_THAT(runner_->calls_matching({"--workload=llama-8b-bench"})[0].argv,
               Contains("--namespace=team-x"));
+  // The answer lives in the adapter, not in the process: a new adapter asks again.
+  EXPECT_EQ(manager().submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(2));
+}
+
+TEST_F(WorkloadManagerTest, AFailedHelpCallIsNotRemembered) {
+  settings_.binary = unique_binary("xpk-flaky-help");
+  const auto xpk = std::make_shared<const xpk::XpkCli>(runner_, settings_);
+  XpkWorkloadManager m(xpk, clock_);
+  auto spec = tpu_spec();
+  spec.namespace_ = "team-x";
+  runner_->on({"--help"}, FakeCommandRunner::fails(1, "Traceback ...\nOSError: busy\n"));
+  EXPECT_THROW(m.submit(tpu_cluster(), spec), WorkloadSubmitError);
+  runner_->on({"--help"}, FakeCommandRunner::ok("  --namespace NAMESPACE\n"));
+  runner_->on({"--workload=llama-8b-bench"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  EXPECT_EQ(m.submit(tpu_cluster(), spec).namespace_, "team-x");
+  EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(2));
 }
 
 TEST_F(WorkloadManagerTest, AutoNamespaceWithStockXpkRefusesANonDefaultNamespace) {
@@ -328,12 +420,14 @@ TEST_F(WorkloadManagerTest, AutoNamespaceHelpFailureSaysHowToFixIt) {
 TEST_F(WorkloadManagerTest, ExtraArgsAreAppendedVerbatimAtTheEnd) {
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
-  spec.extra_args = {"--scheduler=gke.io/topology-aware-auto", "--env", "LATE=1", "--quiet?"};
+  spec.extra_args = {"--scheduler=gke.io/topology-aware-auto", "--max-restarts", "3",
+                     "--num-slices=2"};
   manager().submit(tpu_cluster(), spec);
   const auto argv = only_call_argv();
   ASSERT_GE(argv.size(), 4u);
   EXPECT_THAT(std::vector<std::string>(argv.end() - 4, argv.end()),
-              ElementsAre("--scheduler=gke.io/topology-aware-auto", "--env", "LATE=1", "--quiet?"));
+              ElementsAre("--scheduler=gke.io/topology-aware-auto", "--max-restarts", "3",
+                          "--num-slices=2"));
 }
 
 // 查询状态: list output parsed and mapped to WorkloadStatus.state.
@@ -575,53 +669,6 @@ TEST_F(WorkloadManagerTest, AFailedRecordWriteDoesNotFailTheSubmit) {
   std::filesystem::create_directories(m.submissions_path());  // a directory in the way
   EXPECT_EQ(m.submit(tpu_cluster(), tpu_spec()).workload_name, "llama-8b-bench");
   EXPECT_EQ(m.find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
-}
-
-TEST_F(WorkloadManagerTest, WarmUpFetchesEachClustersCredentialsIntoItsOwnKubeconfig) {
-  settings_.gcloud_binary = "/opt/gcloud";
-  settings_.env = {{"CLOUDSDK_CORE_DISABLE_PROMPTS", "1"}};
-  runner_->on({"get-credentials", "tpu-v4-cluster"}, FakeCommandRunner::ok("Fetching ...\n"));
-  runner_->on({"get-credentials", "gpu-cluster"},
-              FakeCommandRunner::fails(1,
-                                       "ERROR: (gcloud.container.clusters.get-credentials) "
-                                       "ResponseError: code=404, message=Not found\n"));
-  runner_->hold_until_concurrent(2, std::chrono::seconds(10));
-  const auto results = manager().warm_up({tpu_cluster(), gpu_cluster()}, 4);
-  EXPECT_EQ(runner_->max_in_flight(), 2);  // in parallel
-
-  ASSERT_THAT(results, SizeIs(2));
-  EXPECT_EQ(results[0].cluster, "tpu-v4-prod");
-  EXPECT_TRUE(results[0].ok);
-  EXPECT_EQ(results[0].error, std::nullopt);
-  EXPECT_EQ(results[1].cluster, "gpu-a100");
-  EXPECT_FALSE(results[1].ok);
-  EXPECT_THAT(results[1].error.value_or(""), HasSubstr("cluster 'gpu-a100'"));
-  EXPECT_THAT(results[1].error.value_or(""), HasSubstr("code=404"));
-
-  const auto tpu_call = runner_->calls_matching({"tpu-v4-cluster"}).at(0);
-  EXPECT_THAT(tpu_call.argv,
-              ElementsAre("/opt/gcloud", "container", "clusters", "get-credentials",
-                          "tpu-v4-cluster", "--project=primatrix-tpu", "--location=us-central2-b"));
-  EXPECT_EQ(tpu_call.env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "config").string());
-  EXPECT_EQ(tpu_call.env.at("CLOUDSDK_CORE_DISABLE_PROMPTS"), "1");
-  const auto gpu_call = runner_->calls_matching({"gpu-cluster"}).at(0);
-  EXPECT_EQ(gpu_call.env.at("KUBECONFIG"),
-            (tmp_.path() / "state" / "kube" / "gpu-a100" / "config").string());
-}
-
-TEST_F(WorkloadManagerTest, WarmUpReportsElapsedTimeAndAMissingGcloud) {
-  runner_->on({"get-credentials"}, FakeCommandRunner::takes(std::chrono::milliseconds(2500)));
-  auto results = manager().warm_up({tpu_cluster()}, 1);
-  ASSERT_THAT(results, SizeIs(1));
-  EXPECT_TRUE(results[0].ok);
-  EXPECT_EQ(results[0].elapsed, std::chrono::milliseconds(2500));
-
-  runner_->on({"get-credentials"}, FakeCommandRunner::cannot_start("not found in PATH (/usr/bin)"));
-  results = manager().warm_up({tpu_cluster()}, 1);
-  EXPECT_FALSE(results[0].ok);
-  EXPECT_THAT(results[0].error.value_or(""), HasSubstr("not found in PATH"));
-  EXPECT_THAT(manager().warm_up({}, 4), IsEmpty());
 }
 
 }  // namespace

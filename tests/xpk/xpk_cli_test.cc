@@ -1,13 +1,20 @@
-// The xpk adapter: state directory, per-cluster KUBECONFIG, argv layout, shell quoting.
+// The xpk adapter: state directory, private kubeconfigs, argv layout, shell quoting.
 #include "xpk/xpk_cli.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <optional>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "falcon/errors.h"
 #include "support/fake_command_runner.h"
@@ -121,27 +128,119 @@ TEST(ShellQuote, QuotesOnlyWhatNeedsIt) {
             "python3 -c 'print('\\''hi there'\\'')'");
 }
 
-TEST(XpkCli, LaysOutArgvAndGivesEachClusterItsOwnKubeconfig) {
-  falcon::testing::TempDir tmp;
+TEST(XpkCli, LaysOutArgvWithTheSettings) {
   XpkSettings s;
   s.binary = "/opt/xpk/bin/xpk";
   s.extra_args = {"--skip-validation"};
-  s.env = {{"TELEMETRY_ENABLED", "false"}, {"KUBECONFIG", "/shared/config"}};
-  s.state_dir = (tmp.path() / "state").string();
-  XpkCli cli(std::make_shared<falcon::testing::FakeCommandRunner>(), s);
-
-  const auto spec = cli.workload_command(cluster(), "list", {"--filter-by-job=x"}, {"--tail"},
-                                         std::chrono::seconds(15));
-  EXPECT_THAT(spec.argv,
+  s.state_dir = "/unused";
+  const XpkCli cli(std::make_shared<falcon::testing::FakeCommandRunner>(), s);
+  EXPECT_THAT(cli.workload_argv(cluster(), "list", {"--filter-by-job=x"}, {"--tail"}),
               ElementsAre("/opt/xpk/bin/xpk", "workload", "list", "--cluster=tpu-v4-cluster",
                           "--project=primatrix-tpu", "--zone=us-central2-b", "--filter-by-job=x",
                           "--skip-validation", "--tail"));
-  EXPECT_EQ(spec.timeout, std::chrono::seconds(15));
-  EXPECT_EQ(spec.env.at("TELEMETRY_ENABLED"), "false");
-  const auto kubeconfig = tmp.path() / "state" / "kube" / "tpu-v4-prod" / "config";
-  EXPECT_EQ(spec.env.at("KUBECONFIG"), kubeconfig.string());  // ours wins over xpk.env's
-  EXPECT_EQ(mode_of(tmp.path() / "state"), 0700u);
-  EXPECT_EQ(mode_of(kubeconfig.parent_path()), 0700u);
+}
+
+// Issue 11: xpk rewrites $KUBECONFIG on every call, not atomically; no two calls may share one.
+class XpkCliKubeconfigTest : public ::testing::Test {
+ protected:
+  XpkCliKubeconfigTest() {
+    settings_.binary = "/opt/xpk/bin/xpk";
+    settings_.env = {{"TELEMETRY_ENABLED", "false"}, {"KUBECONFIG", "/shared/config"}};
+    settings_.state_dir = (tmp_.path() / "state").string();
+  }
+  std::filesystem::path cluster_dir() const {
+    return tmp_.path() / "state" / "kube" / "tpu-v4-prod";
+  }
+
+  falcon::testing::TempDir tmp_;
+  XpkSettings settings_;
+  std::shared_ptr<falcon::testing::FakeCommandRunner> runner_ =
+      std::make_shared<falcon::testing::FakeCommandRunner>();
+};
+
+TEST_F(XpkCliKubeconfigTest, EachCallGetsAPrivateKubeconfigSeededFromTheWarmedOneAndRemoved) {
+  ensure_private_dir(cluster_dir());
+  std::ofstream(cluster_dir() / "config") << "current-context: warmed\n";
+  std::string seen;
+  falcon::testing::FakeCommandRunner::Response r;
+  r.handler = [&](const CommandSpec& spec) {
+    const std::filesystem::path k = spec.env.at("KUBECONFIG");
+    seen = falcon::testing::read_file(k);
+    EXPECT_EQ(mode_of(k) & 0777, 0600u);
+    EXPECT_EQ(mode_of(k.parent_path()), 0700u);
+    std::ofstream(k, std::ios::trunc) << "rewritten by xpk";  // as get-credentials does
+    CommandResult ok;
+    ok.exit_code = 0;
+    return ok;
+  };
+  runner_->on({"workload"}, r);
+  const XpkCli cli(runner_, settings_);
+  const auto result = cli.run_workload(cluster(), "list", {}, {}, std::chrono::seconds(15));
+  EXPECT_TRUE(result.ok());
+
+  const auto call = runner_->calls().at(0);
+  EXPECT_EQ(call.timeout, std::chrono::seconds(15));
+  EXPECT_EQ(call.env.at("TELEMETRY_ENABLED"), "false");
+  const std::filesystem::path kubeconfig = call.env.at("KUBECONFIG");  // ours wins over xpk.env's
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(), cluster_dir() / "calls");
+  EXPECT_EQ(seen, "current-context: warmed\n");
+  EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path()));
+  // The warmed kubeconfig is never written by an xpk call.
+  EXPECT_EQ(falcon::testing::read_file(cluster_dir() / "config"), "current-context: warmed\n");
+  EXPECT_EQ(mode_of(tmp_.path() / "state"), 0700u);
+  EXPECT_EQ(mode_of(cluster_dir()), 0700u);
+}
+
+TEST_F(XpkCliKubeconfigTest, ConcurrentCallsOnOneClusterNeverShareAFile) {
+  runner_->on({"workload"}, falcon::testing::FakeCommandRunner::ok(""));
+  runner_->hold_until_concurrent(4, std::chrono::seconds(10));
+  const XpkCli cli(runner_, settings_);
+  {
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < 4; ++i) {
+      threads.emplace_back(
+          [&] { cli.run_workload(cluster(), "list", {}, {}, std::chrono::seconds(5)); });
+    }
+  }
+  EXPECT_EQ(runner_->max_in_flight(), 4);
+  std::set<std::string> files;
+  for (const auto& call : runner_->calls()) files.insert(call.env.at("KUBECONFIG"));
+  EXPECT_EQ(files.size(), 4u);
+  // Without a warmed kubeconfig there is nothing to seed: xpk fetches credentials itself.
+  EXPECT_TRUE(std::filesystem::is_empty(cluster_dir() / "calls"));
+}
+
+TEST_F(XpkCliKubeconfigTest, RemovesCallDirectoriesLeftByADeadProcess) {
+  // A falcon process killed mid-call leaves its directory; a pid that no longer runs is swept.
+  pid_t dead = 0;
+  if (const pid_t child = ::fork(); child == 0) {
+    ::_exit(0);
+  } else {
+    ::waitpid(child, nullptr, 0);
+    dead = child;
+  }
+  std::filesystem::create_directories(cluster_dir() / "calls" / fmt::format("{}-0", dead));
+  std::filesystem::create_directories(cluster_dir() / "calls" / fmt::format("{}-0", ::getpid()));
+  std::filesystem::create_directories(cluster_dir() / "calls" / "not-ours");
+  runner_->on({"workload"}, falcon::testing::FakeCommandRunner::ok(""));
+  const XpkCli cli(runner_, settings_);
+  cli.run_workload(cluster(), "list", {}, {}, std::chrono::seconds(5));
+  EXPECT_FALSE(std::filesystem::exists(cluster_dir() / "calls" / fmt::format("{}-0", dead)));
+  EXPECT_TRUE(std::filesystem::exists(cluster_dir() / "calls" / fmt::format("{}-0", ::getpid())));
+  EXPECT_TRUE(std::filesystem::exists(cluster_dir() / "calls" / "not-ours"));
+}
+
+TEST_F(XpkCliKubeconfigTest, AnUnusableKubeDirectoryIsAClearError) {
+  std::filesystem::create_directories(tmp_.path() / "state" / "kube");
+  std::ofstream(cluster_dir()) << "a file in the way";
+  const XpkCli cli(runner_, settings_);
+  try {
+    cli.run_workload(cluster(), "list", {}, {}, std::chrono::seconds(5));
+    FAIL() << "expected FalconError";
+  } catch (const FalconError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(cluster_dir().string()));
+  }
+  EXPECT_TRUE(runner_->calls().empty());
 }
 
 }  // namespace

@@ -155,4 +155,27 @@ inline constexpr const char* kCreateFailStderr =
     "\"v1alpha2\" cannot be handled as a JobSet: strict decoding error: unknown field "
     "\"spec.ttlSecondsAfterFinished\"\n";
 
+// A create of a name that exists, stdin at EOF (v1.13.1, reference/xpk.md "Observed with xpk
+// 1.13.1"): RBAC "already exists. Skipping" lines first, the prompt last without a newline, an
+// EOFError traceback on stderr, exit 1.
+inline constexpr const char* kCreateDuplicateStdout =
+    "[XPK] Starting xpk v1.13.1\n"
+    "[XPK] Creating a new service account: xpk-sa\n"
+    "[XPK] Service account: xpk-sa already exists. Skipping its creation\n"
+    "[XPK] Attempting to create Role: pod-reader in namespace: default\n"
+    "[XPK] Role: pod-reader already exists. Skipping its creation.\n"
+    "[XPK] RoleBinding: default-pod-reader-binding already exists. Skipping its creation.\n"
+    "[XPK] RoleBinding: xpk-sa-pod-reader-binding already exists. Skipping its creation.\n"
+    "[XPK] Task: `Check if Workload Already Exists` is implemented by the following command not "
+    "running since it is a dry run. \n"
+    "[XPK] llama-8b-bench already exists, do you want to overwrite it? (y/N): ";
+inline constexpr const char* kCreateDuplicateStderr =
+    "Traceback (most recent call last):\n"
+    "  File \"/root/xpk/bin/xpk\", line 8, in <module>\n"
+    "    sys.exit(main())\n"
+    "  File \"/root/xpk/lib/python3.11/site-packages/xpk/core/commands.py\", line 346, in "
+    "ask_for_user_consent\n"
+    "    user_input = input(question)\n"
+    "EOFError: EOF when reading a line\n";
+
 }  // namespace falcon::testing

@@ -214,7 +214,11 @@ class Session {
       if (kubeconfig) {
         try {
           const auto ctx = parse_gke_context(cred.value("context", ""));
-          if (ctx) write_gke_kubeconfig(*kubeconfig, *ctx, cred.value("server", ""));
+          if (ctx) {
+            write_gke_kubeconfig(
+                *kubeconfig, *ctx, cred.value("server", ""),
+                kubeconfig_rewrite_gap(env_.getenv("FLEET_KUBECONFIG_REWRITE_MS")));
+          }
         } catch (const std::exception& e) {
           hidden_failure(get_task, 1,
                          fmt::format("ERROR: (gcloud.container.clusters.get-credentials) Unable "

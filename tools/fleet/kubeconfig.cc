@@ -1,10 +1,10 @@
 #include "fleet/kubeconfig.h"
 
-#include <unistd.h>
-
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -48,8 +48,17 @@ std::optional<GkeContext> parse_gke_context(std::string_view name) {
   return c;
 }
 
+std::chrono::milliseconds kubeconfig_rewrite_gap(const std::optional<std::string>& env_value) {
+  if (!env_value || env_value->empty()) return kKubeconfigRewriteGap;
+  int ms = 0;
+  const char* end = env_value->data() + env_value->size();
+  const auto [ptr, ec] = std::from_chars(env_value->data(), end, ms);
+  if (ec != std::errc() || ptr != end || ms < 0 || ms > 2000) return kKubeconfigRewriteGap;
+  return std::chrono::milliseconds(ms);
+}
+
 void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
-                          const std::string& server_url) {
+                          const std::string& server_url, std::chrono::milliseconds gap) {
   YAML::Node root;
   try {
     if (std::filesystem::exists(path)) root = YAML::LoadFile(path);
@@ -85,17 +94,20 @@ void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
   const std::filesystem::path target(path);
   std::error_code ec;
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << YAML::Dump(root) << "\n";
-    if (!out) throw std::runtime_error("cannot write kubeconfig " + tmp);
-  }
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw std::runtime_error("cannot write kubeconfig " + path);
-  }
+  // As gcloud and kubectl do: truncate, then write, in place. A reader in between sees an empty
+  // or half-written file.
+  const std::string text = YAML::Dump(root) + "\n";
+  std::ofstream out(path, std::ios::trunc | std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write kubeconfig " + path);
+  out.flush();
+  std::this_thread::sleep_for(gap);
+  const std::size_t half = text.size() / 2;
+  out.write(text.data(), static_cast<std::streamsize>(half));
+  out.flush();
+  std::this_thread::sleep_for(gap);
+  out.write(text.data() + half, static_cast<std::streamsize>(text.size() - half));
+  out.flush();
+  if (!out) throw std::runtime_error("cannot write kubeconfig " + path);
 }
 
 std::optional<std::string> read_current_context(const std::string& path) {

@@ -5,6 +5,7 @@
 // on each other's clusters; fleet-xpk reproduces that.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,11 +22,20 @@ struct GkeContext {
 // Parses a context name written by gcloud; nullopt for anything else.
 std::optional<GkeContext> parse_gke_context(std::string_view name);
 
+// How long a rewrite leaves the file empty, and then half-written (wall time), unless
+// $FLEET_KUBECONFIG_REWRITE_MS (0..2000) says otherwise: tests of concurrent xpk calls widen it.
+inline constexpr std::chrono::milliseconds kKubeconfigRewriteGap{10};
+std::chrono::milliseconds kubeconfig_rewrite_gap(const std::optional<std::string>& env_value);
+
 // Merges the context (with its cluster and user entries) into the kubeconfig at `path`,
-// creating the file and its directory, and sets current-context to it. The file is replaced
-// atomically. Throws std::runtime_error when it cannot be written.
+// creating the file and its directory, and sets current-context to it. Like gcloud's
+// get-credentials (and kubectl config set-context), not atomically: the file is truncated, and
+// written in two halves, `gap` apart, so that two calls sharing one kubeconfig
+// see each other's half-written file as real xpk calls can (reference/xpk.md, "Observed with
+// xpk 1.13.1"). Throws std::runtime_error when it cannot be written.
 void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
-                          const std::string& server_url);
+                          const std::string& server_url,
+                          std::chrono::milliseconds gap = kKubeconfigRewriteGap);
 
 // The current-context of the kubeconfig at `path`; nullopt when the file is missing,
 // unparseable or has none.
