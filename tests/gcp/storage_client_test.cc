@@ -368,7 +368,7 @@ TEST_F(StorageFixture, PersistentFailureGivesUpWithTheLastStatus) {
     EXPECT_EQ(e.http_status(), 503);
     EXPECT_EQ(e.status(), "UNAVAILABLE");
     EXPECT_THAT(e.what(), HasSubstr("Backend Error"));
-    EXPECT_THAT(e.what(), HasSubstr("gave up after 8 failed attempts"));
+    EXPECT_THAT(e.what(), HasSubstr("gave up after 8 attempts"));
   }
 }
 
