@@ -18,7 +18,14 @@ std::string Context::config_path() const {
 }
 
 ClusterFabric& Context::fabric() {
-  if (!fabric_) fabric_ = std::make_unique<ClusterFabric>(config_path());
+  if (!fabric_) {
+    FabricDependencies deps;  // the real effects
+    // The library prints nothing: say here why a log read or export is waiting.
+    deps.on_log_wait = [](const LogWaitNotice& notice) {
+      std::cerr << "falcon: " << notice.message << std::endl;
+    };
+    fabric_ = std::make_unique<ClusterFabric>(config_path(), std::move(deps));
+  }
   return *fabric_;
 }
 

@@ -257,7 +257,9 @@ void add_job_commands(CLI::App& app, Context& ctx) {
   logs->add_option("--since", log_args->since, "RFC 3339 time, or an age like 30m, 6h, 2d");
   logs->add_option("--grep", log_args->grep,
                    "Cloud Logging query expression, applied on the server (e.g. step_time)");
-  logs->add_option("--tail", log_args->tail, "only the last N lines")->check(CLI::PositiveNumber);
+  logs->add_option("--tail", log_args->tail,
+                   fmt::format("only the last N lines (1 to {})", kMaxTailLines))
+      ->check(CLI::Range(1, kMaxTailLines));
   logs->add_flag("--follow", log_args->follow,
                  "keep printing new lines until the workload finishes (Ctrl-C to stop)");
   logs->callback([&ctx, log_args] {

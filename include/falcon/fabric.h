@@ -52,12 +52,15 @@ struct DoctorCheck {
   std::string fix;     // how to fix it; empty when ok
 };
 
-// The effects the fabric needs. Tests pass fakes; the one-argument constructor wires the real
-// ones (POSIX processes, libcurl, the system clock).
+// The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
+// processes, libcurl, the system clock), as the one-argument constructor does for all three.
 struct FabricDependencies {
   std::shared_ptr<CommandRunner> runner;
   std::shared_ptr<HttpClient> http;
   std::shared_ptr<Clock> clock;
+  // Optional: told when a log read or export waits for the Cloud Logging read quota or after a
+  // transient failure (LogWaitNotice); the CLI prints it on stderr. The library prints nothing.
+  LogWaitHandler on_log_wait;
 };
 
 class ClusterFabric {

@@ -5,6 +5,7 @@
 #include "fabric/fabric_impl.h"
 #include "falcon/errors.h"
 #include "util/time_format.h"
+#include "xpk/xpk_cli.h"
 
 namespace falcon {
 namespace {
@@ -13,15 +14,21 @@ namespace {
 // machine and Google's), so log queries start this much before submitted_at.
 constexpr std::chrono::minutes kSubmitMargin{10};
 
-FabricDependencies real_dependencies(const std::string& config_path) {
-  // The CA file comes from the configuration; read it once here for the HTTP client.
-  CurlHttpOptions http_options;
-  try {
-    http_options.ca_file = load_fabric_config(config_path).gcp.ca_file;
-  } catch (const ClusterConfigError&) {
-    // The registry load reports the problems.
+// The real effects for the members `deps` leaves null.
+FabricDependencies with_real_effects(const std::string& config_path, FabricDependencies deps) {
+  if (!deps.runner) deps.runner = make_posix_command_runner();
+  if (!deps.clock) deps.clock = make_system_clock();
+  if (!deps.http) {
+    // The CA file comes from the configuration; read it once here for the HTTP client.
+    CurlHttpOptions http_options;
+    try {
+      http_options.ca_file = load_fabric_config(config_path).gcp.ca_file;
+    } catch (const ClusterConfigError&) {
+      // The registry load reports the problems.
+    }
+    deps.http = make_curl_http_client(http_options);
   }
-  return {make_posix_command_runner(), make_curl_http_client(http_options), make_system_clock()};
+  return deps;
 }
 
 }  // namespace
@@ -33,7 +40,14 @@ void ClusterFabric::Impl::build() {
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
   m->workloads = std::make_unique<XpkWorkloadManager>(deps.runner, m->config->xpk, deps.clock);
-  m->logs = std::make_unique<CloudLogRetriever>(deps.http, m->config->gcp, deps.clock);
+  LogRetrieverOptions log_options;
+  log_options.http = deps.http;
+  log_options.clock = deps.clock;
+  log_options.settings = m->config->gcp;
+  // Every falcon process of this state directory shares the read quota (issue 11).
+  log_options.quota_dir = (xpk::resolve_state_dir(m->config->xpk) / "quota").string();
+  log_options.on_wait = deps.on_log_wait;
+  m->logs = std::make_unique<CloudLogRetriever>(std::move(log_options));
   std::lock_guard<std::mutex> lock(mutex);
   modules = std::move(m);
 }
@@ -53,15 +67,12 @@ LogQueryOptions ClusterFabric::Impl::query_options(const WorkloadHandle& handle,
 }
 
 ClusterFabric::ClusterFabric(const std::string& config_path)
-    : ClusterFabric(config_path, real_dependencies(config_path)) {}
+    : ClusterFabric(config_path, FabricDependencies{}) {}
 
 ClusterFabric::ClusterFabric(const std::string& config_path, FabricDependencies deps)
     : impl_(std::make_unique<Impl>()) {
-  if (!deps.runner || !deps.http || !deps.clock) {
-    throw std::invalid_argument("ClusterFabric: every dependency must be set");
-  }
   impl_->config_path = config_path;
-  impl_->deps = std::move(deps);
+  impl_->deps = with_real_effects(config_path, std::move(deps));
   impl_->registry.load(config_path);
   impl_->build();
 }
