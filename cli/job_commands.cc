@@ -289,27 +289,12 @@ void add_job_commands(CLI::App& app, Context& ctx) {
       std::signal(SIGINT, on_interrupt);
       std::signal(SIGTERM, on_interrupt);
       FollowOptions options;
-      auto last_check = std::chrono::steady_clock::now() - std::chrono::hours(1);
-      // should_stop is asked every ~200 ms between polls and polling ends as soon as it says
-      // yes, so after the workload is seen terminal keep going for a poll interval and a few
-      // seconds more: at least one more poll, so that the last lines still arrive.
-      const auto linger = options.poll_interval + std::chrono::seconds(5);
-      std::optional<std::chrono::steady_clock::time_point> finished_at;
-      options.should_stop = [&]() {
-        if (g_interrupted.load()) return true;
-        const auto now = std::chrono::steady_clock::now();
-        if (finished_at) return now - *finished_at >= linger;
-        if (now - last_check >= std::chrono::seconds(15)) {
-          last_check = now;
-          // Read the workload's state at most every 15 s: each check is an xpk call.
-          if (is_terminal_state(fabric.get_workload_status(h).state)) finished_at = now;
-        }
-        return false;
-      };
-      fabric.follow_pod_log(h, a.rank, filter, a.slice, options, [&](const std::string& line) {
-        emit(line);
-        std::cout.flush();
-      });
+      fabric.follow_pod_log_until_finished(
+          h, a.rank, filter, a.slice, options, [] { return g_interrupted.load(); },
+          [&](const std::string& line) {
+            emit(line);
+            std::cout.flush();
+          });
       return kExitOk;
     };
   });

@@ -172,6 +172,25 @@ struct FollowOptions {
   std::function<bool()> should_stop;
 };
 
+// `falcon job logs --follow`'s stop rule, as a FollowOptions::should_stop: true at once when
+// `interrupted()` is; otherwise `is_finished()` (e.g. "the workload reached a terminal state",
+// an xpk call) is asked at most every `check_every` by `clock`, and once it said yes polling goes
+// on for `linger` more (at least one more poll, so that the last lines still arrive). Every
+// "now" is the clock's, so a test drives it in simulated time.
+std::function<bool()> follow_until_finished(
+    std::shared_ptr<Clock> clock, std::function<bool()> is_finished,
+    std::function<bool()> interrupted, std::chrono::milliseconds linger,
+    std::chrono::milliseconds check_every = std::chrono::seconds(15));
+
+// The linger that follow_until_finished needs with `options`: a poll interval and 5 s more.
+std::chrono::milliseconds follow_linger(const FollowOptions& options);
+
+// A `--since` value as LogFilter::since takes it: an RFC 3339 time is returned as it is; an age
+// ("90s", "30m", "6h", "2d": a whole number and one unit) is counted back from `now`. Throws
+// std::invalid_argument saying what is accepted for anything else, and for an age that reaches
+// back before 1970 (no log is older; larger ages would overflow).
+std::string resolve_since(const std::string& text, std::chrono::system_clock::time_point now);
+
 // Thread-safe: calls may run concurrently (they share the HTTP client, the credentials and the
 // per-project read limiter); each LogLines it returns belongs to one reader.
 class CloudLogRetriever {

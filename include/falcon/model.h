@@ -92,7 +92,7 @@ struct WorkloadSpec {
   std::string priority = "medium";  // very-low | low | medium | high | very-high
   std::map<std::string, std::string> env;
   std::optional<std::string> namespace_;  // JSON "namespace"; null: the cluster's default
-  std::vector<std::string> extra_args;     // appended verbatim, last, to `xpk workload create`
+  std::vector<std::string> extra_args;    // appended verbatim, last, to `xpk workload create`
   bool operator==(const WorkloadSpec&) const = default;
 };
 

@@ -172,6 +172,17 @@ void ClusterFabric::follow_pod_log(const WorkloadHandle& handle, int rank, const
                                      impl_->query_options(handle, slice), options, on_line);
 }
 
+void ClusterFabric::follow_pod_log_until_finished(
+    const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
+    FollowOptions options, const std::function<bool()>& interrupted,
+    const std::function<void(const std::string&)>& on_line) const {
+  options.should_stop = follow_until_finished(
+      impl_->deps.clock,
+      [this, &handle] { return is_terminal_state(get_workload_status(handle).state); }, interrupted,
+      follow_linger(options));
+  follow_pod_log(handle, rank, filter, slice, options, on_line);
+}
+
 LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const std::function<void(const ExportProgress&)>& progress) const {
