@@ -366,7 +366,7 @@ falcon::CloudLogRetriever make_retriever(const Server& server, std::size_t expor
   o.storage.clock = clock;
   o.export_buffer_bytes = export_buffer_mib << 20;
   o.clock = clock;
-  return falcon::CloudLogRetriever(std::move(o));
+  return falcon::logs::make_retriever(std::move(o));
 }
 
 falcon::ClusterConfig cluster() {

@@ -7,8 +7,6 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "util/time_format.h"
-
 namespace falcon::cli {
 
 std::string Context::config_path() const {
@@ -18,7 +16,14 @@ std::string Context::config_path() const {
 }
 
 ClusterFabric& Context::fabric() {
-  if (!fabric_) fabric_ = std::make_unique<ClusterFabric>(config_path());
+  if (!fabric_) {
+    FabricDependencies deps;  // the real effects
+    // The library prints nothing: say here why a log read or export is waiting.
+    deps.on_log_wait = [](const LogWaitNotice& notice) {
+      std::cerr << "falcon: " << notice.message << std::endl;
+    };
+    fabric_ = std::make_unique<ClusterFabric>(config_path(), std::move(deps));
+  }
   return *fabric_;
 }
 
@@ -57,31 +62,11 @@ std::string or_dash(const std::optional<int>& value) {
 }
 
 std::string parse_since(const std::string& flag, const std::string& text) {
-  if (parse_rfc3339_nanos(text)) return text;
-  std::size_t used = 0;
-  long long amount = -1;
   try {
-    amount = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    amount = -1;
+    return resolve_since(text, std::chrono::system_clock::now());
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("{}: {}", flag, e.what()));
   }
-  const std::string unit = amount >= 0 ? text.substr(used) : "";
-  long long seconds = -1;
-  if (unit == "s")
-    seconds = amount;
-  else if (unit == "m")
-    seconds = amount * 60;
-  else if (unit == "h")
-    seconds = amount * 3600;
-  else if (unit == "d")
-    seconds = amount * 86400;
-  if (amount < 0 || seconds < 0) {
-    throw UsageError(fmt::format(
-        "{}: '{}' is neither an RFC 3339 time (2026-04-13T08:00:00Z) nor an age like 30m, 6h, "
-        "2d",
-        flag, text));
-  }
-  return format_iso8601(std::chrono::system_clock::now() - std::chrono::seconds(seconds));
 }
 
 }  // namespace falcon::cli

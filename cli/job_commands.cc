@@ -258,7 +258,9 @@ void add_job_commands(CLI::App& app, Context& ctx) {
   logs->add_option("--since", log_args->since, "RFC 3339 time, or an age like 30m, 6h, 2d");
   logs->add_option("--grep", log_args->grep,
                    "Cloud Logging query expression, applied on the server (e.g. step_time)");
-  logs->add_option("--tail", log_args->tail, "only the last N lines")->check(CLI::PositiveNumber);
+  logs->add_option("--tail", log_args->tail,
+                   fmt::format("only the last N lines (1 to {})", kMaxTailLines))
+      ->check(CLI::Range(1, kMaxTailLines));
   logs->add_flag("--follow", log_args->follow,
                  "keep printing new lines until the workload finishes (Ctrl-C to stop)");
   logs->callback([&ctx, log_args] {
@@ -288,27 +290,12 @@ void add_job_commands(CLI::App& app, Context& ctx) {
       std::signal(SIGINT, on_interrupt);
       std::signal(SIGTERM, on_interrupt);
       FollowOptions options;
-      auto last_check = std::chrono::steady_clock::now() - std::chrono::hours(1);
-      // should_stop is asked every ~200 ms between polls and polling ends as soon as it says
-      // yes, so after the workload is seen terminal keep going for a poll interval and a few
-      // seconds more: at least one more poll, so that the last lines still arrive.
-      const auto linger = options.poll_interval + std::chrono::seconds(5);
-      std::optional<std::chrono::steady_clock::time_point> finished_at;
-      options.should_stop = [&]() {
-        if (g_interrupted.load()) return true;
-        const auto now = std::chrono::steady_clock::now();
-        if (finished_at) return now - *finished_at >= linger;
-        if (now - last_check >= std::chrono::seconds(15)) {
-          last_check = now;
-          // Read the workload's state at most every 15 s: each check is an xpk call.
-          if (is_terminal_state(fabric.get_workload_status(h).state)) finished_at = now;
-        }
-        return false;
-      };
-      fabric.follow_pod_log(h, a.rank, filter, a.slice, options, [&](const std::string& line) {
-        emit(line);
-        std::cout.flush();
-      });
+      fabric.follow_pod_log_until_finished(
+          h, a.rank, filter, a.slice, options, [] { return g_interrupted.load(); },
+          [&](const std::string& line) {
+            emit(line);
+            std::cout.flush();
+          });
       return kExitOk;
     };
   });

@@ -21,8 +21,8 @@ struct CommandSpec {
 };
 
 struct CommandResult {
-  int exit_code = -1;    // the exit status, or -1 when killed by a signal
-  int term_signal = 0;   // the signal that ended it, 0 if it exited
+  int exit_code = -1;   // the exit status, or -1 when killed by a signal
+  int term_signal = 0;  // the signal that ended it, 0 if it exited
   bool timed_out = false;
   std::string stdout_text;
   std::string stderr_text;

@@ -52,12 +52,15 @@ struct DoctorCheck {
   std::string fix;     // how to fix it; empty when ok
 };
 
-// The effects the fabric needs. Tests pass fakes; the one-argument constructor wires the real
-// ones (POSIX processes, libcurl, the system clock).
+// The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
+// processes, libcurl, the system clock), as the one-argument constructor does for all three.
 struct FabricDependencies {
   std::shared_ptr<CommandRunner> runner;
   std::shared_ptr<HttpClient> http;
   std::shared_ptr<Clock> clock;
+  // Optional: told when a log read or export waits for the Cloud Logging read quota or after a
+  // transient failure (LogWaitNotice); the CLI prints it on stderr. The library prints nothing.
+  LogWaitHandler on_log_wait;
 };
 
 class ClusterFabric {
@@ -116,6 +119,14 @@ class ClusterFabric {
   void follow_pod_log(const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
                       const FollowOptions& options,
                       const std::function<void(const std::string&)>& on_line) const;
+  // follow_pod_log until the workload is done (`falcon job logs --follow`): options.should_stop
+  // is follow_until_finished on the fabric's clock, asking get_workload_status every 15 s and
+  // lingering follow_linger(options) after a terminal state; `interrupted` (e.g. Ctrl-C) stops
+  // at once.
+  void follow_pod_log_until_finished(const WorkloadHandle& handle, int rank,
+                                     const LogFilter& filter, int slice, FollowOptions options,
+                                     const std::function<bool()>& interrupted,
+                                     const std::function<void(const std::string&)>& on_line) const;
   // Archives the ranks of slice `slice` to `gcs_dest` (see CloudLogRetriever::export_logs).
   LogExportResult export_pod_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,

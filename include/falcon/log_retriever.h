@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <memory>
@@ -30,9 +31,12 @@
 
 namespace falcon {
 
-namespace logs {
-struct RetrieverOptions;  // src/logs/retriever_options.h: clients, credentials, clock, buffers
-}
+// The longest tail one read may ask for (LogFilter::tail_lines, `falcon job logs --tail`): a
+// thousand entries:list pages, over 16 minutes of the default read quota. A longer tail is an
+// INVALID_ARGUMENT LogRetrievalError. Whatever N, a tail holds at most one page of entries and
+// about a MiB of lines in memory; the rest of the lines wait in an unlinked temporary file (in
+// $TMPDIR, else /tmp) until they are read.
+inline constexpr int kMaxTailLines = 1'000'000;
 
 // Where the lines come from; implemented by the retriever.
 class LogLineSource {
@@ -96,16 +100,71 @@ struct ExportProgress {
   bool done = false;
 };
 
+// Why a log read or an export is waiting, so that the caller can tell its user: the library
+// prints nothing. Given to LogRetrieverOptions::on_wait.
+struct LogWaitNotice {
+  enum class Reason {
+    // Cloud Logging refused a read with 429 RESOURCE_EXHAUSTED: the project's read quota, which
+    // every reader of the project shares, is spent. Not a failure: the read waits (at least the
+    // server's RetryInfo, longer after each 429) and tries again until its deadline (5 minutes).
+    kQuotaExceeded,
+    // falcon's own read limiter holds the read back: the project's gcp.logging_reads_per_minute,
+    // shared by this machine's falcon processes, is spent for now. Told only for waits of 5 s or
+    // more (shorter ones are the ordinary pace of a long read).
+    kReadRateShared,
+    // The read limiter cannot share its state with other processes (e.g. the state directory is
+    // not writable): this process keeps to the rate on its own. Told once; `wait` is the wait
+    // of the read at hand.
+    kReadRateNotShared,
+    // A transient failure (HTTP 408, 5xx, a timeout or a lost connection) of a read or an upload;
+    // tried again after `wait`.
+    kRetrying,
+  };
+  Reason reason = Reason::kQuotaExceeded;
+  std::string project;                     // the project of a Logging read; empty for Storage
+  std::chrono::milliseconds wait{0};       // how long it waits now
+  std::chrono::milliseconds waited{0};     // already waited for this request, before this wait
+  std::chrono::milliseconds time_left{0};  // kQuotaExceeded, kRetrying: until it gives up
+  // One line for a person, e.g. "Cloud Logging read quota of project p is spent (HTTP 429
+  // RESOURCE_EXHAUSTED); waiting 20 s before reading again (waited 40 s so far; gives up in
+  // 4 min)".
+  std::string message;
+};
+using LogWaitHandler = std::function<void(const LogWaitNotice&)>;
+
+// What a CloudLogRetriever is built from.
+struct LogRetrieverOptions {
+  std::shared_ptr<HttpClient> http;  // required: carries every request
+  std::shared_ptr<Clock> clock;      // required: "now", every wait and every deadline
+  // Endpoints, credentials (Application Default Credentials, resolved on the first request),
+  // logging_reads_per_minute, http_timeout_s, upload_chunk_bytes.
+  GcpSettings settings;
+  // The directory of the read limiter's state: one small file per project, shared under a lock
+  // by every falcon process that uses the same directory, so that together they keep to
+  // settings.logging_reads_per_minute (the facade uses <state_dir>/quota). Empty: the limit
+  // holds for this retriever's reads only.
+  std::string quota_dir;
+  // Optional. Called on the reading thread before every wait worth telling (LogWaitNotice); must
+  // be thread-safe when the retriever is used from several threads.
+  LogWaitHandler on_wait;
+};
+
 // For `--follow`: how long to keep polling and when to stop.
 struct FollowOptions {
   // Time between polls. Raised to the pace the per-project read limiter sustains (about 60 s /
   // logging_reads_per_minute) when shorter, so that following never reads faster than the quota
   // allows and never blocks inside the limiter.
   std::chrono::milliseconds poll_interval{5000};
-  // How far before the newest timestamp seen each poll reads again, so that entries that arrive
-  // late (Logging may make an entry visible seconds after its timestamp) or share a timestamp are
-  // not skipped; what was already printed is recognised by insertId and timestamp.
+  // How late an entry may be stamped and still be printed: each poll reads entries stamped from
+  // the newest timestamp seen minus this, but of those only the ones stamped at or after the
+  // newest, or received by Cloud Logging since shortly before the previous poll (see
+  // visibility_delay). What was already printed is recognised by insertId and timestamp.
   std::chrono::milliseconds lookback{5000};
+  // How long after Cloud Logging received an entry it may take to be listed (entries:tail buffers
+  // 2 s by default for the same reason). Each poll re-reads what the server received from this
+  // long before the previous poll (by the server's clock, its HTTP Date); so a poll of a log that
+  // has been quiet for that long costs one read.
+  std::chrono::milliseconds visibility_delay{2000};
   // Required. Called after every poll and every ~200 ms while waiting for the next one; polling
   // ends as soon as it returns true (the workload reached a terminal state, Ctrl-C). No poll is
   // made after it returned true, so a caller that wants the last lines of a finished workload
@@ -113,28 +172,51 @@ struct FollowOptions {
   std::function<bool()> should_stop;
 };
 
+// `falcon job logs --follow`'s stop rule, as a FollowOptions::should_stop: true at once when
+// `interrupted()` is; otherwise `is_finished()` (e.g. "the workload reached a terminal state",
+// an xpk call) is asked at most every `check_every` by `clock`, and once it said yes polling goes
+// on for `linger` more (at least one more poll, so that the last lines still arrive). Every
+// "now" is the clock's, so a test drives it in simulated time.
+std::function<bool()> follow_until_finished(
+    std::shared_ptr<Clock> clock, std::function<bool()> is_finished,
+    std::function<bool()> interrupted, std::chrono::milliseconds linger,
+    std::chrono::milliseconds check_every = std::chrono::seconds(15));
+
+// The linger that follow_until_finished needs with `options`: a poll interval and 5 s more.
+std::chrono::milliseconds follow_linger(const FollowOptions& options);
+
+// A `--since` value as LogFilter::since takes it: an RFC 3339 time is returned as it is; an age
+// ("90s", "30m", "6h", "2d": a whole number and one unit) is counted back from `now`. Throws
+// std::invalid_argument saying what is accepted for anything else, and for an age that reaches
+// back before 1970 (no log is older; larger ages would overflow).
+std::string resolve_since(const std::string& text, std::chrono::system_clock::time_point now);
+
 // Thread-safe: calls may run concurrently (they share the HTTP client, the credentials and the
 // per-project read limiter); each LogLines it returns belongs to one reader.
 class CloudLogRetriever {
  public:
-  // `http` carries every request; `settings` gives endpoints, credentials (Application Default
-  // Credentials, resolved on the first request) and quotas; `clock` gives "now" and follow's
-  // waits. Does no I/O.
-  CloudLogRetriever(std::shared_ptr<HttpClient> http, GcpSettings settings,
-                    std::shared_ptr<Clock> clock);
-  // Built from explicit clients (tests, benchmarks, other endpoints). Throws
-  // std::invalid_argument when the options lack an HTTP client or a clock.
-  explicit CloudLogRetriever(logs::RetrieverOptions options);
+  // Does no I/O (credentials are looked for on the first request, the quota directory is made
+  // on the first read). Throws std::invalid_argument when options.http or options.clock is
+  // missing.
+  explicit CloudLogRetriever(LogRetrieverOptions options);
+  // The insides, built by src/logs (tests and benchmarks use logs::make_retriever there, to
+  // give explicit clients, credentials and retry policies). Opaque here.
+  struct Impl;
+  explicit CloudLogRetriever(std::unique_ptr<Impl> impl);
+  CloudLogRetriever(CloudLogRetriever&&) noexcept;
+  CloudLogRetriever& operator=(CloudLogRetriever&&) noexcept;
   ~CloudLogRetriever();
 
   // Lines of one rank (worker `rank` of slice options.slice), oldest first, from filter.since
   // (else options.not_before, else the last 24 hours). filter.grep is a Logging query expression
   // ANDed on the server. With filter.tail_lines = N, the last N lines in time order, read
-  // newest-first: one request for N <= 1000 whatever the log's size (0: no lines). filter.ranks
-  // is ignored (the rank is the argument). A line is textPayload, else jsonPayload.message, else
+  // newest-first: one request for N <= 1000 whatever the log's size (0: no lines), ceil(N / 1000)
+  // otherwise, N at most kMaxTailLines, memory bounded as said there. filter.ranks is ignored
+  // (the rank is the argument). A line is textPayload, else jsonPayload.message, else
   // the compact jsonPayload, without its trailing newline.
   // Throws LogRetrievalError (INVALID_ARGUMENT) at once for arguments that cannot make a query
-  // (empty names, control characters, a malformed since or grep, a negative rank). Otherwise does
+  // (empty names, control characters, a malformed since or grep, a negative rank, a tail_lines
+  // below 0 or above kMaxTailLines). Otherwise does
   // no I/O until the first next(); the returned sequence reads a page of 1000 entries each time
   // the previous one is used up, and throws LogRetrievalError (HTTP status and the API's message)
   // when a page cannot be read after retries.
@@ -145,10 +227,12 @@ class CloudLogRetriever {
   // Polls for new lines of one rank and hands each to `on_line` once (no duplicates, none
   // skipped when timestamps tie or entries arrive up to options.lookback late), until
   // options.should_stop returns true. Starts with the lines stream_log would return (with
-  // filter.tail_lines: only the last N), then polls entries:list in time order from the newest
-  // timestamp seen minus the lookback. Blocks; the waits between polls end within ~200 ms of
-  // should_stop turning true (a request in flight, or a 429 backoff inside it, is not cut short).
-  // Throws LogRetrievalError as stream_log, and std::invalid_argument without should_stop.
+  // filter.tail_lines: only the last N), then polls entries:list in time order for what is new
+  // (FollowOptions::lookback, visibility_delay): a poll that finds nothing new is one request,
+  // and new lines cost about one request per 1000 of them. Blocks; the waits between polls end
+  // within ~200 ms of should_stop turning true (a request in flight, or a quota wait inside it,
+  // is not cut short). Throws LogRetrievalError as stream_log, and std::invalid_argument without
+  // should_stop.
   void follow_log(const ClusterConfig& cluster, const std::string& workload_name,
                   const std::string& namespace_, int rank, const LogFilter& filter,
                   const LogQueryOptions& query, const FollowOptions& options,
@@ -175,7 +259,7 @@ class CloudLogRetriever {
   // metadata (without a rank list, rank 0 counts as requested: rank-0.log always exists).
   // One query reads every requested rank (the request count is the number of pages of log data,
   // not ranks x pages); each rank streams into its own resumable upload, and the chunk buffers
-  // of all ranks together stay within RetrieverOptions::export_buffer_bytes (64 MiB by default),
+  // of all ranks together stay within 64 MiB,
   // each at most the storage chunk (GcpSettings::upload_chunk_bytes, 256 KiB by default), except
   // that a rank never gets less than the protocol's 256 KiB (more ranks than the budget holds,
   // or ranks first seen after it was shared out, add 256 KiB each). Memory does not grow with
@@ -195,7 +279,6 @@ class CloudLogRetriever {
                               const std::function<void(const ExportProgress&)>& progress = {});
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

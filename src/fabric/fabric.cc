@@ -6,6 +6,7 @@
 #include "falcon/errors.h"
 #include "util/time_format.h"
 #include "xpk/credential_warmup.h"
+#include "xpk/xpk_cli.h"
 
 namespace falcon {
 namespace {
@@ -14,11 +15,17 @@ namespace {
 // machine and Google's), so log queries start this much before submitted_at.
 constexpr std::chrono::minutes kSubmitMargin{10};
 
-FabricDependencies real_dependencies(const FabricConfig& config) {
-  // The HTTP client needs the CA file of the configuration.
-  CurlHttpOptions http_options;
-  http_options.ca_file = config.gcp.ca_file;
-  return {make_posix_command_runner(), make_curl_http_client(http_options), make_system_clock()};
+// The real effects for the members `deps` leaves null; the HTTP client takes the
+// configuration's CA file.
+FabricDependencies with_real_effects(const FabricConfig& config, FabricDependencies deps) {
+  if (!deps.runner) deps.runner = make_posix_command_runner();
+  if (!deps.clock) deps.clock = make_system_clock();
+  if (!deps.http) {
+    CurlHttpOptions http_options;
+    http_options.ca_file = config.gcp.ca_file;
+    deps.http = make_curl_http_client(http_options);
+  }
+  return deps;
 }
 
 }  // namespace
@@ -31,7 +38,14 @@ void ClusterFabric::Impl::build() {
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
   m->workloads = std::make_unique<XpkWorkloadManager>(m->xpk, deps.clock);
-  m->logs = std::make_unique<CloudLogRetriever>(deps.http, m->config->gcp, deps.clock);
+  LogRetrieverOptions log_options;
+  log_options.http = deps.http;
+  log_options.clock = deps.clock;
+  log_options.settings = m->config->gcp;
+  // Every falcon process of this state directory shares the read quota (issue 11).
+  log_options.quota_dir = (xpk::resolve_state_dir(m->config->xpk) / "quota").string();
+  log_options.on_wait = deps.on_log_wait;
+  m->logs = std::make_unique<CloudLogRetriever>(std::move(log_options));
   std::lock_guard<std::mutex> lock(mutex);
   modules = std::move(m);
 }
@@ -50,23 +64,16 @@ LogQueryOptions ClusterFabric::Impl::query_options(const WorkloadHandle& handle,
   return options;
 }
 
-ClusterFabric::ClusterFabric(const std::string& config_path) : impl_(std::make_unique<Impl>()) {
-  // Parsed once: the HTTP client and the registry share this reading of the file.
-  FabricConfig config = load_fabric_config(config_path);
-  impl_->config_path = config_path;
-  impl_->deps = real_dependencies(config);
-  impl_->registry.load(std::move(config));
-  impl_->build();
-}
+ClusterFabric::ClusterFabric(const std::string& config_path)
+    : ClusterFabric(config_path, FabricDependencies{}) {}
 
 ClusterFabric::ClusterFabric(const std::string& config_path, FabricDependencies deps)
     : impl_(std::make_unique<Impl>()) {
-  if (!deps.runner || !deps.http || !deps.clock) {
-    throw std::invalid_argument("ClusterFabric: every dependency must be set");
-  }
+  // Parsed once: the HTTP client and the registry share this reading of the file.
+  FabricConfig config = load_fabric_config(config_path);
   impl_->config_path = config_path;
-  impl_->deps = std::move(deps);
-  impl_->registry.load(config_path);
+  impl_->deps = with_real_effects(config, std::move(deps));
+  impl_->registry.load(std::move(config));
   impl_->build();
 }
 
@@ -164,6 +171,17 @@ void ClusterFabric::follow_pod_log(const WorkloadHandle& handle, int rank, const
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
   impl_->current()->logs->follow_log(config, handle.workload_name, handle.namespace_, rank, filter,
                                      impl_->query_options(handle, slice), options, on_line);
+}
+
+void ClusterFabric::follow_pod_log_until_finished(
+    const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
+    FollowOptions options, const std::function<bool()>& interrupted,
+    const std::function<void(const std::string&)>& on_line) const {
+  options.should_stop = follow_until_finished(
+      impl_->deps.clock,
+      [this, &handle] { return is_terminal_state(get_workload_status(handle).state); }, interrupted,
+      follow_linger(options));
+  follow_pod_log(handle, rank, filter, slice, options, on_line);
 }
 
 LogExportResult ClusterFabric::export_pod_logs(

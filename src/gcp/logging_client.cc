@@ -1,5 +1,7 @@
 #include "gcp/logging_client.h"
 
+#include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -35,6 +37,9 @@ LogEntry parse_entry(const json& item) {
     entry.timestamp_nanos = parse_rfc3339_nanos(entry.timestamp).value_or(0);
   }
   entry.receive_timestamp = string_field(item, "receiveTimestamp");
+  if (!entry.receive_timestamp.empty()) {
+    entry.receive_timestamp_nanos = parse_rfc3339_nanos(entry.receive_timestamp).value_or(0);
+  }
   entry.insert_id = string_field(item, "insertId");
   entry.severity = string_field(item, "severity");
   entry.text_payload = string_field(item, "textPayload");
@@ -88,6 +93,34 @@ LogEntriesPage parse_log_entries_page(const std::string& body, const std::string
   return out;
 }
 
+std::optional<std::int64_t> parse_http_date(std::string_view text) {
+  // IMF-fixdate only ("Sun, 06 Nov 1994 08:49:37 GMT"): what every current server sends.
+  static constexpr std::string_view kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  if (text.size() != 29 || text[3] != ',' || text.substr(25) != " GMT") return std::nullopt;
+  const auto number = [&](std::size_t at, std::size_t n) -> std::optional<int> {
+    int value = 0;
+    for (std::size_t i = at; i < at + n; ++i) {
+      if (text[i] < '0' || text[i] > '9') return std::nullopt;
+      value = value * 10 + (text[i] - '0');
+    }
+    return value;
+  };
+  const auto day = number(5, 2);
+  const auto year = number(12, 4);
+  const auto hour = number(17, 2);
+  const auto minute = number(20, 2);
+  const auto second = number(23, 2);
+  if (!day || !year || !hour || !minute || !second || text[19] != ':' || text[22] != ':') {
+    return std::nullopt;
+  }
+  const auto month = std::find(std::begin(kMonths), std::end(kMonths), text.substr(8, 3));
+  if (month == std::end(kMonths)) return std::nullopt;
+  return parse_rfc3339_nanos(fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", *year,
+                                         month - std::begin(kMonths) + 1, *day, *hour, *minute,
+                                         *second));
+}
+
 std::string project_of_resource(const std::string& resource_name) {
   constexpr std::string_view kPrefix = "projects/";
   if (!resource_name.starts_with(kPrefix)) return resource_name;
@@ -99,7 +132,9 @@ std::string project_of_resource(const std::string& resource_name) {
 LoggingClient::LoggingClient(LoggingClientOptions options) {
   if (!options.http) throw std::invalid_argument("LoggingClient needs an HttpClient");
   if (!options.clock) throw std::invalid_argument("LoggingClient needs a Clock");
-  if (!options.rate_limiters) options.rate_limiters = ProjectRateLimiters::process_wide();
+  if (!options.rate_limiters) {
+    options.rate_limiters = std::make_shared<ProjectRateLimiters>(options.clock);
+  }
   while (!options.endpoint.empty() && options.endpoint.back() == '/') options.endpoint.pop_back();
   options_ = std::make_shared<const LoggingClientOptions>(std::move(options));
 }
@@ -128,7 +163,6 @@ LogEntriesPage LoggingClient::list_entries_page(const ListLogEntriesRequest& req
   http_request.timeout = options.request_timeout;
 
   const std::string project = project_of_resource(request.resource_names.front());
-  const auto limiter = options.rate_limiters->for_project(project, options.reads_per_minute);
   RetryOptions retry;
   retry.policy = options.retry;
   // entries:list is a POST but a pure read: safe to repeat.
@@ -137,9 +171,36 @@ LogEntriesPage LoggingClient::list_entries_page(const ListLogEntriesRequest& req
   retry.clock = options.clock.get();
   retry.seed = options.seed;
   retry.credentials = options.credentials.get();
-  retry.before_attempt = [&limiter] { limiter->acquire(); };
+  if (options.on_wait) {
+    retry.on_wait = [&options, &project](const RetryWait& wait) {
+      RetryWait notice = wait;
+      notice.project = project;
+      options.on_wait(notice);
+    };
+  }
+  retry.before_attempt = [&options, &project, &retry] {
+    const Reservation reservation =
+        options.rate_limiters->reserve(project, options.reads_per_minute);
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(reservation.wait);
+    if (options.on_wait &&
+        (!reservation.warning.empty() || wait >= options.rate_limit_notice_after)) {
+      RetryWait notice;
+      notice.cause = RetryWait::Cause::kRateLimit;
+      notice.call = retry.call;
+      notice.project = project;
+      notice.problem = fmt::format("{} reads a minute, shared by {}", options.reads_per_minute,
+                                   options.rate_limiters->sharing());
+      notice.warning = reservation.warning;
+      notice.wait = wait;
+      options.on_wait(notice);
+    }
+    if (reservation.wait.count() > 0) options.clock->sleep_for(reservation.wait);
+  };
   const HttpResponse response = send_with_retry(*options.http, std::move(http_request), retry);
-  return parse_log_entries_page(response.body, retry.call);
+  LogEntriesPage page = parse_log_entries_page(response.body, retry.call);
+  if (const auto date = response.headers.get("Date"))
+    page.server_time_nanos = parse_http_date(*date);
+  return page;
 }
 
 LogEntryReader LoggingClient::list_entries(ListLogEntriesRequest request) const {
@@ -153,6 +214,7 @@ std::optional<LogEntry> LogEntryReader::next() {
   while (position_ >= page_.size()) {
     if (done_) return std::nullopt;
     LogEntriesPage page = client_.list_entries_page(request_);
+    if (pages_fetched_ == 0) first_server_time_ = page.server_time_nanos;
     ++pages_fetched_;
     page_ = std::move(page.entries);
     position_ = 0;

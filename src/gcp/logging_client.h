@@ -9,16 +9,20 @@
 //
 // Pages are fetched lazily, one request each time the previous page is used up, and the reader
 // keeps going while the server returns a nextPageToken, even after an empty page. Every request
-// takes a permit from the project's rate limiter (shared by every client in the process) and is
-// retried on transient failures; a 429 gets a long, RetryInfo-aware backoff.
+// takes a permit from the project's read limiter (the options' ReadLimiter: shared by every
+// client given it, and with SharedReadLimiter by every falcon process of the machine) and is
+// retried on transient failures; a 429 is waited out until the request's deadline, with a
+// backoff that honours RetryInfo.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "falcon/clock.h"
@@ -35,10 +39,11 @@ struct LogEntry {
   std::string timestamp;             // timestamp, RFC 3339 as sent
   std::int64_t timestamp_nanos = 0;  // the same in ns since the epoch; 0 if absent or malformed
   std::string receive_timestamp;     // receiveTimestamp
-  std::string insert_id;             // insertId
-  std::string severity;              // severity name; "" when absent (DEFAULT)
-  std::string text_payload;          // textPayload, "" when absent
-  std::string json_payload;          // jsonPayload as compact JSON text, "" when absent
+  std::int64_t receive_timestamp_nanos = 0;  // the same in ns; 0 if absent or malformed
+  std::string insert_id;                     // insertId
+  std::string severity;                      // severity name; "" when absent (DEFAULT)
+  std::string text_payload;                  // textPayload, "" when absent
+  std::string json_payload;                  // jsonPayload as compact JSON text, "" when absent
   // The line a person reads: textPayload; else jsonPayload.message when it is a string; else the
   // compact JSON of jsonPayload or protoPayload.
   std::string message;
@@ -58,18 +63,27 @@ struct ListLogEntriesRequest {
 struct LogEntriesPage {
   std::vector<LogEntry> entries;
   std::string next_page_token;  // "" on the last page
+  // The server's time when it answered (its HTTP Date header, whole seconds), in ns since the
+  // epoch; nullopt when it sent none. The same clock as receiveTimestamp, unlike this machine's.
+  std::optional<std::int64_t> server_time_nanos;
 };
 
 struct LoggingClientOptions {
   std::string endpoint = "https://logging.googleapis.com";  // base URL, see resolve_endpoints
   std::shared_ptr<HttpClient> http;                         // required
   std::shared_ptr<Credentials> credentials;                 // null: no Authorization header
-  std::shared_ptr<Clock> clock;                             // required
-  std::shared_ptr<ProjectRateLimiters> rate_limiters;       // null: the process-wide one
-  int reads_per_minute = 60;                                // per project
+  std::shared_ptr<Clock> clock;                             // required: waits and deadlines
+  // Paces reads per project. Null: a ProjectRateLimiters of this client's own, on `clock`.
+  std::shared_ptr<ReadLimiter> rate_limiters;
+  int reads_per_minute = 60;  // per project
   RetryPolicy retry = RetryPolicy::for_logging();
   std::chrono::milliseconds request_timeout{60'000};
   std::uint64_t seed = 0;  // jitter; 0 picks a random seed
+  // Told before every wait between attempts, and before a wait for the read limiter of at least
+  // `rate_limit_notice_after` (shorter ones are the ordinary pace of a long read). Called on the
+  // reading thread. Optional.
+  std::function<void(const RetryWait&)> on_wait;
+  std::chrono::milliseconds rate_limit_notice_after{5'000};
 };
 
 class LogEntryReader;
@@ -104,6 +118,8 @@ class LogEntryReader {
   std::optional<LogEntry> next();
 
   int pages_fetched() const { return pages_fetched_; }
+  // The server's time of the first page (LogEntriesPage::server_time_nanos), once fetched.
+  std::optional<std::int64_t> first_server_time_nanos() const { return first_server_time_; }
   // The token of the page after the one being read ("" at the end): lets a caller resume.
   const std::string& next_page_token() const { return request_.page_token; }
 
@@ -114,14 +130,19 @@ class LogEntryReader {
   std::size_t position_ = 0;
   bool done_ = false;
   int pages_fetched_ = 0;
+  std::optional<std::int64_t> first_server_time_;
 };
 
 // Parses one entries:list response body. Throws LogRetrievalError when it is not the expected
 // JSON (`call` names the request in the message).
 LogEntriesPage parse_log_entries_page(const std::string& body, const std::string& call);
 
+// An HTTP-date (RFC 9110: "Sun, 06 Nov 1994 08:49:37 GMT") in ns since the epoch, nullopt when
+// it is not one.
+std::optional<std::int64_t> parse_http_date(std::string_view text);
+
 // "p" for "projects/p" (and "projects/p/locations/..."), else the whole resource name: the key of
-// the per-project rate limiter.
+// the per-project read limiter.
 std::string project_of_resource(const std::string& resource_name);
 
 }  // namespace falcon::gcp

@@ -62,44 +62,74 @@ milliseconds Backoff::jittered(double wait_ms) {
 }
 
 milliseconds Backoff::next(int http_status, std::optional<milliseconds> retry_delay) {
-  if (retry_delay) {
-    // The server said how long; still count the failure so later waits keep growing.
-    if (http_status == 429)
-      ++quota_failures_;
-    else
-      ++failures_;
-    return *retry_delay;
-  }
   const double multiplier = std::max(1.0, policy_.multiplier);
+  milliseconds wait{0};
   if (http_status == 429 && policy_.quota_backoff.count() > 0) {
+    // With a RetryInfo the server says when; the backoff only spreads out repeated 429s.
+    const milliseconds base = retry_delay ? policy_.initial_backoff : policy_.quota_backoff;
     const double cap =
         static_cast<double>(std::max(policy_.quota_max_backoff, policy_.quota_backoff).count());
-    const double wait = std::min(cap, static_cast<double>(policy_.quota_backoff.count()) *
-                                          std::pow(multiplier, quota_failures_));
+    wait = jittered(
+        std::min(cap, static_cast<double>(base.count()) * std::pow(multiplier, quota_failures_)));
     ++quota_failures_;
-    return jittered(wait);
+  } else {
+    const double cap = static_cast<double>(policy_.max_backoff.count());
+    wait = jittered(std::min(cap, static_cast<double>(policy_.initial_backoff.count()) *
+                                      std::pow(multiplier, failures_)));
+    ++failures_;
   }
-  const double cap = static_cast<double>(policy_.max_backoff.count());
-  const double wait = std::min(
-      cap, static_cast<double>(policy_.initial_backoff.count()) * std::pow(multiplier, failures_));
-  ++failures_;
-  return jittered(wait);
+  return retry_delay ? std::max(wait, *retry_delay) : wait;
 }
 
-HttpResponse send_with_retry(HttpClient& http, HttpRequest request, const RetryOptions& options) {
+namespace {
+
+Verdict default_verdict(const HttpResponse& response) {
+  if (is_success(response.status)) return {Outcome::kDone, {}};
+  return {is_transient_status(response.status) ? Outcome::kRetry : Outcome::kFail, {}};
+}
+
+// "entries:list for projects/p failed: HTTP 503 UNAVAILABLE: busy", or with the caller's
+// description of the problem in place of the server's message.
+std::string describe_failure(const std::string& call, const HttpResponse& response,
+                             const std::string& problem, ApiError* error_out) {
+  ApiError error = parse_api_error(response.status, response.body);
+  if (!problem.empty()) error.message = problem;
+  std::string text = problem.empty() || response.status != 308
+                         ? describe_api_error(call, error)
+                         : fmt::format("{} failed: {}", call, problem);
+  *error_out = std::move(error);
+  return text;
+}
+
+std::string format_wait(milliseconds wait) {
+  if (wait < milliseconds(10'000)) return fmt::format("{:.1f} s", wait.count() / 1000.0);
+  return fmt::format("{} s", (wait.count() + 500) / 1000);
+}
+
+}  // namespace
+
+HttpResponse run_with_retry(HttpClient& http, const RetryOptions& options,
+                            const RetryHooks& hooks) {
   const Clock& clock = *options.clock;
   const auto deadline = clock.steady_now() + options.policy.deadline;
-  const auto original_timeout = request.timeout;
   const int max_attempts = std::max(1, options.policy.max_attempts);
   const bool idempotent = options.idempotency == Idempotency::kIdempotent;
+  const bool quota_policy = options.policy.quota_backoff.count() > 0;
   Backoff backoff(options.policy, options.seed);
   bool refreshed_after_401 = false;
+  bool after_failure = false;
+  int attempts = 0;         // every request sent but the 401 repeat
+  int failed_attempts = 0;  // those that count against max_attempts
+  milliseconds waited{0};
 
-  for (int attempt = 1;; ++attempt) {
+  for (;;) {
+    HttpRequest request = hooks.next_request(after_failure);
+    after_failure = false;
+    const std::string call = hooks.call ? hooks.call() : options.call;
     if (options.before_attempt) options.before_attempt();
     if (options.credentials != nullptr) options.credentials->authorize(request.headers);
     const auto remaining = std::chrono::duration_cast<milliseconds>(deadline - clock.steady_now());
-    request.timeout = std::min(original_timeout, std::max(remaining, milliseconds(1'000)));
+    request.timeout = std::min(request.timeout, std::max(remaining, milliseconds(1'000)));
 
     std::optional<HttpResponse> response;
     std::string transport_error;
@@ -107,56 +137,93 @@ HttpResponse send_with_retry(HttpClient& http, HttpRequest request, const RetryO
       response = http.send(request);
     } catch (const HttpTransportError& e) {
       transport_error = e.what();
+    } catch (...) {
+      if (hooks.after_send) hooks.after_send(request);
+      throw;
     }
+    if (hooks.after_send) hooks.after_send(request);
+    ++attempts;
 
+    Verdict verdict{Outcome::kRetry, {}};
     if (response) {
       if (response->status == 401 && options.credentials != nullptr && !refreshed_after_401) {
         refreshed_after_401 = true;
         options.credentials->invalidate();
-        --attempt;
+        --attempts;
         continue;
       }
-      const bool retry = idempotent && is_transient_status(response->status);
-      if (!retry) {
-        if (is_success(response->status) || !options.throw_on_error) return std::move(*response);
-        throw_api_error(options.call, *response);
+      verdict = hooks.classify ? hooks.classify(*response) : default_verdict(*response);
+      if (verdict.outcome == Outcome::kDone) return std::move(*response);
+      if (verdict.outcome == Outcome::kContinue) continue;
+      if (verdict.outcome == Outcome::kRetry && !idempotent) verdict.outcome = Outcome::kFail;
+      if (verdict.outcome == Outcome::kFail) {
+        if (!options.throw_on_error) return std::move(*response);
+        ApiError error;
+        const std::string text = describe_failure(call, *response, verdict.problem, &error);
+        throw LogRetrievalError(text, response->status, error.status);
       }
     } else if (!idempotent) {
-      throw LogRetrievalError(fmt::format("{} failed: {}", options.call, transport_error), 0,
+      throw LogRetrievalError(fmt::format("{} failed: {}", call, transport_error), 0,
                               "UNAVAILABLE");
     }
 
     // A transient failure of an idempotent call: wait and try again, if the budget allows.
-    std::optional<milliseconds> retry_delay;
     const int status = response ? response->status : 0;
-    if (response) retry_delay = parse_api_error(status, response->body).retry_delay;
+    const bool quota = quota_policy && status == 429;
+    if (!quota) ++failed_attempts;
+    std::optional<ApiError> api_error;
+    if (response) api_error = parse_api_error(status, response->body);
     std::string exhausted;
     milliseconds wait{0};
-    if (attempt >= max_attempts) {
-      exhausted = fmt::format("gave up after {} attempts", attempt);
+    if (!quota && failed_attempts >= max_attempts) {
+      exhausted = fmt::format("gave up after {} attempts", attempts);
     } else {
-      wait = backoff.next(status, retry_delay);
+      wait = backoff.next(status, api_error ? api_error->retry_delay : std::nullopt);
       if (clock.steady_now() + wait > deadline) {
         exhausted = fmt::format(
-            "gave up after {} attempts: the next wait of {} ms would pass "
-            "the {} s deadline",
-            attempt, wait.count(), options.policy.deadline.count() / 1000);
+            "gave up after {} attempts: the next wait of {} would pass the {} s deadline", attempts,
+            format_wait(wait), options.policy.deadline.count() / 1000);
       }
     }
     if (!exhausted.empty()) {
       if (!response) {
-        throw LogRetrievalError(
-            fmt::format("{} failed: {} ({})", options.call, transport_error, exhausted), 0,
-            "UNAVAILABLE");
+        throw LogRetrievalError(fmt::format("{} failed: {} ({})", call, transport_error, exhausted),
+                                0, "UNAVAILABLE");
       }
       if (!options.throw_on_error) return std::move(*response);
-      const ApiError error = parse_api_error(status, response->body);
-      throw LogRetrievalError(
-          fmt::format("{} ({})", describe_api_error(options.call, error), exhausted), status,
-          error.status);
+      ApiError error;
+      const std::string text = describe_failure(call, *response, verdict.problem, &error);
+      throw LogRetrievalError(fmt::format("{} ({})", text, exhausted), status, error.status);
+    }
+    if (options.on_wait) {
+      RetryWait notice;
+      notice.call = call;
+      notice.http_status = status;
+      notice.cause = quota ? RetryWait::Cause::kQuotaExceeded : RetryWait::Cause::kFailure;
+      if (api_error) {
+        notice.status = api_error->status;
+        notice.problem = verdict.problem.empty() ? api_error->message : verdict.problem;
+      } else {
+        notice.problem = transport_error;
+      }
+      notice.wait = wait;
+      notice.waited = waited;
+      notice.time_left =
+          std::chrono::duration_cast<milliseconds>(deadline - clock.steady_now()) - wait;
+      notice.failed_attempts = failed_attempts;
+      notice.max_attempts = max_attempts;
+      options.on_wait(notice);
     }
     clock.sleep_for(wait);
+    waited += wait;
+    after_failure = true;
   }
+}
+
+HttpResponse send_with_retry(HttpClient& http, HttpRequest request, const RetryOptions& options) {
+  RetryHooks hooks;
+  hooks.next_request = [&request](bool) { return request; };
+  return run_with_retry(http, options, hooks);
 }
 
 }  // namespace falcon::gcp

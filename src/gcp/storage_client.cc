@@ -128,6 +128,7 @@ RetryOptions retry_options(const StorageClientOptions& options, std::string call
   retry.clock = options.clock.get();
   retry.seed = options.seed;
   retry.credentials = options.credentials.get();
+  retry.on_wait = options.on_wait;
   return retry;
 }
 
@@ -143,8 +144,14 @@ HttpRequest make_request(const StorageClientOptions& options, std::string method
 
 ResumableUploadWriter StorageClient::start_resumable_upload(const std::string& bucket,
                                                             const std::string& object,
-                                                            const std::string& content_type) const {
+                                                            const std::string& content_type,
+                                                            std::size_t chunk_bytes) const {
   const StorageClientOptions& options = *options_;
+  if (chunk_bytes == 0) chunk_bytes = options.upload_chunk_bytes;
+  if (chunk_bytes % kUploadQuantum != 0) {
+    throw std::invalid_argument(
+        fmt::format("upload chunk size {} is not a multiple of 256 KiB", chunk_bytes));
+  }
   HttpRequest request =
       make_request(options, "POST",
                    fmt::format("{}/upload/storage/v1/b/{}/o?uploadType=resumable&name={}",
@@ -164,7 +171,7 @@ ResumableUploadWriter StorageClient::start_resumable_upload(const std::string& b
         response.status);
   }
   if (location.starts_with('/')) location = options.endpoint + location;
-  return ResumableUploadWriter(options_, bucket, object, std::move(location));
+  return ResumableUploadWriter(options_, bucket, object, std::move(location), chunk_bytes);
 }
 
 ObjectMetadata StorageClient::upload_object(const std::string& bucket, const std::string& object,
@@ -290,12 +297,13 @@ std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucke
 
 ResumableUploadWriter::ResumableUploadWriter(std::shared_ptr<const StorageClientOptions> options,
                                              std::string bucket, std::string object,
-                                             std::string session_uri)
+                                             std::string session_uri, std::size_t chunk_bytes)
     : options_(std::move(options)),
       bucket_(std::move(bucket)),
       object_(std::move(object)),
-      session_uri_(std::move(session_uri)) {
-  buffer_.reserve(options_->upload_chunk_bytes);
+      session_uri_(std::move(session_uri)),
+      chunk_bytes_(chunk_bytes) {
+  buffer_.reserve(chunk_bytes_);
 }
 
 ResumableUploadWriter::ResumableUploadWriter(ResumableUploadWriter&&) noexcept = default;
@@ -312,7 +320,7 @@ void ResumableUploadWriter::check_open(const char* what) const {
 
 void ResumableUploadWriter::write(std::string_view data) {
   check_open("write()");
-  const std::size_t chunk = options_->upload_chunk_bytes;
+  const std::size_t chunk = chunk_bytes_;
   while (!data.empty()) {
     const std::size_t n = std::min(chunk - buffer_.size(), data.size());
     buffer_.append(data.substr(0, n));
@@ -347,148 +355,106 @@ void ResumableUploadWriter::abort() {
 
 ObjectMetadata ResumableUploadWriter::flush(bool final) {
   const StorageClientOptions& options = *options_;
-  const Clock& clock = *options.clock;
-  const auto deadline = clock.steady_now() + options.retry.deadline;
-  const int max_attempts = std::max(1, options.retry.max_attempts);
   const std::string uri = format_gcs_uri(bucket_, object_);
-  Backoff backoff(options.retry, options.seed);
-  int failures = 0;
   bool query = false;  // the next request asks the session how much it has
-  bool refreshed_after_401 = false;
+  std::optional<ObjectMetadata> object;
 
-  // Marks the writer failed and throws; the buffer is released.
-  auto fail = [&](LogRetrievalError error) -> LogRetrievalError {
-    state_ = State::kFailed;
-    buffer_.clear();
-    buffer_.shrink_to_fit();
-    return error;
-  };
-
-  for (;;) {
+  // Each request: the bytes from committed_ (the buffer itself, moved into the body and back:
+  // one chunk of memory, not two), or a status query.
+  RetryHooks hooks;
+  hooks.next_request = [&](bool after_failure) {
+    if (after_failure) query = true;  // something may have been committed: ask, don't resend
     const std::int64_t end = committed_ + static_cast<std::int64_t>(buffer_.size());
     HttpRequest request = make_request(options, "PUT", session_uri_);
-    std::string call;
     if (query) {
       request.headers.set("Content-Range", "bytes */*");
-      call = fmt::format("status query of the upload of {}", uri);
+      return request;
+    }
+    request.headers.set("Content-Type", "application/octet-stream");
+    if (buffer_.empty()) {
+      request.headers.set("Content-Range", fmt::format("bytes */{}", end));
     } else {
-      request.headers.set("Content-Type", "application/octet-stream");
-      if (buffer_.empty()) {
-        request.headers.set("Content-Range", fmt::format("bytes */{}", end));
-      } else {
-        request.headers.set("Content-Range",
-                            fmt::format("bytes {}-{}/{}", committed_, end - 1,
-                                        final ? std::to_string(end) : std::string("*")));
-      }
-      call = fmt::format("upload of {} (bytes {}-{})", uri, committed_, end);
+      request.headers.set("Content-Range",
+                          fmt::format("bytes {}-{}/{}", committed_, end - 1,
+                                      final ? std::to_string(end) : std::string("*")));
     }
-    if (options.credentials) options.credentials->authorize(request.headers);
-
-    // The body is the buffer itself, moved in and out: one chunk of memory, not two.
-    if (!query) request.body = std::move(buffer_);
-    std::optional<HttpResponse> response;
-    std::string transport_error;
-    try {
-      response = options.http->send(request);
-    } catch (const HttpTransportError& e) {
-      transport_error = e.what();
-    } catch (...) {
-      if (!query) buffer_ = std::move(request.body);
-      state_ = State::kFailed;
-      throw;
-    }
-    if (!query) buffer_ = std::move(request.body);
-
-    const int status = response ? response->status : 0;
-    if (response && (status == 200 || status == 201)) {
+    request.body = std::move(buffer_);
+    return request;
+  };
+  hooks.after_send = [&](HttpRequest& sent) {
+    if (!query) buffer_ = std::move(sent.body);
+  };
+  hooks.call = [&] {
+    if (query) return fmt::format("status query of the upload of {}", uri);
+    return fmt::format("upload of {} (bytes {}-{})", uri, committed_,
+                       committed_ + static_cast<std::int64_t>(buffer_.size()));
+  };
+  // Only the resumable protocol is decided here: what the server committed, and what to send
+  // next. Budget, backoff, deadline, 401 and messages are the retry loop's.
+  hooks.classify = [&](const HttpResponse& response) -> Verdict {
+    const int status = response.status;
+    const std::int64_t end = committed_ + static_cast<std::int64_t>(buffer_.size());
+    if (status == 200 || status == 201) {
+      const std::string call = hooks.call();
       if (!final) {
-        throw fail(LogRetrievalError(
-            fmt::format("{}: the server finalized the object before the last chunk", call),
-            status));
+        throw LogRetrievalError(
+            fmt::format("{}: the server finalized the object before the last chunk", call), status);
       }
-      ObjectMetadata object = parse_object_metadata(response->body, call);
-      if (object.size >= 0 && object.size != end) {
-        throw fail(LogRetrievalError(
-            fmt::format("{}: the server stored {} bytes, {} were written", call, object.size, end),
-            status));
+      ObjectMetadata stored = parse_object_metadata(response.body, call);
+      if (stored.size >= 0 && stored.size != end) {
+        throw LogRetrievalError(
+            fmt::format("{}: the server stored {} bytes, {} were written", call, stored.size, end),
+            status);
       }
       committed_ = end;
       buffer_.clear();
-      buffer_.shrink_to_fit();
-      state_ = State::kFinished;
-      return object;
+      object = std::move(stored);
+      return {Outcome::kDone, {}};
     }
-    if (response && status == 308) {
-      std::optional<std::int64_t> committed = committed_from_range(*response);
+    if (status == 308) {
+      const std::optional<std::int64_t> committed = committed_from_range(response);
       if (!committed && !query) {
         // No Range after a chunk: ask, rather than assume nothing or everything was kept.
         query = true;
-        continue;
+        return {Outcome::kContinue, {}};
       }
       const std::int64_t now_committed = committed.value_or(0);
       if (now_committed < committed_ || now_committed > end) {
-        throw fail(LogRetrievalError(fmt::format(
+        throw LogRetrievalError(fmt::format(
             "{}: the server reports {} bytes committed, but the writer holds bytes {}-{} only",
-            call, now_committed, committed_, end)));
+            hooks.call(), now_committed, committed_, end));
       }
       const bool progressed = now_committed > committed_;
       buffer_.erase(0, static_cast<std::size_t>(now_committed - committed_));
       committed_ = now_committed;
       const bool answered_query = query;
       query = false;
-      if (!final && buffer_.size() < options.upload_chunk_bytes) return {};
+      if (!final && buffer_.size() < chunk_bytes_) return {Outcome::kDone, {}};
       // Send what is left now; only a chunk that moved nothing counts as a failure.
-      if (answered_query || progressed) continue;
-    } else if (response && status == 401 && options.credentials && !refreshed_after_401) {
-      refreshed_after_401 = true;
-      options.credentials->invalidate();
-      continue;
-    } else if (response && (status == 404 || status == 410)) {
-      const ApiError error = parse_api_error(status, response->body);
-      throw fail(LogRetrievalError(
-          fmt::format("{} (the session is gone; the object must be uploaded again from the "
-                      "start)",
-                      describe_api_error(call, error)),
-          status, error.status));
-    } else if (response && !is_transient_status(status)) {
-      const ApiError error = parse_api_error(status, response->body);
-      throw fail(LogRetrievalError(describe_api_error(call, error), status, error.status));
+      if (answered_query || progressed) return {Outcome::kContinue, {}};
+      return {Outcome::kRetry, "the server keeps committing nothing"};
     }
+    if (status == 404 || status == 410) {
+      return {Outcome::kFail,
+              parse_api_error(status, response.body).message +
+                  " (the session is gone; the object must be uploaded again from the start)"};
+    }
+    return {is_transient_status(status) ? Outcome::kRetry : Outcome::kFail, {}};
+  };
 
-    // A transient failure, or a 308 without progress: wait, then ask the session where it is.
-    ++failures;
-    std::string exhausted;
-    std::chrono::milliseconds wait{0};
-    std::optional<std::chrono::milliseconds> retry_delay;
-    if (response && status != 308)
-      retry_delay = parse_api_error(status, response->body).retry_delay;
-    if (failures >= max_attempts) {
-      exhausted = fmt::format("gave up after {} failed attempts", failures);
-    } else {
-      wait = backoff.next(status == 308 ? 0 : status, retry_delay);
-      if (clock.steady_now() + wait > deadline) {
-        exhausted = fmt::format("gave up after {} failed attempts: the {} s deadline is near",
-                                failures, options.retry.deadline.count() / 1000);
-      }
-    }
-    if (!exhausted.empty()) {
-      if (!response) {
-        throw fail(LogRetrievalError(
-            fmt::format("{} failed: {} ({})", call, transport_error, exhausted), 0, "UNAVAILABLE"));
-      }
-      if (status == 308) {
-        throw fail(LogRetrievalError(
-            fmt::format("{} failed: the server keeps committing nothing ({})", call, exhausted),
-            status));
-      }
-      const ApiError error = parse_api_error(status, response->body);
-      throw fail(
-          LogRetrievalError(fmt::format("{} ({})", describe_api_error(call, error), exhausted),
-                            status, error.status));
-    }
-    clock.sleep_for(wait);
-    query = true;
+  try {
+    run_with_retry(*options.http, retry_options(options, fmt::format("upload of {}", uri)), hooks);
+  } catch (...) {
+    // The writer is unusable now; its buffer goes.
+    state_ = State::kFailed;
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+    throw;
   }
+  if (!object) return {};
+  buffer_.shrink_to_fit();
+  state_ = State::kFinished;
+  return std::move(*object);
 }
 
 }  // namespace falcon::gcp

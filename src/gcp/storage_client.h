@@ -8,10 +8,11 @@
 //   writer.write(line);                  // sends a chunk whenever a whole one is buffered
 //   ObjectMetadata object = writer.finish();
 //
-// Memory is bounded by one chunk (StorageClientOptions::upload_chunk_bytes), whatever the size
-// of the object: bytes leave the buffer only once the server has committed them, so after a
-// failed chunk the writer asks the session how much it has (`Content-Range: bytes */*`) and
-// resends from there, even when that is less than what was sent.
+// Memory is bounded by one chunk (StorageClientOptions::upload_chunk_bytes, or the chunk size
+// given to start_resumable_upload), whatever the size of the object: bytes leave the buffer only
+// once the server has committed them, so after a failed chunk the writer asks the session how much
+// it has (`Content-Range: bytes */*`) and resends from there, even when that is less than what was
+// sent.
 #pragma once
 
 #include <chrono>
@@ -54,6 +55,8 @@ struct StorageClientOptions {
   std::size_t upload_chunk_bytes = 8 << 20;  // a multiple of kUploadQuantum
   std::chrono::milliseconds request_timeout{120'000};
   std::uint64_t seed = 0;  // jitter; 0 picks a random seed
+  // Told before every wait between attempts (RetryOptions::on_wait). Optional.
+  std::function<void(const RetryWait&)> on_wait;
 };
 
 class ResumableUploadWriter;
@@ -68,10 +71,14 @@ class StorageClient {
   // positive multiple of kUploadQuantum.
   explicit StorageClient(StorageClientOptions options);
 
-  // Starts a resumable upload session (POST .../o?uploadType=resumable&name=...).
+  // Starts a resumable upload session (POST .../o?uploadType=resumable&name=...). The writer
+  // sends chunks of `chunk_bytes` (0: StorageClientOptions::upload_chunk_bytes), and so holds at
+  // most that much. Throws std::invalid_argument when chunk_bytes is not a multiple of
+  // kUploadQuantum.
   ResumableUploadWriter start_resumable_upload(
       const std::string& bucket, const std::string& object,
-      const std::string& content_type = "application/octet-stream") const;
+      const std::string& content_type = "application/octet-stream",
+      std::size_t chunk_bytes = 0) const;
 
   // One-request upload of a small object (uploadType=media). Retried: a repeat overwrites the
   // object with the same bytes.
@@ -110,7 +117,7 @@ class StorageClient {
 class ResumableUploadWriter {
  public:
   ResumableUploadWriter(std::shared_ptr<const StorageClientOptions> options, std::string bucket,
-                        std::string object, std::string session_uri);
+                        std::string object, std::string session_uri, std::size_t chunk_bytes);
   ResumableUploadWriter(ResumableUploadWriter&&) noexcept;
   ResumableUploadWriter& operator=(ResumableUploadWriter&&) noexcept;
   ~ResumableUploadWriter();
@@ -133,14 +140,16 @@ class ResumableUploadWriter {
   std::int64_t committed_bytes() const { return committed_; }  // persisted by the server
   // Bytes held in memory: written but not yet committed. Never more than one chunk.
   std::size_t buffered_bytes() const { return buffer_.size(); }
+  std::size_t chunk_bytes() const { return chunk_bytes_; }
   const std::string& bucket() const { return bucket_; }
   const std::string& object() const { return object_; }
 
  private:
   enum class State { kOpen, kFinished, kAborted, kFailed };
 
-  // Sends the buffer from committed_ until the server committed all of it (final: until the
-  // object exists). Returns the object metadata when `final`.
+  // Sends the buffer from committed_ until the server committed all of it but less than a chunk
+  // (final: until the object exists), through run_with_retry. Returns the object metadata when
+  // `final`. On a failure the writer is marked failed and its buffer released.
   ObjectMetadata flush(bool final);
   void check_open(const char* what) const;
 
@@ -148,6 +157,7 @@ class ResumableUploadWriter {
   std::string bucket_;
   std::string object_;
   std::string session_uri_;
+  std::size_t chunk_bytes_;
   std::string buffer_;  // bytes [committed_, written_)
   std::int64_t committed_ = 0;
   std::int64_t written_ = 0;

@@ -6,6 +6,7 @@
 
 #include "falcon/errors.h"
 #include "falcon/log_retriever.h"
+#include "gcp/rate_limiter.h"
 #include "logs/exit_code.h"
 #include "logs/filter_builder.h"
 #include "logs/log_exporter.h"
@@ -18,11 +19,34 @@ namespace falcon {
 struct CloudLogRetriever::Impl {
   logs::RetrieverOptions options;
   gcp::LoggingClient logging;
-  // Single reads made on behalf of a status call: two attempts within 20 s, no quota backoff.
+  // Single reads made on behalf of a status call: two attempts within 20 s, no quota waits.
   gcp::LoggingClient quick_logging;
+  gcp::StorageClient storage;
 
   explicit Impl(logs::RetrieverOptions o)
-      : options(std::move(o)), logging(options.logging), quick_logging(quick(options.logging)) {}
+      : options(wired(std::move(o))),
+        logging(options.logging),
+        quick_logging(quick(options.logging)),
+        storage(options.storage) {}
+
+  // The clients share the wait handler, and both Logging clients one read limiter.
+  static logs::RetrieverOptions wired(logs::RetrieverOptions o) {
+    if (!o.clock) throw std::invalid_argument("CloudLogRetriever needs a Clock");
+    if (!o.storage.http || !o.logging.http) {
+      throw std::invalid_argument("CloudLogRetriever needs an HttpClient");
+    }
+    if (!o.logging.rate_limiters) {
+      o.logging.rate_limiters = std::make_shared<gcp::ProjectRateLimiters>(o.logging.clock);
+    }
+    if (o.on_wait) {
+      const auto tell = [handler = o.on_wait](const gcp::RetryWait& wait) {
+        handler(logs::describe_wait(wait));
+      };
+      if (!o.logging.on_wait) o.logging.on_wait = tell;
+      if (!o.storage.on_wait) o.storage.on_wait = tell;
+    }
+    return o;
+  }
 
   static gcp::LoggingClientOptions quick(gcp::LoggingClientOptions o) {
     o.retry.max_attempts = std::min(o.retry.max_attempts, 2);
@@ -45,21 +69,42 @@ void check_rank(int rank) {
   }
 }
 
-}  // namespace
-
-CloudLogRetriever::CloudLogRetriever(std::shared_ptr<HttpClient> http, GcpSettings settings,
-                                     std::shared_ptr<Clock> clock)
-    : CloudLogRetriever(logs::make_retriever_options(std::move(http), settings, std::move(clock),
-                                                     gcp::current_environment())) {}
-
-CloudLogRetriever::CloudLogRetriever(logs::RetrieverOptions options) {
-  if (!options.clock) throw std::invalid_argument("CloudLogRetriever needs a Clock");
-  if (!options.storage.http || !options.logging.http) {
-    throw std::invalid_argument("CloudLogRetriever needs an HttpClient");
+void check_tail(const std::optional<int>& tail_lines) {
+  if (!tail_lines) return;
+  if (*tail_lines < 0) {
+    throw LogRetrievalError(fmt::format("tail_lines {} is negative", *tail_lines), 0,
+                            "INVALID_ARGUMENT");
   }
-  impl_ = std::make_unique<Impl>(std::move(options));
+  if (*tail_lines > kMaxTailLines) {
+    throw LogRetrievalError(fmt::format("a tail of {} lines is more than the {} lines one read may "
+                                        "ask for; use a narrower --since instead",
+                                        *tail_lines, kMaxTailLines),
+                            0, "INVALID_ARGUMENT");
+  }
 }
 
+}  // namespace
+
+namespace logs {
+
+CloudLogRetriever make_retriever(RetrieverOptions options) {
+  return CloudLogRetriever(std::make_unique<CloudLogRetriever::Impl>(std::move(options)));
+}
+
+}  // namespace logs
+
+CloudLogRetriever::CloudLogRetriever(LogRetrieverOptions options) {
+  if (!options.http) throw std::invalid_argument("CloudLogRetriever needs an HttpClient");
+  if (!options.clock) throw std::invalid_argument("CloudLogRetriever needs a Clock");
+  impl_ = std::make_unique<Impl>(logs::make_retriever_options(options, gcp::current_environment()));
+}
+
+CloudLogRetriever::CloudLogRetriever(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  if (!impl_) throw std::invalid_argument("CloudLogRetriever needs its insides");
+}
+
+CloudLogRetriever::CloudLogRetriever(CloudLogRetriever&&) noexcept = default;
+CloudLogRetriever& CloudLogRetriever::operator=(CloudLogRetriever&&) noexcept = default;
 CloudLogRetriever::~CloudLogRetriever() = default;
 
 LogLines CloudLogRetriever::stream_log(const ClusterConfig& cluster,
@@ -67,13 +112,10 @@ LogLines CloudLogRetriever::stream_log(const ClusterConfig& cluster,
                                        const std::string& namespace_, int rank,
                                        const LogFilter& filter, const LogQueryOptions& options) {
   check_rank(rank);
+  check_tail(filter.tail_lines);
   logs::RankQuery query(cluster, workload_name, namespace_, options.slice, std::set<int>{rank},
                         impl_->lower_bound(filter, options), filter.grep);
   if (filter.tail_lines) {
-    if (*filter.tail_lines < 0) {
-      throw LogRetrievalError(fmt::format("tail_lines {} is negative", *filter.tail_lines), 0,
-                              "INVALID_ARGUMENT");
-    }
     return LogLines(logs::make_tail_source(impl_->logging, std::move(query), *filter.tail_lines));
   }
   return LogLines(logs::make_forward_source(impl_->logging, std::move(query)));
@@ -84,6 +126,7 @@ void CloudLogRetriever::follow_log(const ClusterConfig& cluster, const std::stri
                                    const LogQueryOptions& query, const FollowOptions& options,
                                    const std::function<void(const std::string&)>& on_line) {
   check_rank(rank);
+  check_tail(filter.tail_lines);
   const logs::RankQuery rank_query(cluster, workload_name, namespace_, query.slice,
                                    std::set<int>{rank}, impl_->lower_bound(filter, query),
                                    filter.grep);
@@ -125,8 +168,13 @@ LogExportResult CloudLogRetriever::export_logs(
   }
   const logs::RankQuery query(cluster, workload_name, namespace_, options.slice, std::move(ranks),
                               impl_->lower_bound(filter, options), filter.grep);
-  return logs::export_ranks(impl_->options, cluster, workload_name, namespace_, options.slice,
-                            query, filter, gcs_dest, progress);
+  logs::ExportSession session({.logging = impl_->logging,
+                               .storage = impl_->storage,
+                               .clock = *impl_->options.clock,
+                               .buffer_bytes = impl_->options.export_buffer_bytes,
+                               .max_chunk_bytes = impl_->options.storage.upload_chunk_bytes},
+                              query, filter, gcs_dest, progress);
+  return session.run();
 }
 
 }  // namespace falcon

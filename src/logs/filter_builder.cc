@@ -65,6 +65,11 @@ std::string build(const WorkloadQuery& q, const std::optional<std::vector<int>>&
       fmt::format("AND resource.labels.namespace_name={}\n", quote_lql(q.namespace_, "namespace"));
   out +=
       fmt::format("AND timestamp>={}\n", quote_lql(format_rfc3339_nanos(q.not_before_nanos), ""));
+  if (q.only_new) {
+    out += fmt::format("AND (timestamp>={} OR receiveTimestamp>={})\n",
+                       quote_lql(format_rfc3339_nanos(q.only_new->timestamp_nanos), ""),
+                       quote_lql(format_rfc3339_nanos(q.only_new->received_nanos), ""));
+  }
   out += fmt::format("AND (({}) OR ({} AND {}))", labelled, any_of(pod_names), unlabelled);
   if (q.grep) {
     // On lines of its own, so that nothing of the grep can run into the closing parenthesis.

@@ -11,6 +11,7 @@
 //   AND resource.labels.cluster_name="<cluster_id>"
 //   AND resource.labels.namespace_name="<namespace>"
 //   AND timestamp>="<lower bound, RFC 3339 with 9 fractional digits>"
+//   [AND (timestamp>="<newest seen>" OR receiveTimestamp>="<received from>")]   (follow's polls)
 //   AND ((labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="w"
 //         AND labels."k8s-pod/jobset_sigs_k8s_io/job-index"="s"
 //         AND (labels."k8s-pod/batch_kubernetes_io/job-completion-index"="r1" OR ...="r2"))
@@ -71,6 +72,14 @@ struct WorkloadQuery {
   std::int64_t not_before_nanos = 0;      // timestamp lower bound, ns since the epoch
   std::optional<std::string> grep;        // LQL expression ANDed at the end
   bool every_slice = false;               // every pod of the workload: slice and ranks ignored
+  // Follow's polls: only entries stamped at or after `timestamp_nanos` or received by Cloud
+  // Logging at or after `received_nanos` (late ones), so that a poll does not read again what an
+  // earlier poll already read.
+  struct NewEntries {
+    std::int64_t timestamp_nanos = 0;
+    std::int64_t received_nanos = 0;
+  };
+  std::optional<NewEntries> only_new;
 };
 
 // The filter above. When a rank list would push the filter past kMaxFilterLength the ranks are

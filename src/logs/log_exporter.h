@@ -10,13 +10,21 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "falcon/clock.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
+#include "gcp/logging_client.h"
+#include "gcp/storage_client.h"
 #include "logs/rank_query.h"
-#include "logs/retriever_options.h"
 
 namespace falcon::logs {
 
@@ -48,12 +56,64 @@ class ChunkBudget {
 // prefix ("path/" or ""). Throws LogRetrievalError (INVALID_ARGUMENT) for anything else.
 std::pair<std::string, std::string> parse_export_destination(const std::string& gcs_dest);
 
-// The export itself. `query` selects the ranks (its ranks() null: every rank of the slice found,
-// and rank 0 always). `filter` is recorded in the metadata. Blocks; throws LogRetrievalError.
-LogExportResult export_ranks(const RetrieverOptions& options, const ClusterConfig& cluster,
-                             const std::string& workload, const std::string& namespace_, int slice,
-                             const RankQuery& query, const LogFilter& filter,
-                             const std::string& gcs_dest,
-                             const std::function<void(const ExportProgress&)>& progress);
+// What an export uses, owned by the retriever.
+struct ExportClients {
+  const gcp::LoggingClient& logging;
+  const gcp::StorageClient& storage;
+  const Clock& clock;               // exported_at
+  std::size_t buffer_bytes = 0;     // all ranks' chunk buffers together (ChunkBudget)
+  std::size_t max_chunk_bytes = 0;  // one rank's chunk at most; a positive multiple of 256 KiB
+};
+
+// One export, in four steps: read and route every page (opening a rank's upload at its first
+// line), finish the uploads, write the metadata. Not thread-safe; run() once.
+class ExportSession {
+ public:
+  // `query` says what is exported (its ranks() null: every rank of the slice found, and rank 0
+  // always); `filter` is recorded in the metadata. Throws LogRetrievalError (INVALID_ARGUMENT)
+  // for a destination that is not gs://BUCKET[/PATH]. No I/O.
+  ExportSession(ExportClients clients, const RankQuery& query, const LogFilter& filter,
+                const std::string& gcs_dest, std::function<void(const ExportProgress&)> progress);
+
+  // The export. Blocks. On any failure every upload still open is cancelled, no metadata is
+  // written, and the LogRetrievalError names the workload and the destination.
+  LogExportResult run();
+
+ private:
+  // One rank of an export: where it goes and what went there.
+  struct RankExport {
+    std::string object;
+    std::optional<gcp::ResumableUploadWriter> writer;  // opened at the rank's first line
+    std::int64_t lines = 0;
+    std::int64_t bytes = 0;
+    std::int64_t first_nanos = 0;  // valid when lines > 0
+    std::int64_t last_nanos = 0;
+  };
+
+  // Reads every page of the query, each entry into its rank's upload.
+  void read_and_route();
+  // Starts the uploads of ranks seen for the first time, their chunks sized by the budget.
+  void open(const std::vector<int>& ranks);
+  // Deletes a previous export's metadata, finishes every upload and writes the requested ranks
+  // without lines as empty objects.
+  void finish();
+  // collection_meta.json, the last object written.
+  void write_metadata();
+  // Cancels the uploads still open; best effort.
+  void abort() noexcept;
+
+  std::string object_of(int rank) const;
+
+  ExportClients clients_;
+  const RankQuery& query_;
+  const LogFilter& filter_;
+  std::function<void(const ExportProgress&)> progress_;
+  std::string bucket_;
+  std::string prefix_;
+  ChunkBudget budget_;
+  std::map<int, RankExport> ranks_;
+  std::int64_t pages_ = 0;
+  LogExportResult result_;
+};
 
 }  // namespace falcon::logs

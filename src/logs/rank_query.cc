@@ -9,7 +9,9 @@ namespace falcon::logs {
 RankQuery::RankQuery(const ClusterConfig& cluster, const std::string& workload,
                      const std::string& namespace_, int slice, std::optional<std::set<int>> ranks,
                      std::int64_t not_before_nanos, std::optional<std::string> grep)
-    : ranks_(std::move(ranks)), resource_name_("projects/" + cluster.project) {
+    : ranks_(std::move(ranks)),
+      cluster_name_(cluster.name),
+      resource_name_("projects/" + cluster.project) {
   spec_.project = cluster.project;
   spec_.cluster_id = cluster.cluster_id;
   spec_.namespace_ = namespace_;
@@ -21,9 +23,11 @@ RankQuery::RankQuery(const ClusterConfig& cluster, const std::string& workload,
   filter_ = build_workload_filter(spec_);
 }
 
-std::string RankQuery::filter_from(std::int64_t not_before_nanos) const {
+std::string RankQuery::filter_from(std::int64_t not_before_nanos,
+                                   std::optional<WorkloadQuery::NewEntries> only_new) const {
   WorkloadQuery spec = spec_;
   spec.not_before_nanos = not_before_nanos;
+  spec.only_new = only_new;
   return build_workload_filter(spec);
 }
 

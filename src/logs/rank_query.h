@@ -1,5 +1,6 @@
 // One query over a workload's ranks: the LQL filter sent to the server and the exact check the
-// client applies to every entry that comes back.
+// client applies to every entry that comes back. It also names what was asked (cluster,
+// workload, namespace, slice, ranks, lower bound), so that an export needs nothing else.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +25,10 @@ class RankQuery {
   const std::string& resource_name() const { return resource_name_; }
   // The filter with the lower bound given at construction.
   const std::string& filter() const { return filter_; }
-  // The same query with another timestamp lower bound (follow's polls).
-  std::string filter_from(std::int64_t not_before_nanos) const;
+  // The same query with another timestamp lower bound, and for follow's polls only what is new
+  // (WorkloadQuery::only_new).
+  std::string filter_from(std::int64_t not_before_nanos,
+                          std::optional<WorkloadQuery::NewEntries> only_new = {}) const;
   // An entries:list request for filter().
   gcp::ListLogEntriesRequest request(bool newest_first, int page_size) const;
 
@@ -35,10 +38,17 @@ class RankQuery {
 
   const std::optional<std::set<int>>& ranks() const { return ranks_; }
   std::int64_t not_before_nanos() const { return spec_.not_before_nanos; }
+  const std::string& cluster_name() const { return cluster_name_; }  // the registry's name
+  const std::string& project() const { return spec_.project; }
+  const std::string& cluster_id() const { return spec_.cluster_id; }
+  const std::string& namespace_() const { return spec_.namespace_; }
+  const std::string& workload() const { return spec_.workload; }
+  int slice() const { return spec_.slice; }
 
  private:
   WorkloadQuery spec_;
   std::optional<std::set<int>> ranks_;
+  std::string cluster_name_;
   std::string resource_name_;
   std::string filter_;
 };

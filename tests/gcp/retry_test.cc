@@ -411,6 +411,75 @@ TEST(RetryHelper, ErrorTextNeverContainsTheToken) {
 // ---------------------------------------------------------------------------------------------
 // Error bodies
 
+// Issue 11: a 429 is the project's shared read quota, not a failure of the request. It is waited
+// out until the deadline, whatever the attempt limit, and every wait is told first.
+RetryPolicy quota_policy() {
+  RetryPolicy policy = no_jitter_policy();
+  policy.max_attempts = 2;
+  policy.deadline = seconds(60);
+  policy.quota_backoff = seconds(1);
+  policy.quota_max_backoff = seconds(4);
+  return policy;
+}
+
+TEST(RetryHelper, QuotaErrorsAreWaitedOutBeyondTheAttemptLimitAndEachWaitIsTold) {
+  RecordingClock clock;
+  FakeHttpClient http;
+  const std::string quota = status_body(429, "RESOURCE_EXHAUSTED", "Quota exceeded");
+  for (int i = 0; i < 7; ++i) http.enqueue("POST", "", json_response(429, quota));
+  http.on("POST", "", [](const HttpRequest&) { return json_response(200, "{}"); });
+  RetryOptions options = options_for(clock, quota_policy());
+  std::vector<RetryWait> told;
+  options.on_wait = [&](const RetryWait& wait) { told.push_back(wait); };
+  EXPECT_EQ(send_with_retry(http, make_request(), options).status, 200);
+  // 1 s doubling up to the 4 s cap: seven 429s, although the attempt limit is 2.
+  EXPECT_EQ(clock.sleeps(),
+            (std::vector<milliseconds>{seconds(1), seconds(2), seconds(4), seconds(4), seconds(4),
+                                       seconds(4), seconds(4)}));
+  ASSERT_EQ(told.size(), 7u);
+  EXPECT_EQ(told[0].cause, RetryWait::Cause::kQuotaExceeded);
+  EXPECT_EQ(told[0].http_status, 429);
+  EXPECT_EQ(told[0].status, "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(told[0].wait, seconds(1));
+  EXPECT_EQ(told[0].waited, seconds(0));
+  EXPECT_EQ(told[0].time_left, seconds(59));
+  EXPECT_EQ(told[6].waited, seconds(19));
+  EXPECT_EQ(told[6].time_left, seconds(60 - 23));
+  EXPECT_EQ(told[6].failed_attempts, 0);  // 429s do not use up the attempt limit
+}
+
+TEST(RetryHelper, QuotaErrorsGiveUpOnlyAtTheDeadline) {
+  RecordingClock clock;
+  FakeHttpClient http;
+  http.on("POST", "", [](const HttpRequest&) {
+    return json_response(429, status_body(429, "RESOURCE_EXHAUSTED", "Quota exceeded"));
+  });
+  try {
+    send_with_retry(http, make_request(), options_for(clock, quota_policy()));
+    FAIL() << "expected LogRetrievalError";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_EQ(e.http_status(), 429);
+    EXPECT_EQ(e.status(), "RESOURCE_EXHAUSTED");
+    EXPECT_THAT(e.what(), HasSubstr("would pass the 60 s deadline"));
+  }
+  // 1 + 2 + 4 * 14 = 59 s waited; the next 4 s would pass the deadline.
+  EXPECT_EQ(clock.sleeps().size(), 16u);
+}
+
+TEST(RetryHelper, OtherTransientFailuresStillStopAtTheAttemptLimit) {
+  RecordingClock clock;
+  FakeHttpClient http;
+  http.on("POST", "", [](const HttpRequest&) { return json_response(503, "{}"); });
+  RetryOptions options = options_for(clock, quota_policy());
+  std::vector<RetryWait> told;
+  options.on_wait = [&](const RetryWait& wait) { told.push_back(wait); };
+  EXPECT_THROW(send_with_retry(http, make_request(), options), LogRetrievalError);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].cause, RetryWait::Cause::kFailure);
+  EXPECT_EQ(told[0].failed_attempts, 1);
+  EXPECT_EQ(told[0].max_attempts, 2);
+}
+
 TEST(ApiErrorParsing, ReadsGoogleRpcStatusWithDetails) {
   const std::string body = R"({"error": {
     "code": 429,

@@ -368,7 +368,7 @@ TEST_F(StorageFixture, PersistentFailureGivesUpWithTheLastStatus) {
     EXPECT_EQ(e.http_status(), 503);
     EXPECT_EQ(e.status(), "UNAVAILABLE");
     EXPECT_THAT(e.what(), HasSubstr("Backend Error"));
-    EXPECT_THAT(e.what(), HasSubstr("gave up after 8 failed attempts"));
+    EXPECT_THAT(e.what(), HasSubstr("gave up after 8 attempts"));
   }
 }
 
@@ -407,6 +407,26 @@ TEST_F(StorageFixture, MemoryStaysWithinOneChunkWhateverTheObjectSize) {
   writer.finish();
   EXPECT_EQ(session.data.size(), total);
   for (const auto& put : puts()) EXPECT_LE(put.body.size(), kQuantum);
+}
+
+// Issue 12: one client, the chunk size chosen per upload (an export sizes each rank's chunk).
+TEST_F(StorageFixture, EachUploadMayHaveItsOwnChunkSize) {
+  FakeGcsSession session(*http);
+  const StorageClient storage = client(4 * kQuantum);
+  ResumableUploadWriter writer =
+      storage.start_resumable_upload("bkt", "o", "text/plain", 2 * kQuantum);
+  EXPECT_EQ(writer.chunk_bytes(), 2 * kQuantum);
+  const std::string data = pattern(5 * kQuantum + 1'000);
+  for (std::size_t at = 0; at < data.size(); at += 10'000) {
+    writer.write(std::string_view(data).substr(at, 10'000));
+    ASSERT_LE(writer.buffered_bytes(), 2 * kQuantum);
+  }
+  writer.finish();
+  EXPECT_EQ(session.data, data);
+  for (const auto& put : puts()) EXPECT_LE(put.body.size(), 2 * kQuantum);
+  EXPECT_EQ(storage.start_resumable_upload("bkt", "o2").chunk_bytes(), 4 * kQuantum);
+  EXPECT_THROW(storage.start_resumable_upload("bkt", "o3", "text/plain", 100'000),
+               std::invalid_argument);
 }
 
 TEST_F(StorageFixture, AbortDeletesTheSessionAndTreats499AsSuccess) {

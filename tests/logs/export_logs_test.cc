@@ -83,7 +83,7 @@ struct ExportLogs : ::testing::Test {
                       const std::function<void(const ExportProgress&)>& progress = {},
                       logs::RetrieverOptions retriever_options = {}, const char* dest = kDest) {
     if (!retriever_options.clock) retriever_options = env.options();
-    CloudLogRetriever retriever(std::move(retriever_options));
+    CloudLogRetriever retriever = logs::make_retriever(std::move(retriever_options));
     return retriever.export_logs(env.cluster(place), place.workload, place.namespace_, filter, dest,
                                  options, progress);
   }

@@ -152,6 +152,25 @@ TEST_F(FollowLog, PollsAtTheRequestedIntervalWhenTheQuotaAllowsIt) {
   EXPECT_EQ(env.clock().slept(), milliseconds(7500));
 }
 
+// Issue 11: on a quiet dense log (3500 lines within the 5 s lookback) a poll that finds nothing
+// new is one request, not a re-read of every page of the lookback.
+TEST_F(FollowLog, AQuietPollOfADenseLogIsOneRequest) {
+  std::vector<json> dense;
+  for (int i = 0; i < 3'500; ++i) dense.push_back(line(i * kMs, "line " + std::to_string(i)));
+  env.write(dense);
+  env.clock().advance(seconds(10));  // the log has been quiet for longer than the delay
+  FollowOptions options;
+  options.poll_interval = milliseconds(2500);
+  // The first poll reads the 4 pages; then 4 quiet polls of one request each.
+  follow(8, {}, {}, options);
+  EXPECT_EQ(printed.size(), 3'500u);
+  EXPECT_EQ(env.clock().slept(), milliseconds(4 * 2500));
+  const auto requests = env.http().list_requests();
+  ASSERT_EQ(requests.size(), 8u);
+  EXPECT_THAT(requests[7]["filter"].get<std::string>(),
+              HasSubstr(R"(receiveTimestamp>="2026-04-13T08:00:15.000000000Z")"));
+}
+
 TEST_F(FollowLog, NeedsAStopCondition) {
   CloudLogRetriever retriever = env.retriever();
   EXPECT_THROW(retriever.follow_log(env.cluster(place), place.workload, place.namespace_, 0, {}, {},

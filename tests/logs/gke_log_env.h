@@ -1,6 +1,6 @@
 // Shared by the CloudLogRetriever tests: realistic GKE container log entries (the labels and
 // names of reference/xpk.md sections 4.2-4.3) and a local Google-protocol server wired to a
-// retriever with fixed credentials, a fake clock and a private rate limiter.
+// retriever with fixed credentials, a fake clock (the server's too) and a private rate limiter.
 #pragma once
 
 #include <algorithm>
@@ -223,9 +223,11 @@ class FreshConnectionHttpClient final : public HttpClient {
 // A local Logging/Storage server on a free loopback port and what a retriever needs to use it.
 class LogServerEnv {
  public:
+  // The server runs on the same fake clock: its receiveTimestamps, its HTTP Date and its read
+  // quota move with the client's waits.
   LogServerEnv()
-      : server_(std::make_unique<fake::GcpServer>(fake::GcpServerOptions{})),
-        clock_(std::make_shared<FakeClock>()),
+      : clock_(std::make_shared<FakeClock>()),
+        server_(std::make_unique<fake::GcpServer>(fake::GcpServerOptions{.clock = clock_})),
         http_(std::make_shared<RecordingHttpClient>(make_curl_http_client())),
         limiters_(std::make_shared<gcp::ProjectRateLimiters>(clock_)) {
     server_->start();
@@ -258,7 +260,7 @@ class LogServerEnv {
   }
 
   CloudLogRetriever retriever(int reads_per_minute = 6000) {
-    return CloudLogRetriever(options(reads_per_minute));
+    return logs::make_retriever(options(reads_per_minute));
   }
 
   gcp::StorageClient storage() {
@@ -311,8 +313,8 @@ class LogServerEnv {
   std::int64_t list_requests() const { return count("logging.list"); }
 
  private:
-  std::unique_ptr<fake::GcpServer> server_;
   std::shared_ptr<FakeClock> clock_;
+  std::unique_ptr<fake::GcpServer> server_;
   std::shared_ptr<RecordingHttpClient> http_;
   std::shared_ptr<gcp::ProjectRateLimiters> limiters_;
 };

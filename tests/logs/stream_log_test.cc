@@ -323,6 +323,9 @@ TEST_F(StreamLog, ArgumentsThatCannotMakeAQueryFailBeforeAnyRequest) {
   filter.tail_lines = -5;
   expect_invalid(
       [&] { retriever.stream_log(cluster, place.workload, place.namespace_, 0, filter); });
+  filter.tail_lines = kMaxTailLines + 1;  // issue 11: the documented cap
+  expect_invalid(
+      [&] { retriever.stream_log(cluster, place.workload, place.namespace_, 0, filter); });
   EXPECT_EQ(env.list_requests(), 0);
 }
 

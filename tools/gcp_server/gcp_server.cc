@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -323,6 +324,16 @@ struct Call {
     (*reader)([](const char*, std::size_t) { return true; });
   }
 };
+
+// IMF-fixdate (RFC 9110 section 5.6.7): "Sun, 06 Nov 1994 08:49:37 GMT".
+std::string http_date(std::chrono::system_clock::time_point t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&seconds, &tm);
+  char text[64];
+  std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return text;
+}
 
 json parse_json_body(Call& call) {
   const std::string& body = call.body();
@@ -689,6 +700,9 @@ void GcpServer::Impl::logging_list(Call& call) {
     if (!t->is_string()) throw ApiError::invalid_argument("pageToken must be a string");
     r.page_token = t->get<std::string>();
   }
+  // The server's time, as Google's front ends send it: an HTTP-date of when the search began,
+  // on the clock of receiveTimestamp (follow uses it to ask only for what arrived since).
+  call.res.set_header("Date", http_date(clock->now()));
   const LogListResult result = logs.list(r);
   std::string out = "{";
   if (!result.entries.empty()) {
