@@ -189,11 +189,22 @@ int recorded_schema_version(SqlConnection& conn) {
 }
 
 int apply_migrations(SqlConnection& conn, const SqlDialect& dialect, std::int64_t now_ms) {
+  const int known = migrations().back().version;
+  // Most opens find the schema current: a plain read then, without the write lock (another
+  // process may be holding it for a long write).
+  try {
+    const int found = recorded_schema_version(conn);
+    if (found > known) throw SchemaTooNewError(found, known);
+    if (found == known) return known;
+  } catch (const SchemaTooNewError&) {
+    throw;
+  } catch (const SqlError&) {
+    // No version table yet (or the read failed): the locked path below finds out.
+  }
   SqlTransaction tx(conn, dialect.begin_write);
   if (!dialect.migration_lock.empty()) conn.query(dialect.migration_lock, {});
   conn.execute(render_migration(kVersionTable, dialect));
   const int found = recorded_schema_version(conn);
-  const int known = migrations().back().version;
   if (found > known) throw SchemaTooNewError(found, known);
   for (const Migration& m : migrations()) {
     if (m.version <= found) continue;

@@ -26,8 +26,9 @@ std::string render_migration(const std::string& sql, const SqlDialect& dialect);
 // The schema version recorded in the database (0 when it has none). Throws SqlError.
 int recorded_schema_version(SqlConnection& conn);
 
-// In one transaction, holding the dialect's migration lock: creates the version table when
-// missing, reads the version and applies every later migration, each recorded with `now_ms`.
+// Reads the recorded version; when it is older than the newest known one, then, in one
+// transaction holding the dialect's migration lock: creates the version table when missing,
+// reads the version again and applies every later migration, each recorded with `now_ms`.
 // Returns the version the database is at afterwards. Throws SchemaTooNewError (nothing changed)
 // when the database is at a version above the newest known one, SqlError otherwise.
 int apply_migrations(SqlConnection& conn, const SqlDialect& dialect, std::int64_t now_ms);
