@@ -210,9 +210,15 @@ void PostgresServer::init_cluster() {
                                       "--encoding=UTF8",
                                       "--locale=C",
                                       "--no-sync"};
-  const int rc = wait_exit(spawn(argv, log, server_account()));
+  const Account account = server_account();
+  const int rc = wait_exit(spawn(argv, log, account));
   if (rc != 0) {
-    throw std::runtime_error("initdb failed (exit " + std::to_string(rc) + "):\n" +
+    const std::string hint =
+        account.switch_user
+            ? " (running as root, so initdb ran as the `postgres` user: it must be able to reach " +
+                  dir_.string() + "; point TMPDIR at a directory it can, such as /tmp)"
+            : "";
+    throw std::runtime_error("initdb failed (exit " + std::to_string(rc) + ")" + hint + ":\n" +
                              tail(read_text(log)));
   }
 }
