@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
   libcli11-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libsqlite3-dev libpq-dev postgresql-15
   clang-format python3 time ca-certificates
   clang libclang-rt-dev
 )

@@ -11,7 +11,8 @@
 //   │   └── WorkloadSubmitError   `xpk workload create` failed or was refused before running
 //   ├── WorkloadNotFoundError     status/cancel of a workload the cluster does not have
 //   ├── LogRetrievalError         Cloud Logging or Cloud Storage failed (status and message)
-//   └── CommandStartError         a binary could not be started (names the binary)
+//   ├── CommandStartError         a binary could not be started (names the binary)
+//   └── StateStoreError           the state database failed (backend, operation, its message)
 //
 // Each error knows its class name and extra fields, so the CLI can print
 // {"error": {"type": "<ErrorClass>", "message": "...", ...}} and pick its exit code.
@@ -153,6 +154,27 @@ class CommandStartError : public FalconError {
 
  private:
   std::string binary_;
+};
+
+class StateStoreError : public FalconError {
+ public:
+  // `backend`: "sqlite" | "postgresql" | "" (URL not understood); `location`: the database's
+  // URL without its password; `operation`: what the store was doing ("open", "record_probes");
+  // `db_message`: what the database said.
+  StateStoreError(std::string backend, std::string location, std::string operation,
+                  std::string db_message);
+  const std::string& backend() const { return backend_; }
+  const std::string& location() const { return location_; }
+  const std::string& operation() const { return operation_; }
+  const std::string& db_message() const { return db_message_; }
+  const char* type_name() const noexcept override { return "StateStoreError"; }
+  void add_details(nlohmann::json& out) const override;
+
+ private:
+  std::string backend_;
+  std::string location_;
+  std::string operation_;
+  std::string db_message_;
 };
 
 }  // namespace falcon

@@ -13,6 +13,18 @@ std::string join_problems(const std::vector<std::string>& problems) {
   return fmt::format("{} problems:\n  {}", problems.size(), fmt::join(problems, "\n  "));
 }
 
+// "state store (sqlite, sqlite:///x/falcon.db): record_probes failed: database is locked"
+std::string state_store_message(const std::string& backend, const std::string& location,
+                                const std::string& operation, const std::string& db_message) {
+  std::string where;
+  if (!backend.empty() && !location.empty()) {
+    where = fmt::format(" ({}, {})", backend, location);
+  } else if (!backend.empty() || !location.empty()) {
+    where = fmt::format(" ({})", backend.empty() ? location : backend);
+  }
+  return fmt::format("state store{}: {} failed: {}", where, operation, db_message);
+}
+
 }  // namespace
 
 void FalconError::add_details(nlohmann::json& /*out*/) const {}
@@ -22,8 +34,7 @@ ClusterConfigError::ClusterConfigError(std::vector<std::string> problems)
 
 void ClusterConfigError::add_details(nlohmann::json& out) const { out["problems"] = problems_; }
 
-UnknownClusterError::UnknownClusterError(std::string cluster,
-                                         const std::vector<std::string>& known)
+UnknownClusterError::UnknownClusterError(std::string cluster, const std::vector<std::string>& known)
     : FalconError(known.empty()
                       ? fmt::format("unknown cluster '{}': no clusters are registered", cluster)
                       : fmt::format("unknown cluster '{}' (registered: {})", cluster,
@@ -47,9 +58,7 @@ ClusterUnreachableError::ClusterUnreachableError(std::string cluster, const std:
     : FalconError(fmt::format("cluster '{}' is unreachable: {}", cluster, reason)),
       cluster_(std::move(cluster)) {}
 
-void ClusterUnreachableError::add_details(nlohmann::json& out) const {
-  out["cluster"] = cluster_;
-}
+void ClusterUnreachableError::add_details(nlohmann::json& out) const { out["cluster"] = cluster_; }
 
 XpkCommandError::XpkCommandError(std::string message, std::string cluster,
                                  std::optional<int> exit_code, std::string stderr_text)
@@ -94,9 +103,22 @@ void LogRetrievalError::add_details(nlohmann::json& out) const {
 }
 
 CommandStartError::CommandStartError(std::string binary, const std::string& reason)
-    : FalconError(fmt::format("cannot run '{}': {}", binary, reason)),
-      binary_(std::move(binary)) {}
+    : FalconError(fmt::format("cannot run '{}': {}", binary, reason)), binary_(std::move(binary)) {}
 
 void CommandStartError::add_details(nlohmann::json& out) const { out["binary"] = binary_; }
+
+StateStoreError::StateStoreError(std::string backend, std::string location, std::string operation,
+                                 std::string db_message)
+    : FalconError(state_store_message(backend, location, operation, db_message)),
+      backend_(std::move(backend)),
+      location_(std::move(location)),
+      operation_(std::move(operation)),
+      db_message_(std::move(db_message)) {}
+
+void StateStoreError::add_details(nlohmann::json& out) const {
+  out["backend"] = backend_;
+  out["location"] = location_;
+  out["operation"] = operation_;
+}
 
 }  // namespace falcon

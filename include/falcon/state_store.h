@@ -1,0 +1,369 @@
+// StateStore: falcon's memory (issue 13, DESIGN §5). Submissions, selection decisions, probe
+// history, observed workload states, log exports, recovery incidents, circuit breakers and a
+// leader lease, kept in a real database so that a restart resumes and several processes agree.
+//
+// Two backends, chosen by a URL (docs/state-store.md):
+//   sqlite:///var/lib/falcon/falcon.db   SQLite (WAL, synchronous=FULL, busy timeout): the
+//   /var/lib/falcon/falcon.db            embedded default, one machine
+//   postgresql://falcon@db:5432/falcon   PostgreSQL: several `falcon serve` replicas and CLIs
+//   postgres://...                       sharing one database
+//
+//   auto store = falcon::open_state_store(falcon::default_state_url(state_dir));
+//   const auto id = store->record_selection(selection);
+//   auto back = store->get_selection(id);  // back->selection == selection
+//
+// Opening applies the schema migrations this binary knows (in one transaction, serialised
+// against other processes opening the same database) and refuses a database whose schema is
+// newer. Every write is one transaction: when a call returns, its effect is committed and
+// survives a crash of this process (and, on SQLite, of the machine: synchronous=FULL); when it
+// throws, nothing of it is visible. Every method may be called from many threads at once: each
+// call borrows a connection from the store's small pool (StateStoreOptions::max_connections).
+//
+// Times are std::chrono::system_clock time points, stored with millisecond precision (anything
+// finer is truncated). Model types keep their ISO 8601 strings; the store parses them to index
+// them and writes them back canonically (`2026-04-13T08:00:00.123Z`). Times that decide
+// something (lease expiry, breaker cool-downs, retention) are given by the caller from its Clock,
+// never read from the database server: tests drive them with a fake clock, and replicas sharing
+// PostgreSQL must keep their clocks in sync (NTP) to well within a lease's TTL.
+//
+// Flexible parts (a probe's capacity signals, export progress, recovery details) are JSON text,
+// so later fields need no migration. The store checks that such text is valid JSON.
+//
+// Errors: every database failure throws StateStoreError (backend, operation, the database's
+// message; never a password). A value that cannot be stored (a timestamp that does not parse,
+// text that is not JSON, an empty key, a limit out of range, a malformed cursor) throws
+// std::invalid_argument before anything is written.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "falcon/clock.h"
+#include "falcon/model.h"
+
+namespace falcon {
+
+using StoreTime = std::chrono::system_clock::time_point;
+
+// The newest schema this binary knows; a database at a higher version is refused.
+inline constexpr int kStateSchemaVersion = 1;
+
+struct StateStoreOptions {
+  // Connections kept per store object. A call waits for a free one when all are busy.
+  int max_connections = 4;
+  // SQLite: how long a writer waits for another process's write lock before failing with
+  // "database is locked". PostgreSQL: the connect timeout (rounded up to seconds).
+  std::chrono::milliseconds busy_timeout{10000};
+  // Only for bookkeeping times (when a migration or an import ran). Null: the system clock.
+  std::shared_ptr<Clock> clock;
+};
+
+// One workload falcon submitted: what SubmissionRecord (workload_manager.h) holds, plus an id,
+// the full spec when the submitter kept it, and the latest state observed for it.
+struct SubmissionRow {
+  std::int64_t id = 0;    // assigned by the store
+  WorkloadHandle handle;  // workload_name, cluster (registry name), namespace, submitted_at
+  std::string accelerator_type;
+  std::string device_class;  // tpu | gpu | cpu
+  std::string cluster_id;
+  std::string project;
+  std::string zone;
+  std::string docker_image;
+  std::string priority;
+  std::optional<WorkloadSpec> spec;  // what was asked (a managed workload is resubmitted from it)
+  // Read-only, filled by reads: the latest state recorded by record_workload_event at or after
+  // submitted_at, and when it was observed. Null until one is recorded.
+  std::optional<std::string> state;
+  std::optional<StoreTime> state_observed_at;
+  bool operator==(const SubmissionRow&) const = default;
+};
+
+// Filters of list_submissions; every set filter must match. Rows come newest first
+// (submitted_at, then id, descending).
+struct SubmissionQuery {
+  std::optional<std::string> cluster;         // registry name, exact
+  std::optional<std::string> state;           // latest observed state, exact (QUEUED, ...)
+  std::optional<std::string> name_contains;   // substring of the workload name, case-sensitive
+  std::optional<StoreTime> submitted_from;    // inclusive
+  std::optional<StoreTime> submitted_before;  // exclusive
+  int limit = 100;                            // 1..1000 rows per page
+  std::string cursor;                         // "" for the first page, else a next_cursor
+};
+
+struct SubmissionPage {
+  std::vector<SubmissionRow> rows;
+  std::string next_cursor;  // pass it back for the next page; "" when this page is the last
+};
+
+struct SubmissionsImportResult {
+  bool file_found = false;
+  bool already_imported = false;  // an earlier import of this file committed: nothing was read
+  int imported = 0;               // (cluster, workload) records inserted
+  int superseded = 0;             // older records of a pair that a later line replaced
+  int kept_existing = 0;          // pairs the store already had (its row is newer): not touched
+  int skipped_lines = 0;          // torn or damaged lines (empty lines are not counted)
+  bool made_read_only = false;    // the file's write bits were cleared
+  std::string note;               // why it could not be made read-only, when it could not
+};
+
+// A selection decision as it was made, by id.
+struct SelectionRecord {
+  std::int64_t id = 0;
+  ClusterSelection selection;  // stored whole as JSON: later fields survive without a migration
+  bool operator==(const SelectionRecord&) const = default;
+};
+
+// One probe of one cluster, with how it was obtained.
+struct ProbeRecord {
+  std::int64_t id = 0;        // assigned by the store
+  ClusterProbeResult result;  // cluster, reachable, queue_depth, running_count, error, probed_at
+  std::string backend;        // how it was probed: "xpk", "kube", ...
+  std::int64_t duration_ms = 0;
+  std::string extra_json = "{}";  // a JSON object: capacity signals and later fields
+  bool operator==(const ProbeRecord&) const = default;
+};
+
+// Probe retention, applied by downsample_probes: probes younger than `full_resolution` are
+// kept; older ones are thinned to the newest probe per cluster per `bucket` (buckets aligned to
+// the Unix epoch); with `drop_after`, probes older than that are deleted. The latest probe of
+// each cluster is always answered by latest_probes, whatever was deleted.
+struct ProbeRetention {
+  std::chrono::hours full_resolution{24};
+  std::chrono::minutes bucket{60};
+  std::optional<std::chrono::hours> drop_after;  // null: keep the thinned history forever
+};
+
+struct DownsampleResult {
+  std::int64_t thinned = 0;  // probes deleted by bucketing
+  std::int64_t dropped = 0;  // probes deleted by drop_after
+};
+
+// An observed change of a workload's state.
+struct WorkloadEvent {
+  std::int64_t id = 0;  // assigned by the store
+  std::string cluster;
+  std::string workload;
+  std::string state;  // QUEUED | RUNNING | COMPLETED | FAILED | UNKNOWN (not checked)
+  StoreTime observed_at;
+  std::string detail;  // free text, e.g. what the observer saw
+  bool operator==(const WorkloadEvent&) const = default;
+};
+
+inline constexpr const char* kExportRunning = "running";
+inline constexpr const char* kExportDone = "done";
+inline constexpr const char* kExportFailed = "failed";
+
+// One log export (DESIGN D6) and how far it got.
+struct ExportRecord {
+  std::int64_t id = 0;  // assigned by start_export
+  std::string workload;
+  std::string cluster;
+  std::string dest;                    // gs://bucket/prefix
+  std::string state = kExportRunning;  // running | done | failed
+  std::string progress_json = "{}";    // JSON, replaced by update_export_progress
+  std::string result_json = "null";    // JSON, set by finish_export (a LogExportResult, an error)
+  StoreTime started_at;
+  std::optional<StoreTime> finished_at;
+  bool operator==(const ExportRecord&) const = default;
+};
+
+// One recovery incident of a managed workload (issue 16): its phases give the SVRT,
+// recovered - t_violation.
+struct RecoveryRecord {
+  std::string incident_id;  // chosen by the supervisor, unique
+  std::string workload;     // the managed workload's original name
+  std::string cluster;      // where it failed
+  int attempts = 0;
+  std::optional<StoreTime> t_violation;  // first observation of the failure
+  std::optional<StoreTime> detected;
+  std::optional<StoreTime> decided;
+  std::optional<StoreTime> submitted;
+  std::optional<StoreTime> admitted;   // the replacement went QUEUED -> RUNNING
+  std::optional<StoreTime> recovered;  // RUNNING for the stability window
+  std::string classification;          // infrastructure | application | ...
+  std::string outcome;                 // open | recovered | gave_up | ...
+  std::string detail_json = "{}";      // JSON: replacement names, reasons, ...
+  bool operator==(const RecoveryRecord&) const = default;
+};
+
+inline constexpr const char* kBreakerClosed = "closed";
+inline constexpr const char* kBreakerOpen = "open";
+inline constexpr const char* kBreakerHalfOpen = "half_open";
+
+// The shared state of one circuit breaker (issue 15). The state machine lives in the caller;
+// the store keeps the state and makes concurrent updates safe with a version number.
+struct BreakerState {
+  std::string key;                     // "<cluster>" or "<cluster>/<accelerator>"
+  std::string state = kBreakerClosed;  // closed | open | half_open
+  int consecutive_failures = 0;
+  int trips = 0;
+  std::optional<StoreTime> opened_until;  // when an open breaker lets a trial through
+  StoreTime updated_at;
+  std::int64_t version = 0;  // 0: not stored yet; each successful compare-and-set adds one
+  bool operator==(const BreakerState&) const = default;
+};
+
+// A named lease: at most one holder at a time, until expires_at.
+struct Lease {
+  std::string name;
+  std::string holder;
+  // Grows by one each time the lease changes hands (or is re-acquired after expiring): a
+  // fencing token. Renewal keeps it. A holder that sees its token change has lost the lease.
+  std::int64_t token = 0;
+  StoreTime acquired_at;
+  StoreTime expires_at;
+  bool operator==(const Lease&) const = default;
+};
+
+class StateStore {
+ public:
+  virtual ~StateStore() = default;
+
+  // "sqlite" or "postgresql".
+  virtual std::string backend() const = 0;
+  // The URL it was opened with, any password replaced by "***".
+  virtual std::string location() const = 0;
+  // The schema version of the database (kStateSchemaVersion after a successful open).
+  virtual int schema_version() const = 0;
+
+  // --- Submissions: one row per (cluster, workload name); the latest submission wins.
+
+  // Stores a submission, replacing an earlier one of the same (cluster, workload) (names are
+  // reused; xpk cannot hold two workloads of one name on a cluster). Returns the new row's id.
+  // Forgets states observed for the pair before row.handle.submitted_at. Ignores row.id,
+  // row.state and row.state_observed_at. Throws std::invalid_argument for an empty cluster or
+  // workload or a submitted_at that does not parse.
+  virtual std::int64_t record_submission(const SubmissionRow& row) = 0;
+  // The submission of `workload` on `cluster`, or nullopt.
+  virtual std::optional<SubmissionRow> find_submission(const std::string& cluster,
+                                                       const std::string& workload) = 0;
+  // A page of submissions matching `query`, newest first. Keyset pagination: a page is stable
+  // while rows are added (new rows appear only on a fresh first page). Throws
+  // std::invalid_argument for a limit outside 1..1000 or a cursor this store did not produce.
+  virtual SubmissionPage list_submissions(const SubmissionQuery& query) = 0;
+  // One-time import of the old record file (format in workload_manager.h: one JSON object a
+  // line, torn lines skipped, the last record of a pair wins). Pairs already in the store are
+  // left alone. The import is recorded in the same transaction as its rows, so a second call
+  // (from this or another process, even concurrently) imports nothing and says so. Afterwards
+  // the file is left in place, read-only. A missing file is not an error (file_found false,
+  // nothing recorded). Throws StateStoreError when the file exists but cannot be read.
+  virtual SubmissionsImportResult import_submissions_jsonl(const std::filesystem::path& file) = 0;
+
+  // --- Selections.
+
+  // Stores a decision; returns its id. Throws std::invalid_argument for a decided_at that does
+  // not parse.
+  virtual std::int64_t record_selection(const ClusterSelection& selection) = 0;
+  virtual std::optional<SelectionRecord> get_selection(std::int64_t id) = 0;
+  // The newest `limit` (1..1000) decisions, newest first, of one accelerator type when given.
+  virtual std::vector<SelectionRecord> list_selections(
+      int limit, const std::optional<std::string>& accelerator = std::nullopt) = 0;
+
+  // --- Probes.
+
+  // Stores probes in one transaction; returns their ids in order. A probe older than a
+  // cluster's latest stored probe is kept in the history but does not replace the latest.
+  // Throws std::invalid_argument for an empty cluster, a probed_at that does not parse or an
+  // extra_json that is not a JSON object (nothing is stored then).
+  virtual std::vector<std::int64_t> record_probes(const std::vector<ProbeRecord>& probes) = 0;
+  // The latest probe of every cluster ever probed, ordered by cluster name.
+  virtual std::vector<ProbeRecord> latest_probes() = 0;
+  virtual std::optional<ProbeRecord> latest_probe(const std::string& cluster) = 0;
+  // `cluster`'s probes with from <= probed_at < to, oldest first, at most `limit` (1..100000;
+  // the oldest ones when there are more).
+  virtual std::vector<ProbeRecord> probe_history(const std::string& cluster, StoreTime from,
+                                                 StoreTime to, int limit = 10000) = 0;
+  // Applies `retention` as of `now` (one transaction). Maintenance: call it periodically.
+  virtual DownsampleResult downsample_probes(const ProbeRetention& retention, StoreTime now) = 0;
+
+  // --- Workload events.
+
+  // Records that `event.workload` on `event.cluster` was seen in `event.state`, if that is a
+  // change: returns the event's id, or nullopt when the latest recorded state is the same or
+  // was observed later (so replicas watching the same workload record each change once).
+  virtual std::optional<std::int64_t> record_workload_event(const WorkloadEvent& event) = 0;
+  // The recorded changes of one workload, oldest first, at most `limit` (1..100000, the newest
+  // ones when there are more).
+  virtual std::vector<WorkloadEvent> list_workload_events(const std::string& cluster,
+                                                          const std::string& workload,
+                                                          int limit = 1000) = 0;
+
+  // --- Exports.
+
+  // Stores a new export in state running; returns its id. Uses workload, cluster, dest,
+  // progress_json and started_at of `record`.
+  virtual std::int64_t start_export(const ExportRecord& record) = 0;
+  // Replaces the progress of a running export; false when `id` is unknown or finished.
+  virtual bool update_export_progress(std::int64_t id, const std::string& progress_json) = 0;
+  // Moves a running export to done or failed (std::invalid_argument for another state) with its
+  // result; false when `id` is unknown or already finished.
+  virtual bool finish_export(std::int64_t id, const std::string& state,
+                             const std::string& result_json, StoreTime finished_at) = 0;
+  virtual std::optional<ExportRecord> get_export(std::int64_t id) = 0;
+  // The newest `limit` (1..1000) exports, newest first, of one workload when given.
+  virtual std::vector<ExportRecord> list_exports(
+      int limit, const std::optional<std::string>& workload = std::nullopt) = 0;
+
+  // --- Recoveries.
+
+  // Inserts the incident or replaces the stored one with the same incident_id.
+  virtual void put_recovery(const RecoveryRecord& record) = 0;
+  virtual std::optional<RecoveryRecord> get_recovery(const std::string& incident_id) = 0;
+  // Incidents in the order they were first stored, newest first, at most `limit` (1..1000); of
+  // one workload when given.
+  virtual std::vector<RecoveryRecord> list_recoveries(
+      int limit, const std::optional<std::string>& workload = std::nullopt) = 0;
+
+  // --- Circuit breakers.
+
+  virtual std::optional<BreakerState> get_breaker(const std::string& key) = 0;
+  // Every stored breaker, ordered by key.
+  virtual std::vector<BreakerState> list_breakers() = 0;
+  // Stores `next` if the stored version still equals next.version (0: no row yet), making the
+  // stored version next.version + 1. Returns false, changing nothing, when another writer got
+  // there first: read again, recompute, retry.
+  //   for (;;) {
+  //     BreakerState s = store.get_breaker(key).value_or(BreakerState{.key = key});
+  //     BreakerState next = on_failure(s, clock.now());   // keeps s.version
+  //     if (store.compare_and_set_breaker(next)) break;
+  //   }
+  virtual bool compare_and_set_breaker(const BreakerState& next) = 0;
+
+  // --- Leases (`now` from the caller's Clock).
+
+  // Takes lease `name` for `holder` until now + ttl when it is free, expired (expires_at <= now)
+  // or already held by `holder` (then it is renewed and keeps its token). Returns the lease as
+  // stored, or nullopt when another holder has it. Atomic across processes.
+  virtual std::optional<Lease> acquire_lease(const std::string& name, const std::string& holder,
+                                             std::chrono::milliseconds ttl, StoreTime now) = 0;
+  // Extends the lease to now + ttl only if `holder` holds it and it has not expired; nullopt
+  // otherwise (the holder has lost it and must stop acting on it).
+  virtual std::optional<Lease> renew_lease(const std::string& name, const std::string& holder,
+                                           std::chrono::milliseconds ttl, StoreTime now) = 0;
+  // Ends `holder`'s lease now (expires_at = now) so another may take it at once; false when
+  // `holder` does not hold it.
+  virtual bool release_lease(const std::string& name, const std::string& holder, StoreTime now) = 0;
+  // The lease as stored (possibly expired), or nullopt when never taken.
+  virtual std::optional<Lease> get_lease(const std::string& name) = 0;
+};
+
+// Opens the store at `url` (forms above; a plain path is SQLite), creating an SQLite file (0600,
+// parent directories 0700) when missing, and applies migrations. Throws StateStoreError for a
+// URL it does not understand (naming the URL without its password), a database it cannot open
+// or connect to, a failed migration, or a schema newer than kStateSchemaVersion (naming both
+// versions). Blocks while another process holds the migration lock.
+std::unique_ptr<StateStore> open_state_store(const std::string& url,
+                                             const StateStoreOptions& options = {});
+
+// `sqlite:///<state_dir>/falcon.db`, the embedded default.
+std::string default_state_url(const std::filesystem::path& state_dir);
+
+// `url` with the password (user:password@, password=...) replaced by "***".
+std::string redact_state_url(const std::string& url);
+
+}  // namespace falcon

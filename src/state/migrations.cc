@@ -1,0 +1,224 @@
+#include "state/migrations.h"
+
+#include <fmt/format.h>
+
+#include "falcon/state_store.h"
+
+namespace falcon::state {
+namespace {
+
+// Version 1: every table of issue 13 (submissions, selections, probes, workload events,
+// exports) and of issues 15 and 16 (circuit breakers, recoveries, leases). Times are integer
+// milliseconds since the Unix epoch (UTC), named *_ms. Flexible parts are JSON text.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE submissions (
+  id {id},
+  cluster TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  accelerator_type TEXT NOT NULL,
+  device_class TEXT NOT NULL,
+  submitted_at_ms {int} NOT NULL,
+  cluster_id TEXT NOT NULL,
+  project TEXT NOT NULL,
+  zone TEXT NOT NULL,
+  docker_image TEXT NOT NULL,
+  priority TEXT NOT NULL,
+  spec_json TEXT,
+  UNIQUE (cluster, workload)
+);
+CREATE INDEX submissions_by_time ON submissions (submitted_at_ms, id);
+CREATE INDEX submissions_by_cluster_time ON submissions (cluster, submitted_at_ms, id);
+
+CREATE TABLE workload_states (
+  cluster TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  state TEXT NOT NULL,
+  observed_at_ms {int} NOT NULL,
+  PRIMARY KEY (cluster, workload)
+);
+CREATE INDEX workload_states_by_state ON workload_states (state);
+
+CREATE TABLE workload_events (
+  id {id},
+  cluster TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  state TEXT NOT NULL,
+  observed_at_ms {int} NOT NULL,
+  detail TEXT NOT NULL
+);
+CREATE INDEX workload_events_by_workload ON workload_events (cluster, workload, id);
+
+CREATE TABLE selections (
+  id {id},
+  accelerator TEXT NOT NULL,
+  selected_cluster TEXT NOT NULL,
+  decided_at_ms {int} NOT NULL,
+  selection_json TEXT NOT NULL
+);
+CREATE INDEX selections_by_accelerator ON selections (accelerator, id);
+CREATE INDEX selections_by_time ON selections (decided_at_ms);
+
+CREATE TABLE probes (
+  id {id},
+  cluster TEXT NOT NULL,
+  probed_at_ms {int} NOT NULL,
+  reachable {int} NOT NULL,
+  queue_depth {int},
+  running_count {int},
+  error TEXT,
+  backend TEXT NOT NULL,
+  duration_ms {int} NOT NULL,
+  extra_json TEXT NOT NULL
+);
+CREATE INDEX probes_by_cluster_time ON probes (cluster, probed_at_ms, id);
+CREATE INDEX probes_by_time ON probes (probed_at_ms);
+
+CREATE TABLE latest_probes (
+  cluster TEXT PRIMARY KEY,
+  probe_id {int} NOT NULL,
+  probed_at_ms {int} NOT NULL,
+  reachable {int} NOT NULL,
+  queue_depth {int},
+  running_count {int},
+  error TEXT,
+  backend TEXT NOT NULL,
+  duration_ms {int} NOT NULL,
+  extra_json TEXT NOT NULL
+);
+
+CREATE TABLE exports (
+  id {id},
+  workload TEXT NOT NULL,
+  cluster TEXT NOT NULL,
+  dest TEXT NOT NULL,
+  state TEXT NOT NULL,
+  progress_json TEXT NOT NULL,
+  result_json TEXT NOT NULL,
+  started_at_ms {int} NOT NULL,
+  finished_at_ms {int}
+);
+CREATE INDEX exports_by_workload ON exports (workload, id);
+
+CREATE TABLE recoveries (
+  id {id},
+  incident_id TEXT NOT NULL UNIQUE,
+  workload TEXT NOT NULL,
+  cluster TEXT NOT NULL,
+  attempts {int} NOT NULL,
+  t_violation_ms {int},
+  detected_ms {int},
+  decided_ms {int},
+  submitted_ms {int},
+  admitted_ms {int},
+  recovered_ms {int},
+  classification TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  detail_json TEXT NOT NULL
+);
+CREATE INDEX recoveries_by_workload ON recoveries (workload, id);
+
+CREATE TABLE circuit_breakers (
+  key TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  consecutive_failures {int} NOT NULL,
+  trips {int} NOT NULL,
+  opened_until_ms {int},
+  updated_at_ms {int} NOT NULL,
+  version {int} NOT NULL
+);
+
+CREATE TABLE leases (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  token {int} NOT NULL,
+  acquired_at_ms {int} NOT NULL,
+  expires_at_ms {int} NOT NULL
+);
+
+CREATE TABLE store_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+)sql";
+
+constexpr const char* kVersionTable = R"sql(
+CREATE TABLE IF NOT EXISTS schema_migrations (
+  version {int} PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at_ms {int} NOT NULL
+))sql";
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (std::size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, pos)) {
+    s.replace(pos, from.size(), to);
+    pos += to.size();
+  }
+}
+
+}  // namespace
+
+SchemaTooNewError::SchemaTooNewError(int found, int known)
+    : SqlError(fmt::format(
+          "the database's schema is version {}, but this falcon knows versions up to {}: a newer "
+          "falcon has migrated it; use that falcon (or a newer one), or another database",
+          found, known)),
+      found_(found) {}
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> all{
+      {1,
+       "initial: submissions, selections, probes, events, exports, recoveries, breakers, "
+       "leases",
+       kSchemaV1},
+  };
+  static_assert(kStateSchemaVersion == 1, "add the migration for the new schema version");
+  return all;
+}
+
+std::string render_migration(const std::string& sql, const SqlDialect& dialect) {
+  std::string out = sql;
+  replace_all(out, "{id}", dialect.id_column);
+  replace_all(out, "{int}", dialect.int_type);
+  return out;
+}
+
+int recorded_schema_version(SqlConnection& conn) {
+  const SqlRows rows = conn.query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", {});
+  return rows.empty() ? 0 : static_cast<int>(rows.front().int64(0));
+}
+
+int apply_migrations(SqlConnection& conn, const SqlDialect& dialect, std::int64_t now_ms) {
+  const int known = migrations().back().version;
+  // Most opens find the schema current: a plain read then, without the write lock (another
+  // process may be holding it for a long write).
+  try {
+    const int found = recorded_schema_version(conn);
+    if (found > known) throw SchemaTooNewError(found, known);
+    if (found == known) return known;
+  } catch (const SchemaTooNewError&) {
+    throw;
+  } catch (const SqlError&) {
+    // No version table yet (or the read failed): the locked path below finds out.
+  }
+  SqlTransaction tx(conn, dialect.begin_write);
+  if (!dialect.migration_lock.empty()) conn.query(dialect.migration_lock, {});
+  conn.execute(render_migration(kVersionTable, dialect));
+  const int found = recorded_schema_version(conn);
+  if (found > known) throw SchemaTooNewError(found, known);
+  for (const Migration& m : migrations()) {
+    if (m.version <= found) continue;
+    try {
+      conn.execute(render_migration(m.sql, dialect));
+    } catch (const SqlError& e) {
+      throw SqlError(fmt::format("migration {} ({}): {}", m.version, m.name, e.what()),
+                     e.retryable());
+    }
+    conn.query("INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)",
+               {std::int64_t{m.version}, m.name, now_ms});
+  }
+  tx.commit();
+  return std::max(found, known);
+}
+
+}  // namespace falcon::state

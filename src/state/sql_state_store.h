@@ -1,0 +1,88 @@
+// StateStore over SqlConnection: the store's logic, written once in SQL that SQLite and
+// PostgreSQL both accept; the dialect supplies the few differences.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "falcon/state_store.h"
+#include "state/connection_pool.h"
+#include "state/sql_connection.h"
+
+namespace falcon::state {
+
+class SqlStateStore final : public StateStore {
+ public:
+  // Opens the first connection and applies the migrations. Throws StateStoreError (operation
+  // "open") when it cannot connect, a migration fails or the schema is newer than this binary.
+  SqlStateStore(const SqlDialect& dialect, std::string location, ConnectionPool::Opener open,
+                const StateStoreOptions& options);
+
+  std::string backend() const override { return dialect_.backend; }
+  std::string location() const override { return location_; }
+  int schema_version() const override { return schema_version_; }
+
+  std::int64_t record_submission(const SubmissionRow& row) override;
+  std::optional<SubmissionRow> find_submission(const std::string& cluster,
+                                               const std::string& workload) override;
+  SubmissionPage list_submissions(const SubmissionQuery& query) override;
+  SubmissionsImportResult import_submissions_jsonl(const std::filesystem::path& file) override;
+
+  std::int64_t record_selection(const ClusterSelection& selection) override;
+  std::optional<SelectionRecord> get_selection(std::int64_t id) override;
+  std::vector<SelectionRecord> list_selections(
+      int limit, const std::optional<std::string>& accelerator) override;
+
+  std::vector<std::int64_t> record_probes(const std::vector<ProbeRecord>& probes) override;
+  std::vector<ProbeRecord> latest_probes() override;
+  std::optional<ProbeRecord> latest_probe(const std::string& cluster) override;
+  std::vector<ProbeRecord> probe_history(const std::string& cluster, StoreTime from, StoreTime to,
+                                         int limit) override;
+  DownsampleResult downsample_probes(const ProbeRetention& retention, StoreTime now) override;
+
+  std::optional<std::int64_t> record_workload_event(const WorkloadEvent& event) override;
+  std::vector<WorkloadEvent> list_workload_events(const std::string& cluster,
+                                                  const std::string& workload, int limit) override;
+
+  std::int64_t start_export(const ExportRecord& record) override;
+  bool update_export_progress(std::int64_t id, const std::string& progress_json) override;
+  bool finish_export(std::int64_t id, const std::string& state, const std::string& result_json,
+                     StoreTime finished_at) override;
+  std::optional<ExportRecord> get_export(std::int64_t id) override;
+  std::vector<ExportRecord> list_exports(int limit,
+                                         const std::optional<std::string>& workload) override;
+
+  void put_recovery(const RecoveryRecord& record) override;
+  std::optional<RecoveryRecord> get_recovery(const std::string& incident_id) override;
+  std::vector<RecoveryRecord> list_recoveries(int limit,
+                                              const std::optional<std::string>& workload) override;
+
+  std::optional<BreakerState> get_breaker(const std::string& key) override;
+  std::vector<BreakerState> list_breakers() override;
+  bool compare_and_set_breaker(const BreakerState& next) override;
+
+  std::optional<Lease> acquire_lease(const std::string& name, const std::string& holder,
+                                     std::chrono::milliseconds ttl, StoreTime now) override;
+  std::optional<Lease> renew_lease(const std::string& name, const std::string& holder,
+                                   std::chrono::milliseconds ttl, StoreTime now) override;
+  bool release_lease(const std::string& name, const std::string& holder, StoreTime now) override;
+  std::optional<Lease> get_lease(const std::string& name) override;
+
+ private:
+  // Runs `fn(connection)` in a write transaction and commits; runs it again (up to three times
+  // in all) when the database asks for a retry; turns SqlError into StateStoreError.
+  template <class F>
+  auto write(const char* operation, F&& fn);
+  // Runs `fn(connection)` outside a transaction (a single statement, its own snapshot).
+  template <class F>
+  auto read(const char* operation, F&& fn);
+  [[noreturn]] void fail(const char* operation, const std::string& message) const;
+
+  const SqlDialect& dialect_;
+  std::string location_;
+  std::shared_ptr<Clock> clock_;
+  ConnectionPool pool_;
+  int schema_version_ = 0;
+};
+
+}  // namespace falcon::state

@@ -1,0 +1,563 @@
+// The store under concurrency and crashes, on both backends: threads with their own store
+// objects, and child processes (this test binary run again in a child role, see child_main)
+// racing for a lease, migrating one fresh database, or killed after or during a write.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <latch>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "falcon/errors.h"
+#include "falcon/state_store.h"
+#include "state/postgres_connection.h"
+#include "state/sql_connection.h"
+#include "state/sqlite_connection.h"
+#include "state/state_url.h"
+#include "state/store_fixture.h"
+#include "util/time_format.h"
+
+namespace falcon::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+constexpr const char* kRoleEnv = "FALCON_STATE_TEST_CHILD";
+constexpr const char* kUrlEnv = "FALCON_STATE_TEST_URL";
+constexpr const char* kArgEnv = "FALCON_STATE_TEST_ARG";
+
+std::unique_ptr<state::SqlConnection> raw_connection(const std::string& url) {
+  const auto parsed = state::parse_state_url(url);
+  if (parsed.backend == state::StateUrl::Backend::kPostgres) {
+    return std::make_unique<state::PostgresConnection>(parsed.postgres_uri, 10s);
+  }
+  return std::make_unique<state::SqliteConnection>(parsed.sqlite_path, 10s);
+}
+
+const state::SqlDialect& dialect_of(const std::string& url) {
+  return state::parse_state_url(url).backend == state::StateUrl::Backend::kPostgres
+             ? state::postgres_dialect()
+             : state::sqlite_dialect();
+}
+
+SubmissionRow submission(const std::string& workload, std::int64_t ms) {
+  SubmissionRow r;
+  r.handle = WorkloadHandle{.workload_name = workload,
+                            .cluster = "tpu-a",
+                            .namespace_ = "default",
+                            .submitted_at = format_iso8601(at_ms(ms))};
+  r.priority = "medium";
+  return r;
+}
+
+void wait_for_go() {
+  std::string line;
+  std::getline(std::cin, line);
+}
+
+// Blocks until the parent closes our stdin (or kills us).
+void hang() {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+  }
+}
+
+// The child roles. Output is line-based on stdout; the exit code says whether it worked.
+int child_main(const std::string& role) {
+  const std::string url = std::getenv(kUrlEnv) ? std::getenv(kUrlEnv) : "";
+  const std::string arg = std::getenv(kArgEnv) ? std::getenv(kArgEnv) : "";
+  try {
+    if (role == "open") {
+      std::cout << "ready" << std::endl;
+      wait_for_go();
+      auto store = open_state_store(url);
+      std::cout << "opened " << store->schema_version() << std::endl;
+      return 0;
+    }
+    if (role == "lease-race") {
+      auto store = open_state_store(url);
+      std::cout << "ready" << std::endl;
+      wait_for_go();
+      for (int i = 0; i < 40; ++i) {
+        const auto lease = store->acquire_lease("race-" + std::to_string(i), arg, 60s, at_ms(0));
+        std::cout << (lease ? "won " : "lost ") << i << std::endl;
+      }
+      return 0;
+    }
+    if (role == "write-then-hang") {
+      auto store = open_state_store(url);
+      for (int i = 0; i < 20; ++i) {
+        const auto id = store->record_submission(submission("acked-" + std::to_string(i), i));
+        std::cout << "acked " << i << " " << id << std::endl;
+      }
+      hang();
+      return 0;
+    }
+    if (role == "hang-in-transaction") {
+      open_state_store(url);  // the schema exists
+      auto conn = raw_connection(url);
+      conn->execute(dialect_of(url).begin_write);
+      conn->query(
+          "INSERT INTO submissions (cluster, workload, namespace, accelerator_type, device_class, "
+          "submitted_at_ms, cluster_id, project, zone, docker_image, priority) VALUES ('tpu-a', "
+          "'never-committed', 'default', '', '', 0, '', '', '', '', '')",
+          {});
+      std::cout << "in-transaction" << std::endl;
+      hang();
+      return 0;
+    }
+    std::cout << "unknown role " << role << std::endl;
+    return 2;
+  } catch (const std::exception& e) {
+    std::cout << "error: " << e.what() << std::endl;
+    return 1;
+  }
+}
+
+// Before main: this binary started as a child runs its role and exits.
+[[maybe_unused]] const bool kIsParent = [] {
+  if (const char* role = std::getenv(kRoleEnv)) {
+    const int rc = child_main(role);
+    std::cout.flush();
+    std::_Exit(rc);
+  }
+  return true;
+}();
+
+// This test binary, started again in a child role, with pipes on its stdin and stdout.
+class Child {
+ public:
+  Child(const std::string& role, const std::string& url, const std::string& arg = "") {
+    int in[2];
+    int out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    env.push_back(std::string(kRoleEnv) + "=" + role);
+    env.push_back(std::string(kUrlEnv) + "=" + url);
+    env.push_back(std::string(kArgEnv) + "=" + arg);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string self = "/proc/self/exe";
+    char* argv[] = {self.data(), nullptr};
+    const int rc = posix_spawn(&pid_, self.c_str(), &actions, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(in[0]);
+    ::close(out[1]);
+    to_child_ = in[1];
+    from_child_ = out[0];
+    if (rc != 0) throw std::runtime_error("posix_spawn failed");
+  }
+
+  ~Child() {
+    if (to_child_ >= 0) ::close(to_child_);
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(from_child_);
+  }
+
+  // The next line the child prints; "" when it closed its output. Waits at most 5 minutes
+  // (a guard against a hung child, not a timing assumption).
+  std::string read_line() {
+    for (;;) {
+      if (const auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      pollfd p{.fd = from_child_, .events = POLLIN, .revents = 0};
+      if (::poll(&p, 1, 300000) <= 0) return "";
+      char chunk[4096];
+      const ssize_t n = ::read(from_child_, chunk, sizeof(chunk));
+      if (n <= 0) return "";
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  void send(const std::string& line) {
+    const std::string text = line + "\n";
+    ASSERT_EQ(::write(to_child_, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+
+  // SIGKILL, then reap.
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  // Closes its stdin and waits for its exit code.
+  int wait() {
+    ::close(to_child_);
+    to_child_ = -1;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1;
+  int from_child_ = -1;
+  std::string buffer_;
+};
+
+class StateStoreConcurrency : public StoreTest {
+ protected:
+  // A database no one has opened yet.
+  std::string fresh_url() {
+    if (is_postgres()) return shared_postgres_server().fresh_database();
+    return "sqlite://" + (dir_.path() / ("fresh-" + std::to_string(++fresh_) + ".db")).string();
+  }
+  int fresh_ = 0;
+};
+FALCON_BOTH_BACKENDS(StateStoreConcurrency);
+
+// --- Leases.
+
+TEST_P(StateStoreConcurrency, ExactlyOneOfManyThreadsGetsEachLease) {
+  constexpr int kThreads = 6;
+  constexpr int kLeases = 30;
+  std::vector<std::unique_ptr<StateStore>> stores;
+  for (int t = 0; t < kThreads; ++t) stores.push_back(open());
+  std::vector<std::vector<int>> won(kThreads);
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kLeases; ++i) {
+        if (stores[t]->acquire_lease("lease-" + std::to_string(i), "holder-" + std::to_string(t),
+                                     60s, at_ms(0))) {
+          won[t].push_back(i);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::map<int, int> winners;
+  for (const auto& w : won) {
+    for (int i : w) ++winners[i];
+  }
+  ASSERT_EQ(winners.size(), static_cast<std::size_t>(kLeases));
+  for (const auto& [lease, count] : winners) EXPECT_EQ(count, 1) << "lease-" << lease;
+  for (int i = 0; i < kLeases; ++i) {
+    EXPECT_EQ(store_->get_lease("lease-" + std::to_string(i))->token, 1);
+  }
+}
+
+TEST_P(StateStoreConcurrency, ExactlyOneOfTwoProcessesGetsEachLease) {
+  Child a("lease-race", url_, "process-a");
+  Child b("lease-race", url_, "process-b");
+  ASSERT_EQ(a.read_line(), "ready");
+  ASSERT_EQ(b.read_line(), "ready");
+  a.send("go");
+  b.send("go");
+  std::map<int, int> winners;
+  for (Child* c : {&a, &b}) {
+    for (int i = 0; i < 40; ++i) {
+      const std::string line = c->read_line();
+      ASSERT_TRUE(line.rfind("won ", 0) == 0 || line.rfind("lost ", 0) == 0) << line;
+      if (line.rfind("won ", 0) == 0) ++winners[std::stoi(line.substr(4))];
+    }
+    EXPECT_EQ(c->wait(), 0);
+  }
+  ASSERT_EQ(winners.size(), 40u);
+  for (const auto& [lease, count] : winners) EXPECT_EQ(count, 1) << "race-" << lease;
+}
+
+// --- Writers.
+
+TEST_P(StateStoreConcurrency, ConcurrentWritersLoseNothing) {
+  constexpr int kThreads = 4;
+  constexpr int kBatches = 25;
+  auto other = open();
+  std::latch start(kThreads);
+  std::vector<std::vector<std::int64_t>> ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      StateStore& store = t % 2 == 0 ? *store_ : *other;
+      start.arrive_and_wait();
+      for (int b = 0; b < kBatches; ++b) {
+        std::vector<ProbeRecord> batch;
+        // Clusters in opposite orders in alternate threads: the store must not deadlock.
+        for (int c = 0; c < 4; ++c) {
+          const int cluster = t % 2 == 0 ? c : 3 - c;
+          ProbeRecord p;
+          p.result = ClusterProbeResult{.cluster = "c" + std::to_string(cluster),
+                                        .reachable = true,
+                                        .queue_depth = t,
+                                        .running_count = b,
+                                        .probed_at = format_iso8601(at_ms(b * 1000 + t))};
+          p.backend = "xpk";
+          batch.push_back(p);
+        }
+        for (auto id : store.record_probes(batch)) ids[t].push_back(id);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<std::int64_t> unique;
+  for (const auto& v : ids) unique.insert(v.begin(), v.end());
+  EXPECT_EQ(unique.size(), static_cast<std::size_t>(kThreads * kBatches * 4));
+  for (int c = 0; c < 4; ++c) {
+    const std::string cluster = "c" + std::to_string(c);
+    EXPECT_EQ(store_->probe_history(cluster, at_ms(0), at_ms(1000000)).size(),
+              static_cast<std::size_t>(kThreads * kBatches));
+    const auto latest = store_->latest_probe(cluster);
+    ASSERT_TRUE(latest);
+    EXPECT_EQ(latest->result.probed_at, format_iso8601(at_ms((kBatches - 1) * 1000 + 3)));
+  }
+}
+
+TEST_P(StateStoreConcurrency, BreakerCompareAndSetCountsEveryFailureFromManyWriters) {
+  constexpr int kThreads = 4;
+  constexpr int kFailuresEach = 25;
+  auto other = open();
+  std::latch start(kThreads);
+  std::atomic<int> conflicts{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      StateStore& store = t % 2 == 0 ? *store_ : *other;
+      start.arrive_and_wait();
+      for (int i = 0; i < kFailuresEach; ++i) {
+        for (;;) {
+          BreakerState s = store.get_breaker("tpu-a").value_or(BreakerState{.key = "tpu-a"});
+          ++s.consecutive_failures;
+          s.updated_at = at_ms(i);
+          if (store.compare_and_set_breaker(s)) break;
+          ++conflicts;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto final_state = store_->get_breaker("tpu-a");
+  ASSERT_TRUE(final_state);
+  EXPECT_EQ(final_state->consecutive_failures, kThreads * kFailuresEach);
+  EXPECT_EQ(final_state->version, kThreads * kFailuresEach);
+  std::cout << "compare-and-set conflicts retried: " << conflicts << "\n";
+}
+
+TEST_P(StateStoreConcurrency, AChangeSeenByManyReplicasIsRecordedOnce) {
+  constexpr int kReplicas = 4;
+  constexpr int kWorkloads = 10;
+  auto other = open();
+  std::latch start(kReplicas);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kReplicas; ++t) {
+    threads.emplace_back([&, t] {
+      StateStore& store = t % 2 == 0 ? *store_ : *other;
+      start.arrive_and_wait();
+      for (int w = 0; w < kWorkloads; ++w) {
+        int ms = 0;
+        for (const char* state : {"QUEUED", "RUNNING", "COMPLETED"}) {
+          store.record_workload_event({.cluster = "tpu-a",
+                                       .workload = "w" + std::to_string(w),
+                                       .state = state,
+                                       .observed_at = at_ms(ms += 1000),
+                                       .detail = "replica " + std::to_string(t)});
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int w = 0; w < kWorkloads; ++w) {
+    const auto events = store_->list_workload_events("tpu-a", "w" + std::to_string(w));
+    ASSERT_EQ(events.size(), 3u) << "w" << w;
+    EXPECT_EQ(events[0].state, "QUEUED");
+    EXPECT_EQ(events[1].state, "RUNNING");
+    EXPECT_EQ(events[2].state, "COMPLETED");
+  }
+}
+
+TEST_P(StateStoreConcurrency, ConcurrentImportsOfOneFileImportOnce) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) {
+    text += R"({"v":1,"cluster":"tpu-a","workload":"w)" + std::to_string(i) +
+            R"(","namespace":"default","submitted_at":"2026-04-13T08:00:00.000Z"})" + "\n";
+  }
+  const auto file = dir_.write("submissions.jsonl", text);
+  auto other = open();
+  SubmissionsImportResult r1;
+  SubmissionsImportResult r2;
+  std::latch start(2);
+  std::thread t1([&] {
+    start.arrive_and_wait();
+    r1 = store_->import_submissions_jsonl(file);
+  });
+  std::thread t2([&] {
+    start.arrive_and_wait();
+    r2 = other->import_submissions_jsonl(file);
+  });
+  t1.join();
+  t2.join();
+  EXPECT_NE(r1.already_imported, r2.already_imported);
+  EXPECT_EQ(r1.imported + r2.imported, 50);
+  EXPECT_EQ(store_->list_submissions({.limit = 1000}).rows.size(), 50u);
+}
+
+// --- Migrations.
+
+TEST_P(StateStoreConcurrency, ThreadsOpeningAFreshDatabaseAtOnceMigrateItOnce) {
+  for (int round = 0; round < 3; ++round) {
+    const std::string url = fresh_url();
+    constexpr int kOpeners = 4;
+    std::latch start(kOpeners);
+    std::vector<std::string> errors(kOpeners);
+    std::vector<int> versions(kOpeners);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kOpeners; ++t) {
+      threads.emplace_back([&, t] {
+        start.arrive_and_wait();
+        try {
+          versions[t] = open_state_store(url)->schema_version();
+        } catch (const std::exception& e) {
+          errors[t] = e.what();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kOpeners; ++t) {
+      EXPECT_EQ(errors[t], "") << "opener " << t;
+      EXPECT_EQ(versions[t], kStateSchemaVersion);
+    }
+    auto conn = raw_connection(url);
+    EXPECT_EQ(conn->query("SELECT count(*) FROM schema_migrations", {}).at(0).int64(0),
+              kStateSchemaVersion);
+  }
+}
+
+TEST_P(StateStoreConcurrency, ProcessesOpeningAFreshDatabaseAtOnceMigrateItOnce) {
+  const std::string url = fresh_url();
+  std::vector<std::unique_ptr<Child>> children;
+  for (int i = 0; i < 3; ++i) children.push_back(std::make_unique<Child>("open", url));
+  for (auto& c : children) ASSERT_EQ(c->read_line(), "ready");
+  for (auto& c : children) c->send("go");
+  for (auto& c : children) {
+    EXPECT_EQ(c->read_line(), "opened " + std::to_string(kStateSchemaVersion));
+    EXPECT_EQ(c->wait(), 0);
+  }
+  auto conn = raw_connection(url);
+  EXPECT_EQ(conn->query("SELECT count(*) FROM schema_migrations", {}).at(0).int64(0),
+            kStateSchemaVersion);
+}
+
+TEST_P(StateStoreConcurrency, ASchemaNewerThanThisBinaryIsRefusedNamingBothVersions) {
+  store_->record_submission(submission("kept", 0));
+  const int future = kStateSchemaVersion + 1;
+  raw_connection(url_)->query(
+      "INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, 'future', 0)",
+      {std::int64_t{future}});
+  try {
+    open();
+    FAIL() << "a newer schema was accepted";
+  } catch (const StateStoreError& e) {
+    EXPECT_EQ(e.backend(), GetParam());
+    EXPECT_EQ(e.operation(), "open");
+    EXPECT_THAT(e.what(), HasSubstr("schema is version " + std::to_string(future)));
+    EXPECT_THAT(e.what(), HasSubstr("knows versions up to " + std::to_string(kStateSchemaVersion)));
+  }
+  // Refusing changed nothing.
+  auto conn = raw_connection(url_);
+  EXPECT_EQ(conn->query("SELECT max(version) FROM schema_migrations", {}).at(0).int64(0), future);
+  EXPECT_TRUE(store_->find_submission("tpu-a", "kept"));
+}
+
+// --- Crashes.
+
+TEST_P(StateStoreConcurrency, EveryAcknowledgedWriteSurvivesTheWriterBeingKilled) {
+  Child child("write-then-hang", url_);
+  std::map<std::string, std::int64_t> acked;
+  for (int i = 0; i < 20; ++i) {
+    const std::string line = child.read_line();
+    ASSERT_EQ(line.rfind("acked ", 0), 0u) << line;
+    std::istringstream in(line.substr(6));
+    int n = 0;
+    std::int64_t id = 0;
+    in >> n >> id;
+    acked["acked-" + std::to_string(n)] = id;
+  }
+  child.kill();
+  auto reopened = open();
+  for (const auto& [name, id] : acked) {
+    const auto found = reopened->find_submission("tpu-a", name);
+    ASSERT_TRUE(found) << name;
+    EXPECT_EQ(found->id, id);
+  }
+}
+
+TEST_P(StateStoreConcurrency, AKilledWritersOpenTransactionIsUndoneAndReleasesTheDatabase) {
+  Child child("hang-in-transaction", url_);
+  ASSERT_EQ(child.read_line(), "in-transaction");
+  if (!is_postgres()) {
+    // SQLite has one writer at a time: while the child holds it, a writer gives up after its
+    // busy timeout with an error that names the backend, operation and SQLite's message.
+    StateStoreOptions impatient;
+    impatient.busy_timeout = 50ms;
+    auto blocked = open_state_store(url_, impatient);
+    try {
+      blocked->record_submission(submission("blocked", 0));
+      FAIL() << "wrote while another process held the write lock";
+    } catch (const StateStoreError& e) {
+      EXPECT_EQ(e.backend(), "sqlite");
+      EXPECT_EQ(e.operation(), "record_submission");
+      EXPECT_THAT(e.db_message(), HasSubstr("locked"));
+    }
+  }
+  child.kill();
+  auto reopened = open();
+  EXPECT_FALSE(reopened->find_submission("tpu-a", "never-committed"));
+  reopened->record_submission(submission("after", 0));
+  EXPECT_TRUE(reopened->find_submission("tpu-a", "after"));
+}
+
+TEST(PostgresStateStore, AfterLosingItsConnectionTheStoreFailsOnceThenReconnects) {
+  if (postgres_tests_opted_out()) GTEST_SKIP() << "FALCON_SKIP_POSTGRES_TESTS=1";
+  const std::string url = shared_postgres_server().fresh_database();
+  auto store = open_state_store(url);
+  store->record_probes(
+      {ProbeRecord{.result = {.cluster = "c", .probed_at = format_iso8601(at_ms(0))}}});
+  const std::string database = url.substr(url.rfind('/') + 1);
+  shared_postgres_server().psql(
+      "postgres",
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '" + database + "'");
+  try {
+    store->latest_probes();
+    FAIL() << "a terminated connection answered";
+  } catch (const StateStoreError& e) {
+    EXPECT_EQ(e.backend(), "postgresql");
+    EXPECT_EQ(e.operation(), "latest_probes");
+    EXPECT_EQ(e.location(), url);
+  }
+  EXPECT_EQ(store->latest_probes().size(), 1u);
+}
+
+}  // namespace
+}  // namespace falcon::testing

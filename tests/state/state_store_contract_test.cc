@@ -1,0 +1,614 @@
+// The StateStore contract, run on both backends (store_fixture.h).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "falcon/state_store.h"
+#include "state/store_fixture.h"
+#include "util/time_format.h"
+
+namespace falcon::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using namespace std::chrono_literals;
+
+std::string iso_at(std::int64_t ms) { return format_iso8601(at_ms(ms)); }
+
+SubmissionRow submission(const std::string& cluster, const std::string& workload,
+                         std::int64_t submitted_ms) {
+  SubmissionRow r;
+  r.handle = WorkloadHandle{.workload_name = workload,
+                            .cluster = cluster,
+                            .namespace_ = "default",
+                            .submitted_at = iso_at(submitted_ms)};
+  r.accelerator_type = "tpu-v4-64";
+  r.device_class = "tpu";
+  r.cluster_id = cluster + "-gke";
+  r.project = "proj";
+  r.zone = "us-central2-b";
+  r.docker_image = "gcr.io/p/img:1";
+  r.priority = "medium";
+  return r;
+}
+
+ProbeRecord probe(const std::string& cluster, std::int64_t ms, int queue = 1) {
+  ProbeRecord p;
+  p.result = ClusterProbeResult{.cluster = cluster,
+                                .reachable = true,
+                                .queue_depth = queue,
+                                .running_count = 2,
+                                .error = std::nullopt,
+                                .probed_at = iso_at(ms)};
+  p.backend = "xpk";
+  p.duration_ms = 120;
+  return p;
+}
+
+ClusterSelection selection(const std::string& accelerator, const std::string& chosen,
+                           std::int64_t ms) {
+  ClusterSelection s;
+  s.selected_cluster = chosen;
+  s.accelerator = accelerator;
+  s.candidates = {"tpu-a", "tpu-b"};
+  s.probe_results = {
+      ClusterProbeResult{.cluster = "tpu-a",
+                         .reachable = false,
+                         .error = "timed out after 15 s",
+                         .probed_at = iso_at(ms - 20)},
+      ClusterProbeResult{.cluster = "tpu-b",
+                         .reachable = true,
+                         .queue_depth = 1,
+                         .running_count = 3,
+                         .probed_at = iso_at(ms - 10)},
+  };
+  s.reason = "selected " + chosen + ": reachable, queue_depth=1 <= max=5";
+  s.decided_at = iso_at(ms);
+  return s;
+}
+
+class StateStoreContract : public StoreTest {};
+FALCON_BOTH_BACKENDS(StateStoreContract);
+
+// --- Opening.
+
+TEST_P(StateStoreContract, OpensAtTheNewestSchemaVersionAndSaysWhichBackend) {
+  EXPECT_EQ(store_->schema_version(), kStateSchemaVersion);
+  EXPECT_EQ(store_->backend(), GetParam());
+  EXPECT_EQ(store_->location(), url_);
+}
+
+TEST_P(StateStoreContract, ReopeningFindsEverythingWritten) {
+  const auto id = store_->record_submission(submission("tpu-a", "w1", 0));
+  store_->record_probes({probe("tpu-a", 5)});
+  store_.reset();
+  auto again = open();
+  EXPECT_EQ(again->schema_version(), kStateSchemaVersion);
+  ASSERT_TRUE(again->find_submission("tpu-a", "w1"));
+  EXPECT_EQ(again->find_submission("tpu-a", "w1")->id, id);
+  ASSERT_TRUE(again->latest_probe("tpu-a"));
+}
+
+// --- Submissions.
+
+TEST_P(StateStoreContract, SubmissionRoundTripsEveryFieldWithItsSpec) {
+  SubmissionRow row = submission("tpu-a", "llama-8b", 123);
+  row.spec = WorkloadSpec{.name = "llama-8b",
+                          .docker_image = "gcr.io/p/img:1",
+                          .command = {"python3", "train.py", "--steps=100"},
+                          .accelerator_type = "tpu-v4-64",
+                          .priority = "high",
+                          .env = {{"A", "1"}},
+                          .namespace_ = "team",
+                          .extra_args = {"--x"}};
+  const auto id = store_->record_submission(row);
+  EXPECT_GT(id, 0);
+  const auto found = store_->find_submission("tpu-a", "llama-8b");
+  ASSERT_TRUE(found);
+  SubmissionRow expected = row;
+  expected.id = id;
+  EXPECT_EQ(*found, expected);
+  EXPECT_FALSE(store_->find_submission("tpu-a", "other"));
+  EXPECT_FALSE(store_->find_submission("tpu-b", "llama-8b"));
+}
+
+TEST_P(StateStoreContract, ResubmissionOfTheSameNameReplacesTheRowWithANewId) {
+  const auto first = store_->record_submission(submission("tpu-a", "w", 0));
+  SubmissionRow again = submission("tpu-a", "w", 60000);
+  again.docker_image = "gcr.io/p/img:2";
+  const auto second = store_->record_submission(again);
+  EXPECT_NE(first, second);
+  const auto found = store_->find_submission("tpu-a", "w");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, second);
+  EXPECT_EQ(found->docker_image, "gcr.io/p/img:2");
+  EXPECT_EQ(store_->list_submissions({}).rows.size(), 1u);
+}
+
+TEST_P(StateStoreContract, SubmissionWithABadTimeOrNoNameIsRejectedBeforeWriting) {
+  SubmissionRow bad = submission("tpu-a", "w", 0);
+  bad.handle.submitted_at = "yesterday";
+  EXPECT_THROW(store_->record_submission(bad), std::invalid_argument);
+  EXPECT_THROW(store_->record_submission(submission("tpu-a", "", 0)), std::invalid_argument);
+  EXPECT_THROW(store_->record_submission(submission("", "w", 0)), std::invalid_argument);
+  EXPECT_TRUE(store_->list_submissions({}).rows.empty());
+}
+
+TEST_P(StateStoreContract, ListFiltersByClusterStateNameAndTime) {
+  store_->record_submission(submission("tpu-a", "llama-1", 1000));
+  store_->record_submission(submission("tpu-a", "gemma-2", 2000));
+  store_->record_submission(submission("tpu-b", "llama-3", 3000));
+  store_->record_workload_event(
+      {.cluster = "tpu-a", .workload = "llama-1", .state = "RUNNING", .observed_at = at_ms(1500)});
+  store_->record_workload_event(
+      {.cluster = "tpu-b", .workload = "llama-3", .state = "QUEUED", .observed_at = at_ms(3500)});
+
+  auto names = [&](const SubmissionQuery& q) {
+    std::vector<std::string> out;
+    for (const auto& r : store_->list_submissions(q).rows) out.push_back(r.handle.workload_name);
+    return out;
+  };
+  EXPECT_THAT(names({}), ElementsAre("llama-3", "gemma-2", "llama-1"));
+  EXPECT_THAT(names({.cluster = "tpu-a"}), ElementsAre("gemma-2", "llama-1"));
+  EXPECT_THAT(names({.state = "RUNNING"}), ElementsAre("llama-1"));
+  EXPECT_THAT(names({.name_contains = "llama"}), ElementsAre("llama-3", "llama-1"));
+  EXPECT_THAT(names({.name_contains = "LLAMA"}), IsEmpty());  // case-sensitive everywhere
+  EXPECT_THAT(names({.name_contains = "a_"}), IsEmpty());     // no LIKE wildcards
+  EXPECT_THAT(names({.submitted_from = at_ms(2000), .submitted_before = at_ms(3000)}),
+              ElementsAre("gemma-2"));
+  EXPECT_THAT(names({.cluster = "tpu-a", .name_contains = "llama"}), ElementsAre("llama-1"));
+
+  const auto llama1 = store_->find_submission("tpu-a", "llama-1");
+  ASSERT_TRUE(llama1);
+  EXPECT_EQ(llama1->state, "RUNNING");
+  EXPECT_EQ(llama1->state_observed_at, at_ms(1500));
+  EXPECT_EQ(store_->find_submission("tpu-a", "gemma-2")->state, std::nullopt);
+}
+
+TEST_P(StateStoreContract, PagesCoverEverySubmissionOnceNewestFirst) {
+  // 25 submissions, several sharing a timestamp: the cursor must break ties by id.
+  for (int i = 0; i < 25; ++i) {
+    store_->record_submission(submission("tpu-a", "w-" + std::to_string(i), (i / 3) * 1000));
+  }
+  std::vector<std::int64_t> ids;
+  std::set<std::string> names;
+  SubmissionQuery q{.limit = 10};
+  int pages = 0;
+  for (;;) {
+    const SubmissionPage page = store_->list_submissions(q);
+    ++pages;
+    for (const auto& r : page.rows) {
+      ids.push_back(r.id);
+      names.insert(r.handle.workload_name);
+    }
+    if (page.next_cursor.empty()) break;
+    q.cursor = page.next_cursor;
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(ids.size(), 25u);
+  EXPECT_EQ(names.size(), 25u);
+  // Newest first: submitted_at descending, then id descending.
+  std::vector<std::string> times;
+  for (const auto& r : store_->list_submissions({.limit = 1000}).rows) {
+    times.push_back(r.handle.submitted_at);
+  }
+  EXPECT_TRUE(std::is_sorted(times.rbegin(), times.rend()));
+}
+
+TEST_P(StateStoreContract, ListRejectsALimitOutOfRangeAndACursorItDidNotMake) {
+  EXPECT_THROW(store_->list_submissions({.limit = 0}), std::invalid_argument);
+  EXPECT_THROW(store_->list_submissions({.limit = 1001}), std::invalid_argument);
+  for (const char* cursor : {"garbage", "s1.", "s1.12", "s1.x.3", "s1.5.-1", "s1.5.3junk"}) {
+    EXPECT_THROW(store_->list_submissions({.cursor = cursor}), std::invalid_argument) << cursor;
+  }
+}
+
+TEST_P(StateStoreContract, AResubmissionDoesNotInheritTheStateOfTheEarlierWorkload) {
+  store_->record_submission(submission("tpu-a", "w", 0));
+  store_->record_workload_event(
+      {.cluster = "tpu-a", .workload = "w", .state = "COMPLETED", .observed_at = at_ms(10)});
+  store_->record_submission(submission("tpu-a", "w", 100));
+  EXPECT_EQ(store_->find_submission("tpu-a", "w")->state, std::nullopt);
+  // For the new workload COMPLETED is a change, though the earlier one ended so too.
+  EXPECT_TRUE(store_->record_workload_event(
+      {.cluster = "tpu-a", .workload = "w", .state = "COMPLETED", .observed_at = at_ms(200)}));
+  EXPECT_EQ(store_->find_submission("tpu-a", "w")->state, "COMPLETED");
+}
+
+// --- The one-time import of submissions.jsonl.
+
+constexpr const char* kOldRecords =
+    R"({"v":1,"cluster":"tpu-a","workload":"w1","namespace":"default","accelerator_type":"tpu-v4-64","device_class":"tpu","submitted_at":"2026-04-13T08:00:00.123Z","cluster_id":"c-a","project":"p","zone":"z","docker_image":"img:1","priority":"medium"}
+{"v":1,"cluster":"tpu-a","workload":"w2","namespace":"ml","submitted_at":"2026-04-13T08:01:00.000Z"}
+
+{"v":1,"cluster":"tpu-a","workload":"w1","namespace":"default","accelerator_type":"tpu-v4-64","device_class":"tpu","submitted_at":"2026-04-13T09:00:00.000Z","cluster_id":"c-a","project":"p","zone":"z","docker_image":"img:2","priority":"high"}
+not json at all
+{"v":1,"cluster":"tpu-b","workload":"w3"}
+{"v":1,"cluster":"tpu-b","workload":"w4","namespace":"default","submitted_at":"2026-04-1)";
+
+TEST_P(StateStoreContract, ImportTakesTheLastRecordOfEachPairAndSkipsTornLines) {
+  const auto file = dir_.write("state/submissions.jsonl", kOldRecords);
+  const auto result = store_->import_submissions_jsonl(file);
+  EXPECT_TRUE(result.file_found);
+  EXPECT_FALSE(result.already_imported);
+  EXPECT_EQ(result.imported, 2);
+  EXPECT_EQ(result.superseded, 1);
+  EXPECT_EQ(result.skipped_lines, 3);
+  EXPECT_EQ(result.kept_existing, 0);
+
+  const auto w1 = store_->find_submission("tpu-a", "w1");
+  ASSERT_TRUE(w1);
+  EXPECT_EQ(w1->docker_image, "img:2");
+  EXPECT_EQ(w1->priority, "high");
+  EXPECT_EQ(w1->handle.submitted_at, "2026-04-13T09:00:00.000Z");
+  EXPECT_EQ(w1->cluster_id, "c-a");
+  const auto w2 = store_->find_submission("tpu-a", "w2");
+  ASSERT_TRUE(w2);
+  EXPECT_EQ(w2->handle.namespace_, "ml");
+  EXPECT_EQ(w2->accelerator_type, "");
+  EXPECT_EQ(w2->spec, std::nullopt);
+}
+
+TEST_P(StateStoreContract, ImportRunsOnceAndLeavesTheFileInPlaceReadOnly) {
+  const auto file = dir_.write("state/submissions.jsonl", kOldRecords);
+  const auto before = read_file(file);
+  const auto first = store_->import_submissions_jsonl(file);
+  EXPECT_TRUE(first.made_read_only) << first.note;
+  EXPECT_EQ(read_file(file), before);
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0222, 0u);
+
+  // Even a second store object (another process) finds it imported and reads nothing.
+  store_->record_submission(submission("tpu-a", "w1", 999999));
+  const auto second = open()->import_submissions_jsonl(file);
+  EXPECT_TRUE(second.file_found);
+  EXPECT_TRUE(second.already_imported);
+  EXPECT_EQ(second.imported, 0);
+  EXPECT_EQ(store_->find_submission("tpu-a", "w1")->handle.submitted_at, iso_at(999999));
+}
+
+TEST_P(StateStoreContract, ImportLeavesPairsTheStoreAlreadyHas) {
+  store_->record_submission(submission("tpu-a", "w1", 5000000));
+  const auto file = dir_.write("state/submissions.jsonl", kOldRecords);
+  const auto result = store_->import_submissions_jsonl(file);
+  EXPECT_EQ(result.imported, 1);
+  EXPECT_EQ(result.kept_existing, 1);
+  EXPECT_EQ(store_->find_submission("tpu-a", "w1")->docker_image, "gcr.io/p/img:1");
+}
+
+TEST_P(StateStoreContract, ImportOfAMissingFileDoesNothingAndCanRunLater) {
+  const auto file = dir_.path() / "state" / "submissions.jsonl";
+  const auto none = store_->import_submissions_jsonl(file);
+  EXPECT_FALSE(none.file_found);
+  EXPECT_FALSE(none.already_imported);
+  dir_.write("state/submissions.jsonl", kOldRecords);
+  EXPECT_EQ(store_->import_submissions_jsonl(file).imported, 2);
+}
+
+// --- Selections.
+
+TEST_P(StateStoreContract, ASelectionReadsBackWithEveryCandidatesProbe) {
+  const ClusterSelection s = selection("tpu-v4-64", "tpu-b", 1000);
+  const auto id = store_->record_selection(s);
+  const auto back = store_->get_selection(id);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->id, id);
+  EXPECT_EQ(back->selection, s);
+  EXPECT_FALSE(store_->get_selection(id + 1000));
+}
+
+TEST_P(StateStoreContract, SelectionsListNewestFirstAndByAccelerator) {
+  const auto a = store_->record_selection(selection("tpu-v4-64", "tpu-b", 1000));
+  const auto b = store_->record_selection(selection("a100", "gpu-x", 2000));
+  const auto c = store_->record_selection(selection("tpu-v4-64", "tpu-a", 3000));
+  std::vector<std::int64_t> ids;
+  for (const auto& r : store_->list_selections(10)) ids.push_back(r.id);
+  EXPECT_THAT(ids, ElementsAre(c, b, a));
+  ids.clear();
+  for (const auto& r : store_->list_selections(10, "tpu-v4-64")) ids.push_back(r.id);
+  EXPECT_THAT(ids, ElementsAre(c, a));
+  EXPECT_EQ(store_->list_selections(1).size(), 1u);
+  EXPECT_THROW(store_->list_selections(0), std::invalid_argument);
+}
+
+TEST_P(StateStoreContract, AFailedDecisionWithNoClusterIsKeptToo) {
+  ClusterSelection s = selection("tpu-v4-64", "", 1000);
+  s.reason = "no cluster available: every candidate is full or unreachable";
+  const auto id = store_->record_selection(s);
+  EXPECT_EQ(store_->get_selection(id)->selection, s);
+}
+
+// --- Probes.
+
+TEST_P(StateStoreContract, ProbesRoundTripWithHowTheyWereObtained) {
+  ProbeRecord p = probe("tpu-a", 100);
+  p.backend = "kube";
+  p.duration_ms = 7;
+  p.extra_json = R"({"free_chips":{"v4":64}})";
+  ProbeRecord down = probe("tpu-b", 100);
+  down.result.reachable = false;
+  down.result.queue_depth = std::nullopt;
+  down.result.running_count = std::nullopt;
+  down.result.error = "connection refused";
+  const auto ids = store_->record_probes({p, down});
+  ASSERT_EQ(ids.size(), 2u);
+  p.id = ids[0];
+  down.id = ids[1];
+  EXPECT_THAT(store_->latest_probes(), ElementsAre(p, down));
+  EXPECT_EQ(store_->latest_probe("tpu-b"), down);
+  EXPECT_FALSE(store_->latest_probe("nope"));
+}
+
+TEST_P(StateStoreContract, TheLatestProbeIsTheNewestByTimeNotByArrival) {
+  store_->record_probes({probe("tpu-a", 2000, 5)});
+  store_->record_probes({probe("tpu-a", 1000, 9)});  // late arrival of an older probe
+  ASSERT_TRUE(store_->latest_probe("tpu-a"));
+  EXPECT_EQ(store_->latest_probe("tpu-a")->result.queue_depth, 5);
+  EXPECT_EQ(store_->probe_history("tpu-a", at_ms(0), at_ms(10000)).size(), 2u);
+}
+
+TEST_P(StateStoreContract, HistoryIsTheHalfOpenRangeOldestFirst) {
+  std::vector<ProbeRecord> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(probe("tpu-a", i * 1000, i));
+  batch.push_back(probe("tpu-b", 3000));
+  store_->record_probes(batch);
+  const auto h = store_->probe_history("tpu-a", at_ms(2000), at_ms(5000));
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0].result.queue_depth, 2);
+  EXPECT_EQ(h[2].result.queue_depth, 4);
+  EXPECT_EQ(store_->probe_history("tpu-a", at_ms(0), at_ms(10000), 4).size(), 4u);
+  EXPECT_THROW(store_->probe_history("tpu-a", at_ms(0), at_ms(1), 0), std::invalid_argument);
+}
+
+TEST_P(StateStoreContract, DownsamplingKeepsRecentProbesAndTheNewestPerClusterPerBucket) {
+  // One probe a minute for 3 hours on two clusters; keep 1 h at full resolution, then hourly.
+  std::vector<ProbeRecord> batch;
+  for (int minute = 0; minute < 180; ++minute) {
+    batch.push_back(probe("tpu-a", minute * 60000LL, minute));
+    batch.push_back(probe("tpu-b", minute * 60000LL + 1, minute));
+  }
+  store_->record_probes(batch);
+  const StoreTime now = at_ms(180 * 60000LL);
+  const auto result =
+      store_->downsample_probes(ProbeRetention{.full_resolution = 1h, .bucket = 60min}, now);
+  // Hours 0 and 1 (older than now - 1h) shrink to one probe each: 2 x 2 x 59 deleted.
+  EXPECT_EQ(result.thinned, 236);
+  EXPECT_EQ(result.dropped, 0);
+  const auto a = store_->probe_history("tpu-a", at_ms(0), now + 1h);
+  ASSERT_EQ(a.size(), 62u);
+  EXPECT_EQ(a[0].result.queue_depth, 59);  // the newest of hour 0
+  EXPECT_EQ(a[1].result.queue_depth, 119);
+  EXPECT_EQ(a[2].result.queue_depth, 120);  // full resolution from here
+  // Running it again changes nothing.
+  EXPECT_EQ(store_->downsample_probes({.full_resolution = 1h, .bucket = 60min}, now).thinned, 0);
+}
+
+TEST_P(StateStoreContract, DroppingOldHistoryKeepsTheLatestProbeOfAQuietCluster) {
+  store_->record_probes({probe("quiet", 0, 3), probe("busy", 0), probe("busy", 50 * 3600000LL)});
+  const auto result = store_->downsample_probes(
+      {.full_resolution = 1h, .bucket = 60min, .drop_after = 24h}, at_ms(50 * 3600000LL));
+  EXPECT_EQ(result.dropped, 2);
+  EXPECT_TRUE(store_->probe_history("quiet", at_ms(0), at_ms(100 * 3600000LL)).empty());
+  ASSERT_TRUE(store_->latest_probe("quiet"));
+  EXPECT_EQ(store_->latest_probe("quiet")->result.queue_depth, 3);
+  EXPECT_THROW(store_->downsample_probes({.bucket = 0min}, at_ms(0)), std::invalid_argument);
+  EXPECT_THROW(store_->downsample_probes({.full_resolution = 2h, .drop_after = 1h}, at_ms(0)),
+               std::invalid_argument);
+}
+
+TEST_P(StateStoreContract, ABatchWithOneBadProbeStoresNothing) {
+  ProbeRecord bad = probe("tpu-b", 10);
+  bad.extra_json = "[1, 2]";  // not an object
+  EXPECT_THROW(store_->record_probes({probe("tpu-a", 0), bad}), std::invalid_argument);
+  bad.extra_json = "{";
+  EXPECT_THROW(store_->record_probes({probe("tpu-a", 0), bad}), std::invalid_argument);
+  ProbeRecord late = probe("tpu-b", 10);
+  late.result.probed_at = "not a time";
+  EXPECT_THROW(store_->record_probes({probe("tpu-a", 0), late}), std::invalid_argument);
+  EXPECT_TRUE(store_->latest_probes().empty());
+}
+
+// --- Workload events.
+
+TEST_P(StateStoreContract, OnlyChangesOfStateAreRecorded) {
+  auto event = [](const std::string& state, std::int64_t ms) {
+    return WorkloadEvent{.cluster = "tpu-a",
+                         .workload = "w",
+                         .state = state,
+                         .observed_at = at_ms(ms),
+                         .detail = "seen by probe " + std::to_string(ms)};
+  };
+  EXPECT_TRUE(store_->record_workload_event(event("QUEUED", 0)));
+  EXPECT_FALSE(store_->record_workload_event(event("QUEUED", 10)));
+  EXPECT_TRUE(store_->record_workload_event(event("RUNNING", 20)));
+  EXPECT_FALSE(store_->record_workload_event(event("QUEUED", 15)));  // older than the latest
+  EXPECT_TRUE(store_->record_workload_event(event("COMPLETED", 30)));
+  const auto events = store_->list_workload_events("tpu-a", "w");
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].state, "QUEUED");
+  EXPECT_EQ(events[0].detail, "seen by probe 0");
+  EXPECT_EQ(events[1].state, "RUNNING");
+  EXPECT_EQ(events[1].observed_at, at_ms(20));
+  EXPECT_EQ(events[2].state, "COMPLETED");
+  EXPECT_EQ(store_->list_workload_events("tpu-a", "w", 2)[0].state, "RUNNING");
+  EXPECT_TRUE(store_->list_workload_events("tpu-b", "w").empty());
+}
+
+// --- Exports.
+
+TEST_P(StateStoreContract, AnExportRunsThenFinishesOnce) {
+  const auto id = store_->start_export({.workload = "w",
+                                        .cluster = "tpu-a",
+                                        .dest = "gs://b/x",
+                                        .progress_json = R"({"ranks":4})",
+                                        .started_at = at_ms(0)});
+  auto e = store_->get_export(id);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->state, kExportRunning);
+  EXPECT_EQ(e->result_json, "null");
+  EXPECT_EQ(e->finished_at, std::nullopt);
+  EXPECT_TRUE(store_->update_export_progress(id, R"({"ranks":4,"done":2})"));
+  EXPECT_TRUE(store_->finish_export(id, kExportDone, R"({"gcs_uris":{"0":"gs://b/x/rank-0.log"}})",
+                                    at_ms(5000)));
+  e = store_->get_export(id);
+  EXPECT_EQ(e->state, kExportDone);
+  EXPECT_EQ(e->progress_json, R"({"ranks":4,"done":2})");
+  EXPECT_EQ(e->finished_at, at_ms(5000));
+  // Finished is final.
+  EXPECT_FALSE(store_->finish_export(id, kExportFailed, "{}", at_ms(6000)));
+  EXPECT_FALSE(store_->update_export_progress(id, "{}"));
+  EXPECT_EQ(store_->get_export(id)->state, kExportDone);
+  EXPECT_FALSE(store_->update_export_progress(id + 100, "{}"));
+  EXPECT_FALSE(store_->get_export(id + 100));
+  EXPECT_THROW(store_->finish_export(id, "paused", "{}", at_ms(0)), std::invalid_argument);
+  EXPECT_THROW(store_->update_export_progress(id, "{oops"), std::invalid_argument);
+}
+
+TEST_P(StateStoreContract, ExportsListNewestFirstAndByWorkload) {
+  const auto a = store_->start_export({.workload = "w1", .cluster = "c", .dest = "gs://b/1"});
+  const auto b = store_->start_export({.workload = "w2", .cluster = "c", .dest = "gs://b/2"});
+  std::vector<std::int64_t> ids;
+  for (const auto& e : store_->list_exports(10)) ids.push_back(e.id);
+  EXPECT_THAT(ids, ElementsAre(b, a));
+  ASSERT_EQ(store_->list_exports(10, "w1").size(), 1u);
+  EXPECT_EQ(store_->list_exports(10, "w1")[0].id, a);
+}
+
+// --- Recoveries.
+
+TEST_P(StateStoreContract, RecoveriesAreReplacedByIncidentAndReadBackPerWorkload) {
+  RecoveryRecord r{.incident_id = "inc-1",
+                   .workload = "train",
+                   .cluster = "tpu-a",
+                   .attempts = 1,
+                   .t_violation = at_ms(0),
+                   .detected = at_ms(1500),
+                   .classification = "infrastructure",
+                   .outcome = "open",
+                   .detail_json = R"({"reason":"cluster unreachable"})"};
+  store_->put_recovery(r);
+  r.decided = at_ms(2000);
+  r.submitted = at_ms(2500);
+  r.admitted = at_ms(9000);
+  r.recovered = at_ms(309000);
+  r.outcome = "recovered";
+  r.detail_json = R"({"replacement":"train-r1"})";
+  store_->put_recovery(r);
+  store_->put_recovery({.incident_id = "inc-2", .workload = "other", .attempts = 0});
+  store_->put_recovery({.incident_id = "inc-3", .workload = "train", .attempts = 2});
+
+  EXPECT_EQ(store_->get_recovery("inc-1"), r);
+  EXPECT_FALSE(store_->get_recovery("inc-9"));
+  std::vector<std::string> ids;
+  for (const auto& x : store_->list_recoveries(10, "train")) ids.push_back(x.incident_id);
+  EXPECT_THAT(ids, ElementsAre("inc-3", "inc-1"));
+  EXPECT_EQ(store_->list_recoveries(10).size(), 3u);
+  EXPECT_THROW(store_->put_recovery({.incident_id = "", .workload = "w"}), std::invalid_argument);
+  EXPECT_THROW(store_->put_recovery({.incident_id = "x", .workload = "w", .detail_json = "{"}),
+               std::invalid_argument);
+}
+
+TEST_P(StateStoreContract, TimesAreKeptToTheMillisecond) {
+  const StoreTime t = at_ms(1234) + std::chrono::microseconds(567);
+  store_->put_recovery({.incident_id = "i", .workload = "w", .t_violation = t});
+  EXPECT_EQ(store_->get_recovery("i")->t_violation, at_ms(1234));
+}
+
+// --- Circuit breakers.
+
+TEST_P(StateStoreContract, ABreakerIsCreatedOnceThenChangedOnlyFromTheVersionRead) {
+  BreakerState s{.key = "tpu-a/tpu-v4-64",
+                 .state = kBreakerOpen,
+                 .consecutive_failures = 3,
+                 .trips = 1,
+                 .opened_until = at_ms(60000),
+                 .updated_at = at_ms(0)};
+  EXPECT_TRUE(store_->compare_and_set_breaker(s));
+  EXPECT_FALSE(store_->compare_and_set_breaker(s));  // version 0 again: another got there first
+  auto stored = store_->get_breaker(s.key);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->version, 1);
+  BreakerState expected = s;
+  expected.version = 1;
+  EXPECT_EQ(*stored, expected);
+
+  BreakerState half = *stored;
+  half.state = kBreakerHalfOpen;
+  half.opened_until = std::nullopt;
+  EXPECT_TRUE(store_->compare_and_set_breaker(half));
+  EXPECT_FALSE(store_->compare_and_set_breaker(half));  // stale version 1
+  EXPECT_EQ(store_->get_breaker(s.key)->version, 2);
+  EXPECT_EQ(store_->get_breaker(s.key)->state, kBreakerHalfOpen);
+  EXPECT_EQ(store_->get_breaker(s.key)->opened_until, std::nullopt);
+
+  EXPECT_TRUE(store_->compare_and_set_breaker({.key = "a-cluster", .updated_at = at_ms(0)}));
+  std::vector<std::string> keys;
+  for (const auto& b : store_->list_breakers()) keys.push_back(b.key);
+  EXPECT_THAT(keys, ElementsAre("a-cluster", "tpu-a/tpu-v4-64"));
+  EXPECT_FALSE(store_->get_breaker("none"));
+  EXPECT_THROW(store_->compare_and_set_breaker({.key = "k", .state = "ajar"}),
+               std::invalid_argument);
+}
+
+// --- Leases.
+
+TEST_P(StateStoreContract, ALeaseHasOneHolderUntilItExpires) {
+  const auto a = store_->acquire_lease("supervisor", "replica-a", 10s, at_ms(0));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->holder, "replica-a");
+  EXPECT_EQ(a->token, 1);
+  EXPECT_EQ(a->acquired_at, at_ms(0));
+  EXPECT_EQ(a->expires_at, at_ms(10000));
+  EXPECT_FALSE(store_->acquire_lease("supervisor", "replica-b", 10s, at_ms(9999)));
+  EXPECT_TRUE(store_->acquire_lease("other-lease", "replica-b", 10s, at_ms(0)));
+
+  // Expired: the next holder takes it with a new fencing token.
+  const auto b = store_->acquire_lease("supervisor", "replica-b", 10s, at_ms(10000));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->holder, "replica-b");
+  EXPECT_EQ(b->token, 2);
+  EXPECT_EQ(b->acquired_at, at_ms(10000));
+  EXPECT_FALSE(store_->renew_lease("supervisor", "replica-a", 10s, at_ms(10001)));
+  EXPECT_EQ(store_->get_lease("supervisor"), b);
+}
+
+TEST_P(StateStoreContract, RenewingKeepsTheTokenAndFailsOnceExpired) {
+  ASSERT_TRUE(store_->acquire_lease("l", "me", 10s, at_ms(0)));
+  const auto renewed = store_->renew_lease("l", "me", 10s, at_ms(8000));
+  ASSERT_TRUE(renewed);
+  EXPECT_EQ(renewed->token, 1);
+  EXPECT_EQ(renewed->acquired_at, at_ms(0));
+  EXPECT_EQ(renewed->expires_at, at_ms(18000));
+  // Acquiring what one already holds renews it too.
+  EXPECT_EQ(store_->acquire_lease("l", "me", 10s, at_ms(9000))->token, 1);
+  EXPECT_FALSE(store_->renew_lease("l", "me", 10s, at_ms(19000)));
+  // Taking it back after expiry is a new term.
+  EXPECT_EQ(store_->acquire_lease("l", "me", 10s, at_ms(19000))->token, 2);
+  EXPECT_FALSE(store_->renew_lease("never-taken", "me", 10s, at_ms(0)));
+}
+
+TEST_P(StateStoreContract, ReleasingLetsAnotherTakeTheLeaseAtOnce) {
+  ASSERT_TRUE(store_->acquire_lease("l", "a", 60s, at_ms(0)));
+  EXPECT_FALSE(store_->release_lease("l", "b", at_ms(1000)));
+  EXPECT_TRUE(store_->release_lease("l", "a", at_ms(1000)));
+  EXPECT_FALSE(store_->release_lease("l", "a", at_ms(1000)));
+  const auto b = store_->acquire_lease("l", "b", 60s, at_ms(1000));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->token, 2);
+  EXPECT_FALSE(store_->get_lease("unknown"));
+  EXPECT_THROW(store_->acquire_lease("l", "", 60s, at_ms(0)), std::invalid_argument);
+  EXPECT_THROW(store_->acquire_lease("l", "a", 0s, at_ms(0)), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace falcon::testing
