@@ -142,7 +142,7 @@ TEST_F(WorkloadManagerTest, SubmitNeverPassesQuiet) {
 
 // TPU vs GPU: device_class picks --tpu-type or --device-type (cpu too).
 TEST_F(WorkloadManagerTest, DeviceClassPicksTheAcceleratorFlag) {
-  settings_.namespace_flag = "supported";
+  settings_.namespace_flag = NamespaceFlag::kSupported;
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   manager().submit(tpu_cluster(), tpu_spec());
   auto gpu = tpu_spec();
@@ -247,7 +247,7 @@ TEST_F(WorkloadManagerTest, AcceptsTheLongestAndEdgeNames) {
 
 // namespace 默认值: namespace None -> the cluster's default_namespace.
 TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
-  settings_.namespace_flag = "supported";
+  settings_.namespace_flag = NamespaceFlag::kSupported;
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   auto spec = tpu_spec();
   spec.accelerator_type = "a100-40gb-8";
@@ -261,7 +261,7 @@ TEST_F(WorkloadManagerTest, NamespaceDefaultsToTheClustersDefaultNamespace) {
 }
 
 TEST_F(WorkloadManagerTest, UnsupportedNamespaceFlagRefusesANonDefaultNamespace) {
-  settings_.namespace_flag = "unsupported";
+  settings_.namespace_flag = NamespaceFlag::kUnsupported;
   auto spec = tpu_spec();
   spec.accelerator_type = "a100-40gb-8";
   const auto e = submit_error(gpu_cluster(), spec);  // default_namespace: benchmark
