@@ -473,7 +473,7 @@ std::vector<WarmupResult> XpkWorkloadManager::warm_up(const std::vector<ClusterC
                    "get-credentials",
                    cluster.cluster_id,
                    "--project=" + cluster.project,
-                   "--location=" + cluster.location};
+                   "--location=" + (cluster.location.empty() ? cluster.zone : cluster.location)};
       spec.env = xpk_->cluster_environment(cluster);
       spec.timeout = std::chrono::seconds(settings.command_timeout_s);
       const CommandResult r = xpk_->run(spec);
