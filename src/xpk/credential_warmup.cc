@@ -24,7 +24,7 @@ std::vector<WarmupResult> warm_up_credentials(const XpkCli& xpk, Clock& clock,
       CommandSpec spec;
       spec.argv = {settings.gcloud_binary,      "container",        "clusters",
                    "get-credentials",           cluster.cluster_id, "--project=" + cluster.project,
-                   "--location=" + cluster.location};
+                   "--location=" + (cluster.location.empty() ? cluster.zone : cluster.location)};
       spec.timeout = std::chrono::seconds(settings.command_timeout_s);
       const CommandResult r = xpk.run_refreshing_kubeconfig(cluster, std::move(spec));
       out.ok = r.ok();

@@ -109,7 +109,8 @@ class SelectorTest : public ::testing::Test {
       yaml += "  " + e.name + ":\n    provider: gke\n    project: p-" + e.name +
               "\n    zone: us-central2-b\n    cluster_id: c-" + e.name +
               "\n    accelerator_types:\n      - type: " + e.accelerator +
-              "\n        device_class: tpu\n        priority: " + std::to_string(e.priority) +
+              "\n        device_class: " + (e.accelerator == "a100-40gb-8" ? "gpu" : "tpu") +
+              "\n        priority: " + std::to_string(e.priority) +
               "\n    max_queue_depth: " + std::to_string(e.max_queue_depth) + "\n";
     }
     registry_.load(tmp_.write("repos.yaml", yaml).string());
@@ -248,18 +249,23 @@ TEST_F(SelectorTest, AProbeThatThrowsIsAnUnreachableResultNotACrash) {
 }
 
 TEST_F(SelectorTest, ProbesAllCandidatesAtOnceWhenThePoolIsWideEnough) {
-  load({{"a", "t", 1}, {"b", "t", 1}, {"c", "t", 1}, {"d", "t", 1}});
+  load({{"a", "v5p-8", 1}, {"b", "v5p-8", 1}, {"c", "v5p-8", 1}, {"d", "v5p-8", 1}});
   for (const char* n : {"a", "b", "c", "d"}) prober_.answer(n, true, 0);
   prober_.hold_until_concurrent(4);  // sequential probing would never get there
-  selector(16).select("t");
+  selector(16).select("v5p-8");
   EXPECT_EQ(prober_.max_in_flight(), 4);
 }
 
 TEST_F(SelectorTest, NeverRunsMoreProbesAtOnceThanMaxParallelProbes) {
-  load({{"a", "t", 1}, {"b", "t", 1}, {"c", "t", 1}, {"d", "t", 1}, {"e", "t", 1}, {"f", "t", 1}});
+  load({{"a", "v5p-8", 1},
+        {"b", "v5p-8", 1},
+        {"c", "v5p-8", 1},
+        {"d", "v5p-8", 1},
+        {"e", "v5p-8", 1},
+        {"f", "v5p-8", 1}});
   for (const char* n : {"a", "b", "c", "d", "e", "f"}) prober_.answer(n, true, 0);
   prober_.hold_until_concurrent(3);
-  const auto s = selector(3).select("t");
+  const auto s = selector(3).select("v5p-8");
   EXPECT_EQ(prober_.max_in_flight(), 3);
   EXPECT_EQ(s.probe_results.size(), 6u);
   EXPECT_EQ(prober_.probed().size(), 6u);
