@@ -7,6 +7,7 @@
 #include <csignal>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
@@ -15,9 +16,10 @@
 namespace falcon::cli {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+// The signal (SIGINT or SIGTERM) that ended a --follow, 0 while none has.
+std::atomic<int> g_interrupted{0};
 
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_interrupt(int signal) { g_interrupted.store(signal); }
 
 struct SubmitArgs {
   std::string accelerator;
@@ -264,7 +266,7 @@ void add_job_commands(CLI::App& app, Context& ctx) {
   logs->add_flag("--follow", log_args->follow,
                  "keep printing new lines until the workload finishes (Ctrl-C to stop)");
   logs->callback([&ctx, log_args] {
-    ctx.action = [&ctx, log_args] {
+    ctx.action = [&ctx, log_args]() -> int {
       const LogArgs& a = *log_args;
       ClusterFabric& fabric = ctx.fabric();
       const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
@@ -291,11 +293,13 @@ void add_job_commands(CLI::App& app, Context& ctx) {
       std::signal(SIGTERM, on_interrupt);
       FollowOptions options;
       fabric.follow_pod_log_until_finished(
-          h, a.rank, filter, a.slice, options, [] { return g_interrupted.load(); },
+          h, a.rank, filter, a.slice, options, [] { return g_interrupted.load() != 0; },
           [&](const std::string& line) {
             emit(line);
             std::cout.flush();
           });
+      // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
+      if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
       return kExitOk;
     };
   });
@@ -326,12 +330,16 @@ void add_job_commands(CLI::App& app, Context& ctx) {
       LogFilter filter = log_filter_for(h, a.since, a.grep);
       if (a.ranks != "all") filter.ranks = parse_ranks(a.ranks);
       const bool tty = isatty(STDERR_FILENO) != 0;
-      const LogExportResult r =
-          fabric.export_pod_logs(h, filter, a.dest, a.slice, [tty](const ExportProgress& p) {
-            if (!tty) return;
-            std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
-                                     p.bytes / 1048576.0, p.done ? " done\n" : "");
-          });
+      LogExportResult r;
+      try {
+        r = fabric.export_pod_logs(h, filter, a.dest, a.slice, [tty](const ExportProgress& p) {
+          if (!tty) return;
+          std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
+                                   p.bytes / 1048576.0, p.done ? " done\n" : "");
+        });
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("--ranks: {}", e.what()));
+      }
       if (ctx.json) {
         print_json(r);
         return kExitOk;
