@@ -1133,6 +1133,19 @@ void GcpServer::Impl::control_routes() {
     objects.clear();
     send_json(res, 200, json::object());
   });
+  // The read quota, changed while serving: {"logging_reads_per_minute": N} (0: none).
+  server.Post("/_fake/quota", [this](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() || !body.contains("logging_reads_per_minute") ||
+        !body["logging_reads_per_minute"].is_number_integer() ||
+        body["logging_reads_per_minute"].get<std::int64_t>() < 0) {
+      send_json(res, 400,
+                json{{"error", "expected {\"logging_reads_per_minute\": N} with N >= 0"}});
+      return;
+    }
+    read_quota.set_limit(body["logging_reads_per_minute"].get<int>());
+    send_json(res, 200, json{{"logging_reads_per_minute", read_quota.limit()}});
+  });
   server.Get("/_fake/faults", [this](const httplib::Request&, httplib::Response& res) {
     json out = json::array();
     for (const auto& f : faults.pending()) out.push_back(f.to_json());

@@ -125,6 +125,22 @@ TEST_F(QuotaServer, BeyondTheQuotaEntriesListIs429WithRetryInfoUntilACallLeavesT
   clock_->advance(seconds(39));
   EXPECT_EQ(list({}).status, 200);
   EXPECT_EQ(server_.logging_quota_rejections(), 1);
+
+  // The control route changes the limit while serving; 0 lifts it.
+  EXPECT_EQ(to_result(client_->Post("/_fake/quota", R"({"logging_reads_per_minute":-1})",
+                                    "application/json"))
+                .status,
+            400);
+  EXPECT_EQ(to_result(client_->Post("/_fake/quota", R"({"logging_reads_per_minute":0})",
+                                    "application/json"))
+                .status,
+            200);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(list({}).status, 200);
+  EXPECT_EQ(to_result(client_->Post("/_fake/quota", R"({"logging_reads_per_minute":1})",
+                                    "application/json"))
+                .body["logging_reads_per_minute"],
+            1);
+  EXPECT_EQ(list({}).status, 429);
 }
 
 }  // namespace
