@@ -778,6 +778,129 @@ disable_update_check = true
                     " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
                     + f" MiB ({pct(growth)})")
 
+    # --- the shared read quota -----------------------------------------------------------------
+
+    def quota_env(self, reads_per_minute):
+        """The bench environment with gcp.logging_reads_per_minute set to `reads_per_minute`."""
+        repos = re.sub(r"logging_reads_per_minute:\s*\d+.*$",
+                       f"logging_reads_per_minute: {reads_per_minute}", self.repos.read_text(),
+                       flags=re.M)
+        path = self.work / f"repos-{reads_per_minute}.yaml"
+        path.write_text(repos)
+        return {**self.env, "FALCON_CONFIG": str(path)}
+
+    def set_server_quota(self, per_minute):
+        self.fleet.request("POST", "/_fake/quota", {"logging_reads_per_minute": per_minute})
+
+    def quota_rejections(self):
+        return self.fleet.request("GET", "/_fake/counters").get("logging_quota_rejections", 0)
+
+    def bench_quota(self):
+        self.bench_concurrent_quota()
+        self.bench_follow_quiet()
+        self.bench_tail_cap()
+
+    def bench_concurrent_quota(self):
+        quota, procs = 120, 3
+        lines = 20_000 if self.quick else 60_000  # per rank: 20 or 60 pages of 1000
+        wl = "bench-quota"
+        self.fleet.reset()
+        self.fleet.generate(wl, list(range(procs)), lines, self.start)
+        env = self.quota_env(quota)
+        self.set_server_quota(quota)
+        before, rejected0 = self.fleet.counters(), self.quota_rejections()
+        t0 = time.perf_counter()
+        running = []
+        for r in range(procs):
+            out = open(self.work / f"quota-{r}.out", "wb")
+            err = open(self.work / f"quota-{r}.err", "wb")
+            running.append((spawn(self.falcon("job", "logs", "--cluster", CLUSTER, wl, "--rank",
+                                              str(r), "--since", self.since),
+                                  env=env, stdout=out, stderr=err), out, err))
+        codes = []
+        for p, out, err in running:
+            codes.append(reap(p))
+            out.close()
+            err.close()
+        wall = time.perf_counter() - t0
+        self.set_server_quota(0)
+        reads = diff_counts(before, self.fleet.counters()).get("logging.list", 0)
+        refused = self.quota_rejections() - rejected0
+        printed = [sum(1 for _ in open(self.work / f"quota-{r}.out", "rb")) for r in range(procs)]
+        notices = sum((self.work / f"quota-{r}.err").read_text().count("is spent (HTTP 429")
+                      for r in range(procs))
+        if codes != [0] * procs or printed != [lines] * procs:
+            raise RuntimeError(f"concurrent falcon job logs: exit codes {codes}, lines {printed} "
+                               f"(expected {lines} each); see {self.work}/quota-*.err")
+        ideal = reads / quota * 60
+        ratio = wall / ideal
+        met = ratio <= 1.15 and refused == 0 and notices == 0
+        self.row("Q1", f"{procs} concurrent `falcon job logs` of one project at a {quota}/min read "
+                 f"quota ({lines:,} lines each, all printed)",
+                 f"**{fmt_s(wall)}** for {reads} reads; **{refused} 429s** from the server, "
+                 f"{notices} quota notices to the user",
+                 f"quota-bound ideal: {reads} reads at {quota}/min = {fmt_s(ideal)}",
+                 f"**{ratio:.2f}×** the ideal", "≤ 1.15× the ideal, 0 429s reaching the user",
+                 "met" if met else "**not met**",
+                 f"3× `falcon job logs --cluster {CLUSTER} {wl} --rank R --since $T0` at once, "
+                 f"`gcp.logging_reads_per_minute: {quota}`, server `POST /_fake/quota "
+                 f"{{\"logging_reads_per_minute\":{quota}}}`")
+        self.target(f"{procs} concurrent log reads at a {quota}/min quota: ≤ 1.15× ideal, 0 429s",
+                    met, f"{ratio:.2f}×, {refused} 429s, {notices} notices")
+
+    def bench_follow_quiet(self):
+        quota = 120
+        wl, cluster = "pretrain-llama-70b", "tpu-v4-prod"  # RUNNING for a simulated day
+        window = 30 if self.quick else 60
+        self.fleet.reset()
+        env = self.quota_env(quota)
+        err_path = self.work / "follow.err"
+        with open(self.work / "follow.out", "wb") as out, open(err_path, "wb") as err:
+            p = spawn(self.falcon("job", "logs", "--cluster", cluster, wl, "--follow", "--since",
+                                  self.since), env=env, stdout=out, stderr=err)
+            time.sleep(3)  # its first read and first poll
+            c0 = self.fleet.counters()
+            t0 = time.perf_counter()
+            time.sleep(window)
+            c1 = self.fleet.counters()
+            elapsed = time.perf_counter() - t0
+            alive = p.poll() is None
+            p.send_signal(signal.SIGINT)
+            reap(p)
+        if not alive:
+            raise RuntimeError(f"falcon job logs --follow ended early: {err_path.read_text()}")
+        reads = diff_counts(c0, c1).get("logging.list", 0)
+        per_min = reads / elapsed * 60
+        polls = 60 / 5  # the default poll interval, 5 s (the quota's pace, 0.5 s, is shorter)
+        met = per_min <= polls + 1
+        self.row("F1", f"`--follow` on a quiet log, {window} s",
+                 f"**{per_min:.1f} reads/min** ({reads} in {fmt_s(elapsed)})",
+                 f"polls: {polls:.0f}/min (every 5 s)", f"{per_min / polls:.2f}× the polls",
+                 "= polls per minute (one read per quiet poll)", "met" if met else "**not met**",
+                 f"`falcon job logs --cluster {cluster} {wl} --follow --since $T0`")
+        self.target("--follow reads per minute on a quiet log = polls per minute", met,
+                    f"{per_min:.1f} reads/min for {polls:.0f} polls/min")
+
+    def bench_tail_cap(self):
+        n = 100_000 if self.quick else 1_000_000
+        wl = f"bench-tailcap-{n}"
+        self.fleet.reset()
+        self.fleet.generate(wl, [0], n, self.start)
+        small, _ = self.falcon_stream(wl, 1, 1000, ("--tail", "1000"))
+        big, _ = self.falcon_stream(wl, 1, n, ("--tail", str(n)))
+        ms, mb = small[0][0].maxrss_kib, big[0][0].maxrss_kib
+        growth = mb / ms - 1
+        met = growth <= 0.10
+        self.row("T1M", f"`--tail {n:,}` (the whole {n:,}-line log) vs `--tail 1000`, peak memory",
+                 f"**{mib(mb):.1f} MiB** ({fmt_s(big[0][0].wall)}, {big[0][1]} requests)",
+                 f"`--tail 1000`: {mib(ms):.1f} MiB ({fmt_s(small[0][0].wall)}, "
+                 f"{small[0][1]} request{'s' if small[0][1] != 1 else ''})",
+                 f"**{pct(growth)}**", "within 10% of `--tail 1000`",
+                 "met" if met else "**not met**",
+                 f"`falcon job logs --cluster {CLUSTER} {wl} --since $T0 --tail N`")
+        self.target(f"--tail {n:,} peak memory within 10% of --tail 1000", met,
+                    f"{mib(mb):.1f} vs {mib(ms):.1f} MiB ({pct(growth)})")
+
     # --- start-up ------------------------------------------------------------------------------
 
     def bench_startup(self):
@@ -873,7 +996,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,stream,tail,export,startup")
+    ap.add_argument("--only", default="", help="comma list of: selection,stream,tail,export,quota,startup")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
                     help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
     ap.add_argument("--gcloud-export-ranks", type=int, default=0,
@@ -912,6 +1035,8 @@ def main():
     if want("export"):
         b.bench_export()
         b.bench_export_flatness()
+    if want("quota"):
+        b.bench_quota()
     load_end = "{:.1f}".format(os.getloadavg()[0])
     b.print_table(load_start, load_end, time.time() - t0)
     b.closing()

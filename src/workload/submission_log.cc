@@ -70,12 +70,16 @@ void SubmissionLog::append(const SubmissionRecord& record) const {
   if (!fd) {
     throw FalconError(fmt::format("cannot open '{}': {}", path_.string(), ::strerror(errno)));
   }
-  std::string line = submission_to_json_line(record) + "\n";
+  // A line cut short by an earlier crash is ended first, so this record starts a line of its
+  // own (built by appending: GCC 12 flags a prepend with a false -Wrestrict at -O2).
+  std::string line;
   struct stat st;
   if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) {
     char last = '\n';
-    if (::pread(fd.get(), &last, 1, st.st_size - 1) == 1 && last != '\n') line.insert(0, "\n");
+    if (::pread(fd.get(), &last, 1, st.st_size - 1) == 1 && last != '\n') line += '\n';
   }
+  line += submission_to_json_line(record);
+  line += '\n';
   // One write(2) for the whole line: O_APPEND makes it land after every earlier record.
   if (const int err = write_all(fd.get(), line); err != 0) {
     throw FalconError(fmt::format("cannot write '{}': {}", path_.string(), ::strerror(err)));

@@ -107,6 +107,23 @@ TEST_F(FabricFleetTest, SelectSubmitAndPollStatusEndToEnd) {
   EXPECT_THROW(fabric.get_workload_status(handle), WorkloadNotFoundError);
 }
 
+// The facade's log reads share the read quota through <state_dir>/quota: one bucket file per
+// project, private to the user, which every falcon process of the same state directory uses.
+TEST_F(FabricFleetTest, LogReadsShareTheQuotaThroughTheStateDirectory) {
+  const std::filesystem::path quota = std::filesystem::path(fleet_.state_dir()) / "quota";
+  ClusterFabric fabric(fleet_.repos_path());
+  const WorkloadHandle handle = fabric.submit_workload("tpu-b", spec_named("quota-reader"));
+  EXPECT_FALSE(std::filesystem::exists(quota / "logging-reads-proj-tpu"));
+  fleet_.advance(std::chrono::seconds(101));
+  ASSERT_FALSE(read_all(fabric.stream_pod_log(handle, 0, {})).empty());
+  EXPECT_TRUE(std::filesystem::is_regular_file(quota / "logging-reads-proj-tpu"));
+  EXPECT_EQ(std::filesystem::status(quota).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+  EXPECT_EQ(std::filesystem::status(quota / "logging-reads-proj-tpu").permissions() &
+                std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
+
 // Spec acceptance: ClusterFabric / 集群名称解析
 TEST_F(FabricFleetTest, ClusterNamesResolveThroughTheRegistry) {
   ClusterFabric fabric(fleet_.repos_path());

@@ -225,9 +225,11 @@ class LogServerEnv {
  public:
   // The server runs on the same fake clock: its receiveTimestamps, its HTTP Date and its read
   // quota move with the client's waits.
-  LogServerEnv()
+  LogServerEnv() : LogServerEnv(fake::GcpServerOptions{}) {}
+  // A server with these options (its clock is the env's fake clock), e.g. a read quota.
+  explicit LogServerEnv(fake::GcpServerOptions server_options)
       : clock_(std::make_shared<FakeClock>()),
-        server_(std::make_unique<fake::GcpServer>(fake::GcpServerOptions{.clock = clock_})),
+        server_(std::make_unique<fake::GcpServer>(with_clock(std::move(server_options), clock_))),
         http_(std::make_shared<RecordingHttpClient>(make_curl_http_client())),
         limiters_(std::make_shared<gcp::ProjectRateLimiters>(clock_)) {
     server_->start();
@@ -313,6 +315,11 @@ class LogServerEnv {
   std::int64_t list_requests() const { return count("logging.list"); }
 
  private:
+  static fake::GcpServerOptions with_clock(fake::GcpServerOptions o, std::shared_ptr<Clock> c) {
+    o.clock = std::move(c);
+    return o;
+  }
+
   std::shared_ptr<FakeClock> clock_;
   std::unique_ptr<fake::GcpServer> server_;
   std::shared_ptr<RecordingHttpClient> http_;

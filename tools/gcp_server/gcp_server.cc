@@ -120,7 +120,7 @@ std::string default_message(Api api, int code) {
 // The google.rpc.Status body of a Logging error; 429 carries the quota details seen on the
 // real service plus a RetryInfo.
 json logging_error(int code, const std::string& status, const std::string& message,
-                   const std::string& retry_delay) {
+                   const std::string& retry_delay, int quota_limit) {
   json err{{"code", code}, {"message", message}, {"status", status}};
   if (code == 429) {
     err["details"] = json::array(
@@ -130,7 +130,7 @@ json logging_error(int code, const std::string& status, const std::string& messa
               {"metadata",
                {{"consumer", "projects/000000000000"},
                 {"quota_limit", "ReadRequestsPerMinutePerProject"},
-                {"quota_limit_value", "60"},
+                {"quota_limit_value", std::to_string(quota_limit)},
                 {"quota_location", "global"},
                 {"quota_metric", "logging.googleapis.com/read_requests"},
                 {"quota_unit", "1/min/{project}"},
@@ -164,10 +164,10 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, Api api, int code, const std::string& status,
                 const std::string& reason, const std::string& message,
-                const std::string& retry_delay = "1s") {
+                const std::string& retry_delay = "1s", int quota_limit = 60) {
   switch (api) {
     case Api::kLogging:
-      send_json(res, code, logging_error(code, status, message, retry_delay));
+      send_json(res, code, logging_error(code, status, message, retry_delay, quota_limit));
       break;
     case Api::kStorage:
       send_json(res, code, storage_error(code, reason, message));
@@ -466,6 +466,7 @@ struct GcpServer::Impl {
       : options(std::move(opts)),
         clock(options.clock ? options.clock : make_system_clock()),
         logs(options.list_scan_budget),
+        read_quota(options.logging_reads_per_minute),
         tokens(clock, options.strict_credentials) {
     default_token = "ya29.falcon-fake-default." + random_hex(16);
     tokens.add_fixed(default_token);
@@ -621,6 +622,7 @@ struct GcpServer::Impl {
   std::shared_ptr<Clock> clock;
   httplib::Server server;
   LogStore logs;
+  ReadQuota read_quota;
   ObjectStore objects;
   TokenAuthority tokens;
   FaultInjector faults;
@@ -702,6 +704,18 @@ void GcpServer::Impl::logging_list(Call& call) {
   }
   // The server's time, as Google's front ends send it: an HTTP-date of when the search began,
   // on the clock of receiveTimestamp (follow uses it to ask only for what arrived since).
+  if (const auto wait = read_quota.admit(quota_project(r.resource_names.front()), clock->now())) {
+    // Google rounds its RetryInfo to whole seconds; round up so the call after it succeeds.
+    const auto seconds = std::chrono::ceil<std::chrono::seconds>(*wait).count();
+    const int limit = read_quota.limit();
+    send_error(call.res, Api::kLogging, 429, "RESOURCE_EXHAUSTED", "rateLimitExceeded",
+               fmt::format("Quota exceeded for quota metric 'Read requests' and limit 'Read "
+                           "requests per minute' of service 'logging.googleapis.com' for "
+                           "consumer 'project_number:000000000000' ({} per minute).",
+                           limit),
+               fmt::format("{}s", std::max<std::int64_t>(seconds, 1)), limit);
+    return;
+  }
   call.res.set_header("Date", http_date(clock->now()));
   const LogListResult result = logs.list(r);
   std::string out = "{";
@@ -1107,6 +1121,7 @@ void GcpServer::Impl::control_routes() {
               json{{"requests", requests},
                    {"log_entries", logs.size()},
                    {"log_entries_examined", logs.examined()},
+                   {"logging_quota_rejections", read_quota.rejected()},
                    {"objects", objects.object_count()}});
   });
   server.Post("/_fake/reset", [this](const httplib::Request&, httplib::Response& res) {
@@ -1116,8 +1131,22 @@ void GcpServer::Impl::control_routes() {
       counts.clear();
     }
     logs.clear();
+    read_quota.reset();
     objects.clear();
     send_json(res, 200, json::object());
+  });
+  // The read quota, changed while serving: {"logging_reads_per_minute": N} (0: none).
+  server.Post("/_fake/quota", [this](const httplib::Request& req, httplib::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() || !body.contains("logging_reads_per_minute") ||
+        !body["logging_reads_per_minute"].is_number_integer() ||
+        body["logging_reads_per_minute"].get<std::int64_t>() < 0) {
+      send_json(res, 400,
+                json{{"error", "expected {\"logging_reads_per_minute\": N} with N >= 0"}});
+      return;
+    }
+    read_quota.set_limit(body["logging_reads_per_minute"].get<int>());
+    send_json(res, 200, json{{"logging_reads_per_minute", read_quota.limit()}});
   });
   server.Get("/_fake/faults", [this](const httplib::Request&, httplib::Response& res) {
     json out = json::array();
@@ -1220,6 +1249,7 @@ void GcpServer::write_text_entries(const json& shared, std::vector<LogLine> line
 std::size_t GcpServer::log_entry_count() const { return impl_->logs.size(); }
 std::uint64_t GcpServer::log_entries_examined() const { return impl_->logs.examined(); }
 std::size_t GcpServer::object_count() const { return impl_->objects.object_count(); }
+std::int64_t GcpServer::logging_quota_rejections() const { return impl_->read_quota.rejected(); }
 
 FaultInjector& GcpServer::faults() { return impl_->faults; }
 
@@ -1235,6 +1265,7 @@ void GcpServer::reset() {
     impl_->counts.clear();
   }
   impl_->logs.clear();
+  impl_->read_quota.reset();
   impl_->objects.clear();
 }
 

@@ -39,6 +39,7 @@
 #include "falcon/clock.h"
 #include "gcp_server/fault_injector.h"
 #include "gcp_server/log_line.h"
+#include "gcp_server/read_quota.h"
 
 namespace httplib {
 class Server;
@@ -61,6 +62,11 @@ struct GcpServerOptions {
   // HTTP worker threads. An idle keep-alive connection holds one for up to 2 s, so allow one
   // per concurrent client connection.
   int threads = 32;
+  // Cloud Logging's read quota: at most this many entries:list calls per project in any sliding
+  // 60-second window (on `clock`); the next is refused with 429 RESOURCE_EXHAUSTED, its RetryInfo
+  // the time until a call leaves the window. The project is that of the first resourceName.
+  // 0: no quota (the default).
+  int logging_reads_per_minute = 0;
   std::shared_ptr<Clock> clock;             // null: the system clock
   std::string project_id = "falcon-local";  // reported by the metadata server
   std::string service_account_email = "falcon-local@falcon-local.iam.gserviceaccount.com";
@@ -102,6 +108,8 @@ class GcpServer {
   // Entries examined by entries:list so far (see LogStore::examined).
   std::uint64_t log_entries_examined() const;
   std::size_t object_count() const;
+  // entries:list calls refused with 429 by the read quota (logging_reads_per_minute) so far.
+  std::int64_t logging_quota_rejections() const;
 
   FaultInjector& faults();
   // Requests received per route name (see the table above), including failed ones.

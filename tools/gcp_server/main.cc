@@ -1,7 +1,8 @@
 // falcon-gcp-server: the local Cloud Logging / Cloud Storage / OAuth server as a process.
 //
 //   falcon-gcp-server [--host 127.0.0.1] [--port 0] [--data-dir DIR] [--no-auth]
-//                     [--token TOKEN]... [--print-json] [--scan-budget N] [--verbose]
+//                     [--token TOKEN]... [--print-json] [--scan-budget N]
+//                     [--logging-reads-per-minute N] [--verbose]
 //
 // Prints `falcon-gcp-server listening on http://HOST:PORT` (and with --print-json a JSON line
 // {"url","port","token"}) on stdout once it accepts connections, then serves until SIGINT or
@@ -31,6 +32,11 @@ int main(int argc, char** argv) {
   app.add_flag("--print-json", print_json, "Also print a JSON line with url, port and token");
   app.add_option("--scan-budget", options.list_scan_budget,
                  "Entries one entries:list call examines before returning a partial page");
+  app.add_option("--logging-reads-per-minute", options.logging_reads_per_minute,
+                 "Cloud Logging's read quota: entries:list calls per project in any 60 s "
+                 "window before 429 RESOURCE_EXHAUSTED (0: no quota)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--strict-credentials", options.strict_credentials,
                "Reject JWTs of unregistered issuers and unknown refresh tokens");
   app.add_flag("--verbose", verbose, "Log every request to stderr");
