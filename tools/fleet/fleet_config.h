@@ -8,7 +8,8 @@
 //     table_style: v1.9         # v1.9 ('{:<w}' + 3 spaces, "TPU/GPU VMs ...") | v1.7 (tabwriter)
 //     supports_namespace: false # accept --namespace on `workload create` (stock xpk has none)
 //     progress_lines: true      # "[XPK] Waiting for `...`, for 0 seconds...\r" on create/delete
-//   time_scale: 60              # simulated seconds per real second; 0: time moves only when told
+//   time_scale: 60              # simulated seconds per real second: durations shrink by it,
+//                               # reported times are the wall clock's; 0: moves only when told
 //   defaults:                   # for every workload, unless its --env says otherwise
 //     duration_s: 600           # simulated run time (FLEET_DURATION_S)
 //     outcome: succeed          # succeed | fail (FLEET_OUTCOME)

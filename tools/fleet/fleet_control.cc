@@ -96,6 +96,11 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     if (!(seconds >= 0) || seconds > 1e9) {
       throw ControlError(400, "field 'seconds' must be a number between 0 and 1e9");
     }
+    if (!sim_.clock().manual()) {
+      throw ControlError(400, fmt::format("clock:advance needs a manual clock (time_scale 0); "
+                                          "this fleet runs at time_scale {} on the wall clock",
+                                          sim_.clock().scale()));
+    }
     sim_.clock().advance(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
     sim_.advance();
     const std::int64_t now = sim_.clock().now_ns();

@@ -21,6 +21,7 @@
 //
 // For tests and scripts:
 //   POST /fleet/v1/clock:advance       {seconds} -> {now, now_ns}; runs the simulation to then
+//                                      (manual clock only: 400 at a time_scale above 0)
 //   POST /fleet/v1/logs:generate       {cluster (fleet name) | project+zone+cluster, workload,
 //                                      namespace?, ranks? [0], slice? 0, lines_per_rank,
 //                                      start_time? (RFC 3339), interval_ms? 1,

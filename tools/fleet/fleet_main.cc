@@ -51,8 +51,8 @@ int main(int argc, char** argv) {
   app.add_option("--host", options.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", options.port, "Port (0: chosen by the OS)")->capture_default_str();
   app.add_option("--time-scale", options.time_scale,
-                 "Simulated seconds per real second (0: only clock:advance moves time); "
-                 "overrides the fleet file")
+                 "Simulated seconds per real second: durations shrink by it, times stay the wall "
+                 "clock's (0: only clock:advance moves time); overrides the fleet file")
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--state-file", options.state_file,
                  "Restore workloads from this file at start and keep it up to date");

@@ -39,6 +39,7 @@ FleetService::FleetService(FleetConfig config, FleetServiceOptions options)
   gcp_options.port = options_.port;
   gcp_options.require_auth = options_.require_auth;
   gcp_options.data_dir = options_.data_dir;
+  gcp_options.clock = options_.real_clock;  // receiveTimestamp on the fleet's wall clock
   gcp_ = std::make_unique<fake::GcpServer>(gcp_options);
   clock_ = std::make_shared<SimClock>(options_.real_clock,
                                       options_.time_scale.value_or(config.time_scale));

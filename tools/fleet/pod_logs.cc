@@ -135,7 +135,10 @@ LogLine PodScript::line(std::size_t index) const {
     }
     rest -= kFailLines;
   }
-  out.time_ns = end_ns + offset;
+  // The end markers are the pod's last nanoseconds, so the run's lines are all written by the
+  // time it ends; a run too short for its lines pushes them later, still strictly increasing.
+  const auto from_end = static_cast<std::int64_t>(line_count() - 1 - index);
+  out.time_ns = std::max(end_ns - from_end, at_fraction(start_ns, duration, 0.985) + offset);
   if (rest == 0) {
     out.text = "XPK End: " + format_date_command(end_ns);
   } else {

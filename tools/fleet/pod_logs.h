@@ -61,8 +61,9 @@ struct LogLine {
 };
 
 // One pod's run from start_ns to end_ns, as a numbered list of lines with strictly increasing
-// timestamps (line i is at least start_ns + i). All lines up to the end markers fall inside
-// [start_ns, end_ns + line_count()).
+// timestamps (line i is at least start_ns + i). The end markers (XPK End, EXIT_CODE) are at
+// end_ns - 1 and end_ns, so every line falls inside [start_ns, end_ns]; only a run shorter than
+// about 67 ns per line has lines up to line_count() ns after end_ns.
 struct PodScript {
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;

@@ -165,6 +165,7 @@ struct FleetSimulator::Workload {
   std::int64_t reserved_ns = -1;
   std::int64_t started_ns = -1;
   std::int64_t finished_ns = -1;
+  std::int64_t run_ns = 0;  // plan.duration_ns on the fleet's clock (SimClock::span_ns)
   bool failed = false;
   std::vector<Pod> pods;
   std::size_t lines_written = 0;
@@ -172,7 +173,7 @@ struct FleetSimulator::Workload {
   bool queued() const { return reserved_ns < 0; }
   bool running() const { return reserved_ns >= 0 && finished_ns < 0; }
   bool finished() const { return finished_ns >= 0; }
-  std::int64_t end_ns() const { return started_ns + plan.duration_ns; }
+  std::int64_t end_ns() const { return started_ns + run_ns; }
   const char* state() const {
     if (queued()) return "QUEUED";
     if (running()) return "RUNNING";
@@ -330,14 +331,18 @@ void emit_pod_lines(W& w, typename W::Pod& pod, std::int64_t until_ns, bool all,
   }
 }
 
+// Stops the pods at `t`: each running pod's last lines are its SIGTERM lines, at t - 1 and t
+// (later only when the pod already wrote a line that late), so none lies after `t`.
 template <typename W>
 void terminate_pods(W& w, std::int64_t t, Entries& out) {
   for (auto& pod : w.pods) {
-    emit_pod_lines(w, pod, t, false, out);
+    emit_pod_lines(w, pod, t - 2, false, out);
     const std::size_t count = pod.script.line_count();
     if (pod.emitted < count && t >= pod.script.start_ns) {
+      std::int64_t at = t - 1;
+      if (pod.emitted > 0) at = std::max(at, pod.script.line(pod.emitted - 1).time_ns + 1);
       for (int which = 0; which < 2; ++which) {
-        append_line(out, pod.writer, PodScript::termination_line(t, which));
+        append_line(out, pod.writer, PodScript::termination_line(at, which));
         ++w.lines_written;
       }
     }
@@ -353,7 +358,7 @@ void set_scripts(W& w, std::int64_t start_ns) {
     const PodIdentity& id = pod.writer.pod();
     PodScript& s = pod.script;
     s.start_ns = start_ns;
-    s.end_ns = start_ns + w.plan.duration_ns;
+    s.end_ns = start_ns + w.run_ns;
     s.failing = w.plan.outcome == Outcome::kFail && id.slice == 0 && id.worker == 0;
     s.exit_code = w.plan.outcome == Outcome::kFail ? (s.failing ? w.plan.exit_code : 143) : 0;
     if (w.plan.total_lines) {
@@ -397,7 +402,7 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
         if (in_use[w->capacity_key] >= c.spec.capacity.at(w->capacity_key)) continue;
         ++in_use[w->capacity_key];
         w->reserved_ns = t;
-        w->started_ns = t + c.spec.behaviour.admission_delay_s * kSecond;
+        w->started_ns = t + clock_->span_ns(c.spec.behaviour.admission_delay_s * kSecond);
         if (!w->plan.pregenerate) set_scripts(*w, w->started_ns);
       }
     };
@@ -420,7 +425,8 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
     }
     std::erase_if(c.workloads, [&](const std::unique_ptr<Workload>& w) {
       return w->finished() &&
-             w->finished_ns + w->request.ttl_seconds_after_finished * kSecond <= now;
+             w->finished_ns + clock_->span_ns(w->request.ttl_seconds_after_finished * kSecond) <=
+                 now;
     });
   }
   return out;
@@ -526,7 +532,7 @@ CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& requ
   if (!key) return CreateResult::kNoCapacityForDevice;
   CreateResult result = CreateResult::kCreated;
   if (existing) {
-    terminate_pods(*existing, now, out);
+    if (existing->running()) terminate_pods(*existing, now, out);
     std::erase_if(c.workloads, [&](const auto& w) { return w.get() == existing; });
     result = CreateResult::kReplaced;
   }
@@ -540,6 +546,7 @@ CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& requ
   w->vms = w->device_class == DeviceClass::kGpu ? w->request.num_nodes
                                                 : w->workers * w->request.num_slices;
   w->plan = make_plan(config_.defaults, config_.logs, request.env);
+  w->run_ns = clock_->span_ns(w->plan.duration_ns);
   w->sequence = next_sequence_++;
   w->seed = hash_string(fmt::format("{}/{}/{}/{}", c.spec.project, c.spec.cluster_id,
                                     request.namespace_, request.workload),
@@ -569,7 +576,7 @@ CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& requ
     }
   }
   if (w->plan.pregenerate) {
-    set_scripts(*w, now + c.spec.behaviour.admission_delay_s * kSecond);
+    set_scripts(*w, now + clock_->span_ns(c.spec.behaviour.admission_delay_s * kSecond));
     for (auto& pod : w->pods) emit_pod_lines(*w, pod, 0, true, out);
   }
   c.workloads.push_back(std::move(w));
@@ -637,6 +644,7 @@ GenerateResult FleetSimulator::generate_logs(const GenerateRequest& request) {
   if (request.ranks.empty()) throw std::invalid_argument("logs:generate needs at least one rank");
   std::vector<PodIdentity> pods;
   std::int64_t start = 0;
+  std::optional<std::int64_t> generated_before;  // without start_ns: the lines end at now
   {
     std::unique_lock lock(mu_);
     const std::int64_t now = clock_->now_ns();
@@ -649,6 +657,7 @@ GenerateResult FleetSimulator::generate_logs(const GenerateRequest& request) {
       throw std::invalid_argument("no cluster named '" + request.cluster + "' in the fleet");
     }
     start = request.start_ns.value_or(now);
+    generated_before = request.start_ns ? std::nullopt : std::optional<std::int64_t>(now);
     Workload* w = c->find(request.workload, &request.namespace_);
     for (int rank : request.ranks) {
       const PodIdentity* existing = nullptr;
@@ -697,6 +706,11 @@ GenerateResult FleetSimulator::generate_logs(const GenerateRequest& request) {
                                                       std::max(1, script.steps) / 0.93);
     script.seed = hash_string(id.pod_name);
     const std::size_t count = std::min(lines, script.line_count());
+    if (generated_before && count > 0) {
+      const std::int64_t late = script.line(count - 1).time_ns - *generated_before;
+      script.start_ns -= late;  // every line moves by the same amount
+      script.end_ns -= late;
+    }
     std::vector<TextLine> batch;
     batch.reserve(std::min(count, kGenerateBatch));
     for (std::size_t i = 0; i < count; ++i) {
@@ -841,6 +855,7 @@ void FleetSimulator::restore(const nlohmann::json& state) {
         w->workers = workers_per_slice(r.device_type, w->device_class, config_.workers_per_slice);
         w->vms = w->device_class == DeviceClass::kGpu ? r.num_nodes : w->workers * r.num_slices;
         w->plan = make_plan(config_.defaults, config_.logs, r.env);
+        w->run_ns = clock_->span_ns(w->plan.duration_ns);
         w->sequence = wj.at("sequence").get<std::uint64_t>();
         w->seed = wj.at("seed").get<std::uint64_t>();
         w->created_ns = wj.at("created_ns").get<std::int64_t>();

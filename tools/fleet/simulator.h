@@ -1,7 +1,8 @@
 // The fleet simulator: per cluster, Kueue-like admission of JobSet workloads by device type,
 // their run, their end, and the log lines their pods write while they run.
 //
-// Life of a workload (simulated time, see SimClock):
+// Life of a workload (durations are simulated seconds; SimClock turns them into spans of the
+// fleet's clock, which in scaled mode is the wall clock, so every time reported is <= now):
 //   created ─► QUEUED (QuotaReserved=False, "couldn't assign flavors ...") while the cluster's
 //   capacity for its device type is in use; the best queued workload (priority, then age) is
 //   admitted as soon as a slot frees
@@ -19,7 +20,8 @@
 //   FLEET_LOG_LINES=<n>           every pod prints exactly n lines (overrides the two above)
 //   FLEET_OMIT_INDEX_EVERY=<n>    every nth pod logs without the completion-index label
 //   FLEET_PREGENERATE_LOGS=1      write the whole run's logs at create time, as though the
-//                                 workload started at once (for big log benchmarks)
+//                                 workload started at once (for big log benchmarks; the one
+//                                 case where log timestamps lie ahead of the clock)
 // An unparseable value is ignored and reported in the state dump (`env_warnings`).
 //
 // The simulator is passive: it moves only when a method is called (each call first runs the
@@ -113,7 +115,7 @@ struct DeleteOutcome {
 };
 
 // Bulk log writing for benchmarks: `lines_per_rank` entries for each rank (worker index in
-// `slice`) of a workload, spaced `interval_ns` apart from `start_ns` (default: now). The
+// `slice`) of a workload, spaced `interval_ns` apart from `start_ns` (default: ending at now). The
 // workload need not exist; when it does, its pods' names are used.
 struct GenerateRequest {
   std::string cluster;  // fleet cluster name

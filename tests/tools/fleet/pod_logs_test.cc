@@ -220,5 +220,24 @@ TEST(PodLogs, HelpersMatchKubernetesAndDate) {
   }
 }
 
+TEST(PodLogs, EveryLineIsWrittenByTheEndOfTheRun) {
+  for (const bool failing : {false, true}) {
+    PodScript s;
+    s.start_ns = 1'000'000'000;
+    s.end_ns = 5'000'000'000;
+    s.steps = 50;
+    s.lines_per_step = 3;
+    s.failing = failing;
+    const std::size_t n = s.line_count();
+    EXPECT_EQ(s.line(n - 1).text, "EXIT_CODE=0");
+    EXPECT_EQ(s.line(n - 1).time_ns, s.end_ns);  // the last line is at the end, not after it
+    EXPECT_EQ(s.line(n - 2).time_ns, s.end_ns - 1);
+    EXPECT_GE(s.line(0).time_ns, s.start_ns);
+    for (std::size_t i = 1; i < n; ++i) {
+      EXPECT_LT(s.line(i - 1).time_ns, s.line(i).time_ns) << i << (failing ? " failing" : "");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace falcon::fleet

@@ -71,16 +71,23 @@ ToolRun run_in_process(Run run, const std::vector<std::string>& args, FleetApi* 
   return r;
 }
 
+// A simulator on a fake wall clock: manual (scale 0, the default) or scaled.
 struct SimHarness {
-  explicit SimHarness(FleetConfig config)
+  explicit SimHarness(FleetConfig config, double scale = 0)
       : real(std::make_shared<falcon::testing::FakeClock>()),
-        clock(std::make_shared<SimClock>(real, 0)),
+        clock(std::make_shared<SimClock>(real, scale)),
         sink(std::make_shared<MemoryLogSink>()),
         sim(std::move(config), clock, sink) {}
 
-  // Moves simulated time forward and runs the simulation to it.
+  // Manual clock: moves simulated time forward and runs the simulation to it.
   void advance_s(double seconds) {
     clock->advance(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
+    sim.advance();
+  }
+
+  // Scaled clock: lets `seconds` of wall time pass and runs the simulation to then.
+  void pass_wall_s(double seconds) {
+    real->advance(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
     sim.advance();
   }
 

@@ -1,9 +1,14 @@
 // The simulator's state machine on a manual clock: queueing while full, admission order,
 // completion and failure with JobSet's messages, env overrides, capacity release, TTL, the
-// kubectl failures of unreachable and flaky clusters, and state save/restore.
+// kubectl failures of unreachable and flaky clusters, and state save/restore. Then the scaled
+// clock: durations shrink by the scale and every time reported is a wall-clock time, never
+// ahead of now.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "fleet/fleet_control.h"
 #include "sim_fixture.h"
 #include "util/time_format.h"
 
@@ -294,15 +299,148 @@ TEST(SimClock, ManualModeMovesOnlyWhenAdvanced) {
   EXPECT_EQ(clock.now_ns(), start + 5'000'000'000);
 }
 
-TEST(SimClock, ScaledModeRunsFasterThanRealTime) {
+TEST(SimClock, ScaledModeIsTheWallClockAndShrinksDurations) {
   auto real = std::make_shared<falcon::testing::FakeClock>();
   SimClock clock(real, 60);
   const std::int64_t start = clock.now_ns();
+  EXPECT_EQ(format_rfc3339_nanos(start), "2026-04-13T08:00:00.000000000Z");
   real->advance(std::chrono::seconds(2));
-  EXPECT_EQ(clock.now_ns(), start + 120'000'000'000);
-  clock.advance(std::chrono::seconds(30));
-  EXPECT_EQ(clock.now_ns(), start + 150'000'000'000);
+  EXPECT_EQ(clock.now_ns(), start + 2'000'000'000);  // the wall clock, not 120 s ahead
+  EXPECT_EQ(clock.span_ns(240'000'000'000), 4'000'000'000);
+  EXPECT_EQ(SimClock(real, 0.5).span_ns(3'000'000'000), 6'000'000'000);
+  EXPECT_EQ(SimClock(real, 0).span_ns(240'000'000'000), 240'000'000'000);
+  // A jump would put the fleet's times ahead of the wall clock.
+  EXPECT_THROW(clock.advance(std::chrono::seconds(30)), std::logic_error);
+  EXPECT_EQ(clock.now_ns(), start + 2'000'000'000);
   EXPECT_THROW(SimClock(real, -1), std::invalid_argument);
+}
+
+// Every log entry's timestamp, in nanoseconds.
+std::vector<std::int64_t> entry_times(const MemoryLogSink& sink) {
+  std::vector<std::int64_t> out;
+  for (const auto& e : sink.entries()) {
+    const auto t = parse_rfc3339_nanos(e["timestamp"].get<std::string>());
+    EXPECT_TRUE(t) << e.dump();
+    out.push_back(t.value_or(0));
+  }
+  return out;
+}
+
+std::int64_t latest(const std::vector<std::int64_t>& times) {
+  return times.empty() ? 0 : *std::max_element(times.begin(), times.end());
+}
+
+TEST(ScaledFleet, A240SecondRunAtScale60TakesFourWallSecondsAndReportsWallTimes) {
+  SimHarness h(small_fleet(), 60);
+  const std::int64_t t0 = h.clock->now_ns();
+  h.create("job", "tpu-v4-64", {{"FLEET_DURATION_S", "240"}});
+  for (int tenth = 1; tenth <= 39; ++tenth) {
+    h.pass_wall_s(0.1);
+    ASSERT_EQ(h.state_of("job"), "RUNNING") << tenth;
+    ASSERT_LE(latest(entry_times(*h.sink)), h.clock->now_ns()) << tenth;
+  }
+  h.pass_wall_s(0.1);  // 4 s of wall time: the run is over
+  const std::int64_t end = t0 + 4'000'000'000;
+  EXPECT_EQ(h.clock->now_ns(), end);
+  const WorkloadRow row = *h.row("job");
+  EXPECT_EQ(row.state, "COMPLETED");
+  EXPECT_EQ(row.created, "2026-04-13T08:00:00Z");
+  EXPECT_EQ(row.status, "Finished");
+  EXPECT_EQ(row.status_time, "2026-04-13T08:00:04Z");
+  const nlohmann::json w = h.sim.state()["clusters"][0]["workloads"][0];
+  EXPECT_EQ(w["started_ns"], t0);
+  EXPECT_EQ(w["finished_ns"], end);
+  EXPECT_EQ(w["duration_s"], 240.0);  // the simulated duration is kept
+  // Every pod's whole log, end markers included, is written and lies within [t0, end].
+  const std::vector<std::int64_t> times = entry_times(*h.sink);
+  ASSERT_EQ(times.size(), w["pods"].size() * 8u);  // start, 5 steps, XPK End, EXIT_CODE
+  EXPECT_GE(*std::min_element(times.begin(), times.end()), t0);
+  EXPECT_EQ(latest(times), end);
+  const auto texts = h.texts_of("job", 0, 0);
+  EXPECT_EQ(texts.front(), "XPK Start: Mon Apr 13 08:00:00 UTC 2026");
+  EXPECT_EQ(texts[texts.size() - 2], "XPK End: Mon Apr 13 08:00:04 UTC 2026");
+  EXPECT_EQ(texts.back(), "EXIT_CODE=0");
+}
+
+TEST(ScaledFleet, AdmissionDelayAndTtlAreScaledToo) {
+  SimHarness h(small_fleet("    behaviour: {admission_delay_s: 60}\n"), 60);
+  CreateRequest req;
+  req.workload = "w";
+  req.device_type = "tpu-v4-8";
+  req.env = {{"FLEET_DURATION_S", "120"}};
+  req.ttl_seconds_after_finished = 3600;
+  h.sim.create("c", req, false);
+  h.pass_wall_s(0.9);
+  EXPECT_EQ(h.row("w")->status, "QuotaReserved");
+  h.pass_wall_s(0.1);  // 60 simulated seconds
+  EXPECT_EQ(h.row("w")->status, "Admitted");
+  h.pass_wall_s(1.9);
+  EXPECT_EQ(h.state_of("w"), "RUNNING");
+  h.pass_wall_s(0.1);  // the 120 s run took 2 s after its admission
+  EXPECT_EQ(h.state_of("w"), "COMPLETED");
+  EXPECT_EQ(h.row("w")->status_time, "2026-04-13T08:00:03Z");
+  h.pass_wall_s(59.9);
+  EXPECT_EQ(h.state_of("w"), "COMPLETED");
+  h.pass_wall_s(0.1);  // one simulated hour of TTL is a wall-clock minute
+  EXPECT_EQ(h.state_of("w"), "ABSENT");
+  EXPECT_LE(latest(entry_times(*h.sink)), h.clock->now_ns());
+}
+
+TEST(ScaledFleet, DeletedAndOverwrittenRunsEndTheirLogsAtNow) {
+  SimHarness h(small_fleet(), 60);
+  const std::int64_t t0 = h.clock->now_ns();
+  h.create("victim", "tpu-v4-64", {{"FLEET_DURATION_S", "600"}});
+  h.pass_wall_s(5);
+  ASSERT_TRUE(h.sim.remove("c", "victim").deleted);
+  EXPECT_EQ(h.texts_of("victim", 0, 0).back(), "EXIT_CODE=143");
+  EXPECT_EQ(latest(entry_times(*h.sink)), h.clock->now_ns());
+
+  h.create("twice", "tpu-v4-8", {{"FLEET_DURATION_S", "600"}});
+  h.create("queued", "tpu-v4-8");  // waits for the only v4-8 slot
+  h.pass_wall_s(2);
+  ASSERT_EQ(h.create("twice", "tpu-v4-8", {}, "medium", true).result, CreateResult::kReplaced);
+  ASSERT_EQ(h.create("queued", "tpu-v4-8", {}, "medium", true).result, CreateResult::kReplaced);
+  const std::vector<std::int64_t> times = entry_times(*h.sink);
+  EXPECT_LE(latest(times), h.clock->now_ns());
+  // Replacing a workload that never ran writes nothing for it (no lines at time zero).
+  EXPECT_GE(*std::min_element(times.begin(), times.end()), t0);
+}
+
+TEST(ScaledFleet, GeneratedLogsEndAtNowUnlessGivenAStart) {
+  SimHarness h(small_fleet(), 60);
+  h.pass_wall_s(1);
+  GenerateRequest req;
+  req.cluster = "c";
+  req.workload = "bulk";
+  req.ranks = {0, 1};
+  req.lines_per_rank = 1000;
+  ASSERT_EQ(h.sim.generate_logs(req).written, 2000u);
+  std::vector<std::int64_t> times = entry_times(*h.sink);
+  EXPECT_EQ(latest(times), h.clock->now_ns());
+  EXPECT_LT(*std::min_element(times.begin(), times.end()), h.clock->now_ns() - 900'000'000);
+
+  req.workload = "dated";
+  req.start_ns = 1'000'000'000;  // an explicit start is kept as given
+  h.sim.generate_logs(req);
+  const auto dated = h.entries_of("dated", 0, 0);
+  ASSERT_FALSE(dated.empty());
+  EXPECT_EQ(dated.front()["timestamp"].get<std::string>().rfind("1970-01-01T00:00:01.", 0), 0u);
+}
+
+TEST(ScaledFleet, TheClockCannotBeAdvancedThroughTheControlApi) {
+  SimHarness h(small_fleet(), 60);
+  FleetControl control(h.sim, "http://127.0.0.1:1");
+  try {
+    control.handle("clock:advance", {{"seconds", 60}});
+    FAIL() << "clock:advance succeeded on a scaled clock";
+  } catch (const ControlError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_THAT(e.what(), HasSubstr("needs a manual clock (time_scale 0)"));
+  }
+  SimHarness manual(small_fleet());
+  FleetControl manual_control(manual.sim, "http://127.0.0.1:1");
+  const nlohmann::json moved = manual_control.handle("clock:advance", {{"seconds", 60}});
+  EXPECT_EQ(moved["now"], "2026-04-13T08:01:00.000000000Z");
 }
 
 }  // namespace
