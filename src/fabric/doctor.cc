@@ -16,6 +16,14 @@
 #include "util/time_format.h"
 
 namespace falcon {
+
+void to_json(nlohmann::json& j, const DoctorCheck& v) {
+  j = nlohmann::json{{"name", v.name},
+                     {"status", v.status},
+                     {"detail", v.detail},
+                     {"fix", v.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.fix)}};
+}
+
 namespace {
 
 constexpr std::chrono::seconds kToolTimeout{60};
