@@ -2,7 +2,6 @@
 // and says, per item, what is missing and how to fix it.
 #include <fmt/format.h>
 
-#include <future>
 #include <regex>
 #include <set>
 
@@ -13,6 +12,7 @@
 #include "gcp/credentials.h"
 #include "gcp/endpoints.h"
 #include "gcp/url.h"
+#include "process/bounded_parallel.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -218,14 +218,19 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
                     bucket)));
   }
 
-  // Every cluster, probed in parallel.
-  std::vector<std::future<ClusterProbeResult>> probes;
-  for (const auto& c : config.clusters) {
-    probes.push_back(std::async(std::launch::async, [&m, c] { return m->prober->probe(c); }));
-  }
+  // Every cluster, probed in parallel on the selector's bound.
+  std::vector<ClusterProbeResult> probes(config.clusters.size());
+  run_bounded_parallel(probes.size(), config.selection.max_parallel_probes, [&](std::size_t i) {
+    try {
+      probes[i] = m->prober->probe(config.clusters[i]);
+    } catch (const std::exception& e) {
+      probes[i].cluster = config.clusters[i].name;
+      probes[i].error = e.what();
+    }
+  });
   for (std::size_t i = 0; i < probes.size(); ++i) {
     const ClusterConfig& c = config.clusters[i];
-    const ClusterProbeResult r = probes[i].get();
+    const ClusterProbeResult& r = probes[i];
     const std::string name = "cluster " + c.name;
     if (r.reachable) {
       checks.push_back(
