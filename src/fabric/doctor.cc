@@ -2,6 +2,7 @@
 // and says, per item, what is missing and how to fix it.
 #include <fmt/format.h>
 
+#include <functional>
 #include <regex>
 #include <set>
 
@@ -9,9 +10,11 @@
 
 #include "fabric/fabric_impl.h"
 #include "falcon/errors.h"
+#include "falcon/gcs_uri.h"
 #include "gcp/credentials.h"
 #include "gcp/endpoints.h"
-#include "gcp/url.h"
+#include "gcp/logging_client.h"
+#include "gcp/storage_client.h"
 #include "process/bounded_parallel.h"
 #include "util/time_format.h"
 
@@ -116,24 +119,16 @@ DoctorCheck check_optional_tool(CommandRunner& runner, const std::string& name,
   return ok(name, first_line(run.result.stdout_text + run.result.stderr_text));
 }
 
-// Sends an authorized request and turns the answer into a check.
-DoctorCheck check_endpoint(const std::string& name, HttpClient& http, gcp::Credentials* credentials,
-                           HttpRequest request, const std::string& permission_fix) {
+// Runs one call of a Google client and turns its outcome into a check: `ok_detail` on success,
+// else the client's error with `permission_fix` for a 401/403.
+DoctorCheck check_endpoint(const std::string& name, const std::string& ok_detail,
+                           const std::string& permission_fix, const std::function<void()>& call) {
   try {
-    if (credentials != nullptr) credentials->authorize(request.headers);
-    const HttpResponse response = http.send(request);
-    if (response.status >= 200 && response.status < 300) {
-      return ok(name, fmt::format("{} answered {}", request.url.substr(0, request.url.find('?')),
-                                  response.status));
-    }
-    std::string message;
-    try {
-      message = nlohmann::json::parse(response.body).at("error").at("message").get<std::string>();
-    } catch (const std::exception&) {
-      message = first_line(response.body);
-    }
-    return fail(name, fmt::format("HTTP {}: {}", response.status, message),
-                response.status == 401 || response.status == 403
+    call();
+    return ok(name, ok_detail);
+  } catch (const LogRetrievalError& e) {
+    return fail(name, e.what(),
+                e.http_status() == 401 || e.http_status() == 403
                     ? permission_fix
                     : "check the endpoint configuration (gcp: in repos.yaml) and network access");
   } catch (const std::exception& e) {
@@ -141,6 +136,14 @@ DoctorCheck check_endpoint(const std::string& name, HttpClient& http, gcp::Crede
                 "check the endpoint configuration (gcp: in repos.yaml), network access and "
                 "credentials");
   }
+}
+
+// Doctor asks once and reports what it sees: no retries, no waiting out a quota.
+gcp::RetryPolicy single_attempt(const GcpSettings& gcp) {
+  gcp::RetryPolicy policy;
+  policy.max_attempts = 1;
+  policy.deadline = std::chrono::seconds(gcp.http_timeout_s);
+  return policy;
 }
 
 }  // namespace
@@ -183,39 +186,45 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
   }
 
   const gcp::GcpEndpoints endpoints = gcp::resolve_endpoints(config.gcp, env);
+  const std::chrono::milliseconds timeout = std::chrono::seconds(config.gcp.http_timeout_s);
   if (!config.clusters.empty()) {
     const ClusterConfig& first = config.clusters.front();
-    HttpRequest list;
-    list.method = "POST";
-    list.url = endpoints.logging + "/v2/entries:list";
-    list.headers.set("Content-Type", "application/json");
-    list.body = nlohmann::json{
-        {"resourceNames", {"projects/" + first.project}},
-        {"filter", fmt::format("timestamp>=\"{}\"",
-                               format_iso8601(impl_->deps.clock->now() - std::chrono::minutes(1)))},
-        {"pageSize",
-         1}}.dump();
-    list.timeout = std::chrono::seconds(config.gcp.http_timeout_s);
+    const gcp::LoggingClient logging({.endpoint = endpoints.logging,
+                                      .http = impl_->deps.http,
+                                      .credentials = credentials,
+                                      .clock = impl_->deps.clock,
+                                      .reads_per_minute = config.gcp.logging_reads_per_minute,
+                                      .retry = single_attempt(config.gcp),
+                                      .request_timeout = timeout});
+    gcp::ListLogEntriesRequest request;
+    request.resource_names = {"projects/" + first.project};
+    request.filter = fmt::format(
+        "timestamp>=\"{}\"", format_iso8601(impl_->deps.clock->now() - std::chrono::minutes(1)));
+    request.page_size = 1;
     checks.push_back(check_endpoint(
-        "logging", *impl_->deps.http, credentials.get(), list,
+        "logging", fmt::format("{}/v2/entries:list answered", endpoints.logging),
         fmt::format("grant roles/logging.viewer (Logs Viewer) on project {} to this identity",
-                    first.project)));
+                    first.project),
+        [&] { (void)logging.list_entries_page(request); }));
   }
+  const gcp::StorageClient storage({.endpoint = endpoints.storage,
+                                    .http = impl_->deps.http,
+                                    .credentials = credentials,
+                                    .clock = impl_->deps.clock,
+                                    .retry = single_attempt(config.gcp),
+                                    .request_timeout = timeout});
   std::set<std::string> buckets;
   for (const auto& c : config.clusters) {
-    if (!c.gcs_bucket.empty())
-      buckets.insert(c.gcs_bucket.substr(5, c.gcs_bucket.find('/', 5) - 5));
+    if (!c.gcs_bucket.empty()) buckets.insert(parse_gcs_uri(c.gcs_bucket).bucket);
   }
   for (const auto& bucket : buckets) {
-    HttpRequest list;
-    list.url = fmt::format("{}/storage/v1/b/{}/o?maxResults=1", endpoints.storage,
-                           gcp::percent_encode(bucket));
-    list.timeout = std::chrono::seconds(config.gcp.http_timeout_s);
     checks.push_back(check_endpoint(
-        "storage gs://" + bucket, *impl_->deps.http, credentials.get(), list,
+        "storage gs://" + bucket,
+        fmt::format("{}/storage/v1/b/{}/o answered", endpoints.storage, bucket),
         fmt::format("grant roles/storage.objectAdmin (Storage Object Admin) on gs://{} to this "
                     "identity",
-                    bucket)));
+                    bucket),
+        [&] { (void)storage.list_objects(bucket, "", 1); }));
   }
 
   // Every cluster, probed in parallel on the selector's bound.
