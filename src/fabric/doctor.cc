@@ -146,18 +146,10 @@ gcp::RetryPolicy single_attempt(const GcpSettings& gcp) {
   return policy;
 }
 
-}  // namespace
-
-std::vector<DoctorCheck> ClusterFabric::doctor() const {
-  const auto m = impl_->current();
-  const FabricConfig& config = *m->config;
-  CommandRunner& runner = *impl_->deps.runner;
-  std::vector<DoctorCheck> checks;
-
-  checks.push_back(
-      ok("config", fmt::format("{} clusters from {}", config.clusters.size(), config.source_path)));
-  checks.push_back(check_xpk(runner, config.xpk));
-  checks.push_back(check_gcloud(runner, config.xpk));
+// The binaries xpk needs, in the order doctor prints them.
+void check_tools(CommandRunner& runner, const XpkSettings& xpk, std::vector<DoctorCheck>& checks) {
+  checks.push_back(check_xpk(runner, xpk));
+  checks.push_back(check_gcloud(runner, xpk));
   checks.push_back(check_optional_tool(
       runner, "kubectl", {"kubectl", "version", "--client"},
       "xpk >= 1.7 downloads kubectl itself; otherwise install it (apt-get install kubectl from "
@@ -166,53 +158,66 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
       check_optional_tool(runner, "gke-gcloud-auth-plugin", {"gke-gcloud-auth-plugin", "--version"},
                           "gcloud components install gke-gcloud-auth-plugin (or apt-get install "
                           "google-cloud-cli-gke-gcloud-auth-plugin); kubectl needs it for GKE"));
+}
 
-  // Credentials: which source resolves, and that it hands out a token (never printed).
-  const gcp::Environment env = gcp::current_environment();
-  std::shared_ptr<gcp::Credentials> credentials;
+// Which credential source resolves, and that it hands out a token (never printed). Null when
+// none does; the endpoint checks then send no Authorization header.
+std::shared_ptr<gcp::Credentials> check_credentials(const FabricConfig& config,
+                                                    const gcp::Environment& env,
+                                                    const FabricDependencies& deps,
+                                                    std::vector<DoctorCheck>& checks) {
   try {
-    auto source =
-        gcp::find_default_token_source(config.gcp, env, impl_->deps.http, impl_->deps.clock);
-    credentials = std::make_shared<gcp::Credentials>(std::move(source), impl_->deps.clock);
+    auto source = gcp::find_default_token_source(config.gcp, env, deps.http, deps.clock);
+    auto credentials = std::make_shared<gcp::Credentials>(std::move(source), deps.clock);
     credentials->token();
     checks.push_back(ok("credentials", credentials->description()));
+    return credentials;
   } catch (const std::exception& e) {
     checks.push_back(
         fail("credentials", e.what(),
              "on GKE use Workload Identity; on a VM attach a service account; on a laptop run "
              "`gcloud auth application-default login`; or set GOOGLE_APPLICATION_CREDENTIALS to a "
              "service-account key"));
-    credentials.reset();
+    return nullptr;
   }
+}
 
-  const gcp::GcpEndpoints endpoints = gcp::resolve_endpoints(config.gcp, env);
-  const std::chrono::milliseconds timeout = std::chrono::seconds(config.gcp.http_timeout_s);
-  if (!config.clusters.empty()) {
-    const ClusterConfig& first = config.clusters.front();
-    const gcp::LoggingClient logging({.endpoint = endpoints.logging,
-                                      .http = impl_->deps.http,
-                                      .credentials = credentials,
-                                      .clock = impl_->deps.clock,
-                                      .reads_per_minute = config.gcp.logging_reads_per_minute,
-                                      .retry = single_attempt(config.gcp),
-                                      .request_timeout = timeout});
-    gcp::ListLogEntriesRequest request;
-    request.resource_names = {"projects/" + first.project};
-    request.filter = fmt::format(
-        "timestamp>=\"{}\"", format_iso8601(impl_->deps.clock->now() - std::chrono::minutes(1)));
-    request.page_size = 1;
-    checks.push_back(check_endpoint(
-        "logging", fmt::format("{}/v2/entries:list answered", endpoints.logging),
-        fmt::format("grant roles/logging.viewer (Logs Viewer) on project {} to this identity",
-                    first.project),
-        [&] { (void)logging.list_entries_page(request); }));
-  }
-  const gcp::StorageClient storage({.endpoint = endpoints.storage,
-                                    .http = impl_->deps.http,
-                                    .credentials = credentials,
-                                    .clock = impl_->deps.clock,
-                                    .retry = single_attempt(config.gcp),
-                                    .request_timeout = timeout});
+// One entries:list of a page of one entry in the first cluster's project.
+DoctorCheck check_logging(const FabricConfig& config, const gcp::GcpEndpoints& endpoints,
+                          const FabricDependencies& deps,
+                          std::shared_ptr<gcp::Credentials> credentials) {
+  const ClusterConfig& first = config.clusters.front();
+  const gcp::LoggingClient logging(
+      {.endpoint = endpoints.logging,
+       .http = deps.http,
+       .credentials = std::move(credentials),
+       .clock = deps.clock,
+       .reads_per_minute = config.gcp.logging_reads_per_minute,
+       .retry = single_attempt(config.gcp),
+       .request_timeout = std::chrono::seconds(config.gcp.http_timeout_s)});
+  gcp::ListLogEntriesRequest request;
+  request.resource_names = {"projects/" + first.project};
+  request.filter =
+      fmt::format("timestamp>=\"{}\"", format_iso8601(deps.clock->now() - std::chrono::minutes(1)));
+  request.page_size = 1;
+  return check_endpoint(
+      "logging", fmt::format("{}/v2/entries:list answered", endpoints.logging),
+      fmt::format("grant roles/logging.viewer (Logs Viewer) on project {} to this identity",
+                  first.project),
+      [&] { (void)logging.list_entries_page(request); });
+}
+
+// A list of at most one object in every bucket the clusters export to.
+void check_buckets(const FabricConfig& config, const gcp::GcpEndpoints& endpoints,
+                   const FabricDependencies& deps, std::shared_ptr<gcp::Credentials> credentials,
+                   std::vector<DoctorCheck>& checks) {
+  const gcp::StorageClient storage(
+      {.endpoint = endpoints.storage,
+       .http = deps.http,
+       .credentials = std::move(credentials),
+       .clock = deps.clock,
+       .retry = single_attempt(config.gcp),
+       .request_timeout = std::chrono::seconds(config.gcp.http_timeout_s)});
   std::set<std::string> buckets;
   for (const auto& c : config.clusters) {
     if (!c.gcs_bucket.empty()) buckets.insert(parse_gcs_uri(c.gcs_bucket).bucket);
@@ -226,35 +231,57 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
                     bucket),
         [&] { (void)storage.list_objects(bucket, "", 1); }));
   }
+}
 
-  // Every cluster, probed in parallel on the selector's bound.
+DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r) {
+  const std::string name = "cluster " + c.name;
+  if (r.reachable) {
+    return ok(name, fmt::format("reachable: {} queued, {} running", r.queue_depth.value_or(0),
+                                r.running_count.value_or(0)));
+  }
+  return fail(
+      name, r.error.value_or("unreachable"),
+      fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
+                  "{} --project={} --location={}) and that this identity has "
+                  "roles/container.developer and roles/compute.viewer on {}",
+                  c.cluster_id, c.project, c.location, c.cluster_id, c.project, c.location,
+                  c.project));
+}
+
+// Every cluster, probed in parallel on the selector's bound, reported in file order.
+void check_clusters(const FabricConfig& config, const ClusterProber& prober,
+                    std::vector<DoctorCheck>& checks) {
   std::vector<ClusterProbeResult> probes(config.clusters.size());
   run_bounded_parallel(probes.size(), config.selection.max_parallel_probes, [&](std::size_t i) {
     try {
-      probes[i] = m->prober->probe(config.clusters[i]);
+      probes[i] = prober.probe(config.clusters[i]);
     } catch (const std::exception& e) {
       probes[i].cluster = config.clusters[i].name;
       probes[i].error = e.what();
     }
   });
   for (std::size_t i = 0; i < probes.size(); ++i) {
-    const ClusterConfig& c = config.clusters[i];
-    const ClusterProbeResult& r = probes[i];
-    const std::string name = "cluster " + c.name;
-    if (r.reachable) {
-      checks.push_back(
-          ok(name, fmt::format("reachable: {} queued, {} running", r.queue_depth.value_or(0),
-                               r.running_count.value_or(0))));
-    } else {
-      checks.push_back(fail(
-          name, r.error.value_or("unreachable"),
-          fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
-                      "{} --project={} --location={}) and that this identity has "
-                      "roles/container.developer and roles/compute.viewer on {}",
-                      c.cluster_id, c.project, c.location, c.cluster_id, c.project, c.location,
-                      c.project)));
-    }
+    checks.push_back(cluster_check(config.clusters[i], probes[i]));
   }
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> ClusterFabric::doctor() const {
+  const auto m = impl_->current();
+  const FabricConfig& config = *m->config;
+  const FabricDependencies& deps = impl_->deps;
+  std::vector<DoctorCheck> checks;
+  checks.push_back(
+      ok("config", fmt::format("{} clusters from {}", config.clusters.size(), config.source_path)));
+  check_tools(*deps.runner, config.xpk, checks);
+  const gcp::Environment env = gcp::current_environment();
+  const auto credentials = check_credentials(config, env, deps, checks);
+  const gcp::GcpEndpoints endpoints = gcp::resolve_endpoints(config.gcp, env);
+  if (!config.clusters.empty())
+    checks.push_back(check_logging(config, endpoints, deps, credentials));
+  check_buckets(config, endpoints, deps, credentials, checks);
+  check_clusters(config, *m->prober, checks);
   return checks;
 }
 
