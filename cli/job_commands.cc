@@ -7,6 +7,7 @@
 #include <csignal>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
@@ -15,9 +16,10 @@
 namespace falcon::cli {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+// The signal (SIGINT or SIGTERM) that ended a --follow, 0 while none has.
+std::atomic<int> g_interrupted{0};
 
-extern "C" void on_interrupt(int) { g_interrupted.store(true); }
+extern "C" void on_interrupt(int signal) { g_interrupted.store(signal); }
 
 struct SubmitArgs {
   std::string accelerator;
@@ -248,11 +250,13 @@ int run_logs(Context& ctx, const LogArgs& a) {
   std::signal(SIGTERM, on_interrupt);
   FollowOptions options;
   fabric.follow_pod_log_until_finished(
-      h, a.rank, filter, a.slice, options, [] { return g_interrupted.load(); },
+      h, a.rank, filter, a.slice, options, [] { return g_interrupted.load() != 0; },
       [&](const std::string& line) {
         emit(line);
         std::cout.flush();
       });
+  // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
+  if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
   return kExitOk;
 }
 
@@ -267,12 +271,16 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
   LogFilter filter = log_filter_for(h, a.since, a.grep);
   if (a.ranks != "all") filter.ranks = parse_ranks(a.ranks);
   const bool tty = isatty(STDERR_FILENO) != 0;
-  const LogExportResult r =
-      fabric.export_pod_logs(h, filter, a.dest, a.slice, [tty](const ExportProgress& p) {
-        if (!tty) return;
-        std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
-                                 p.bytes / 1048576.0, p.done ? " done\n" : "");
-      });
+  LogExportResult r;
+  try {
+    r = fabric.export_pod_logs(h, filter, a.dest, a.slice, [tty](const ExportProgress& p) {
+      if (!tty) return;
+      std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
+                               p.bytes / 1048576.0, p.done ? " done\n" : "");
+    });
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--ranks: {}", e.what()));
+  }
   if (ctx.json) {
     print_json(r);
     return kExitOk;

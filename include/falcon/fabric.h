@@ -124,13 +124,15 @@ class ClusterFabric {
                       const std::function<void(const std::string&)>& on_line) const;
   // follow_pod_log until the workload is done (`falcon job logs --follow`): options.should_stop
   // is follow_until_finished on the fabric's clock, asking get_workload_status every 15 s and
-  // lingering follow_linger(options) after a terminal state; `interrupted` (e.g. Ctrl-C) stops
-  // at once.
+  // lingering follow_linger(options) after a terminal state, or after the cluster no longer
+  // lists the workload (deleted); `interrupted` (e.g. Ctrl-C) stops at once.
   void follow_pod_log_until_finished(const WorkloadHandle& handle, int rank,
                                      const LogFilter& filter, int slice, FollowOptions options,
                                      const std::function<bool()>& interrupted,
                                      const std::function<void(const std::string&)>& on_line) const;
   // Archives the ranks of slice `slice` to `gcs_dest` (see CloudLogRetriever::export_logs).
+  // Throws std::invalid_argument, before reading anything, for a rank a TPU workload falcon
+  // submitted does not have (its slice has that many VMs).
   LogExportResult export_pod_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,
       int slice = 0, const std::function<void(const ExportProgress&)>& progress = {}) const;

@@ -34,12 +34,9 @@
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
 #include "falcon/model.h"
+#include "falcon/xpk_cli.h"
 
 namespace falcon {
-
-namespace xpk {
-class XpkCli;
-}
 
 class ClusterProber {
  public:
@@ -50,7 +47,7 @@ class ClusterProber {
   ClusterProber(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
                 std::shared_ptr<Clock> clock);
   // Runs xpk through `xpk`, an adapter shared with the workload manager (the facade builds one
-  // per configuration; src/xpk/xpk_cli.h). `xpk` and `clock` must not be null.
+  // per configuration; make_xpk_cli). `xpk` and `clock` must not be null.
   ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
   virtual ~ClusterProber();
   ClusterProber(const ClusterProber&) = delete;

@@ -28,10 +28,10 @@
 //   - the spec's `--command="{spec.command joined}"` loses arguments with spaces or quotes; each
 //     word is shell-quoted instead (xpk runs the string through a shell in the container);
 //   - device_class `cpu` (CPU device types such as n2-standard-32-4) also uses --device-type;
-//   - the spec's error table has status queries of a missing workload raise
-//     WorkloadNotFoundError, but xpk's list cannot tell "never existed" from "finished and
-//     garbage-collected after its 12 h TTL", so get_status reports UNKNOWN (issue 3); cancel
-//     does raise it, from kubectl's NotFound.
+//   - get_status of a workload xpk's list does not show raises WorkloadNotFoundError, as the
+//     spec's error table says (issue 11; issue 3 had reported UNKNOWN): xpk's list cannot tell
+//     "never existed" from "finished and garbage-collected after its 12 h TTL", and both mean
+//     the cluster no longer has it. cancel raises it from kubectl's NotFound.
 //
 // All methods may be called from many threads at once (and from several falcon processes
 // sharing one state directory).
@@ -49,12 +49,9 @@
 #include "falcon/config.h"
 #include "falcon/errors.h"
 #include "falcon/model.h"
+#include "falcon/xpk_cli.h"
 
 namespace falcon {
-
-namespace xpk {
-class XpkCli;
-}
 
 // What falcon remembers about one submission (a line of submissions.jsonl).
 struct SubmissionRecord {
@@ -103,7 +100,7 @@ class XpkWorkloadManager {
   XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
                      std::shared_ptr<Clock> clock);
   // Runs xpk through `xpk`, an adapter shared with the prober (the facade builds one per
-  // configuration; src/xpk/xpk_cli.h), so the answer of `xpk workload create --help` is read
+  // configuration; make_xpk_cli), so the answer of `xpk workload create --help` is read
   // once for both. `xpk` and `clock` must not be null.
   XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
   ~XpkWorkloadManager();

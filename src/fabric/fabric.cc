@@ -1,8 +1,11 @@
 #include "falcon/fabric.h"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "fabric/fabric_impl.h"
+#include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
 #include "util/time_format.h"
 #include "xpk/credential_warmup.h"
@@ -17,6 +20,29 @@ constexpr std::chrono::minutes kSubmitMargin{10};
 
 // The real effects for the members `deps` leaves null; the HTTP client takes the
 // configuration's CA file.
+// A rank the workload does not have is an error, not an empty object (issue 11). A TPU slice's
+// ranks are its VMs (one pod each), known from the accelerator type of falcon's submission
+// record; without a record, or for GPU and CPU workloads (whose node count xpk takes from
+// --num-nodes), every rank is taken as asked.
+void check_ranks_exist(const XpkWorkloadManager& workloads, const WorkloadHandle& handle,
+                       const LogFilter& filter) {
+  if (!filter.ranks) return;
+  const auto record = workloads.find_submission(handle.cluster, handle.workload_name);
+  if (!record) return;
+  const auto canonical = canonical_accelerator_type(record->accelerator_type);
+  const XpkAcceleratorType* type = canonical ? find_xpk_accelerator_type(*canonical) : nullptr;
+  if (!type || type->device_class != DeviceClass::kTpu) return;
+  for (const int rank : *filter.ranks) {
+    if (rank < 0 || rank >= type->vms_per_slice) {
+      throw std::invalid_argument(fmt::format(
+          "workload '{}' on cluster '{}' has ranks 0..{} in each slice ({}: {} VMs per slice); "
+          "there is no rank {}",
+          handle.workload_name, handle.cluster, type->vms_per_slice - 1, type->name,
+          type->vms_per_slice, rank));
+    }
+  }
+}
+
 FabricDependencies with_real_effects(const FabricConfig& config, FabricDependencies deps) {
   if (!deps.runner) deps.runner = make_posix_command_runner();
   if (!deps.clock) deps.clock = make_system_clock();
@@ -179,8 +205,14 @@ void ClusterFabric::follow_pod_log_until_finished(
     const std::function<void(const std::string&)>& on_line) const {
   options.should_stop = follow_until_finished(
       impl_->deps.clock,
-      [this, &handle] { return is_terminal_state(get_workload_status(handle).state); }, interrupted,
-      follow_linger(options));
+      [this, &handle] {
+        try {
+          return is_terminal_state(get_workload_status(handle).state);
+        } catch (const WorkloadNotFoundError&) {
+          return true;  // deleted (or garbage-collected): no new lines will come
+        }
+      },
+      interrupted, follow_linger(options));
   follow_pod_log(handle, rank, filter, slice, options, on_line);
 }
 
@@ -188,9 +220,10 @@ LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const std::function<void(const ExportProgress&)>& progress) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  return impl_->current()->logs->export_logs(config, handle.workload_name, handle.namespace_,
-                                             filter, gcs_dest, impl_->query_options(handle, slice),
-                                             progress);
+  const auto current = impl_->current();
+  check_ranks_exist(*current->workloads, handle, filter);
+  return current->logs->export_logs(config, handle.workload_name, handle.namespace_, filter,
+                                    gcs_dest, impl_->query_options(handle, slice), progress);
 }
 
 }  // namespace falcon

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "util/quote.h"
+
 namespace falcon::workload {
 namespace {
 
@@ -75,45 +77,20 @@ bool alnum(char c) {
 
 }  // namespace
 
-std::string quote_prefix(std::string_view value, std::size_t max) {
-  std::string out;
-  std::size_t shown = 0;
-  for (const char ch : value) {
-    if (shown == max) {
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02X}", c);
-    } else {
-      out += ch;
-    }
-    ++shown;
-  }
-  return out;
-}
-
 std::optional<std::string> docker_image_problem(std::string_view image) {
   if (image.empty()) return std::string("docker_image is empty");
   if (image.size() > kMaxImageLength) {
-    return fmt::format("docker_image '{}' is {} characters long; at most {} are accepted",
-                       quote_prefix(image), image.size(), kMaxImageLength);
+    return fmt::format("docker_image {} is too long: at most {} characters are accepted",
+                       quote_value(image), kMaxImageLength);
   }
   const bool ok = alnum(image.front()) &&
                   std::all_of(image.begin(), image.end(), [](char c) { return image_char(c); });
   if (!ok) {
     return fmt::format(
-        "docker_image '{}' is not an image reference: it must start with a letter or digit and "
+        "docker_image {} is not an image reference: it must start with a letter or digit and "
         "contain only letters, digits and . _ / : @ - (xpk pastes it into the workload's YAML "
         "unescaped)",
-        quote_prefix(image));
+        quote_value(image));
   }
   return std::nullopt;
 }
@@ -121,9 +98,9 @@ std::optional<std::string> docker_image_problem(std::string_view image) {
 std::optional<std::string> command_problem(std::string_view command_line, bool double_quoted) {
   if (auto what = unpastable(command_line, double_quoted)) {
     return fmt::format(
-        "the command '{}' contains {}, which xpk would paste unescaped into the workload's "
+        "the command {} contains {}, which xpk would paste unescaped into the workload's "
         "YAML{}",
-        quote_prefix(command_line), *what,
+        quote_value(command_line), *what,
         double_quoted ? " (for GPU and CPU workloads also inside double quotes, so a single "
                         "quote in an argument, quoted as '\\'', is refused too)"
                       : "");
@@ -134,9 +111,9 @@ std::optional<std::string> command_problem(std::string_view command_line, bool d
 std::optional<std::string> env_value_problem(std::string_view key, std::string_view value) {
   if (auto what = unpastable(value, /*double_quoted=*/true)) {
     return fmt::format(
-        "the value of environment variable '{}' contains {}, which xpk would paste unescaped "
+        "the value of environment variable {} contains {}, which xpk would paste unescaped "
         "into the workload's YAML",
-        quote_prefix(key), *what);
+        quote_value(key), *what);
   }
   return std::nullopt;
 }
@@ -152,8 +129,8 @@ std::optional<std::string> xpk_args_problem(const std::vector<std::string>& args
           name == r.flag ? ""
                          : fmt::format(" ('{}' is a prefix argparse expands to {})", name, r.flag);
       return fmt::format(
-          "--xpk-arg '{}' would set xpk's {}{}, which falcon does not pass through: {}",
-          quote_prefix(arg), r.flag, spelled, r.why);
+          "--xpk-arg {} would set xpk's {}{}, which falcon does not pass through: {}",
+          quote_value(arg), r.flag, spelled, r.why);
     }
   }
   return std::nullopt;

@@ -50,8 +50,4 @@ std::optional<std::string> env_value_problem(std::string_view key, std::string_v
 // --quiet --dry-run.
 std::optional<std::string> xpk_args_problem(const std::vector<std::string>& args);
 
-// At most `max` characters of `value` for an error message, control characters written as
-// \n, \r, \t or \xNN, with "..." when cut.
-std::string quote_prefix(std::string_view value, std::size_t max = 40);
-
 }  // namespace falcon::workload

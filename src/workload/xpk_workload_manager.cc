@@ -10,6 +10,7 @@
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
+#include "util/quote.h"
 #include "util/time_format.h"
 #include "workload/create_args.h"
 #include "workload/submission_log.h"
@@ -33,18 +34,18 @@ bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <=
 std::optional<std::string> name_problem(const std::string& name) {
   if (name.empty()) return "the workload name is empty";
   if (name.size() > kMaxNameLength) {
-    return fmt::format("workload name '{}' is {} characters long; xpk allows at most {}",
-                       workload::quote_prefix(name), name.size(), kMaxNameLength);
+    return fmt::format("workload name {} is too long: xpk allows at most {} characters",
+                       quote_value(name), kMaxNameLength);
   }
   const bool ok =
       (name.front() >= 'a' && name.front() <= 'z') && is_lower_alnum(name.back()) &&
       std::all_of(name.begin(), name.end(), [](char c) { return is_lower_alnum(c) || c == '-'; });
   if (!ok) {
     return fmt::format(
-        "workload name '{}' is invalid: it must start with a lower-case letter, contain only "
+        "workload name {} is invalid: it must start with a lower-case letter, contain only "
         "lower-case letters, digits and '-', and end with a letter or digit "
         "([a-z]([-a-z0-9]*[a-z0-9])?)",
-        workload::quote_prefix(name));
+        quote_value(name));
   }
   return std::nullopt;
 }
@@ -174,15 +175,15 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
 
   if (auto problem = name_problem(spec.name)) throw invalid(*problem);
   if (std::find(kPriorities.begin(), kPriorities.end(), spec.priority) == kPriorities.end()) {
-    throw invalid(fmt::format("priority '{}' is not one of {}",
-                              workload::quote_prefix(spec.priority), fmt::join(kPriorities, ", ")));
+    throw invalid(fmt::format("priority {} is not one of {}", quote_value(spec.priority),
+                              fmt::join(kPriorities, ", ")));
   }
   for (const auto& [key, value] : spec.env) {
     if (!is_env_key(key)) {
       throw invalid(
-          fmt::format("environment variable name '{}' is invalid: it must match "
+          fmt::format("environment variable name {} is invalid: it must match "
                       "[a-zA-Z_][a-zA-Z0-9_]*",
-                      workload::quote_prefix(key)));
+                      quote_value(key)));
     }
     if (auto problem = workload::env_value_problem(key, value)) throw invalid(*problem);
   }
@@ -285,6 +286,11 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
 
 WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
                                               const WorkloadHandle& handle) {
+  if (auto problem = name_problem(handle.workload_name)) {
+    throw XpkCommandError(
+        fmt::format("cannot query a workload on cluster '{}': {}", cluster.name, *problem),
+        cluster.name, std::nullopt, "");
+  }
   const auto listing =
       xpk::list_workloads(*xpk_, cluster, handle.workload_name,
                           std::chrono::seconds(xpk_->settings().command_timeout_s));
@@ -297,9 +303,11 @@ WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
     status.state = w.state;
     status.start_time = time_cell(w.row.created_time);
     if (is_terminal_state(status.state)) status.end_time = time_cell(w.row.status_time);
-    break;
+    return status;
   }
-  return status;
+  // Not in the cluster's list: never submitted, or deleted (the spec: querying a workload that
+  // does not exist raises WorkloadNotFoundError).
+  throw WorkloadNotFoundError(cluster.name, handle.workload_name);
 }
 
 bool XpkWorkloadManager::cancel(const ClusterConfig& cluster, const WorkloadHandle& handle) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "falcon/errors.h"
+#include "falcon/xpk_cli.h"
 #include "xpk/failure_text.h"
 #include "xpk/private_kubeconfig.h"
 
@@ -192,3 +193,12 @@ bool XpkCli::create_has_namespace_flag() const {
 }
 
 }  // namespace falcon::xpk
+
+namespace falcon {
+
+std::shared_ptr<const xpk::XpkCli> make_xpk_cli(std::shared_ptr<CommandRunner> runner,
+                                                XpkSettings settings) {
+  return std::make_shared<const xpk::XpkCli>(std::move(runner), std::move(settings));
+}
+
+}  // namespace falcon

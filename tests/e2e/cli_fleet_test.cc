@@ -1,6 +1,10 @@
 // End to end: the falcon binary against the local fleet (in this process, on loopback), which
 // falcon reaches through real fleet-xpk subprocesses and real HTTP.
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -377,6 +381,72 @@ TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {
   EXPECT_THAT(r.stdout_text, Not(HasSubstr(fleet_.service().token())));
   const auto j = falcon_json({"doctor"}, 2);
   ASSERT_TRUE(j.is_array());
+}
+
+// Issue 11: `job status` of a workload the cluster does not have exits 3 (not 0 with UNKNOWN),
+// and a name xpk cannot have is refused before xpk runs, as cancel does.
+TEST_F(CliFleetTest, StatusOfAMissingWorkloadExitsThreeAndBadNamesAreRefused) {
+  const auto missing = falcon({"job", "status", "--cluster", "tpu-b", "never-submitted"});
+  EXPECT_EQ(missing.exit_code, 3) << missing.stderr_text;
+  EXPECT_THAT(missing.stderr_text, HasSubstr("'never-submitted' not found on cluster 'tpu-b'"));
+  const auto bad = falcon({"job", "status", "--cluster", "tpu-b", "Bad_Name"});
+  EXPECT_EQ(bad.exit_code, 5) << bad.stderr_text;
+  EXPECT_THAT(bad.stderr_text, HasSubstr("Bad_Name"));
+}
+
+// Issue 11: a --follow ended by SIGINT or SIGTERM exits as the shell reports that signal
+// (130, 143), not 0, so a script can tell "stopped" from "the workload finished".
+TEST_F(CliFleetTest, FollowEndedBySignalExitsWithTheSignalsCode) {
+  const std::string cluster = submit("follow-run");
+  fleet_.advance(std::chrono::seconds(10));  // a few steps logged; the run lasts 100 s
+  for (const int signal : {SIGINT, SIGTERM}) {
+    int out[2];
+    ASSERT_EQ(::pipe(out), 0);
+    const std::string bin = testing::built_binary("falcon");
+    std::vector<std::string> args{bin,         "--config", fleet_.repos_path(), "job",     "logs",
+                                  "--cluster", cluster,    "follow-run",        "--follow"};
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    // The first line shows the follow is running (its handlers are set before it reads).
+    pollfd p{out[0], POLLIN, 0};
+    char buf[256];
+    const bool printed = ::poll(&p, 1, 120'000) == 1 && ::read(out[0], buf, sizeof buf) > 0;
+    ::kill(pid, printed ? signal : SIGKILL);
+    while (::read(out[0], buf, sizeof buf) > 0) {
+    }
+    ::close(out[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(printed) << "no log line within 120 s";
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 128 + signal);
+  }
+}
+
+// Issue 11: --ranks naming a rank the workload does not have is a usage error (exit 2), not an
+// empty object. v4-64 slices have 8 VMs, so ranks 0..7.
+TEST_F(CliFleetTest, ExportOfARankTheWorkloadDoesNotHaveIsAUsageError) {
+  const std::string cluster = submit("ranks-run");
+  fleet_.advance(std::chrono::seconds(101));
+  const auto r = falcon({"job", "export-logs", "--cluster", cluster, "ranks-run", "--dest",
+                         "gs://falcon-logs/ranks/", "--ranks", "0,8"});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, HasSubstr("ranks 0..7 in each slice (v4-64: 8 VMs per slice); "
+                                       "there is no rank 8"));
+  const auto ok = falcon({"job", "export-logs", "--cluster", cluster, "ranks-run", "--dest",
+                          "gs://falcon-logs/ranks/", "--ranks", "0,7"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.stderr_text;
 }
 
 }  // namespace

@@ -104,7 +104,7 @@ TEST_F(FabricFleetTest, SelectSubmitAndPollStatusEndToEnd) {
   EXPECT_EQ(exported.gcs_uris.at(2), "gs://falcon-logs/sessions/s-1/logs/rank-2.log");
 
   EXPECT_TRUE(fabric.cancel_workload(handle));
-  EXPECT_EQ(fabric.get_workload_status(handle).state, "UNKNOWN");
+  EXPECT_THROW(fabric.get_workload_status(handle), WorkloadNotFoundError);
 }
 
 // Spec acceptance: ClusterFabric / 集群名称解析

@@ -143,13 +143,11 @@ TEST_F(FabricTest, AFailedWorkloadWhoseLogsCannotBeReadKeepsItsStateAndANullCode
   EXPECT_EQ(status.exit_code, std::nullopt);
 }
 
-TEST_F(FabricTest, RunningAndUnknownWorkloadsHaveNoExitCode) {
+TEST_F(FabricTest, RunningWorkloadsHaveNoExitCodeAndUnlistedOnesAreNotFound) {
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   auto f = fabric();
   EXPECT_EQ(f->get_workload_status(handle("train-e")).exit_code, std::nullopt);
-  const auto gone = f->get_workload_status(handle("never-submitted"));
-  EXPECT_EQ(gone.state, "UNKNOWN");
-  EXPECT_EQ(gone.exit_code, std::nullopt);
+  EXPECT_THROW(f->get_workload_status(handle("never-submitted")), WorkloadNotFoundError);
   EXPECT_EQ(http_->count("*"), 0u);
 }
 

@@ -27,6 +27,8 @@ ClusterConfig cluster(const std::string& name, const std::string& id) {
   c.name = name;
   c.project = "primatrix";
   c.zone = "us-central2-b";
+  // A regional cluster: warm-up asks gcloud by location, not by the zone xpk gets.
+  c.location = "us-central2";
   c.cluster_id = id;
   return c;
 }
@@ -89,7 +91,7 @@ TEST_F(WarmupTest, FetchesEachClustersCredentialsInParallel) {
   const auto tpu_call = runner_->calls_matching({"tpu-v4-cluster"}).at(0);
   EXPECT_THAT(tpu_call.argv,
               ElementsAre("/opt/gcloud", "container", "clusters", "get-credentials",
-                          "tpu-v4-cluster", "--project=primatrix", "--location=us-central2-b"));
+                          "tpu-v4-cluster", "--project=primatrix", "--location=us-central2"));
   EXPECT_EQ(tpu_call.env.at("CLOUDSDK_CORE_DISABLE_PROMPTS"), "1");
   // gcloud wrote a private file of its own, which then became the cluster's warmed kubeconfig.
   const std::filesystem::path written = tpu_call.env.at("KUBECONFIG");

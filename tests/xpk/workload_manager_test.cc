@@ -458,14 +458,25 @@ TEST_F(WorkloadManagerTest, GetStatusParsesTheListAndMapsTheState) {
   EXPECT_THAT(call.argv, Not(Contains(HasSubstr("--filter-by-status"))));
 }
 
-TEST_F(WorkloadManagerTest, GetStatusMatchesNamesExactlyAndReportsUnlistedAsUnknown) {
+TEST_F(WorkloadManagerTest, GetStatusMatchesNamesExactlyAndReportsUnlistedAsNotFound) {
   // xpk's --filter-by-job is a substring match: asking for "train" lists train-a, train-b...
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
-  const auto status = manager().get_status(
-      tpu_cluster(), WorkloadHandle{"train", "tpu-v4-prod", "default", "2026-06-01T00:00:00Z"});
-  EXPECT_EQ(status.state, kStateUnknown);
-  EXPECT_EQ(status.start_time, std::nullopt);
-  EXPECT_EQ(status.end_time, std::nullopt);
+  try {
+    manager().get_status(tpu_cluster(),
+                         WorkloadHandle{"train", "tpu-v4-prod", "default", "2026-06-01T00:00:00Z"});
+    FAIL() << "expected WorkloadNotFoundError";
+  } catch (const WorkloadNotFoundError& e) {
+    EXPECT_EQ(e.workload(), "train");
+    EXPECT_EQ(e.cluster(), "tpu-v4-prod");
+  }
+}
+
+// Issue 11: status validates the name as cancel does, before running xpk.
+TEST_F(WorkloadManagerTest, GetStatusRefusesANameXpkCannotHaveWithoutRunningXpk) {
+  EXPECT_THROW(manager().get_status(tpu_cluster(),
+                                    WorkloadHandle{"Bad Name;rm", "tpu-v4-prod", "default", ""}),
+               XpkCommandError);
+  EXPECT_TRUE(runner_->calls().empty());
 }
 
 TEST_F(WorkloadManagerTest, GetStatusFailureRaisesXpkCommandError) {
