@@ -65,6 +65,21 @@ std::string or_dash(const std::optional<int>& value);
 // before now. Throws UsageError naming `flag`.
 std::string parse_since(const std::string& flag, const std::string& text);
 
+// Makes `handler` the action of subcommand `cmd`: once `cmd` is parsed, main() runs
+// handler(ctx, *args). Registration only declares options (into *args) and binds a handler.
+template <typename Args>
+void bind(CLI::App* cmd, Context& ctx, std::shared_ptr<Args> args,
+          int (*handler)(Context&, const Args&)) {
+  cmd->callback([&ctx, args = std::move(args), handler] {
+    ctx.action = [&ctx, args, handler] { return handler(ctx, *args); };
+  });
+}
+
+// The same for a subcommand without options of its own.
+inline void bind(CLI::App* cmd, Context& ctx, int (*handler)(Context&)) {
+  cmd->callback([&ctx, handler] { ctx.action = [&ctx, handler] { return handler(ctx); }; });
+}
+
 void add_config_commands(CLI::App& app, Context& ctx);
 void add_cluster_commands(CLI::App& app, Context& ctx);
 void add_job_commands(CLI::App& app, Context& ctx);

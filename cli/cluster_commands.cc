@@ -67,98 +67,100 @@ std::map<std::string, int> max_depths(ClusterFabric& fabric) {
   return out;
 }
 
+int run_cluster_list(Context& ctx) {
+  const auto clusters = ctx.fabric().list_clusters();
+  if (ctx.json) {
+    print_json(clusters);
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : clusters) {
+    rows.push_back({c.name, c.project, c.zone, c.cluster_id, accelerators_text(c),
+                    std::to_string(c.max_queue_depth), labels_text(c)});
+  }
+  print_table({"NAME", "PROJECT", "ZONE", "CLUSTER_ID", "ACCELERATORS", "MAX_QUEUE", "LABELS"},
+              rows);
+  return kExitOk;
+}
+
+struct StatusArgs {
+  std::string name;
+};
+
+int run_cluster_status(Context& ctx, const StatusArgs& a) {
+  const ClusterProbeResult r = ctx.fabric().get_cluster_status(a.name);
+  if (ctx.json) {
+    print_json(r);
+  } else {
+    print_probe_table({r}, max_depths(ctx.fabric()));
+    std::cout << "probed at " << r.probed_at << "\n";
+  }
+  return r.reachable ? kExitOk : kExitUnreachable;
+}
+
+struct SelectArgs {
+  std::string accelerator;
+};
+
+int run_cluster_select(Context& ctx, const SelectArgs& a) {
+  try {
+    const ClusterSelection s = ctx.fabric().select_cluster(a.accelerator);
+    if (ctx.json) {
+      print_json(s);
+    } else {
+      print_probe_table(s.probe_results, max_depths(ctx.fabric()));
+      std::cout << s.reason << "\n";
+    }
+    return kExitOk;
+  } catch (const NoAvailableClusterError& e) {
+    if (!ctx.json && !e.probe_results().empty()) {
+      print_probe_table(e.probe_results(), max_depths(ctx.fabric()));
+    }
+    throw;
+  }
+}
+
+int run_cluster_warm_up(Context& ctx) {
+  const auto results = ctx.fabric().warm_up();
+  bool all_ok = true;
+  for (const auto& r : results) all_ok = all_ok && r.ok;
+  if (ctx.json) {
+    print_json(results);
+    return all_ok ? kExitOk : kExitUnreachable;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : results) {
+    rows.push_back({r.cluster, r.ok ? "ok" : "failed",
+                    fmt::format("{:.1f}s", r.elapsed.count() / 1000.0), r.error.value_or("-")});
+  }
+  print_table({"CLUSTER", "CREDENTIALS", "TIME", "ERROR"}, rows);
+  return all_ok ? kExitOk : kExitUnreachable;
+}
+
 }  // namespace
 
 void add_cluster_commands(CLI::App& app, Context& ctx) {
   CLI::App* cluster = app.add_subcommand("cluster", "registered clusters: list, probe, select");
   cluster->require_subcommand(1);
 
-  cluster->add_subcommand("list", "list the clusters of repos.yaml")->callback([&ctx] {
-    ctx.action = [&ctx] {
-      const auto clusters = ctx.fabric().list_clusters();
-      if (ctx.json) {
-        print_json(clusters);
-        return kExitOk;
-      }
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& c : clusters) {
-        rows.push_back({c.name, c.project, c.zone, c.cluster_id, accelerators_text(c),
-                        std::to_string(c.max_queue_depth), labels_text(c)});
-      }
-      print_table({"NAME", "PROJECT", "ZONE", "CLUSTER_ID", "ACCELERATORS", "MAX_QUEUE", "LABELS"},
-                  rows);
-      return kExitOk;
-    };
-  });
+  bind(cluster->add_subcommand("list", "list the clusters of repos.yaml"), ctx, run_cluster_list);
 
-  auto status_name = std::make_shared<std::string>();
+  auto status_args = std::make_shared<StatusArgs>();
   CLI::App* status = cluster->add_subcommand(
       "status", "probe one cluster now (exit 0 reachable, 7 unreachable, 3 unknown)");
-  status->add_option("name", *status_name, "cluster name")->required();
-  status->callback([&ctx, status_name] {
-    ctx.action = [&ctx, status_name] {
-      const ClusterProbeResult r = ctx.fabric().get_cluster_status(*status_name);
-      if (ctx.json) {
-        print_json(r);
-      } else {
-        print_probe_table({r}, max_depths(ctx.fabric()));
-        std::cout << "probed at " << r.probed_at << "\n";
-      }
-      return r.reachable ? kExitOk : kExitUnreachable;
-    };
-  });
+  status->add_option("name", status_args->name, "cluster name")->required();
+  bind(status, ctx, status_args, run_cluster_status);
 
-  auto accelerator = std::make_shared<std::string>();
+  auto select_args = std::make_shared<SelectArgs>();
   CLI::App* select = cluster->add_subcommand(
       "select", "choose the best cluster for an accelerator (exit 4 when none is available)");
-  select->add_option("--accelerator", *accelerator, "accelerator type, e.g. tpu-v4-64")->required();
-  select->callback([&ctx, accelerator] {
-    ctx.action = [&ctx, accelerator] {
-      try {
-        const ClusterSelection s = ctx.fabric().select_cluster(*accelerator);
-        if (ctx.json) {
-          print_json(s);
-        } else {
-          print_probe_table(s.probe_results, max_depths(ctx.fabric()));
-          std::cout << s.reason << "\n";
-        }
-        return kExitOk;
-      } catch (const NoAvailableClusterError& e) {
-        if (!ctx.json && !e.probe_results().empty()) {
-          print_probe_table(e.probe_results(), max_depths(ctx.fabric()));
-        }
-        throw;
-      }
-    };
-  });
+  select->add_option("--accelerator", select_args->accelerator, "accelerator type, e.g. tpu-v4-64")
+      ->required();
+  bind(select, ctx, select_args, run_cluster_select);
 
-  cluster
-      ->add_subcommand("warm-up",
-                       "fetch every cluster's credentials into its own kubeconfig, in parallel")
-      ->callback([&ctx] {
-        ctx.action = [&ctx] {
-          const auto results = ctx.fabric().warm_up();
-          bool all_ok = true;
-          nlohmann::json out = nlohmann::json::array();
-          std::vector<std::vector<std::string>> rows;
-          for (const auto& r : results) {
-            all_ok = all_ok && r.ok;
-            out.push_back({{"cluster", r.cluster},
-                           {"ok", r.ok},
-                           {"error", r.error ? nlohmann::json(*r.error) : nlohmann::json(nullptr)},
-                           {"elapsed_ms", r.elapsed.count()}});
-            rows.push_back({r.cluster, r.ok ? "ok" : "failed",
-                            fmt::format("{:.1f}s", r.elapsed.count() / 1000.0),
-                            r.error.value_or("-")});
-          }
-          if (ctx.json) {
-            print_json(out);
-          } else {
-            print_table({"CLUSTER", "CREDENTIALS", "TIME", "ERROR"}, rows);
-          }
-          return all_ok ? kExitOk : kExitUnreachable;
-        };
-      });
+  bind(cluster->add_subcommand(
+           "warm-up", "fetch every cluster's credentials into its own kubeconfig, in parallel"),
+       ctx, run_cluster_warm_up);
 }
 
 }  // namespace falcon::cli

@@ -52,6 +52,9 @@ struct DoctorCheck {
   std::string fix;     // how to fix it; empty when ok
 };
 
+// {"name", "status", "detail", "fix" (null when empty)}.
+void to_json(nlohmann::json& j, const DoctorCheck& v);
+
 // The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
 // processes, libcurl, the system clock), as the one-argument constructor does for all three.
 struct FabricDependencies {

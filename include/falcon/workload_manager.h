@@ -89,6 +89,9 @@ struct WarmupResult {
   bool operator==(const WarmupResult&) const = default;
 };
 
+// {"cluster", "ok", "error" (null when ok), "elapsed_ms"}.
+void to_json(nlohmann::json& j, const WarmupResult& v);
+
 class XpkWorkloadManager {
  public:
   // Runs xpk through an adapter of its own. Resolves the state directory now (xpk.state_dir,

@@ -2,7 +2,7 @@
 // and says, per item, what is missing and how to fix it.
 #include <fmt/format.h>
 
-#include <future>
+#include <functional>
 #include <regex>
 #include <set>
 
@@ -10,12 +10,23 @@
 
 #include "fabric/fabric_impl.h"
 #include "falcon/errors.h"
+#include "falcon/gcs_uri.h"
 #include "gcp/credentials.h"
 #include "gcp/endpoints.h"
-#include "gcp/url.h"
+#include "gcp/logging_client.h"
+#include "gcp/storage_client.h"
+#include "process/bounded_parallel.h"
 #include "util/time_format.h"
 
 namespace falcon {
+
+void to_json(nlohmann::json& j, const DoctorCheck& v) {
+  j = nlohmann::json{{"name", v.name},
+                     {"status", v.status},
+                     {"detail", v.detail},
+                     {"fix", v.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(v.fix)}};
+}
+
 namespace {
 
 constexpr std::chrono::seconds kToolTimeout{60};
@@ -108,24 +119,16 @@ DoctorCheck check_optional_tool(CommandRunner& runner, const std::string& name,
   return ok(name, first_line(run.result.stdout_text + run.result.stderr_text));
 }
 
-// Sends an authorized request and turns the answer into a check.
-DoctorCheck check_endpoint(const std::string& name, HttpClient& http, gcp::Credentials* credentials,
-                           HttpRequest request, const std::string& permission_fix) {
+// Runs one call of a Google client and turns its outcome into a check: `ok_detail` on success,
+// else the client's error with `permission_fix` for a 401/403.
+DoctorCheck check_endpoint(const std::string& name, const std::string& ok_detail,
+                           const std::string& permission_fix, const std::function<void()>& call) {
   try {
-    if (credentials != nullptr) credentials->authorize(request.headers);
-    const HttpResponse response = http.send(request);
-    if (response.status >= 200 && response.status < 300) {
-      return ok(name, fmt::format("{} answered {}", request.url.substr(0, request.url.find('?')),
-                                  response.status));
-    }
-    std::string message;
-    try {
-      message = nlohmann::json::parse(response.body).at("error").at("message").get<std::string>();
-    } catch (const std::exception&) {
-      message = first_line(response.body);
-    }
-    return fail(name, fmt::format("HTTP {}: {}", response.status, message),
-                response.status == 401 || response.status == 403
+    call();
+    return ok(name, ok_detail);
+  } catch (const LogRetrievalError& e) {
+    return fail(name, e.what(),
+                e.http_status() == 401 || e.http_status() == 403
                     ? permission_fix
                     : "check the endpoint configuration (gcp: in repos.yaml) and network access");
   } catch (const std::exception& e) {
@@ -135,18 +138,18 @@ DoctorCheck check_endpoint(const std::string& name, HttpClient& http, gcp::Crede
   }
 }
 
-}  // namespace
+// Doctor asks once and reports what it sees: no retries, no waiting out a quota.
+gcp::RetryPolicy single_attempt(const GcpSettings& gcp) {
+  gcp::RetryPolicy policy;
+  policy.max_attempts = 1;
+  policy.deadline = std::chrono::seconds(gcp.http_timeout_s);
+  return policy;
+}
 
-std::vector<DoctorCheck> ClusterFabric::doctor() const {
-  const auto m = impl_->current();
-  const FabricConfig& config = *m->config;
-  CommandRunner& runner = *impl_->deps.runner;
-  std::vector<DoctorCheck> checks;
-
-  checks.push_back(
-      ok("config", fmt::format("{} clusters from {}", config.clusters.size(), config.source_path)));
-  checks.push_back(check_xpk(runner, config.xpk));
-  checks.push_back(check_gcloud(runner, config.xpk));
+// The binaries xpk needs, in the order doctor prints them.
+void check_tools(CommandRunner& runner, const XpkSettings& xpk, std::vector<DoctorCheck>& checks) {
+  checks.push_back(check_xpk(runner, xpk));
+  checks.push_back(check_gcloud(runner, xpk));
   checks.push_back(check_optional_tool(
       runner, "kubectl", {"kubectl", "version", "--client"},
       "xpk >= 1.7 downloads kubectl itself; otherwise install it (apt-get install kubectl from "
@@ -155,84 +158,130 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
       check_optional_tool(runner, "gke-gcloud-auth-plugin", {"gke-gcloud-auth-plugin", "--version"},
                           "gcloud components install gke-gcloud-auth-plugin (or apt-get install "
                           "google-cloud-cli-gke-gcloud-auth-plugin); kubectl needs it for GKE"));
+}
 
-  // Credentials: which source resolves, and that it hands out a token (never printed).
-  const gcp::Environment env = gcp::current_environment();
-  std::shared_ptr<gcp::Credentials> credentials;
+// Which credential source resolves, and that it hands out a token (never printed). Null when
+// none does; the endpoint checks then send no Authorization header.
+std::shared_ptr<gcp::Credentials> check_credentials(const FabricConfig& config,
+                                                    const gcp::Environment& env,
+                                                    const FabricDependencies& deps,
+                                                    std::vector<DoctorCheck>& checks) {
   try {
-    auto source =
-        gcp::find_default_token_source(config.gcp, env, impl_->deps.http, impl_->deps.clock);
-    credentials = std::make_shared<gcp::Credentials>(std::move(source), impl_->deps.clock);
+    auto source = gcp::find_default_token_source(config.gcp, env, deps.http, deps.clock);
+    auto credentials = std::make_shared<gcp::Credentials>(std::move(source), deps.clock);
     credentials->token();
     checks.push_back(ok("credentials", credentials->description()));
+    return credentials;
   } catch (const std::exception& e) {
     checks.push_back(
         fail("credentials", e.what(),
              "on GKE use Workload Identity; on a VM attach a service account; on a laptop run "
              "`gcloud auth application-default login`; or set GOOGLE_APPLICATION_CREDENTIALS to a "
              "service-account key"));
-    credentials.reset();
+    return nullptr;
   }
+}
 
-  const gcp::GcpEndpoints endpoints = gcp::resolve_endpoints(config.gcp, env);
-  if (!config.clusters.empty()) {
-    const ClusterConfig& first = config.clusters.front();
-    HttpRequest list;
-    list.method = "POST";
-    list.url = endpoints.logging + "/v2/entries:list";
-    list.headers.set("Content-Type", "application/json");
-    list.body = nlohmann::json{
-        {"resourceNames", {"projects/" + first.project}},
-        {"filter", fmt::format("timestamp>=\"{}\"",
-                               format_iso8601(impl_->deps.clock->now() - std::chrono::minutes(1)))},
-        {"pageSize",
-         1}}.dump();
-    list.timeout = std::chrono::seconds(config.gcp.http_timeout_s);
-    checks.push_back(check_endpoint(
-        "logging", *impl_->deps.http, credentials.get(), list,
-        fmt::format("grant roles/logging.viewer (Logs Viewer) on project {} to this identity",
-                    first.project)));
-  }
+// One entries:list of a page of one entry in the first cluster's project.
+DoctorCheck check_logging(const FabricConfig& config, const gcp::GcpEndpoints& endpoints,
+                          const FabricDependencies& deps,
+                          std::shared_ptr<gcp::Credentials> credentials) {
+  const ClusterConfig& first = config.clusters.front();
+  const gcp::LoggingClient logging(
+      {.endpoint = endpoints.logging,
+       .http = deps.http,
+       .credentials = std::move(credentials),
+       .clock = deps.clock,
+       .reads_per_minute = config.gcp.logging_reads_per_minute,
+       .retry = single_attempt(config.gcp),
+       .request_timeout = std::chrono::seconds(config.gcp.http_timeout_s)});
+  gcp::ListLogEntriesRequest request;
+  request.resource_names = {"projects/" + first.project};
+  request.filter =
+      fmt::format("timestamp>=\"{}\"", format_iso8601(deps.clock->now() - std::chrono::minutes(1)));
+  request.page_size = 1;
+  return check_endpoint(
+      "logging", fmt::format("{}/v2/entries:list answered", endpoints.logging),
+      fmt::format("grant roles/logging.viewer (Logs Viewer) on project {} to this identity",
+                  first.project),
+      [&] { (void)logging.list_entries_page(request); });
+}
+
+// A list of at most one object in every bucket the clusters export to.
+void check_buckets(const FabricConfig& config, const gcp::GcpEndpoints& endpoints,
+                   const FabricDependencies& deps, std::shared_ptr<gcp::Credentials> credentials,
+                   std::vector<DoctorCheck>& checks) {
+  const gcp::StorageClient storage(
+      {.endpoint = endpoints.storage,
+       .http = deps.http,
+       .credentials = std::move(credentials),
+       .clock = deps.clock,
+       .retry = single_attempt(config.gcp),
+       .request_timeout = std::chrono::seconds(config.gcp.http_timeout_s)});
   std::set<std::string> buckets;
   for (const auto& c : config.clusters) {
-    if (!c.gcs_bucket.empty())
-      buckets.insert(c.gcs_bucket.substr(5, c.gcs_bucket.find('/', 5) - 5));
+    if (!c.gcs_bucket.empty()) buckets.insert(parse_gcs_uri(c.gcs_bucket).bucket);
   }
   for (const auto& bucket : buckets) {
-    HttpRequest list;
-    list.url = fmt::format("{}/storage/v1/b/{}/o?maxResults=1", endpoints.storage,
-                           gcp::percent_encode(bucket));
-    list.timeout = std::chrono::seconds(config.gcp.http_timeout_s);
     checks.push_back(check_endpoint(
-        "storage gs://" + bucket, *impl_->deps.http, credentials.get(), list,
+        "storage gs://" + bucket,
+        fmt::format("{}/storage/v1/b/{}/o answered", endpoints.storage, bucket),
         fmt::format("grant roles/storage.objectAdmin (Storage Object Admin) on gs://{} to this "
                     "identity",
-                    bucket)));
+                    bucket),
+        [&] { (void)storage.list_objects(bucket, "", 1); }));
   }
+}
 
-  // Every cluster, probed in parallel.
-  std::vector<std::future<ClusterProbeResult>> probes;
-  for (const auto& c : config.clusters) {
-    probes.push_back(std::async(std::launch::async, [&m, c] { return m->prober->probe(c); }));
+DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r) {
+  const std::string name = "cluster " + c.name;
+  if (r.reachable) {
+    return ok(name, fmt::format("reachable: {} queued, {} running", r.queue_depth.value_or(0),
+                                r.running_count.value_or(0)));
   }
-  for (std::size_t i = 0; i < probes.size(); ++i) {
-    const ClusterConfig& c = config.clusters[i];
-    const ClusterProbeResult r = probes[i].get();
-    const std::string name = "cluster " + c.name;
-    if (r.reachable) {
-      checks.push_back(
-          ok(name, fmt::format("reachable: {} queued, {} running", r.queue_depth.value_or(0),
-                               r.running_count.value_or(0))));
-    } else {
-      checks.push_back(fail(
-          name, r.error.value_or("unreachable"),
-          fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
-                      "{} --project={} --location={}) and that this identity has "
-                      "roles/container.developer and roles/compute.viewer on {}",
-                      c.cluster_id, c.project, c.location, c.cluster_id, c.project, c.location,
-                      c.project)));
+  return fail(
+      name, r.error.value_or("unreachable"),
+      fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
+                  "{} --project={} --location={}) and that this identity has "
+                  "roles/container.developer and roles/compute.viewer on {}",
+                  c.cluster_id, c.project, c.location, c.cluster_id, c.project, c.location,
+                  c.project));
+}
+
+// Every cluster, probed in parallel on the selector's bound, reported in file order.
+void check_clusters(const FabricConfig& config, const ClusterProber& prober,
+                    std::vector<DoctorCheck>& checks) {
+  std::vector<ClusterProbeResult> probes(config.clusters.size());
+  run_bounded_parallel(probes.size(), config.selection.max_parallel_probes, [&](std::size_t i) {
+    try {
+      probes[i] = prober.probe(config.clusters[i]);
+    } catch (const std::exception& e) {
+      probes[i].cluster = config.clusters[i].name;
+      probes[i].error = e.what();
     }
+  });
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    checks.push_back(cluster_check(config.clusters[i], probes[i]));
   }
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> ClusterFabric::doctor() const {
+  const auto m = impl_->current();
+  const FabricConfig& config = *m->config;
+  const FabricDependencies& deps = impl_->deps;
+  std::vector<DoctorCheck> checks;
+  checks.push_back(
+      ok("config", fmt::format("{} clusters from {}", config.clusters.size(), config.source_path)));
+  check_tools(*deps.runner, config.xpk, checks);
+  const gcp::Environment env = gcp::current_environment();
+  const auto credentials = check_credentials(config, env, deps, checks);
+  const gcp::GcpEndpoints endpoints = gcp::resolve_endpoints(config.gcp, env);
+  if (!config.clusters.empty())
+    checks.push_back(check_logging(config, endpoints, deps, credentials));
+  check_buckets(config, endpoints, deps, credentials, checks);
+  check_clusters(config, *m->prober, checks);
   return checks;
 }
 

@@ -268,7 +268,8 @@ void StorageClient::download_object(const std::string& bucket, const std::string
 }
 
 std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucket,
-                                                        const std::string& prefix) const {
+                                                        const std::string& prefix,
+                                                        std::size_t max_objects) const {
   const StorageClientOptions& options = *options_;
   const std::string call = fmt::format("list of {}", format_gcs_uri(bucket, prefix));
   std::vector<ObjectMetadata> out;
@@ -277,6 +278,7 @@ std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucke
     std::string url = fmt::format("{}/storage/v1/b/{}/o?prefix={}", options.endpoint,
                                   percent_encode(bucket), percent_encode(prefix));
     if (!page_token.empty()) url += "&pageToken=" + percent_encode(page_token);
+    if (max_objects > 0) url += fmt::format("&maxResults={}", max_objects - out.size());
     HttpRequest request = make_request(options, "GET", std::move(url));
     const HttpResponse response =
         send_with_retry(*options.http, std::move(request), retry_options(options, call));
@@ -285,10 +287,13 @@ std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucke
       throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
     }
     if (const auto items = page.find("items"); items != page.end() && items->is_array()) {
-      for (const auto& item : *items) out.push_back(metadata_from_json(item));
+      for (const auto& item : *items) {
+        if (max_objects > 0 && out.size() == max_objects) break;
+        out.push_back(metadata_from_json(item));
+      }
     }
     page_token = string_field(page, "nextPageToken");
-  } while (!page_token.empty());
+  } while (!page_token.empty() && (max_objects == 0 || out.size() < max_objects));
   return out;
 }
 

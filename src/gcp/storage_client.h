@@ -103,9 +103,11 @@ class StorageClient {
                        const std::function<void(std::string_view)>& sink,
                        std::size_t range_bytes = 8 << 20) const;
 
-  // Every object whose name starts with `prefix`, following nextPageToken, in the server's order.
+  // Every object whose name starts with `prefix`, following nextPageToken, in the server's order;
+  // only the first `max_objects` when it is above 0 (asked for with maxResults).
   std::vector<ObjectMetadata> list_objects(const std::string& bucket,
-                                           const std::string& prefix = "") const;
+                                           const std::string& prefix = "",
+                                           std::size_t max_objects = 0) const;
 
  private:
   std::shared_ptr<const StorageClientOptions> options_;

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "process/bounded_parallel.h"
 #include "xpk/failure_text.h"
 #include "xpk/xpk_cli.h"
@@ -22,8 +24,12 @@ std::vector<WarmupResult> warm_up_credentials(const XpkCli& xpk, Clock& clock,
     const auto start = clock.steady_now();
     try {
       CommandSpec spec;
-      spec.argv = {settings.gcloud_binary,      "container",        "clusters",
-                   "get-credentials",           cluster.cluster_id, "--project=" + cluster.project,
+      spec.argv = {settings.gcloud_binary,
+                   "container",
+                   "clusters",
+                   "get-credentials",
+                   cluster.cluster_id,
+                   "--project=" + cluster.project,
                    "--location=" + (cluster.location.empty() ? cluster.zone : cluster.location)};
       spec.timeout = std::chrono::seconds(settings.command_timeout_s);
       const CommandResult r = xpk.run_refreshing_kubeconfig(cluster, std::move(spec));
@@ -46,3 +52,14 @@ std::vector<WarmupResult> warm_up_credentials(const XpkCli& xpk, Clock& clock,
 }
 
 }  // namespace falcon::xpk
+
+namespace falcon {
+
+void to_json(nlohmann::json& j, const WarmupResult& v) {
+  j = nlohmann::json{{"cluster", v.cluster},
+                     {"ok", v.ok},
+                     {"error", v.error ? nlohmann::json(*v.error) : nlohmann::json(nullptr)},
+                     {"elapsed_ms", v.elapsed.count()}};
+}
+
+}  // namespace falcon

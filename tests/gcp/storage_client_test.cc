@@ -616,6 +616,18 @@ TEST_F(StorageFixture, ListFollowsPageTokens) {
   EXPECT_EQ(http->pending(), 0u);
 }
 
+TEST_F(StorageFixture, ListStopsAtMaxObjects) {
+  // The server may send more than maxResults asked for; the client keeps only the first ones
+  // and asks for no further page.
+  http->enqueue("GET", "/storage/v1/b/bkt/o?prefix=&maxResults=1",
+                json_response(200, R"({"items":[{"name":"a"},{"name":"b"}],
+                                      "nextPageToken":"p2"})"));
+  const auto objects = client().list_objects("bkt", "", 1);
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(objects[0].name, "a");
+  EXPECT_EQ(http->pending(), 0u);
+}
+
 TEST_F(StorageFixture, ListOfNothingIsEmpty) {
   http->on("GET", "?prefix=", [](const HttpRequest&) {
     return json_response(200, R"({"kind":"storage#objects"})");
