@@ -54,7 +54,8 @@ class LogStream(Iterator[str]):
     (without holding the GIL) only when the lines before it are used up, so breaking out of the
     loop stops reading. Single pass. ``close()`` (or leaving a ``with`` block) releases it at
     once. ``next()`` raises LogRetrievalError when a page cannot be read after retries, and
-    KeyboardInterrupt on Ctrl-C once the page in flight has arrived."""
+    KeyboardInterrupt on Ctrl-C once the page in flight has arrived (the line that ``next()``
+    was reading is then dropped; the stream stays usable)."""
 
     def __init__(self, native: Any) -> None:
         self._native = native
