@@ -40,13 +40,16 @@ def _dump(value: Any) -> str:
     return json.dumps(value.to_dict())
 
 
-def _filter(value: Optional[LogFilter]) -> str:
-    return _dump(value if value is not None else LogFilter())
-
-
 def _check(value: Any, cls: type, name: str) -> None:
     if not isinstance(value, cls):
         raise TypeError(f"{name} must be a falcon.{cls.__name__}, not {type(value).__name__}")
+
+
+def _filter(value: Optional[LogFilter]) -> str:
+    if value is None:
+        return _dump(LogFilter())
+    _check(value, LogFilter, "filter")
+    return _dump(value)
 
 
 class LogStream(Iterator[str]):

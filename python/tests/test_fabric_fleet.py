@@ -271,3 +271,25 @@ def test_bad_log_arguments_raise_before_any_read(fleet, fabric):
         fabric.stream_pod_log(handle, -1)
     assert e.value.status == "INVALID_ARGUMENT"
     assert fleet.requests("logging.list") == before
+
+
+# --- The rest of the facade
+
+
+def test_config_and_check_config_give_the_settings_in_force(fleet, fabric):
+    config = fabric.config()
+    assert isinstance(config, falcon.FabricConfig)
+    assert config == falcon.check_config(str(fleet.repos_path))
+    assert config.gcp["logging_endpoint"] == fleet.url
+    assert config.xpk["command_timeout_s"] == 60 and config.xpk["binary"].endswith("fleet-xpk")
+    assert [c.name for c in config.clusters] == [c.name for c in fabric.list_clusters()]
+    assert falcon.FabricConfig.from_dict(config.to_dict()) == config
+
+
+def test_doctor_reports_every_check_without_raising(fabric):
+    checks = fabric.doctor()
+    assert checks and all(isinstance(c, falcon.DoctorCheck) for c in checks)
+    assert all(c.status in ("ok", "warn", "fail") for c in checks)
+    by_name = {c.name: c for c in checks}
+    assert by_name["cluster tpu-b"].status == "ok"
+    assert by_name["cluster tpu-down"].status == "fail" and by_name["cluster tpu-down"].fix
