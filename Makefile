@@ -2,7 +2,10 @@
 #   make demo   build, start the local fleet, run the main job through the falcon CLI
 #   make test   build with AddressSanitizer + UBSan and -Werror and run every test; build the
 #               optimised library, CLI and fleet with -Werror (warnings only -O2 shows); build
-#               the fuzz targets with clang and run each for FUZZ_SECONDS (docs/testing.md)
+#               the fuzz targets with clang and run each for FUZZ_SECONDS; build the Python
+#               module without sanitizers and run its pytest suite (docs/testing.md)
+#   make python-test   only the last step
+#   make python-demo   examples/business_layer.py, the business flow in Python, against the fleet
 # Each installs missing Debian packages first (scripts/setup.sh).
 JOBS ?= 2
 BUILD_DIR ?= build/release
@@ -10,8 +13,11 @@ TEST_DIR ?= build/asan
 WERROR_DIR ?= build/release-werror
 FUZZ_DIR ?= build/fuzz
 FUZZ_SECONDS ?= 20
+PYTHON_DIR ?= build/python
+# The interpreter the module is built for and tested with: Debian's, not a pyenv shim on PATH.
+PYTHON ?= /usr/bin/python3
 
-.PHONY: all setup build build-test build-werror demo test test-unit fuzz-build fuzz bench format clean
+.PHONY: all setup build build-test build-werror demo test test-unit fuzz-build fuzz python-build python-test python-demo bench format clean
 
 all: build
 
@@ -44,6 +50,22 @@ fuzz-build: setup
 fuzz: fuzz-build
 	@bash fuzz/run --build $(FUZZ_DIR) --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
 
+# The Python module (python/) and the fleet's tools, optimised, position-independent, without
+# sanitizers: an ASan-built extension cannot be loaded into the stock interpreter.
+python-build: setup
+	@cmake -S . -B $(PYTHON_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DFALCON_PYTHON=ON -DPython_EXECUTABLE=$(PYTHON) -DFALCON_BUILD_TESTS=OFF \
+	  -DFALCON_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(PYTHON_DIR) -j $(JOBS) --target _falcon falcon-fleet fleet-xpk fleet-gcloud
+
+# pytest (Debian's python3-pytest) against the local fleet; mypy over the example.
+python-test: python-build
+	@FALCON_BUILD_DIR=$(PYTHON_DIR) $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
+# examples/business_layer.py (Python) against the local fleet.
+python-demo: python-build
+	@PYTHON=$(PYTHON) bash scripts/python-demo.sh $(PYTHON_DIR)
+
 demo: build
 	@bash scripts/demo.sh $(BUILD_DIR)
 
@@ -52,6 +74,7 @@ test: build-test build-werror fuzz-build
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
 	@bash fuzz/run --build $(FUZZ_DIR) --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+	@$(MAKE) --no-print-directory python-test
 
 # The fast loop: the in-process tests only (ctest -L unit), no release or fuzz build.
 test-unit: build-test
@@ -63,7 +86,7 @@ bench: setup
 	@bash bench/run
 
 format:
-	@find include src cli tools tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	@find include src cli tools tests bench fuzz python/src -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
 	rm -rf build

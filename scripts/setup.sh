@@ -12,6 +12,8 @@ packages=(
   libsqlite3-dev libpq-dev postgresql-15
   clang-format python3 time ca-certificates
   clang libclang-rt-dev
+  python3-dev pybind11-dev python3-pytest mypy python3-pip python3-venv python3-setuptools
+  python3-wheel
 )
 
 missing=()

@@ -1,0 +1,177 @@
+"""The layer's errors (include/falcon/errors.h), as Python exceptions with attributes.
+
+    FalconError
+    ├── ClusterConfigError        repos.yaml is missing, malformed or invalid     .problems
+    ├── UnknownClusterError       a cluster name the registry does not know       .cluster
+    │                             (also a KeyError, as the spec says)
+    ├── NoAvailableClusterError   no candidate, or every candidate unreachable    .accelerator,
+    │                             or full                                         .probe_results
+    ├── ClusterUnreachableError   one cluster's probe timed out or failed         .cluster
+    ├── XpkCommandError           an xpk command failed                           .cluster,
+    │   │                                                                         .exit_code, .stderr
+    │   └── WorkloadSubmitError   `xpk workload create` failed or was refused     + .workload
+    ├── WorkloadNotFoundError     status/cancel of a workload the cluster lacks   .cluster, .workload
+    ├── LogRetrievalError         Cloud Logging or Cloud Storage failed           .http_status, .status
+    ├── CommandStartError         a binary could not be started                   .binary
+    └── StateStoreError           the state database failed                       .backend, .location,
+                                                                                  .operation, .db_message
+
+Every error has ``.message`` (what ``str()`` gives) and ``.details`` (the extra fields as a
+dict, as ``falcon --json`` prints them). Bad arguments (a malformed since, a negative rank) raise
+``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from ._model import ClusterProbeResult
+
+__all__ = [
+    "FalconError",
+    "ClusterConfigError",
+    "UnknownClusterError",
+    "NoAvailableClusterError",
+    "ClusterUnreachableError",
+    "XpkCommandError",
+    "WorkloadSubmitError",
+    "WorkloadNotFoundError",
+    "LogRetrievalError",
+    "CommandStartError",
+    "StateStoreError",
+]
+
+
+class FalconError(Exception):
+    """The root of the layer's errors."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+
+class ClusterConfigError(FalconError):
+    """repos.yaml is missing, malformed or invalid; ``problems`` lists every problem, each
+    ``file:line:col: path: problem``."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.problems: list[str] = list(self.details.get("problems", []))
+
+
+class UnknownClusterError(FalconError, KeyError):
+    """A cluster name the registry does not know (the spec's KeyError)."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.cluster: str = self.details.get("cluster", "")
+
+
+class NoAvailableClusterError(FalconError):
+    """No cluster offers the accelerator, or every candidate is unreachable or full;
+    ``probe_results`` holds every probe made (empty when there was no candidate)."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.accelerator: str = self.details.get("accelerator", "")
+        self.probe_results: list[ClusterProbeResult] = [
+            r if isinstance(r, ClusterProbeResult) else ClusterProbeResult.from_dict(r)
+            for r in self.details.get("probe_results", [])
+        ]
+
+
+class ClusterUnreachableError(FalconError):
+    """One cluster's probe timed out or failed."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.cluster: str = self.details.get("cluster", "")
+
+
+class XpkCommandError(FalconError):
+    """An xpk command failed: ``exit_code`` (None when xpk did not run or was killed) and
+    ``stderr``, what xpk printed that explains the failure."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.cluster: str = self.details.get("cluster", "")
+        self.exit_code: Optional[int] = self.details.get("exit_code")
+        self.stderr: str = self.details.get("stderr", "")
+
+
+class WorkloadSubmitError(XpkCommandError):
+    """``xpk workload create`` failed, or the layer refused the spec before running it."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.workload: str = self.details.get("workload", "")
+
+
+class WorkloadNotFoundError(FalconError):
+    """Status or cancel of a workload the cluster does not have."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.cluster: str = self.details.get("cluster", "")
+        self.workload: str = self.details.get("workload", "")
+
+
+class LogRetrievalError(FalconError):
+    """Cloud Logging or Cloud Storage failed: ``http_status`` (0 for transport failures) and
+    ``status``, the google.rpc code name ("RESOURCE_EXHAUSTED") or ""."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.http_status: int = self.details.get("http_status", 0)
+        self.status: str = self.details.get("status", "")
+
+
+class CommandStartError(FalconError):
+    """A binary (xpk, gcloud) could not be started."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.binary: str = self.details.get("binary", "")
+
+
+class StateStoreError(FalconError):
+    """The state database failed."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.backend: str = self.details.get("backend", "")
+        self.location: str = self.details.get("location", "")
+        self.operation: str = self.details.get("operation", "")
+        self.db_message: str = self.details.get("db_message", "")
+
+
+_CLASSES: dict[str, type[FalconError]] = {
+    cls.__name__: cls
+    for cls in (
+        FalconError,
+        ClusterConfigError,
+        UnknownClusterError,
+        NoAvailableClusterError,
+        ClusterUnreachableError,
+        XpkCommandError,
+        WorkloadSubmitError,
+        WorkloadNotFoundError,
+        LogRetrievalError,
+        CommandStartError,
+        StateStoreError,
+    )
+}
+
+
+def _from_native(type_name: str, message: str, details_json: str) -> FalconError:
+    """Called by the C++ module for every falcon::FalconError it sees."""
+    cls = _CLASSES.get(type_name, FalconError)
+    return cls(message, json.loads(details_json))

@@ -1,0 +1,497 @@
+"""The cluster layer's value types, with the spec's field names (include/falcon/model.h).
+
+Every type is a frozen dataclass: compare with ==, print with repr, convert with
+``to_dict()`` / ``from_dict()``. ``to_dict()`` gives plain Python values (lists, dicts, str,
+int, bool, None; ``WorkloadState`` as its string); ``from_dict()`` accepts what ``to_dict()``
+gives and the layer's JSON (``json.loads`` of ``falcon --json`` output), and raises
+``ValueError`` naming the class and field for a missing field, an unknown field or a wrong type.
+Times are ISO 8601 UTC strings with milliseconds and ``Z`` (``2026-04-13T08:00:00.000Z``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, TypeVar
+
+__all__ = [
+    "WorkloadState",
+    "AcceleratorSlot",
+    "ClusterConfig",
+    "ClusterProbeResult",
+    "ClusterSelection",
+    "WorkloadSpec",
+    "WorkloadHandle",
+    "WorkloadStatus",
+    "WorkloadInfo",
+    "LogFilter",
+    "LogExportResult",
+    "WarmupResult",
+    "DoctorCheck",
+    "ExportProgress",
+    "FabricConfig",
+]
+
+
+class WorkloadState(str, enum.Enum):
+    """A workload's state as the layer reports it (xpk's own words are mapped onto these).
+
+    A ``str`` enum: ``WorkloadState.RUNNING == "RUNNING"`` is true.
+    """
+
+    QUEUED = "QUEUED"
+    RUNNING = "RUNNING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for COMPLETED and FAILED."""
+        return self in (WorkloadState.COMPLETED, WorkloadState.FAILED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# --- field readers: each names the class and the field it rejects.
+
+
+class _Reader:
+    def __init__(self, cls: str, data: Mapping[str, Any], allowed: tuple[str, ...]) -> None:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{cls}.from_dict: expected a dict, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ValueError(f"{cls}.from_dict: unknown field(s) {', '.join(map(str, unknown))}")
+        self.cls = cls
+        self.data = data
+
+    def _bad(self, key: str, want: str, value: Any) -> ValueError:
+        return ValueError(f"{self.cls}.{key}: expected {want}, got {value!r}")
+
+    def _get(self, key: str, default: Any) -> Any:
+        if key in self.data:
+            return self.data[key]
+        if default is _REQUIRED:
+            raise ValueError(f"{self.cls}.from_dict: missing field {key}")
+        return default() if callable(default) else default
+
+    def text(self, key: str, default: Any = None) -> str:
+        v = self._get(key, _REQUIRED if default is None else default)
+        if not isinstance(v, str):
+            raise self._bad(key, "a string", v)
+        return v
+
+    def opt_text(self, key: str) -> Optional[str]:
+        v = self._get(key, None)
+        if v is not None and not isinstance(v, str):
+            raise self._bad(key, "a string or None", v)
+        return v
+
+    def num(self, key: str, default: Any = None) -> int:
+        v = self._get(key, _REQUIRED if default is None else default)
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise self._bad(key, "an int", v)
+        return v
+
+    def opt_num(self, key: str) -> Optional[int]:
+        v = self._get(key, None)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            raise self._bad(key, "an int or None", v)
+        return v
+
+    def flag(self, key: str) -> bool:
+        v = self._get(key, _REQUIRED)
+        if not isinstance(v, bool):
+            raise self._bad(key, "a bool", v)
+        return v
+
+    def str_list(self, key: str, default: Any = None) -> list[str]:
+        v = self._get(key, _REQUIRED if default is None else default)
+        if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+            raise self._bad(key, "a list of strings", v)
+        return list(v)
+
+    def int_list(self, key: str, optional: bool = False) -> Optional[list[int]]:
+        v = self._get(key, None if optional else _REQUIRED)
+        if v is None and optional:
+            return None
+        if not isinstance(v, (list, tuple)) or not all(
+            isinstance(x, int) and not isinstance(x, bool) for x in v
+        ):
+            raise self._bad(key, "a list of ints", v)
+        return list(v)
+
+    def str_dict(self, key: str, default: Any = None) -> dict[str, str]:
+        v = self._get(key, _REQUIRED if default is None else default)
+        if not isinstance(v, Mapping) or not all(
+            isinstance(k, str) and isinstance(x, str) for k, x in v.items()
+        ):
+            raise self._bad(key, "a dict of strings to strings", v)
+        return dict(v)
+
+    def state(self, key: str) -> WorkloadState:
+        v = self._get(key, _REQUIRED)
+        try:
+            return WorkloadState(v)
+        except ValueError:
+            raise self._bad(key, "one of " + ", ".join(s.value for s in WorkloadState), v) from None
+
+    def items(self, key: str, cls: Any) -> list[Any]:
+        v = self._get(key, _REQUIRED)
+        if not isinstance(v, (list, tuple)):
+            raise self._bad(key, f"a list of {cls.__name__}", v)
+        return [x if isinstance(x, cls) else cls.from_dict(x) for x in v]
+
+
+_REQUIRED = object()
+T = TypeVar("T")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(x) for x in value]
+    if isinstance(value, dict):
+        return {k: _plain(x) for k, x in value.items()}
+    return value
+
+
+class _Value:
+    """to_dict() for every model dataclass."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The value as plain Python data, with the spec's field names."""
+        return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class AcceleratorSlot(_Value):
+    """An accelerator type a cluster offers, and how much the layer prefers it there."""
+
+    type: str  #: canonical (xpk's) name: "v4-64", "h100-80gb-8"
+    device_class: str  #: "tpu" | "gpu" | "cpu": picks xpk's --tpu-type or --device-type
+    priority: int = 1  #: 1 is the most preferred; sorted ascending
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "AcceleratorSlot":
+        r = _Reader(cls.__name__, d, ("type", "device_class", "priority"))
+        dc = r.text("device_class")
+        if dc not in ("tpu", "gpu", "cpu"):
+            raise ValueError(f"AcceleratorSlot.device_class: expected tpu, gpu or cpu, got {dc!r}")
+        return cls(type=r.text("type"), device_class=dc, priority=r.num("priority", 1))
+
+
+@dataclass(frozen=True)
+class ClusterConfig(_Value):
+    """One cluster of repos.yaml (``accelerator_slots`` is the YAML key ``accelerator_types``)."""
+
+    name: str
+    provider: str
+    project: str
+    zone: str  #: what xpk gets as --zone: a zone, or a region
+    cluster_id: str  #: the GKE cluster's name
+    accelerator_slots: list[AcceleratorSlot] = field(default_factory=list)
+    default_namespace: str = "default"
+    gcs_bucket: str = ""
+    max_queue_depth: int = 5
+    probe_timeout_s: int = 15
+    labels: dict[str, str] = field(default_factory=dict)
+    location: str = ""  #: the GKE cluster's region or zone (gcloud --location); defaults to zone
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ClusterConfig":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        zone = r.text("zone")
+        return cls(
+            name=r.text("name"),
+            provider=r.text("provider"),
+            project=r.text("project"),
+            zone=zone,
+            cluster_id=r.text("cluster_id"),
+            accelerator_slots=r.items("accelerator_slots", AcceleratorSlot),
+            default_namespace=r.text("default_namespace", "default"),
+            gcs_bucket=r.text("gcs_bucket", ""),
+            max_queue_depth=r.num("max_queue_depth", 5),
+            probe_timeout_s=r.num("probe_timeout_s", 15),
+            labels=r.str_dict("labels", dict),
+            location=r.text("location", zone),
+        )
+
+
+@dataclass(frozen=True)
+class ClusterProbeResult(_Value):
+    """The outcome of probing one cluster (``xpk workload list``)."""
+
+    cluster: str
+    reachable: bool
+    queue_depth: Optional[int]  #: QUEUED workloads; None when unreachable
+    running_count: Optional[int]  #: RUNNING workloads; None when unreachable
+    error: Optional[str]  #: why it is unreachable; None when reachable
+    probed_at: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ClusterProbeResult":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            cluster=r.text("cluster"),
+            reachable=r.flag("reachable"),
+            queue_depth=r.opt_num("queue_depth"),
+            running_count=r.opt_num("running_count"),
+            error=r.opt_text("error"),
+            probed_at=r.text("probed_at"),
+        )
+
+
+@dataclass(frozen=True)
+class ClusterSelection(_Value):
+    """The full record of one cluster choice, for audit."""
+
+    selected_cluster: str
+    accelerator: str
+    candidates: list[str]  #: in priority order
+    probe_results: list[ClusterProbeResult]
+    reason: str  #: "selected <name>: reachable, queue_depth=<N> <= max=<M>"
+    decided_at: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSelection":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            selected_cluster=r.text("selected_cluster"),
+            accelerator=r.text("accelerator"),
+            candidates=r.str_list("candidates"),
+            probe_results=r.items("probe_results", ClusterProbeResult),
+            reason=r.text("reason"),
+            decided_at=r.text("decided_at"),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadSpec(_Value):
+    """What the business layer asks to run."""
+
+    name: str  #: [a-z]([-a-z0-9]*[a-z0-9])?, at most 40 characters (xpk's rule)
+    docker_image: str
+    command: list[str]  #: argv; joined shell-quoted into xpk's --command
+    accelerator_type: str  #: either spelling: "tpu-v4-64" or "v4-64"
+    priority: str = "medium"  #: very-low | low | medium | high | very-high
+    env: dict[str, str] = field(default_factory=dict)
+    namespace: Optional[str] = None  #: None: the cluster's default namespace
+    extra_args: list[str] = field(default_factory=list)  #: appended verbatim to xpk's create
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WorkloadSpec":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            name=r.text("name"),
+            docker_image=r.text("docker_image"),
+            command=r.str_list("command"),
+            accelerator_type=r.text("accelerator_type"),
+            priority=r.text("priority", "medium"),
+            env=r.str_dict("env", dict),
+            namespace=r.opt_text("namespace"),
+            extra_args=r.str_list("extra_args", list),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadHandle(_Value):
+    """Identifies a submitted workload for later calls."""
+
+    workload_name: str
+    cluster: str
+    namespace: str
+    submitted_at: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WorkloadHandle":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            workload_name=r.text("workload_name"),
+            cluster=r.text("cluster"),
+            namespace=r.text("namespace"),
+            submitted_at=r.text("submitted_at"),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadStatus(_Value):
+    """A workload's state and times, from ``xpk workload list``."""
+
+    workload_name: str
+    state: WorkloadState
+    start_time: Optional[str] = None
+    end_time: Optional[str] = None
+    #: 0 once COMPLETED; once FAILED the code the failing worker printed (None when not in the
+    #: logs); else None.
+    exit_code: Optional[int] = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WorkloadStatus":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            workload_name=r.text("workload_name"),
+            state=r.state("state"),
+            start_time=r.opt_text("start_time"),
+            end_time=r.opt_text("end_time"),
+            exit_code=r.opt_num("exit_code"),
+        )
+
+
+@dataclass(frozen=True)
+class WorkloadInfo(_Value):
+    """One row of ``xpk workload list``, summarised."""
+
+    name: str
+    state: WorkloadState
+    accelerator_type: str  #: from falcon's submission record; "" when not known
+    start_time: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WorkloadInfo":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            name=r.text("name"),
+            state=r.state("state"),
+            accelerator_type=r.text("accelerator_type"),
+            start_time=r.opt_text("start_time"),
+        )
+
+
+@dataclass(frozen=True)
+class LogFilter(_Value):
+    """Which log lines to read."""
+
+    ranks: Optional[list[int]] = None  #: None: every rank; [0]: rank 0 only
+    since: Optional[str] = None  #: RFC 3339; only entries at or after it
+    grep: Optional[str] = None  #: a Cloud Logging query expression, run server-side
+    tail_lines: Optional[int] = None  #: only the last N lines
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LogFilter":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            ranks=r.int_list("ranks", optional=True),
+            since=r.opt_text("since"),
+            grep=r.opt_text("grep"),
+            tail_lines=r.opt_num("tail_lines"),
+        )
+
+
+@dataclass(frozen=True)
+class LogExportResult(_Value):
+    """Where an export put each rank's log."""
+
+    workload_name: str
+    cluster: str
+    exported_ranks: list[int]
+    gcs_uris: dict[int, str]  #: {rank: "gs://.../rank-0.log"}
+    exported_at: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LogExportResult":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        raw = r._get("gcs_uris", _REQUIRED)
+        uris: dict[int, str] = {}
+        if not isinstance(raw, Mapping):
+            raise r._bad("gcs_uris", "a dict of rank to URI", raw)
+        for k, v in raw.items():
+            try:
+                rank = int(k)
+            except (TypeError, ValueError):
+                raise r._bad("gcs_uris", "rank keys (int or digits)", k) from None
+            if not isinstance(v, str):
+                raise r._bad("gcs_uris", "URI strings", v)
+            uris[rank] = v
+        return cls(
+            workload_name=r.text("workload_name"),
+            cluster=r.text("cluster"),
+            exported_ranks=r.int_list("exported_ranks") or [],
+            gcs_uris=uris,
+            exported_at=r.text("exported_at"),
+        )
+
+
+@dataclass(frozen=True)
+class WarmupResult(_Value):
+    """One cluster's credential warm-up (``gcloud container clusters get-credentials``)."""
+
+    cluster: str
+    ok: bool
+    error: Optional[str]  #: why it failed; None when ok
+    elapsed_ms: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "WarmupResult":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            cluster=r.text("cluster"),
+            ok=r.flag("ok"),
+            error=r.opt_text("error"),
+            elapsed_ms=r.num("elapsed_ms"),
+        )
+
+
+@dataclass(frozen=True)
+class DoctorCheck(_Value):
+    """One line of ``falcon doctor``."""
+
+    name: str
+    status: str  #: "ok" | "warn" | "fail"
+    detail: str
+    fix: Optional[str]  #: how to fix it; None when ok
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DoctorCheck":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            name=r.text("name"), status=r.text("status"), detail=r.text("detail"), fix=r.opt_text("fix")
+        )
+
+
+@dataclass(frozen=True)
+class ExportProgress(_Value):
+    """One export progress event: lines and bytes of a rank so far; done once it is finished."""
+
+    rank: int
+    lines: int
+    bytes: int
+    done: bool
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ExportProgress":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(rank=r.num("rank"), lines=r.num("lines"), bytes=r.num("bytes"), done=r.flag("done"))
+
+
+@dataclass(frozen=True)
+class FabricConfig(_Value):
+    """The configuration in force: the clusters and the layer's settings (plain dicts)."""
+
+    source_path: str
+    clusters: list[ClusterConfig]
+    xpk: dict[str, Any]
+    gcp: dict[str, Any]
+    selection: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FabricConfig":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        out: dict[str, dict[str, Any]] = {}
+        for key in ("xpk", "gcp", "selection"):
+            v = r._get(key, _REQUIRED)
+            if not isinstance(v, Mapping):
+                raise r._bad(key, "a dict", v)
+            out[key] = dict(v)
+        return cls(
+            source_path=r.text("source_path"),
+            clusters=r.items("clusters", ClusterConfig),
+            xpk=out["xpk"],
+            gcp=out["gcp"],
+            selection=out["selection"],
+        )
