@@ -9,6 +9,8 @@
 //     logging_reads_per_minute: 60
 //   selection:           # optional: how clusters are chosen
 //     max_parallel_probes: 16
+//   serve:               # optional: `falcon serve` (the health loop, the state store)
+//     probe_interval_s: 30
 #pragma once
 
 #include <cstddef>
@@ -68,12 +70,30 @@ struct SelectionSettings {
   bool operator==(const SelectionSettings&) const = default;
 };
 
+// `falcon serve`: where it listens, its state store and its health loop (issue 13).
+struct ServeSettings {
+  std::string listen = "127.0.0.1:8787";  // host:port (IPv6 in brackets); port 0 picks one
+  std::string state;          // state store URL (docs/state-store.md); empty: <state_dir>/falcon.db
+  std::string tokens_file;    // bearer tokens (token -> role); empty: none
+  int probe_interval_s = 30;  // each cluster is probed this often
+  double probe_jitter = 0.1;  // 0..0.5: intervals are scaled by 1 +/- this
+  int max_probe_age_s = 60;   // select never decides on an older probe
+  int unreachable_backoff_max_s = 600;  // cap of the doubling interval of an unreachable cluster
+  int max_parallel_probes = 8;          // loop probes running at once
+  int probe_retention_full_h = 24;      // probes younger than this are all kept
+  int probe_bucket_min = 60;            // older ones: one per cluster per bucket
+  int probe_drop_after_h = 0;           // older than this are deleted; 0 keeps them
+  int shutdown_grace_s = 10;            // in-flight requests get this long on SIGTERM
+  bool operator==(const ServeSettings&) const = default;
+};
+
 struct FabricConfig {
   std::string source_path;              // the file it was read from
   std::vector<ClusterConfig> clusters;  // in file order
   XpkSettings xpk;
   GcpSettings gcp;
   SelectionSettings selection;
+  ServeSettings serve;
   bool operator==(const FabricConfig&) const = default;
 };
 

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -47,6 +48,8 @@ constexpr int kMaxReadsPerMinute = 1'000'000;
 constexpr int kChunkQuantum = 256 * 1024;
 constexpr int kMaxChunkBytes = 1 << 30;
 constexpr int kMaxParallelProbes = 256;
+constexpr int kMaxRetentionH = 24 * 3650;
+constexpr int kMaxBucketMin = 24 * 60 * 31;
 
 const char* kind_name(const YAML::Node& node) {
   switch (node.Type()) {
@@ -126,6 +129,19 @@ std::optional<long long> parse_integer(std::string_view text) {
     return std::nullopt;
   }
   return std::stoll(std::string(text));
+}
+
+// A plain decimal scalar (digits, at most one '.', optional sign; no exponent, inf or nan).
+std::optional<double> parse_decimal(std::string_view text) {
+  std::string_view digits = text;
+  if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+  if (digits.empty() || digits.size() > 24 || digits == "." ||
+      std::count(digits.begin(), digits.end(), '.') > 1 ||
+      !std::all_of(digits.begin(), digits.end(),
+                   [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
+    return std::nullopt;
+  }
+  return std::stod(std::string(text));
 }
 
 // A YAML map read field by field (see the file comment).
@@ -338,6 +354,29 @@ class Section {
     return static_cast<int>(*n);
   }
 
+  // Reads a decimal number in [min, max] into *dst. False when absent or bad.
+  bool read_double(std::string_view key, double min, double max, double* dst) {
+    const auto node = take(key);
+    if (!node) return false;
+    const std::string path = field(key);
+    if (!node->IsScalar()) {
+      problems_.add(*node, path, fmt::format("must be a number, got {}", kind_name(*node)));
+      return false;
+    }
+    const std::optional<double> n = parse_decimal(node->Scalar());
+    if (!n) {
+      problems_.add(*node, path,
+                    fmt::format("must be a number, got {}", quote_value(node->Scalar())));
+      return false;
+    }
+    if (*n < min || *n > max) {
+      problems_.add(*node, path, fmt::format("must be between {} and {}, got {}", min, max, *n));
+      return false;
+    }
+    *dst = *n;
+    return true;
+  }
+
   Problems& problems() { return problems_; }
 
  private:
@@ -413,7 +452,34 @@ const StringRule kPathRule{.max_bytes = kMaxPath, .check = no_controls};
 const StringRule kOptionalPathRule{
     .max_bytes = kMaxPath, .may_be_empty = true, .check = no_controls};
 const StringRule kUrlRule{.max_bytes = kMaxUrl, .may_be_empty = true, .check = check_url};
+const StringRule kOptionalUrlOrPathRule{
+    .max_bytes = kMaxUrl, .may_be_empty = true, .check = no_controls};
 const StringRule kHostRule{.max_bytes = kMaxHost, .may_be_empty = true, .check = no_controls};
+// host:port, the host a name, an IPv4 address or an IPv6 address in brackets, the port 0..65535.
+std::string check_listen(std::string_view v) {
+  const auto colon = v.rfind(':');
+  const std::string_view host = colon == std::string_view::npos ? "" : v.substr(0, colon);
+  const std::string_view port = colon == std::string_view::npos ? "" : v.substr(colon + 1);
+  const bool port_ok =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+      std::stoi(std::string(port)) <= 65535;
+  const bool bracketed = host.size() > 2 && host.front() == '[' && host.back() == ']';
+  const bool host_ok = !host.empty() &&
+                       (bracketed || host.find_first_of("[]:") == std::string_view::npos) &&
+                       std::all_of(host.begin(), host.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                c == '-' || c == ':' || c == '[' || c == ']' || c == '%';
+                       });
+  if (!host_ok || !port_ok) {
+    return fmt::format(
+        "{} is not host:port (like 127.0.0.1:8787, 0.0.0.0:8787 or [::1]:8787; port 0..65535)",
+        quote_value(v));
+  }
+  return "";
+}
+
+const StringRule kListenRule{.max_bytes = kMaxHost, .check = check_listen};
 const StringRule kArgRule{.max_bytes = kMaxArg, .may_be_empty = true};
 const StringRule kEnvNameRule{.max_bytes = kMaxEnvName, .check = [](std::string_view v) {
                                 return v.find('=') == std::string_view::npos
@@ -672,6 +738,29 @@ void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
   s->finish();
 }
 
+void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, ServeSettings& out) {
+  auto s = settings_section(problems, node, "serve");
+  if (!s) return;
+  s->read_string("listen", &out.listen, kListenRule);
+  s->read_string("state", &out.state, kOptionalUrlOrPathRule);
+  s->read_string("tokens_file", &out.tokens_file, kOptionalPathRule);
+  s->read_int("probe_interval_s", 1, kMaxTimeoutS, &out.probe_interval_s);
+  s->read_double("probe_jitter", 0.0, 0.5, &out.probe_jitter);
+  s->read_int("max_probe_age_s", 1, kMaxTimeoutS, &out.max_probe_age_s);
+  s->read_int("unreachable_backoff_max_s", 1, kMaxTimeoutS, &out.unreachable_backoff_max_s);
+  s->read_int("max_parallel_probes", 1, kMaxParallelProbes, &out.max_parallel_probes);
+  s->read_int("probe_retention_full_h", 0, kMaxRetentionH, &out.probe_retention_full_h);
+  s->read_int("probe_bucket_min", 1, kMaxBucketMin, &out.probe_bucket_min);
+  s->read_int("probe_drop_after_h", 0, kMaxRetentionH, &out.probe_drop_after_h);
+  s->read_int("shutdown_grace_s", 0, kMaxTimeoutS, &out.shutdown_grace_s);
+  s->finish();
+  if (out.probe_drop_after_h > 0 && out.probe_drop_after_h < out.probe_retention_full_h) {
+    problems.add((*node)["probe_drop_after_h"], "serve.probe_drop_after_h",
+                 fmt::format("must be 0 (keep) or at least probe_retention_full_h ({}), got {}",
+                             out.probe_retention_full_h, out.probe_drop_after_h));
+  }
+}
+
 // Paths in `xpk:` and `gcp:` that are relative are taken relative to the config file's folder,
 // so a repos.yaml can sit beside the binaries and tokens it names.
 std::string resolve_relative(const std::string& value, const std::string& source) {
@@ -732,6 +821,7 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
   parse_xpk(problems, s.take("xpk"), config.xpk);
   parse_gcp(problems, s.take("gcp"), config.gcp);
   parse_selection(problems, s.take("selection"), config.selection);
+  parse_serve(problems, s.take("serve"), config.serve);
   s.finish();
   if (problems.count() > 0) problems.raise();
 
@@ -739,6 +829,11 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
   config.xpk.state_dir = resolve_relative(config.xpk.state_dir, source_name);
   config.gcp.access_token_file = resolve_relative(config.gcp.access_token_file, source_name);
   config.gcp.ca_file = resolve_relative(config.gcp.ca_file, source_name);
+  config.serve.tokens_file = resolve_relative(config.serve.tokens_file, source_name);
+  // A plain path (no scheme) names an SQLite file; a URL is taken as written.
+  if (config.serve.state.find("://") == std::string::npos) {
+    config.serve.state = resolve_relative(config.serve.state, source_name);
+  }
   return config;
 }
 

@@ -275,6 +275,88 @@ TEST(ConfigValidation, BadSettingsValues) {
   EXPECT_THAT(problems, Contains(HasSubstr("selection.max_parallel_probes: must be between")));
 }
 
+TEST(ConfigValidation, ServeSectionDefaults) {
+  const ServeSettings serve = parse_fabric_config(kValidCluster, "repos.yaml").serve;
+  EXPECT_EQ(serve.listen, "127.0.0.1:8787");
+  EXPECT_EQ(serve.state, "");
+  EXPECT_EQ(serve.tokens_file, "");
+  EXPECT_EQ(serve.probe_interval_s, 30);
+  EXPECT_DOUBLE_EQ(serve.probe_jitter, 0.1);
+  EXPECT_EQ(serve.max_probe_age_s, 60);
+  EXPECT_EQ(serve.unreachable_backoff_max_s, 600);
+  EXPECT_EQ(serve.max_parallel_probes, 8);
+  EXPECT_EQ(serve.probe_retention_full_h, 24);
+  EXPECT_EQ(serve.probe_bucket_min, 60);
+  EXPECT_EQ(serve.probe_drop_after_h, 0);
+  EXPECT_EQ(serve.shutdown_grace_s, 10);
+}
+
+TEST(ConfigValidation, ServeSectionIsParsed) {
+  const std::string yaml = std::string(kValidCluster) +
+                           "serve:\n  listen: '[::1]:0'\n  state: postgresql://falcon@db/falcon\n"
+                           "  tokens_file: tokens.yaml\n  probe_interval_s: 15\n"
+                           "  probe_jitter: 0.25\n  max_probe_age_s: 45\n"
+                           "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
+                           "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
+                           "  probe_drop_after_h: 720\n  shutdown_grace_s: 5\n";
+  const ServeSettings serve = parse_fabric_config(yaml, "/etc/falcon/repos.yaml").serve;
+  EXPECT_EQ(serve.listen, "[::1]:0");
+  EXPECT_EQ(serve.state, "postgresql://falcon@db/falcon");
+  EXPECT_EQ(serve.tokens_file, "tokens.yaml");  // a bare name stays as written
+  EXPECT_EQ(serve.probe_interval_s, 15);
+  EXPECT_DOUBLE_EQ(serve.probe_jitter, 0.25);
+  EXPECT_EQ(serve.max_probe_age_s, 45);
+  EXPECT_EQ(serve.unreachable_backoff_max_s, 300);
+  EXPECT_EQ(serve.max_parallel_probes, 32);
+  EXPECT_EQ(serve.probe_retention_full_h, 12);
+  EXPECT_EQ(serve.probe_bucket_min, 30);
+  EXPECT_EQ(serve.probe_drop_after_h, 720);
+  EXPECT_EQ(serve.shutdown_grace_s, 5);
+}
+
+TEST(ConfigValidation, ServeRelativePathsAreResolvedAgainstTheConfigFolder) {
+  const std::string yaml = std::string(kValidCluster) +
+                           "serve:\n  state: state/falcon.db\n  tokens_file: secrets/tokens\n";
+  const ServeSettings serve = parse_fabric_config(yaml, "/etc/falcon/repos.yaml").serve;
+  EXPECT_EQ(serve.state, "/etc/falcon/state/falcon.db");
+  EXPECT_EQ(serve.tokens_file, "/etc/falcon/secrets/tokens");
+  // A URL is taken as written.
+  EXPECT_EQ(parse_fabric_config(std::string(kValidCluster) + "serve:\n  state: sqlite:///a/b.db\n",
+                                "/etc/falcon/repos.yaml")
+                .serve.state,
+            "sqlite:///a/b.db");
+}
+
+TEST(ConfigValidation, BadServeValuesNameFileAndField) {
+  const std::string yaml = std::string(kValidCluster) +
+                           "serve:\n  listen: localhost\n  probe_interval_s: 0\n"
+                           "  probe_jitter: 0.7\n  max_probe_age_s: -1\n"
+                           "  max_parallel_probes: 300\n  probe_bucket_min: 0\n"
+                           "  probe_retention_full_h: 48\n  probe_drop_after_h: 24\n"
+                           "  probe_intervall_s: 3\n";
+  const auto problems = problems_of(yaml);
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:12:11: serve.listen: 'localhost' is not "
+                                           "host:port")));
+  EXPECT_THAT(problems, Contains(HasSubstr("serve.probe_interval_s: must be between 1 and")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("serve.probe_jitter: must be between 0 and 0.5, got 0.7")));
+  EXPECT_THAT(problems, Contains(HasSubstr("serve.max_probe_age_s: must be between 1 and")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("serve.max_parallel_probes: must be between 1 and 256")));
+  EXPECT_THAT(problems, Contains(HasSubstr("serve.probe_bucket_min: must be between 1 and")));
+  EXPECT_THAT(problems, Contains(HasSubstr("serve.probe_drop_after_h: must be 0 (keep) or at least "
+                                           "probe_retention_full_h (48), got 24")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr(
+                  "serve.probe_intervall_s: unknown key (did you mean 'probe_interval_s'?)")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  probe_jitter: lots\n"),
+              Contains(HasSubstr("serve.probe_jitter: must be a number, got 'lots'")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  listen: '1.2.3.4:70000'\n"),
+              Contains(HasSubstr("serve.listen: '1.2.3.4:70000' is not host:port")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve: [1]\n"),
+              Contains(HasSubstr("serve: must be a map, got a list")));
+}
+
 TEST(ConfigValidation, RelativeXpkBinaryIsResolvedAgainstTheConfigFolder) {
   const std::string yaml = std::string(kValidCluster) + "xpk:\n  binary: ./bin/xpk\n";
   EXPECT_EQ(parse_fabric_config(yaml, "/etc/falcon/repos.yaml").xpk.binary,
