@@ -257,6 +257,9 @@ class ClusterSelection(_Value):
     probe_results: list[ClusterProbeResult]
     reason: str  #: "selected <name>: reachable, queue_depth=<N> <= max=<M>"
     decided_at: str
+    #: the decision's id in the state store (`falcon cluster select` prints it; GET
+    #: /v1/selections/{id} on a service); 0 when it was not stored
+    selection_id: int = 0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSelection":
@@ -268,6 +271,7 @@ class ClusterSelection(_Value):
             probe_results=r.items("probe_results", ClusterProbeResult),
             reason=r.text("reason"),
             decided_at=r.text("decided_at"),
+            selection_id=r.num("selection_id", 0),
         )
 
 

@@ -193,7 +193,7 @@ TEST_F(FabricStateTest, SubmissionsAreKeptInTheStoreAndFoundByAnotherFabric) {
   const auto row = open_db()->find_submission("tpu-a", "llama-8b-bench");
   ASSERT_TRUE(row.has_value());
   EXPECT_EQ(row->handle, submitted);
-  EXPECT_EQ(row->accelerator_type, "tpu-v4-64");
+  EXPECT_EQ(row->accelerator_type, "v4-64");
   EXPECT_EQ(row->docker_image, "gcr.io/p/img:1");
   // Another fabric (another process, later) recovers it by name.
   EXPECT_EQ(fabric()->handle_for("tpu-a", "llama-8b-bench"), submitted);
