@@ -42,6 +42,11 @@
 #include "falcon/health_monitor.h"
 #include "falcon/state_store.h"
 
+#include "bench_support.h"
+
+using falcon::bench::cpu_seconds;
+using falcon::bench::ScratchDir;
+
 namespace {
 
 struct Options {
@@ -96,13 +101,6 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-double cpu_seconds(int who) {
-  rusage usage{};
-  getrusage(who, &usage);
-  auto s = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; };
-  return s(usage.ru_utime) + s(usage.ru_stime);
-}
-
 // The wall clock, `scale` times faster from its creation on.
 class ScaledClock final : public falcon::Clock {
  public:
@@ -135,24 +133,6 @@ class ScaledClock final : public falcon::Clock {
   double scale_;
   std::chrono::system_clock::time_point wall0_;
   std::chrono::steady_clock::time_point steady0_;
-};
-
-// A scratch directory, removed at exit.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "falcon-bench-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
 };
 
 std::string cluster_name(int i) { return "loop-" + std::to_string(i); }

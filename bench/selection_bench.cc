@@ -38,6 +38,11 @@
 #include "falcon/registry.h"
 #include "falcon/selector.h"
 
+#include "bench_support.h"
+
+using falcon::bench::cpu_seconds;
+using falcon::bench::ScratchDir;
+
 namespace {
 
 constexpr const char* kAccelerator = "tpu-v5p-128";
@@ -113,32 +118,6 @@ Options parse_options(int argc, char** argv) {
   if (o.delay_s < 0 || o.max_parallel < 1) usage("delay must be >= 0 and max-parallel >= 1");
   return o;
 }
-
-double seconds_of(const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec / 1e6; }
-
-double cpu_seconds(int who) {
-  rusage usage{};
-  getrusage(who, &usage);
-  return seconds_of(usage.ru_utime) + seconds_of(usage.ru_stime);
-}
-
-// A scratch directory, removed at exit.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "falcon-bench-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 void write_file(const std::filesystem::path& path, const std::string& text, bool executable) {
   std::ofstream(path) << text;
