@@ -258,51 +258,61 @@ class Escalation {
   explicit Escalation(steady_clock::time_point deadline) : deadline_(deadline) {}
 
   bool timed_out() const { return timed_out_; }
-  bool killed() const { return killed_at_.has_value(); }
+  bool killed() const { return killed_; }
   // Notes that the leader has exited (once).
   void leader_exited(steady_clock::time_point now) {
-    if (!exited_at_) exited_at_ = now;
+    if (!exited_) exited_at_ = now;
+    exited_ = true;
   }
-  bool leader_has_exited() const { return exited_at_.has_value(); }
-  void killed_now(steady_clock::time_point now) { killed_at_ = now; }
+  bool leader_has_exited() const { return exited_; }
+  void killed_now(steady_clock::time_point now) {
+    killed_at_ = now;
+    killed_ = true;
+  }
 
   // Signals `child`'s group as due at `now`. Returns when to act next (max(): nothing to wait
   // for but the pipes), or nullopt when reading must stop: the pipes are held open by a process
   // outside the group (it called setsid) after the group was killed.
   std::optional<steady_clock::time_point> step(ChildProcess& child, steady_clock::time_point now) {
-    if (!exited_at_) {
-      if (!term_sent_at_ && now >= deadline_) {
+    if (!exited_) {
+      if (!term_sent_ && now >= deadline_) {
         timed_out_ = true;
         child.kill_group(SIGTERM);
         term_sent_at_ = now;
+        term_sent_ = true;
       }
-      if (term_sent_at_ && !killed_at_ && now >= *term_sent_at_ + kTerminateGrace) {
+      if (term_sent_ && !killed_ && now >= term_sent_at_ + kTerminateGrace) {
         child.kill_group(SIGKILL);
-        killed_at_ = now;
+        killed_now(now);
       }
-      if (!term_sent_at_) return deadline_;
-      if (!killed_at_) return *term_sent_at_ + kTerminateGrace;
+      if (!term_sent_) return deadline_;
+      if (!killed_) return term_sent_at_ + kTerminateGrace;
       return steady_clock::time_point::max();
     }
-    if (!killed_at_) {
+    if (!killed_) {
       // The leader is gone but something still holds the pipes: after a timeout kill the rest
       // of the group at once, otherwise give it a short grace to finish writing.
-      const auto drain_until = std::min(*exited_at_ + kDrainGrace, deadline_);
+      const auto drain_until = std::min(exited_at_ + kDrainGrace, deadline_);
       if (!timed_out_ && now < drain_until) return drain_until;
       child.kill_group(SIGKILL);
-      killed_at_ = now;
+      killed_now(now);
       return steady_clock::time_point::max();
     }
-    if (now >= *killed_at_ + kDrainGrace) return std::nullopt;
-    return *killed_at_ + kDrainGrace;
+    if (now >= killed_at_ + kDrainGrace) return std::nullopt;
+    return killed_at_ + kDrainGrace;
   }
 
  private:
+  // Plain flag + time pairs rather than std::optional: GCC 12 at -O3 reports the optionals'
+  // payloads as maybe-uninitialized (a false positive that -Werror turns into a failed build).
   steady_clock::time_point deadline_;
   bool timed_out_ = false;
-  std::optional<steady_clock::time_point> exited_at_;
-  std::optional<steady_clock::time_point> term_sent_at_;
-  std::optional<steady_clock::time_point> killed_at_;
+  bool exited_ = false;
+  bool term_sent_ = false;
+  bool killed_ = false;
+  steady_clock::time_point exited_at_{};
+  steady_clock::time_point term_sent_at_{};
+  steady_clock::time_point killed_at_{};
 };
 
 // Waits until `wake` (max(): indefinitely) for output on the open captures or the child's exit,
