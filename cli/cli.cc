@@ -22,6 +22,10 @@ ClusterFabric& Context::fabric() {
     deps.on_log_wait = [](const LogWaitNotice& notice) {
       std::cerr << "falcon: " << notice.message << std::endl;
     };
+    // ... and when the state store (falcon.db) cannot be used: the command goes on without it.
+    deps.on_notice = [](const std::string& message) {
+      std::cerr << "falcon: " << message << std::endl;
+    };
     fabric_ = std::make_unique<ClusterFabric>(config_path(), std::move(deps));
   }
   return *fabric_;

@@ -110,6 +110,8 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
     } else {
       print_probe_table(s.probe_results, max_depths(ctx.fabric()));
       std::cout << s.reason << "\n";
+      if (s.selection_id != 0)
+        std::cout << "decision recorded as selection " << s.selection_id << "\n";
     }
     return kExitOk;
   } catch (const NoAvailableClusterError& e) {

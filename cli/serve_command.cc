@@ -86,6 +86,8 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   Log log;
   FabricDependencies deps;
   deps.on_log_wait = [&log](const LogWaitNotice& notice) { log.info(notice.message); };
+  deps.on_notice = [&log](const std::string& message) { log.warn(message); };
+  if (!args.state.empty()) deps.state = open_state_store(args.state);
   auto fabric = std::make_shared<ClusterFabric>(ctx.config_path(), std::move(deps));
   const auto config = fabric->config();
   const ServeSettings& serve = config->serve;
@@ -113,14 +115,9 @@ int run_serve(Context& ctx, const ServeArgs& args) {
     throw UsageError(e.what());
   }
 
-  const std::string state_url = args.state.empty() ? serve_state_url(*config) : args.state;
-  std::shared_ptr<StateStore> store = open_state_store(state_url);
-
-  ProbeLoopSettings loop;
-  loop.probe_interval = std::chrono::seconds(serve.probe_interval_s);
-  loop.max_probe_age = std::chrono::seconds(serve.max_probe_age_s);
-  loop.backoff_max = std::chrono::seconds(serve.unreachable_backoff_max_s);
-  loop.max_parallel_probes = serve.max_parallel_probes;
+  // The fabric's store (--state, else serve.state, else <state_dir>/falcon.db): the server
+  // cannot run without it (StateStoreError, exit 1).
+  std::shared_ptr<StateStore> store = fabric->state_store();
 
   ApiServerOptions options;
   options.store = store;
@@ -140,7 +137,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
 
   // Nothing is logged before the bound address: the first stderr line says where to connect.
   std::shared_ptr<ControlPlane> control =
-      make_fabric_control_plane(fabric, store, loop, make_system_clock());
+      make_fabric_control_plane(fabric, store, make_system_clock());
   options.control = control;
   std::unique_ptr<ApiServer> server;
   int bound = 0;

@@ -33,6 +33,7 @@
 
 #include "falcon/clock.h"
 #include "falcon/config.h"
+#include "falcon/health_monitor.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
 
@@ -41,20 +42,11 @@ namespace falcon {
 class StateStore;
 class ClusterFabric;
 
-// A cluster's cached probe as the API shows it: the result, how it was obtained, its age.
-struct ProbeSnapshot {
-  ClusterProbeResult result;
-  std::string backend;  // "xpk"
-  std::int64_t duration_ms = 0;
-  std::int64_t age_ms = 0;  // at the time of the call that returned it
-  int consecutive_failures = 0;
-  std::string next_probe_at;  // ISO 8601 UTC; empty when no loop schedules it
-  bool from_cache = false;    // answered from the cache, not probed by this call
-};
-
-// {"result", "backend", "duration_ms", "age_ms", "consecutive_failures", "next_probe_at" (null
-// when empty), "from_cache"}.
-void to_json(nlohmann::json& j, const ProbeSnapshot& v);
+// A cluster's cached probe as the API shows it: the health monitor's (result, backend,
+// duration, age, consecutive failures, next probe, from_cache).
+using ProbeSnapshot = MonitoredProbe;
+// The health monitor's counters, for /metrics.
+using ProbeCacheStats = HealthMonitor::Stats;
 
 // A selection made by the control plane: the decision, its id in the state store (0 when it
 // could not be stored) and each candidate's probe as it was used (with its age).
@@ -73,15 +65,6 @@ struct ConfigInfo {
   std::int64_t reloads = 0;          // successful reloads since start
   std::int64_t reload_failures = 0;  // reloads refused (bad file); the old one stayed
   std::string last_reload_error;     // empty when the last reload succeeded
-};
-
-// Counters of the probe cache, for /metrics.
-struct ProbeCacheStats {
-  std::int64_t loop_probes = 0;
-  std::int64_t on_demand_probes = 0;
-  std::int64_t cache_hits = 0;
-  std::int64_t cache_misses = 0;
-  std::int64_t store_failures = 0;
 };
 
 // What the routes do. Every method may be called from many threads at once and throws the
@@ -205,33 +188,23 @@ class ApiServer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The production control plane: the fabric's modules, a probe cache kept fresh by a background
-// loop (every `probe_interval`, bounded to `max_parallel_probes`, unreachable clusters backing
-// off up to `backoff_max`), selections answered from probes younger than `max_probe_age`, and
-// every submission, selection, probe and observed state recorded in `store`.
-struct ProbeLoopSettings {
-  std::chrono::milliseconds probe_interval{std::chrono::seconds(30)};
-  std::chrono::milliseconds max_probe_age{std::chrono::seconds(60)};
-  std::chrono::milliseconds backoff_max{std::chrono::seconds(600)};
-  int max_parallel_probes = 8;
-};
-
-// The state store `falcon serve` opens when --state is not given: serve.state, else SQLite at
-// <state_dir>/falcon.db (xpk.state_dir, $XDG_STATE_HOME/falcon or ~/.local/state/falcon).
-std::string serve_state_url(const FabricConfig& config);
-
-// `fabric` and `store` must not be null. The loop starts at once; it stops with the object or
-// stop_control_plane_loop().
+// The production control plane: the fabric (which records submissions, decisions, probes and
+// observed states in its state store), a HealthMonitor keeping every cluster's probe fresh
+// (serve.probe_interval_s, jitter, back-off, max_parallel_probes; history in `store`), and
+// selections answered from probes no older than serve.max_probe_age_s. A submission's spec is
+// kept with its row, so it can be submitted again.
+//
+// `fabric` and `store` must not be null. The monitor's loop starts at once; it stops with the
+// object or stop_control_plane_loop().
 std::shared_ptr<ControlPlane> make_fabric_control_plane(std::shared_ptr<ClusterFabric> fabric,
                                                         std::shared_ptr<StateStore> store,
-                                                        ProbeLoopSettings settings,
                                                         std::shared_ptr<Clock> clock);
 // Ends the probe loop of a control plane made by make_fabric_control_plane (waits for probes in
 // flight); nothing for another control plane.
 void stop_control_plane_loop(ControlPlane& control);
 // Re-reads the fabric's configuration (ClusterFabric::reload) and tells the probe cache about
-// the new clusters. On a bad file: counts the failure, keeps the old configuration and rethrows
-// the ClusterConfigError.
+// the new clusters and settings. On a bad file: counts the failure, keeps the old configuration and
+// rethrows the ClusterConfigError.
 void reload_control_plane(ControlPlane& control);
 
 }  // namespace falcon

@@ -8,6 +8,8 @@
 //   ClusterSelector     best cluster for an accelerator, probing candidates in parallel
 //   XpkWorkloadManager  submit / status / cancel / list through the xpk CLI (workload_manager.h)
 //   CloudLogRetriever   per-rank pod logs from Cloud Logging, archived to GCS (log_retriever.h)
+//   StateStore          falcon's memory (state_store.h, docs/state-store.md): submissions,
+//                       every selection, probe history, observed workload states
 //
 // Typical flow:
 //
@@ -34,6 +36,7 @@
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
+#include "falcon/health_monitor.h"
 #include "falcon/http_client.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
@@ -43,6 +46,8 @@
 #include "falcon/workload_manager.h"
 
 namespace falcon {
+
+class StateStore;
 
 // One line of `falcon doctor`: a check of this machine against what the layer needs.
 struct DoctorCheck {
@@ -64,6 +69,18 @@ struct FabricDependencies {
   // Optional: told when a log read or export waits for the Cloud Logging read quota or after a
   // transient failure (LogWaitNotice); the CLI prints it on stderr. The library prints nothing.
   LogWaitHandler on_log_wait;
+  // The state store (state_store.h). Null: the fabric opens serve.state, else
+  // default_state_url(<state_dir>) (SQLite at <state_dir>/falcon.db), on first need, and imports
+  // <state_dir>/submissions.jsonl into it once (the file is left in place, read-only).
+  //
+  // The store is memory, not a precondition: when it cannot be opened (or a write fails), every
+  // command still works (a submission is then not remembered, a selection gets no id, a name
+  // lookup falls back to the cluster's default namespace) and on_notice says so. Only
+  // state_store() throws StateStoreError.
+  std::shared_ptr<StateStore> state;
+  // Optional: told (one sentence, no prefix) when the state store cannot be opened (once per
+  // fabric) or a write to it fails. The CLI prints it on stderr; the library prints nothing.
+  std::function<void(const std::string&)> on_notice;
 };
 
 class ClusterFabric {
@@ -85,10 +102,26 @@ class ClusterFabric {
   // --- Clusters
   std::vector<ClusterConfig> list_clusters() const;
   ClusterConfig get_cluster(const std::string& cluster) const;  // throws UnknownClusterError
-  // Probes one cluster now. Never throws for an unreachable cluster (reachable=false).
+  // Probes one cluster now and records the probe in the state store's history (backend "xpk",
+  // its duration). Never throws for an unreachable cluster (reachable=false).
   ClusterProbeResult get_cluster_status(const std::string& cluster) const;
-  // Best cluster for `accelerator_type`. Throws NoAvailableClusterError.
+  // Probes `cluster` as given (not looked up in the registry) with the current xpk settings, and
+  // records nothing: the probe function of `falcon serve`'s HealthMonitor, which records its
+  // probes itself. Never throws for an unreachable cluster.
+  ClusterProbeResult probe_cluster(const ClusterConfig& cluster) const;
+  // Best cluster for `accelerator_type`, probing every candidate now. The probes go into the
+  // probe history and the decision into the state store; its id is selection_id (0 when it
+  // could not be stored: the selection stands). Throws NoAvailableClusterError (its probes are
+  // recorded too).
   ClusterSelection select_cluster(const std::string& accelerator_type) const;
+  // The same selection, asking `probe` for each candidate's health instead of probing: what
+  // `falcon serve` does with its cache,
+  //   fabric.select_cluster(type, [&](const ClusterConfig& c) {
+  //     return monitor.fresh(c, max_age).result; });
+  // The decision is recorded (selection_id); the probes are not (the monitor records its own).
+  // A `probe` that throws counts that candidate as unreachable. Throws NoAvailableClusterError.
+  ClusterSelection select_cluster(const std::string& accelerator_type,
+                                  const HealthMonitor::ProbeFunction& probe) const;
   // Fetches every cluster's credentials into its own kubeconfig, in parallel (the spec's
   // start-up warm-up). One result per cluster; never throws for a cluster's failure.
   std::vector<WarmupResult> warm_up() const;
@@ -145,6 +178,10 @@ class ClusterFabric {
 
   // The configuration in force (settings included).
   std::shared_ptr<const FabricConfig> config() const;
+
+  // The state store: FabricDependencies::state, else the one the fabric opens on first need
+  // (see there). Throws StateStoreError when it cannot be opened (it is tried once per fabric).
+  std::shared_ptr<StateStore> state_store() const;
 
  private:
   struct Impl;

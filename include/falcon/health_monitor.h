@@ -77,6 +77,10 @@ class HealthMonitor {
   // cluster's next scheduling.
   void set_settings(const ServeSettings& settings);
 
+  // Seeds the jitter's random numbers (std::mt19937_64), so a test can predict the schedule.
+  // By default the seed comes from std::random_device.
+  void set_jitter_seed(std::uint64_t seed);
+
   // Starts the background loop (idempotent). stop() ends it, waiting for probes in flight
   // (each bounded by its cluster's probe_timeout_s); idempotent.
   void start();
@@ -84,7 +88,9 @@ class HealthMonitor {
 
   // One pass of the loop at the clock's current time: probes (in parallel, bounded) every
   // cluster whose next probe is due, records the results, reschedules them, and returns how
-  // many it probed. The loop calls it; tests call it directly on a fake clock.
+  // many it probed. Also thins the store's probe history (downsample_probes with the serve.probe_*
+  // retention) when that is due: at the first pass, then every kDownsampleEvery. The loop
+  // calls it; tests call it directly on a fake clock.
   int run_due();
 
   // The cached probe of `cluster`, or nullopt when it has none yet (or is not watched).
@@ -103,8 +109,11 @@ class HealthMonitor {
     std::int64_t on_demand_probes = 0;
     std::int64_t cache_hits = 0;
     std::int64_t cache_misses = 0;
-    std::int64_t store_failures = 0;  // probes that could not be written to the store
+    std::int64_t store_failures = 0;       // probes that could not be written to the store
+    std::int64_t downsample_runs = 0;      // downsample_probes calls that succeeded
+    std::int64_t downsample_failures = 0;  // ... and that failed (the loop goes on)
   };
+  static constexpr std::chrono::minutes kDownsampleEvery{15};
   Stats stats() const;
 
  private:

@@ -13,6 +13,7 @@
 //   auto back = j.get<falcon::WorkloadSpec>();       // back == spec
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -93,6 +94,8 @@ struct ClusterSelection {
   std::vector<ClusterProbeResult> probe_results;
   std::string reason;  // "selected <name>: reachable, queue_depth=<N> <= max=<M>"
   std::string decided_at;
+  // The decision's id in the state store (StateStore::get_selection); 0 when it was not stored.
+  std::int64_t selection_id = 0;
   bool operator==(const ClusterSelection&) const = default;
 };
 

@@ -256,8 +256,9 @@ class StateStore {
 
   // --- Selections.
 
-  // Stores a decision; returns its id. Throws std::invalid_argument for a decided_at that does
-  // not parse.
+  // Stores a decision; returns its id. Ignores selection.selection_id: reads return the
+  // selection with selection_id set to its id. Throws std::invalid_argument for a decided_at that
+  // does not parse.
   virtual std::int64_t record_selection(const ClusterSelection& selection) = 0;
   virtual std::optional<SelectionRecord> get_selection(std::int64_t id) = 0;
   // The newest `limit` (1..1000) decisions, newest first, of one accelerator type when given.

@@ -7,11 +7,12 @@
 // here they also take the handle's ClusterConfig (the facade resolves handle.cluster through
 // the registry).
 //
-// Submission record. After each successful submit a line is appended to
-// <state_dir>/submissions.jsonl (file mode 0600, directory 0700; format and concurrency rules in
-// src/workload/submission_log.h), so that later calls by name (another falcon process, days
-// later) can recover what falcon submitted: find_submission, and the accelerator column of
-// list_workloads.
+// Submission record. After each successful submit the submission is recorded in a
+// SubmissionStore, so that later calls by name (another falcon process, days later) can recover
+// what falcon submitted: find_submission, and the accelerator column of list_workloads. The
+// facade passes one over the state store (falcon.db, docs/state-store.md); a manager built
+// without one appends to <state_dir>/submissions.jsonl, the old record file (file mode 0600,
+// directory 0700; format and concurrency rules in src/workload/submission_log.h).
 //
 // Namespaces (DESIGN D3). Stock xpk has no --namespace flag; everything runs in `default`.
 // xpk.namespace_flag decides:
@@ -69,6 +70,22 @@ struct SubmissionRecord {
   bool operator==(const SubmissionRecord&) const = default;
 };
 
+// Where a workload manager remembers its submissions (the seam between it and the state store).
+class SubmissionStore {
+ public:
+  virtual ~SubmissionStore() = default;
+  // Remembers `record`, replacing an earlier one of the same (cluster, workload). May throw
+  // (FalconError, StateStoreError); submit catches it: the workload exists either way.
+  virtual void record(const SubmissionRecord& record) = 0;
+  // The latest record of (`cluster` registry name, `workload`), or nullopt. Must not throw: a
+  // store it cannot read answers nullopt.
+  virtual std::optional<SubmissionRecord> find(const std::string& cluster,
+                                               const std::string& workload) const = 0;
+};
+
+// The old record file as a SubmissionStore (src/workload/submission_log.h).
+std::shared_ptr<SubmissionStore> make_jsonl_submission_store(const std::string& path);
+
 // A workload spec refused by submit's own checks before xpk ran (name, priority, environment,
 // image, command, --xpk-arg, accelerator, namespace): the caller's input is at fault, not xpk
 // (the CLI exits 2). A WorkloadSubmitError with a null exit_code() and no stderr.
@@ -102,7 +119,9 @@ class XpkWorkloadManager {
   // Runs xpk through `xpk`, an adapter shared with the prober (the facade builds one per
   // configuration; make_xpk_cli), so the answer of `xpk workload create --help` is read
   // once for both. `xpk` and `clock` must not be null.
-  XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
+  // `submissions`: where submissions are remembered; null: <state_dir>/submissions.jsonl.
+  XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock,
+                     std::shared_ptr<SubmissionStore> submissions = nullptr);
   ~XpkWorkloadManager();
   XpkWorkloadManager(const XpkWorkloadManager&) = delete;
   XpkWorkloadManager& operator=(const XpkWorkloadManager&) = delete;
@@ -154,12 +173,13 @@ class XpkWorkloadManager {
   std::vector<WorkloadInfo> list_workloads(const ClusterConfig& cluster,
                                            const std::optional<std::string>& state_filter);
 
-  // The latest submission record for (`cluster` registry name, `workload`), or nullopt. Reads
-  // the record file; never throws for a missing or damaged file.
+  // The latest submission record for (`cluster` registry name, `workload`), or nullopt, from
+  // the SubmissionStore; never throws for a missing or damaged record.
   std::optional<SubmissionRecord> find_submission(const std::string& cluster,
                                                   const std::string& workload) const;
 
-  // <state_dir>/submissions.jsonl
+  // <state_dir>/submissions.jsonl: the old record file (used when no SubmissionStore was
+  // given; the facade imports it into the state store once).
   std::string submissions_path() const;
 
  private:
@@ -167,6 +187,7 @@ class XpkWorkloadManager {
 
   std::shared_ptr<const xpk::XpkCli> xpk_;
   std::shared_ptr<Clock> clock_;
+  std::shared_ptr<SubmissionStore> submissions_;
 };
 
 }  // namespace falcon

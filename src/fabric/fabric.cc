@@ -1,12 +1,14 @@
 #include "falcon/fabric.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "fabric/fabric_impl.h"
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
+#include "falcon/state_store.h"
 #include "util/time_format.h"
 #include "xpk/credential_warmup.h"
 #include "xpk/xpk_cli.h"
@@ -43,6 +45,93 @@ void check_ranks_exist(const XpkWorkloadManager& workloads, const WorkloadHandle
   }
 }
 
+// A prober that asks a function: the adapter behind select_cluster(type, probe) and the
+// recording of select's probes.
+class FunctionProber final : public ClusterProber {
+ public:
+  explicit FunctionProber(HealthMonitor::ProbeFunction fn) : fn_(std::move(fn)) {}
+  ClusterProbeResult probe(const ClusterConfig& cluster) const override { return fn_(cluster); }
+
+ private:
+  HealthMonitor::ProbeFunction fn_;
+};
+
+std::int64_t elapsed_ms(const Clock& clock, std::chrono::steady_clock::time_point start) {
+  return std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(clock.steady_now() - start).count());
+}
+
+SubmissionRow row_of(const SubmissionRecord& r) {
+  SubmissionRow row;
+  row.handle = {r.workload, r.cluster, r.namespace_, r.submitted_at};
+  row.accelerator_type = r.accelerator_type;
+  row.device_class = r.device_class;
+  row.cluster_id = r.cluster_id;
+  row.project = r.project;
+  row.zone = r.zone;
+  row.docker_image = r.docker_image;
+  row.priority = r.priority;
+  return row;
+}
+
+SubmissionRecord record_of(const SubmissionRow& row) {
+  return SubmissionRecord{.cluster = row.handle.cluster,
+                          .workload = row.handle.workload_name,
+                          .namespace_ = row.handle.namespace_,
+                          .accelerator_type = row.accelerator_type,
+                          .device_class = row.device_class,
+                          .submitted_at = row.handle.submitted_at,
+                          .cluster_id = row.cluster_id,
+                          .project = row.project,
+                          .zone = row.zone,
+                          .docker_image = row.docker_image,
+                          .priority = row.priority};
+}
+
+// The workload manager's submissions, kept in the fabric's state store.
+class StateSubmissionStore final : public SubmissionStore {
+ public:
+  // `open`: the state store or a throw (StateStoreError); `notice`: told about failures.
+  StateSubmissionStore(std::function<std::shared_ptr<StateStore>()> open,
+                       std::function<void(const std::string&)> notice)
+      : open_(std::move(open)), notice_(std::move(notice)) {}
+
+  void record(const SubmissionRecord& record) override {
+    try {
+      open_()->record_submission(row_of(record));
+    } catch (const std::exception& e) {
+      notice_(fmt::format(
+          "workload '{}' was submitted to cluster '{}' but could not be recorded in the state "
+          "store: {}; later commands by name will not know its namespace or submission time",
+          record.workload, record.cluster, e.what()));
+      throw;
+    }
+  }
+
+  std::optional<SubmissionRecord> find(const std::string& cluster,
+                                       const std::string& workload) const override {
+    std::shared_ptr<StateStore> store;
+    try {
+      store = open_();
+    } catch (const std::exception&) {
+      return std::nullopt;  // noticed once, when the open failed
+    }
+    try {
+      if (auto row = store->find_submission(cluster, workload)) return record_of(*row);
+    } catch (const std::exception& e) {
+      notice_(
+          fmt::format("cannot read the submission of workload '{}' on cluster '{}' "
+                      "from the state store: {}",
+                      workload, cluster, e.what()));
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::function<std::shared_ptr<StateStore>()> open_;
+  std::function<void(const std::string&)> notice_;
+};
+
 FabricDependencies with_real_effects(const FabricConfig& config, FabricDependencies deps) {
   if (!deps.runner) deps.runner = make_posix_command_runner();
   if (!deps.clock) deps.clock = make_system_clock();
@@ -63,7 +152,10 @@ void ClusterFabric::Impl::build() {
   m->prober = std::make_unique<ClusterProber>(m->xpk, deps.clock);
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
-  m->workloads = std::make_unique<XpkWorkloadManager>(m->xpk, deps.clock);
+  m->workloads = std::make_unique<XpkWorkloadManager>(
+      m->xpk, deps.clock,
+      std::make_shared<StateSubmissionStore>([this] { return store_or_throw(); },
+                                             [this](const std::string& text) { notice(text); }));
   LogRetrieverOptions log_options;
   log_options.http = deps.http;
   log_options.clock = deps.clock;
@@ -74,6 +166,69 @@ void ClusterFabric::Impl::build() {
   m->logs = std::make_unique<CloudLogRetriever>(std::move(log_options));
   std::lock_guard<std::mutex> lock(mutex);
   modules = std::move(m);
+}
+
+void ClusterFabric::Impl::notice(const std::string& message) const {
+  if (deps.on_notice) deps.on_notice(message);
+}
+
+std::shared_ptr<StateStore> ClusterFabric::Impl::store_or_throw() const {
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (state) return state;
+  if (state_tried) throw StateStoreError("", "", "open", state_error);
+  state_tried = true;
+  const auto config = registry.snapshot();
+  std::filesystem::path state_dir;
+  std::string url;
+  try {
+    state_dir = xpk::resolve_state_dir(config->xpk);
+    url = config->serve.state.empty() ? default_state_url(state_dir) : config->serve.state;
+    StateStoreOptions options;
+    options.clock = deps.clock;
+    state = open_state_store(url, options);
+  } catch (const std::exception& e) {
+    state_error = e.what();
+    notice(
+        fmt::format("the state store cannot be opened, so nothing is remembered by this "
+                    "command: {}",
+                    state_error));
+    throw;
+  }
+  // The old record file, once: later opens find the import recorded and read nothing.
+  try {
+    const auto imported = state->import_submissions_jsonl(state_dir / "submissions.jsonl");
+    if (imported.file_found && !imported.already_imported) {
+      notice(fmt::format(
+          "imported {} submission(s) from {} into the state store {}; the file "
+          "is kept{}",
+          imported.imported, (state_dir / "submissions.jsonl").string(), state->location(),
+          imported.made_read_only ? ", read-only" : " (" + imported.note + ")"));
+    }
+  } catch (const std::exception& e) {
+    notice(fmt::format("cannot import {} into the state store: {}",
+                       (state_dir / "submissions.jsonl").string(), e.what()));
+  }
+  return state;
+}
+
+std::shared_ptr<StateStore> ClusterFabric::Impl::store() const {
+  try {
+    return store_or_throw();
+  } catch (const std::exception&) {
+    return nullptr;  // noticed once, when the open failed
+  }
+}
+
+void ClusterFabric::Impl::record_probes(const std::vector<ProbeRecord>& probes) const {
+  if (probes.empty()) return;
+  const auto s = store();
+  if (!s) return;
+  try {
+    s->record_probes(probes);
+  } catch (const std::exception& e) {
+    notice(
+        fmt::format("cannot record {} probe(s) in the state store: {}", probes.size(), e.what()));
+  }
 }
 
 std::shared_ptr<Modules> ClusterFabric::Impl::current() const {
@@ -99,6 +254,7 @@ ClusterFabric::ClusterFabric(const std::string& config_path, FabricDependencies 
   FabricConfig config = load_fabric_config(config_path);
   impl_->config_path = config_path;
   impl_->deps = with_real_effects(config, std::move(deps));
+  impl_->state = impl_->deps.state;
   impl_->registry.load(std::move(config));
   impl_->build();
 }
@@ -126,13 +282,72 @@ ClusterConfig ClusterFabric::get_cluster(const std::string& cluster) const {
   return impl_->registry.get_cluster(cluster);
 }
 
+std::shared_ptr<StateStore> ClusterFabric::state_store() const { return impl_->store_or_throw(); }
+
 ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster) const {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
-  return impl_->current()->prober->probe(config);
+  const Clock& clock = *impl_->deps.clock;
+  const auto start = clock.steady_now();
+  ClusterProbeResult result = impl_->current()->prober->probe(config);
+  impl_->record_probes(
+      {ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)}});
+  return result;
+}
+
+ClusterProbeResult ClusterFabric::probe_cluster(const ClusterConfig& cluster) const {
+  return impl_->current()->prober->probe(cluster);
+}
+
+void ClusterFabric::Impl::record_selection(ClusterSelection& selection) const {
+  const auto s = store();
+  if (!s) return;
+  try {
+    selection.selection_id = s->record_selection(selection);
+  } catch (const std::exception& e) {
+    notice(
+        fmt::format("the selection of {} for {} could not be recorded in the state "
+                    "store: {}",
+                    selection.selected_cluster, selection.accelerator, e.what()));
+  }
 }
 
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type) const {
-  return impl_->current()->selector->select(accelerator_type);
+  const auto m = impl_->current();
+  const Clock& clock = *impl_->deps.clock;
+  std::mutex mutex;
+  std::vector<ProbeRecord> probes;
+  const ClusterProber& real = *m->prober;
+  // Times each probe for the history; a probe that throws is the selector's to report.
+  FunctionProber recording([&](const ClusterConfig& cluster) {
+    const auto start = clock.steady_now();
+    ClusterProbeResult result = real.probe(cluster);
+    std::lock_guard<std::mutex> lock(mutex);
+    probes.push_back(
+        ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)});
+    return result;
+  });
+  const ClusterSelector selector(impl_->registry, recording, m->config->selection,
+                                 impl_->deps.clock);
+  ClusterSelection selection;
+  try {
+    selection = selector.select(accelerator_type);
+  } catch (const NoAvailableClusterError&) {
+    impl_->record_probes(probes);
+    throw;
+  }
+  impl_->record_probes(probes);
+  impl_->record_selection(selection);
+  return selection;
+}
+
+ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
+                                               const HealthMonitor::ProbeFunction& probe) const {
+  const auto m = impl_->current();
+  const FunctionProber asking(probe);
+  const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock);
+  ClusterSelection selection = selector.select(accelerator_type);
+  impl_->record_selection(selection);
+  return selection;
 }
 
 std::vector<WarmupResult> ClusterFabric::warm_up() const {
@@ -151,6 +366,20 @@ WorkloadStatus ClusterFabric::get_workload_status(const WorkloadHandle& handle) 
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
   const auto current = impl_->current();
   WorkloadStatus status = current->workloads->get_status(config, handle);
+  if (const auto store = impl_->store()) {
+    try {
+      store->record_workload_event(WorkloadEvent{.cluster = handle.cluster,
+                                                 .workload = handle.workload_name,
+                                                 .state = status.state,
+                                                 .observed_at = impl_->deps.clock->now(),
+                                                 .detail = "xpk workload list"});
+    } catch (const std::exception& e) {
+      impl_->notice(
+          fmt::format("cannot record the state of workload '{}' on cluster '{}' in "
+                      "the state store: {}",
+                      handle.workload_name, handle.cluster, e.what()));
+    }
+  }
   if (!status.exit_code && status.state == "COMPLETED") {
     status.exit_code = 0;
   } else if (!status.exit_code && status.state == "FAILED") {

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "falcon/fabric.h"
+#include "falcon/state_store.h"
 #include "xpk/xpk_cli.h"
 
 namespace falcon {
@@ -23,12 +24,27 @@ struct Modules {
 struct ClusterFabric::Impl {
   std::string config_path;
   FabricDependencies deps;
+  // The state store, opened on first need (deps.state when given).
+  mutable std::mutex state_mutex;
+  mutable std::shared_ptr<StateStore> state;
+  mutable bool state_tried = false;
+  mutable std::string state_error;  // why it could not be opened
   ClusterRegistry registry;
   mutable std::mutex mutex;  // guards the modules pointer swap
   std::shared_ptr<Modules> modules;
 
   // Builds the modules from the registry's current snapshot and swaps them in.
   void build();
+  // The state store, or null when it cannot be opened (said once through on_notice).
+  std::shared_ptr<StateStore> store() const;
+  // The same, throwing StateStoreError instead of answering null.
+  std::shared_ptr<StateStore> store_or_throw() const;
+  // Tells deps.on_notice, when set.
+  void notice(const std::string& message) const;
+  // Records probes in the history; a failure is noticed, never thrown.
+  void record_probes(const std::vector<ProbeRecord>& probes) const;
+  // Stores a decision and sets its selection_id; a failure is noticed and leaves it 0.
+  void record_selection(ClusterSelection& selection) const;
   std::shared_ptr<Modules> current() const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.
   LogQueryOptions query_options(const WorkloadHandle& handle, int slice) const;

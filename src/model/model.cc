@@ -141,7 +141,8 @@ void to_json(json& j, const ClusterSelection& v) {
            {"candidates", v.candidates},
            {"probe_results", v.probe_results},
            {"reason", v.reason},
-           {"decided_at", v.decided_at}};
+           {"decided_at", v.decided_at},
+           {"selection_id", v.selection_id}};
 }
 void from_json(const json& j, ClusterSelection& v) {
   j.at("selected_cluster").get_to(v.selected_cluster);
@@ -150,6 +151,7 @@ void from_json(const json& j, ClusterSelection& v) {
   j.at("probe_results").get_to(v.probe_results);
   j.at("reason").get_to(v.reason);
   j.at("decided_at").get_to(v.decided_at);
+  v.selection_id = value_or<std::int64_t>(j, "selection_id", 0);
 }
 
 void to_json(json& j, const WorkloadSpec& v) {

@@ -26,16 +26,6 @@ namespace falcon {
 
 using nlohmann::json;
 
-void to_json(json& j, const ProbeSnapshot& v) {
-  j = json{{"result", v.result},
-           {"backend", v.backend},
-           {"duration_ms", v.duration_ms},
-           {"age_ms", v.age_ms},
-           {"consecutive_failures", v.consecutive_failures},
-           {"next_probe_at", v.next_probe_at.empty() ? json(nullptr) : json(v.next_probe_at)},
-           {"from_cache", v.from_cache}};
-}
-
 namespace {
 
 // An error the API answers itself (bad request, auth, unknown id), with its HTTP status.
@@ -950,6 +940,12 @@ std::string ApiServer::Impl::metrics() const {
   out.family("falcon_probe_store_failures_total", "counter",
              "Probes that could not be written to the state store");
   out.sample("falcon_probe_store_failures_total", {}, static_cast<double>(stats.store_failures));
+  out.family("falcon_probe_downsample_runs_total", "counter",
+             "Thinning passes over the probe history, by result");
+  out.sample("falcon_probe_downsample_runs_total", {{"result", "ok"}},
+             static_cast<double>(stats.downsample_runs));
+  out.sample("falcon_probe_downsample_runs_total", {{"result", "failed"}},
+             static_cast<double>(stats.downsample_failures));
 
   const ConfigInfo config = control().config_info();
   out.family("falcon_config_reloads_total", "counter", "Configuration reloads by result");

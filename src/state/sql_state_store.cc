@@ -520,6 +520,7 @@ SelectionRecord selection_from(const SqlRow& row) {
     throw SqlError(
         fmt::format("selection {} holds JSON that does not read back: {}", r.id, e.what()));
   }
+  r.selection.selection_id = r.id;  // stored before the id existed
   return r;
 }
 

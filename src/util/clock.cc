@@ -4,6 +4,12 @@
 
 namespace falcon {
 
+bool Clock::wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                       std::chrono::steady_clock::time_point deadline,
+                       const std::function<bool()>& stop) const {
+  return cv.wait_until(lock, deadline, stop);
+}
+
 std::chrono::system_clock::time_point SystemClock::now() const {
   return std::chrono::system_clock::now();
 }

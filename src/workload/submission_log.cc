@@ -129,4 +129,25 @@ std::optional<SubmissionRecord> SubmissionLog::find(const std::string& cluster,
   return found;
 }
 
+namespace {
+
+class JsonlSubmissionStore final : public SubmissionStore {
+ public:
+  explicit JsonlSubmissionStore(std::filesystem::path path) : log_(std::move(path)) {}
+  void record(const SubmissionRecord& record) override { log_.append(record); }
+  std::optional<SubmissionRecord> find(const std::string& cluster,
+                                       const std::string& workload) const override {
+    return log_.find(cluster, workload);
+  }
+
+ private:
+  SubmissionLog log_;
+};
+
+}  // namespace
+
+std::shared_ptr<SubmissionStore> make_jsonl_submission_store(const std::string& path) {
+  return std::make_shared<JsonlSubmissionStore>(path);
+}
+
 }  // namespace falcon

@@ -125,11 +125,13 @@ XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, Xp
           std::move(clock)) {}
 
 XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk,
-                                       std::shared_ptr<Clock> clock)
-    : xpk_(std::move(xpk)), clock_(std::move(clock)) {
+                                       std::shared_ptr<Clock> clock,
+                                       std::shared_ptr<SubmissionStore> submissions)
+    : xpk_(std::move(xpk)), clock_(std::move(clock)), submissions_(std::move(submissions)) {
   if (!xpk_ || !clock_) {
     throw std::invalid_argument("XpkWorkloadManager: xpk and clock must be set");
   }
+  if (!submissions_) submissions_ = make_jsonl_submission_store(submissions_path());
 }
 
 XpkWorkloadManager::~XpkWorkloadManager() = default;
@@ -274,7 +276,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                           .docker_image = spec.docker_image,
                           .priority = spec.priority};
   try {
-    SubmissionLog(submissions_path()).append(record);
+    submissions_->record(record);
   } catch (const std::exception&) {
     // The workload exists; failing now would invite a duplicate submit. See the header.
   }
@@ -339,22 +341,15 @@ std::vector<WorkloadInfo> XpkWorkloadManager::list_workloads(
   const auto listing = xpk::list_workloads(
       *xpk_, cluster, std::nullopt, std::chrono::seconds(xpk_->settings().command_timeout_s));
   const auto& workloads = listing.workloads_or_throw();
-  std::map<std::string, std::string> accelerators;  // workload -> type, last record wins
-  try {
-    for (const auto& rec : SubmissionLog(submissions_path()).read_all()) {
-      if (rec.cluster == cluster.name) accelerators[rec.workload] = rec.accelerator_type;
-    }
-  } catch (const FalconError&) {
-    // An unreadable record file loses only the accelerator column.
-  }
   std::vector<WorkloadInfo> out;
   for (const auto& [row, state] : workloads) {
     WorkloadInfo info;
     info.name = row.jobset_name;
     info.state = state;
     if (state_filter && info.state != *state_filter) continue;
-    if (auto it = accelerators.find(row.jobset_name); it != accelerators.end()) {
-      info.accelerator_type = it->second;
+    // An unreadable record loses only the accelerator column.
+    if (auto rec = submissions_->find(cluster.name, row.jobset_name)) {
+      info.accelerator_type = rec->accelerator_type;
     }
     info.start_time = time_cell(row.created_time);
     out.push_back(std::move(info));
@@ -364,7 +359,7 @@ std::vector<WorkloadInfo> XpkWorkloadManager::list_workloads(
 
 std::optional<SubmissionRecord> XpkWorkloadManager::find_submission(
     const std::string& cluster, const std::string& workload) const {
-  return SubmissionLog(submissions_path()).find(cluster, workload);
+  return submissions_->find(cluster, workload);
 }
 
 }  // namespace falcon

@@ -298,11 +298,14 @@ TEST_P(StateStoreContract, ImportOfAMissingFileDoesNothingAndCanRunLater) {
 // --- Selections.
 
 TEST_P(StateStoreContract, ASelectionReadsBackWithEveryCandidatesProbe) {
-  const ClusterSelection s = selection("tpu-v4-64", "tpu-b", 1000);
+  ClusterSelection s = selection("tpu-v4-64", "tpu-b", 1000);
+  s.selection_id = 99;  // ignored: reads give the stored id
   const auto id = store_->record_selection(s);
   const auto back = store_->get_selection(id);
   ASSERT_TRUE(back);
   EXPECT_EQ(back->id, id);
+  EXPECT_EQ(back->selection.selection_id, id);
+  s.selection_id = id;
   EXPECT_EQ(back->selection, s);
   EXPECT_FALSE(store_->get_selection(id + 1000));
 }
@@ -325,6 +328,7 @@ TEST_P(StateStoreContract, AFailedDecisionWithNoClusterIsKeptToo) {
   ClusterSelection s = selection("tpu-v4-64", "", 1000);
   s.reason = "no cluster available: every candidate is full or unreachable";
   const auto id = store_->record_selection(s);
+  s.selection_id = id;
   EXPECT_EQ(store_->get_selection(id)->selection, s);
 }
 

@@ -37,6 +37,34 @@ void FakeClock::advance(std::chrono::nanoseconds d) const {
   steady_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
 }
 
+bool FakeClock::wait_until(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
+                           std::chrono::steady_clock::time_point deadline,
+                           const std::function<bool()>& stop) const {
+  {
+    std::lock_guard guard(mutex_);
+    ++waiters_;
+  }
+  // advance() cannot reach `cv` (it belongs to the waiter), so the waiter re-checks the fake
+  // time on a short real-time tick; stop() is seen at once through `cv`.
+  bool stopped = false;
+  for (;;) {
+    if (stop()) {
+      stopped = true;
+      break;
+    }
+    if (steady_now() >= deadline) break;
+    cv.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  std::lock_guard guard(mutex_);
+  --waiters_;
+  return stopped;
+}
+
+int FakeClock::waiters() const {
+  std::lock_guard lock(mutex_);
+  return waiters_;
+}
+
 std::chrono::nanoseconds FakeClock::slept() const {
   std::lock_guard lock(mutex_);
   return slept_;

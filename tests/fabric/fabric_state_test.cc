@@ -1,0 +1,264 @@
+// The facade and its state store (issue 13): selections, probes, submissions and observed
+// workload states are recorded; the old submissions.jsonl is imported once; a store that cannot
+// be opened costs only memory, never a command.
+#include <sys/stat.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "falcon/errors.h"
+#include "falcon/fabric.h"
+#include "falcon/state_store.h"
+#include "support/fake_clock.h"
+#include "support/fake_command_runner.h"
+#include "support/fake_http_client.h"
+#include "support/temp_dir.h"
+#include "xpk/xpk_outputs.h"
+
+namespace falcon {
+namespace {
+
+using ::testing::Contains;
+using testing::FakeClock;
+using testing::FakeCommandRunner;
+using testing::FakeHttpClient;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+constexpr const char* kClusters = R"(clusters:
+  tpu-a:
+    project: falcon-bench
+    zone: us-central2-b
+    cluster_id: tpu-v4-cluster
+    accelerator_types:
+      - type: tpu-v4-64
+        device_class: tpu
+        priority: 1
+    max_queue_depth: 50
+  tpu-b:
+    project: falcon-bench
+    zone: us-central2-b
+    cluster_id: tpu-b
+    accelerator_types:
+      - type: tpu-v4-64
+        device_class: tpu
+        priority: 2
+    max_queue_depth: 50
+)";
+
+class FabricStateTest : public ::testing::Test {
+ protected:
+  FabricStateTest() {
+    runner_->attach_clock(clock_);
+    write_config("");
+  }
+
+  void write_config(const std::string& serve_section) {
+    std::ofstream out(config_path(), std::ios::trunc);
+    out << kClusters
+        << fmt::format("xpk:\n  state_dir: {}\ngcp:\n  logging_endpoint: http://logging.test\n",
+                       state_dir().string())
+        << serve_section;
+  }
+  std::filesystem::path state_dir() const { return tmp_.path() / "state"; }
+  std::string config_path() const { return (tmp_.path() / "repos.yaml").string(); }
+
+  // A fabric with the default store (<state_dir>/falcon.db) unless `state` is given.
+  std::unique_ptr<ClusterFabric> fabric(std::shared_ptr<StateStore> state = nullptr) {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = std::move(state);
+    deps.on_notice = [this](const std::string& text) { notices_.push_back(text); };
+    return std::make_unique<ClusterFabric>(config_path(), std::move(deps));
+  }
+  std::unique_ptr<StateStore> open_db() const {
+    return open_state_store(default_state_url(state_dir()));
+  }
+
+  WorkloadSpec spec(const std::string& name) const {
+    WorkloadSpec s;
+    s.name = name;
+    s.docker_image = "gcr.io/p/img:1";
+    s.command = {"python3", "train.py"};
+    s.accelerator_type = "tpu-v4-64";
+    return s;
+  }
+
+  testing::TempDir tmp_;
+  std::shared_ptr<FakeCommandRunner> runner_ = std::make_shared<FakeCommandRunner>();
+  std::shared_ptr<FakeHttpClient> http_ = std::make_shared<FakeHttpClient>();
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::vector<std::string> notices_;
+};
+
+TEST_F(FabricStateTest, ASelectionIsRecordedWithItsProbesAndItsIdReturned) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto f = fabric();
+  const ClusterSelection s = f->select_cluster("tpu-v4-64");
+  EXPECT_EQ(s.selected_cluster, "tpu-a");
+  ASSERT_NE(s.selection_id, 0);
+  const auto db = open_db();
+  const auto back = db->get_selection(s.selection_id);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->selection, s);
+  // Both candidates' probes are in the history, with how they were obtained.
+  for (const char* name : {"tpu-a", "tpu-b"}) {
+    const auto p = db->latest_probe(name);
+    ASSERT_TRUE(p.has_value()) << name;
+    EXPECT_EQ(p->backend, "xpk");
+    EXPECT_TRUE(p->result.reachable);
+    EXPECT_GE(p->duration_ms, 0);
+  }
+  // A second selection gets another id.
+  EXPECT_GT(f->select_cluster("tpu-v4-64").selection_id, s.selection_id);
+  EXPECT_THAT(notices_, SizeIs(0));
+}
+
+TEST_F(FabricStateTest, SelectionThroughAProbeFunctionAsksItInsteadOfProbing) {
+  auto f = fabric();
+  std::atomic<int> asked{0};
+  const ClusterSelection s = f->select_cluster("tpu-v4-64", [&](const ClusterConfig& c) {
+    ++asked;
+    ClusterProbeResult r;
+    r.cluster = c.name;
+    r.reachable = c.name == "tpu-b";  // tpu-a, preferred, is down in the cache
+    if (r.reachable) {
+      r.queue_depth = 0;
+      r.running_count = 0;
+    } else {
+      r.error = "probe timed out after 15s";
+    }
+    r.probed_at = "2026-04-13T07:59:50.000Z";
+    return r;
+  });
+  EXPECT_EQ(asked, 2);
+  EXPECT_EQ(runner_->calls().size(), 0u);  // no xpk ran
+  EXPECT_EQ(s.selected_cluster, "tpu-b");
+  EXPECT_EQ(s.probe_results.at(0).probed_at, "2026-04-13T07:59:50.000Z");
+  ASSERT_NE(s.selection_id, 0);
+  const auto db = open_db();
+  EXPECT_EQ(db->get_selection(s.selection_id)->selection.selected_cluster, "tpu-b");
+  EXPECT_TRUE(db->latest_probes().empty());  // the caller records its own probes
+  // A probe function that throws makes that candidate unreachable, with the message.
+  const ClusterSelection t = f->select_cluster("tpu-v4-64", [](const ClusterConfig& c) {
+    if (c.name == "tpu-a") throw std::runtime_error("cache gone");
+    ClusterProbeResult r;
+    r.cluster = c.name;
+    r.reachable = true;
+    r.queue_depth = 0;
+    r.running_count = 0;
+    return r;
+  });
+  EXPECT_EQ(t.selected_cluster, "tpu-b");
+  EXPECT_THAT(t.probe_results.at(0).error.value_or(""), HasSubstr("cache gone"));
+}
+
+TEST_F(FabricStateTest, ClusterStatusProbesGoIntoTheHistoryAndProbeClusterRecordsNothing) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto f = fabric();
+  EXPECT_TRUE(f->get_cluster_status("tpu-a").reachable);
+  EXPECT_TRUE(f->get_cluster_status("tpu-a").reachable);
+  EXPECT_TRUE(f->probe_cluster(f->get_cluster("tpu-b")).reachable);
+  const auto db = open_db();
+  const auto history = db->probe_history("tpu-a", clock_->now() - std::chrono::hours(1),
+                                         clock_->now() + std::chrono::hours(1));
+  EXPECT_THAT(history, SizeIs(2));
+  EXPECT_FALSE(db->latest_probe("tpu-b").has_value());
+}
+
+TEST_F(FabricStateTest, SubmissionsAreKeptInTheStoreAndFoundByAnotherFabric) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  const WorkloadHandle submitted = fabric()->submit_workload("tpu-a", spec("llama-8b-bench"));
+  EXPECT_FALSE(std::filesystem::exists(state_dir() / "submissions.jsonl"));
+  const auto row = open_db()->find_submission("tpu-a", "llama-8b-bench");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->handle, submitted);
+  EXPECT_EQ(row->accelerator_type, "tpu-v4-64");
+  EXPECT_EQ(row->docker_image, "gcr.io/p/img:1");
+  // Another fabric (another process, later) recovers it by name.
+  EXPECT_EQ(fabric()->handle_for("tpu-a", "llama-8b-bench"), submitted);
+}
+
+TEST_F(FabricStateTest, AnInjectedStoreIsUsedInsteadOfFalconDb) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  std::shared_ptr<StateStore> store =
+      open_state_store("sqlite://" + (tmp_.path() / "elsewhere" / "team.db").string());
+  auto f = fabric(store);
+  EXPECT_EQ(f->state_store(), store);
+  const WorkloadHandle h = f->submit_workload("tpu-a", spec("injected"));
+  EXPECT_EQ(store->find_submission("tpu-a", "injected")->handle, h);
+  EXPECT_FALSE(std::filesystem::exists(state_dir() / "falcon.db"));
+}
+
+TEST_F(FabricStateTest, ObservedWorkloadStatesAreRecordedOncePerChange) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto f = fabric();
+  const WorkloadHandle h{.workload_name = "train-c",
+                         .cluster = "tpu-a",
+                         .namespace_ = "default",
+                         .submitted_at = "2026-04-13T07:00:00.000Z"};
+  EXPECT_EQ(f->get_workload_status(h).state, "COMPLETED");
+  clock_->advance(std::chrono::seconds(5));
+  EXPECT_EQ(f->get_workload_status(h).state, "COMPLETED");
+  const auto events = open_db()->list_workload_events("tpu-a", "train-c");
+  ASSERT_THAT(events, SizeIs(1));
+  EXPECT_EQ(events[0].state, "COMPLETED");
+  EXPECT_EQ(events[0].observed_at, std::chrono::time_point_cast<std::chrono::milliseconds>(
+                                       clock_->now() - std::chrono::seconds(5)));
+}
+
+TEST_F(FabricStateTest, AnOldSubmissionsFileIsImportedOnceAndLeftReadOnly) {
+  std::filesystem::create_directories(state_dir());
+  const auto file = state_dir() / "submissions.jsonl";
+  std::ofstream(file)
+      << R"({"v":1,"cluster":"tpu-a","workload":"old-run","namespace":"team-a",)"
+      << R"("accelerator_type":"tpu-v4-64","device_class":"tpu",)"
+      << R"("submitted_at":"2026-04-01T10:00:00.000Z","cluster_id":"tpu-v4-cluster",)"
+      << R"("project":"falcon-bench","zone":"us-central2-b","docker_image":"i","priority":"low"})"
+      << "\n";
+  auto f = fabric();
+  const WorkloadHandle h = f->handle_for("tpu-a", "old-run");
+  EXPECT_EQ(h.namespace_, "team-a");
+  EXPECT_EQ(h.submitted_at, "2026-04-01T10:00:00.000Z");
+  EXPECT_THAT(notices_, Contains(HasSubstr("imported 1 submission(s)")));
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0222, 0u);
+  // A second fabric does not import it again, nor say so.
+  notices_.clear();
+  EXPECT_EQ(fabric()->handle_for("tpu-a", "old-run").namespace_, "team-a");
+  EXPECT_THAT(notices_, SizeIs(0));
+}
+
+TEST_F(FabricStateTest, AStoreThatCannotBeOpenedCostsOnlyMemory) {
+  write_config("serve:\n  state: mysql://db/falcon\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  auto f = fabric();
+  const ClusterSelection s = f->select_cluster("tpu-v4-64");
+  EXPECT_EQ(s.selected_cluster, "tpu-a");
+  EXPECT_EQ(s.selection_id, 0);
+  EXPECT_TRUE(f->get_cluster_status("tpu-b").reachable);
+  const WorkloadHandle h = f->submit_workload("tpu-a", spec("no-memory"));
+  EXPECT_EQ(h.cluster, "tpu-a");
+  EXPECT_EQ(f->handle_for("tpu-a", "no-memory").submitted_at, "");  // not remembered
+  EXPECT_THROW(f->state_store(), StateStoreError);
+  // Said once that the store cannot be opened, and once that the submission is not recorded.
+  int open_notices = 0;
+  for (const auto& n : notices_) {
+    if (n.find("the state store cannot be opened") != std::string::npos) ++open_notices;
+  }
+  EXPECT_EQ(open_notices, 1);
+  EXPECT_THAT(notices_, Contains(HasSubstr("workload 'no-memory' was submitted to cluster "
+                                           "'tpu-a' but could not be recorded")));
+  EXPECT_THAT(notices_, Contains(HasSubstr("mysql://db/falcon")));
+}
+
+}  // namespace
+}  // namespace falcon
