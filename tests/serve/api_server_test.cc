@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -723,6 +724,44 @@ TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
     if (line.rfind("# ", 0) == 0) continue;
     EXPECT_TRUE(std::regex_match(line, sample)) << line;
   }
+}
+
+// --tls-cert/--tls-key: the same API over HTTPS (a self-signed certificate made by openssl).
+TEST(ApiServerTls, ServesHttpsWithTheGivenCertificate) {
+  testing::TempDir dir;
+  const std::string cert = (dir.path() / "cert.pem").string();
+  const std::string key = (dir.path() / "key.pem").string();
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout " + key +
+      " -out " + cert + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl could not make a certificate";
+  auto control = std::make_shared<FakeControlPlane>();
+  std::shared_ptr<StateStore> store =
+      open_state_store("sqlite://" + (dir.path() / "falcon.db").string());
+  control->store = store;
+  ApiServerOptions options;
+  options.control = control;
+  options.store = store;
+  options.tls_cert = cert;
+  options.tls_key = key;
+  ApiServer server(options);
+  const int port = server.bind("127.0.0.1", 0);
+  std::thread t([&] { server.serve(); });
+  httplib::SSLClient client("127.0.0.1", port);
+  client.enable_server_certificate_verification(false);
+  // Bound already: the connection waits in the backlog until serve() accepts it.
+  auto r = client.Get("/v1/clusters");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  httplib::Client plain("127.0.0.1", port);
+  EXPECT_FALSE(plain.Get("/v1/clusters") && plain.Get("/v1/clusters")->status == 200);
+  server.stop();
+  t.join();
+
+  options.tls_key = (dir.path() / "missing.pem").string();
+  EXPECT_THROW(ApiServer{options}, ApiServerError);
+  options.tls_key.clear();
+  EXPECT_THROW(ApiServer{options}, ApiServerError);
 }
 
 }  // namespace
