@@ -109,7 +109,8 @@ enum class TokenRole { kRead, kOperate };
 
 // Tokens loaded from serve.tokens_file: one `token role` pair a line, `#` comments and blank
 // lines ignored. Throws ApiServerError naming the file and line for a malformed line, an unknown
-// role, a token shorter than 16 characters, or a file readable by group or others.
+// role, a token shorter than 16 characters, or a file that others can read or write or
+// the group can write (group read is allowed: Kubernetes Secrets are mounted so).
 class TokenTable {
  public:
   static TokenTable load(const std::string& path);

@@ -309,6 +309,7 @@ struct ApiServer::Impl {
     server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server->set_payload_max_length(options.max_body_bytes);
     server->set_keep_alive_max_count(100000);
+    server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay before the last segment
     server->set_error_handler(httplib::Server::HandlerWithResponse([this](
                                                                        const httplib::Request& req,
                                                                        httplib::Response& res) {

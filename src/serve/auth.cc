@@ -30,10 +30,12 @@ TokenTable TokenTable::load(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     throw ApiServerError(fmt::format("serve.tokens_file {}: {}", path, std::strerror(errno)));
   }
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+  // Others may not read it, nor the group change it. Group read is allowed: Kubernetes mounts
+  // a Secret as root:<fsGroup> with group read added.
+  if ((st.st_mode & (S_IRWXO | S_IWGRP)) != 0) {
     throw ApiServerError(
-        fmt::format("serve.tokens_file {}: mode {:o} lets group or others read it; run chmod 600 "
-                    "{}",
+        fmt::format("serve.tokens_file {}: mode {:o} lets others read it or the group change it; "
+                    "run chmod 600 {}",
                     path, st.st_mode & 0777, path));
   }
   std::ifstream in(path);

@@ -593,6 +593,10 @@ TEST(ApiServerTokens, FileIsParsedAndCheckedAndCompared) {
   EXPECT_EQ(table.find("operator-token-012345678"), std::nullopt);
   EXPECT_EQ(table.find(""), std::nullopt);
 
+  ::chmod(path.c_str(), 0640);  // group read: as Kubernetes mounts a Secret
+  EXPECT_EQ(TokenTable::load(path).find("reader-token-0123456789"), TokenRole::kRead);
+  ::chmod(path.c_str(), 0620);
+  EXPECT_THROW(TokenTable::load(path), ApiServerError);
   ::chmod(path.c_str(), 0644);
   EXPECT_THROW(
       {
