@@ -112,14 +112,15 @@ class ClusterFabric {
   // Best cluster for `accelerator_type`, probing every candidate now. The probes go into the
   // probe history and the decision into the state store; its id is selection_id (0 when it
   // could not be stored: the selection stands). Throws NoAvailableClusterError (its probes are
-  // recorded too).
+  // recorded too, and the failed decision: selected_cluster empty, the message as the reason).
   ClusterSelection select_cluster(const std::string& accelerator_type) const;
   // The same selection, asking `probe` for each candidate's health instead of probing: what
   // `falcon serve` does with its cache,
   //   fabric.select_cluster(type, [&](const ClusterConfig& c) {
   //     return monitor.fresh(c, max_age).result; });
-  // The decision is recorded (selection_id); the probes are not (the monitor records its own).
-  // A `probe` that throws counts that candidate as unreachable. Throws NoAvailableClusterError.
+  // The decision is recorded (selection_id; a failed one too); the probes are not (the monitor
+  // records its own). A `probe` that throws counts that candidate as unreachable. Throws
+  // NoAvailableClusterError.
   ClusterSelection select_cluster(const std::string& accelerator_type,
                                   const HealthMonitor::ProbeFunction& probe) const;
   // Fetches every cluster's credentials into its own kubeconfig, in parallel (the spec's

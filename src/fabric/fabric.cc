@@ -298,6 +298,16 @@ ClusterProbeResult ClusterFabric::probe_cluster(const ClusterConfig& cluster) co
   return impl_->current()->prober->probe(cluster);
 }
 
+void ClusterFabric::Impl::record_failed_selection(const NoAvailableClusterError& e) const {
+  ClusterSelection none;
+  none.accelerator = e.accelerator();
+  for (const auto& p : e.probe_results()) none.candidates.push_back(p.cluster);
+  none.probe_results = e.probe_results();
+  none.reason = e.what();
+  none.decided_at = format_iso8601(deps.clock->now());
+  record_selection(none);
+}
+
 void ClusterFabric::Impl::record_selection(ClusterSelection& selection) const {
   const auto s = store();
   if (!s) return;
@@ -331,8 +341,9 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);
-  } catch (const NoAvailableClusterError&) {
+  } catch (const NoAvailableClusterError& e) {
     impl_->record_probes(probes);
+    impl_->record_failed_selection(e);
     throw;
   }
   impl_->record_probes(probes);
@@ -345,7 +356,13 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
   const auto m = impl_->current();
   const FunctionProber asking(probe);
   const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock);
-  ClusterSelection selection = selector.select(accelerator_type);
+  ClusterSelection selection;
+  try {
+    selection = selector.select(accelerator_type);
+  } catch (const NoAvailableClusterError& e) {
+    impl_->record_failed_selection(e);
+    throw;
+  }
   impl_->record_selection(selection);
   return selection;
 }

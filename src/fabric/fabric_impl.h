@@ -45,6 +45,9 @@ struct ClusterFabric::Impl {
   void record_probes(const std::vector<ProbeRecord>& probes) const;
   // Stores a decision and sets its selection_id; a failure is noticed and leaves it 0.
   void record_selection(ClusterSelection& selection) const;
+  // Stores a decision that found no cluster (selected_cluster empty, the error's message as the
+  // reason), for the audit trail; the caller gets the exception, not an id.
+  void record_failed_selection(const NoAvailableClusterError& e) const;
   std::shared_ptr<Modules> current() const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.
   LogQueryOptions query_options(const WorkloadHandle& handle, int slice) const;

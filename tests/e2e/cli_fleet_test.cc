@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 
 #include "fleet/kubeconfig.h"
 
+#include "falcon/state_store.h"
 #include "support/local_fleet.h"
 #include "support/run_falcon.h"
 
@@ -353,16 +355,63 @@ TEST_F(CliFleetTest, SubmitPassesXpksSpellingOfTheAcceleratorType) {
                                 "--name", name, "--image", "gcr.io/f/b:1", "--", "true"});
     EXPECT_EQ(j["handle"]["cluster"], "tpu-b") << j.dump();
   }
-  // The record keeps what the caller asked for.
-  std::ifstream record(fleet_.state_dir() + "/submissions.jsonl");
-  const std::string text((std::istreambuf_iterator<char>(record)),
-                         std::istreambuf_iterator<char>());
-  EXPECT_THAT(text, HasSubstr("\"accelerator_type\":\"tpu-v4-64\""));
+  // The record (in falcon.db) keeps what the caller asked for.
+  const auto db = open_state_store(default_state_url(fleet_.state_dir()));
+  EXPECT_EQ(db->find_submission("tpu-b", "xpk-spelling")->accelerator_type, "v4-64");
+  EXPECT_EQ(db->find_submission("tpu-b", "spec-spelling")->accelerator_type, "tpu-v4-64");
   // A type the cluster does not offer in either spelling is refused before xpk runs.
   const CommandResult r = falcon({"job", "submit", "--cluster", "tpu-b", "--accelerator",
                                   "tpu-v4-65", "--name", "typo", "--image", "i", "--", "true"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.stderr_text, HasSubstr("the cluster does not offer accelerator 'tpu-v4-65'"));
+}
+
+// Issue 13: the CLI keeps its memory in <state_dir>/falcon.db, so a second process finds by name
+// what the first submitted, and every selection and observed state is there.
+TEST_F(CliFleetTest, ASecondProcessFindsTheSubmissionInFalconDb) {
+  EXPECT_EQ(submit("db-run"), "tpu-b");
+  const auto status = falcon_json({"job", "status", "--cluster", "tpu-b", "db-run"});
+  EXPECT_EQ(status["state"], "RUNNING");
+  const auto logs = falcon({"job", "logs", "--cluster", "tpu-b", "db-run", "--tail", "1"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.stderr_text;
+  EXPECT_THAT(logs.stderr_text, Not(HasSubstr("last 24 hours")));  // submitted_at was found
+  EXPECT_FALSE(std::filesystem::exists(fleet_.state_dir() + "/submissions.jsonl"));
+
+  const auto db = open_state_store(default_state_url(fleet_.state_dir()));
+  const auto row = db->find_submission("tpu-b", "db-run");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->handle.namespace_, "default");
+  EXPECT_EQ(row->state, "RUNNING");  // observed by `job status`
+  // The submit's selection is there, with the probes it made.
+  const auto selections = db->list_selections(10, std::string("tpu-v4-64"));
+  ASSERT_EQ(selections.size(), 1u);
+  EXPECT_EQ(selections[0].selection.selected_cluster, "tpu-b");
+  EXPECT_EQ(db->latest_probe("tpu-down")->result.reachable, false);
+  const auto select = falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64"});
+  EXPECT_GT(select["selection_id"].get<std::int64_t>(), selections[0].id);
+}
+
+TEST_F(CliFleetTest, AnOldSubmissionsFileIsImportedOnceAndLeftReadOnly) {
+  std::filesystem::create_directories(fleet_.state_dir());
+  const std::string file = fleet_.state_dir() + "/submissions.jsonl";
+  std::ofstream(file) << R"({"v":1,"cluster":"tpu-b","workload":"old-run","namespace":"default",)"
+                      << R"("accelerator_type":"tpu-v4-64","device_class":"tpu",)"
+                      << R"("submitted_at":"2026-04-01T10:00:00.000Z","cluster_id":"tpu-b",)"
+                      << R"("project":"p","zone":"us-central2-b","docker_image":"i",)"
+                      << R"("priority":"low"})"
+                      << "\n";
+  // The cluster no longer lists it (exit 3), but the import happened on the way.
+  auto r = falcon({"job", "status", "--cluster", "tpu-b", "old-run"});
+  EXPECT_EQ(r.exit_code, 3) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, HasSubstr("imported 1 submission(s) from " + file));
+  struct stat st {};
+  ASSERT_EQ(::stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0222, 0u);
+  const auto db = open_state_store(default_state_url(fleet_.state_dir()));
+  EXPECT_EQ(db->find_submission("tpu-b", "old-run")->priority, "low");
+  // A second process does not import it again.
+  r = falcon({"job", "status", "--cluster", "tpu-b", "old-run"});
+  EXPECT_THAT(r.stderr_text, Not(HasSubstr("imported")));
 }
 
 TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {

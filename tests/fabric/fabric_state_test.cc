@@ -157,6 +157,20 @@ TEST_F(FabricStateTest, SelectionThroughAProbeFunctionAsksItInsteadOfProbing) {
   });
   EXPECT_EQ(t.selected_cluster, "tpu-b");
   EXPECT_THAT(t.probe_results.at(0).error.value_or(""), HasSubstr("cache gone"));
+  // A decision that finds nothing is kept too, with every candidate's probe and the reason.
+  EXPECT_THROW(f->select_cluster("tpu-v4-64",
+                                 [](const ClusterConfig& c) {
+                                   ClusterProbeResult r;
+                                   r.cluster = c.name;
+                                   r.error = "down";
+                                   return r;
+                                 }),
+               NoAvailableClusterError);
+  const auto newest = db->list_selections(1).at(0);
+  EXPECT_GT(newest.id, t.selection_id);
+  EXPECT_EQ(newest.selection.selected_cluster, "");
+  EXPECT_EQ(newest.selection.candidates, (std::vector<std::string>{"tpu-a", "tpu-b"}));
+  EXPECT_THAT(newest.selection.reason, HasSubstr("no available cluster for tpu-v4-64"));
 }
 
 TEST_F(FabricStateTest, ClusterStatusProbesGoIntoTheHistoryAndProbeClusterRecordsNothing) {

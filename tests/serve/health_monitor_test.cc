@@ -196,8 +196,9 @@ TEST_F(HealthMonitorTest, AtMostMaxParallelProbesRunAtOnce) {
     ++started;
     max_active = std::max(max_active, active);
     cv.notify_all();
-    // Hold the first probes until a fourth starts (it must not while three run) or a while
-    // passes: a pool wider than the bound would show a fourth at once.
+    // Hold the first probes until three run at once, then a while longer for a fourth (it must
+    // not start while three run): a pool wider than the bound would show one at once.
+    cv.wait_for(lock, 20s, [&] { return started >= 3; });
     cv.wait_for(lock, 300ms, [&] { return started > 3; });
     --active;
     ClusterProbeResult r;
