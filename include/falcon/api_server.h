@@ -1,0 +1,211 @@
+// ApiServer: `falcon serve`'s HTTP API (issue 13, docs/serve.md). JSON under /v1, described by
+// the OpenAPI 3 document it serves at /v1/openapi.json, plus /healthz, /readyz and /metrics.
+//
+// The server knows HTTP (routes, parsing, limits, auth, errors, metrics); what each route does
+// is asked of a ControlPlane (the fabric, its probe cache and the state store in production, a
+// fake in tests) and of the StateStore (history: submissions, selections, probes, exports).
+//
+//   auto control = falcon::make_fabric_control_plane(fabric, store, settings, clock);
+//   falcon::ApiServer server({.control = control, .store = store});
+//   const int port = server.bind("127.0.0.1", 0);   // throws ApiServerError
+//   std::thread t([&] { server.serve(); });          // blocks until stop()
+//   ...
+//   server.stop();  // stops accepting, ends follows, waits for in-flight requests
+//   t.join();
+//
+// Errors are the CLI's JSON shape, {"error": {"type", "message", ...details}}, with the HTTP
+// status of the exit-code class: usage/config/invalid spec 400, auth 401/403, unknown cluster or
+// workload 404, workload exists 409, body too large 413, no cluster / unreachable 503, xpk or
+// logs failures 502, anything else 500. No input makes the server crash.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "falcon/clock.h"
+#include "falcon/config.h"
+#include "falcon/health_monitor.h"
+#include "falcon/log_retriever.h"
+#include "falcon/model.h"
+
+namespace falcon {
+
+class StateStore;
+class ClusterFabric;
+
+// A cluster's cached probe as the API shows it: the health monitor's (result, backend,
+// duration, age, consecutive failures, next probe, from_cache).
+using ProbeSnapshot = MonitoredProbe;
+// The health monitor's counters, for /metrics.
+using ProbeCacheStats = HealthMonitor::Stats;
+
+// A selection made by the control plane: the decision, its id in the state store (0 when it
+// could not be stored) and each candidate's probe as it was used (with its age).
+struct SelectOutcome {
+  ClusterSelection selection;
+  std::int64_t selection_id = 0;
+  std::vector<ProbeSnapshot> candidates;
+};
+
+// The configuration in force (GET /v1/config).
+struct ConfigInfo {
+  std::string source_path;
+  std::string content_hash;  // "sha256:<hex>" of the file's bytes as loaded
+  std::string loaded_at;     // ISO 8601 UTC
+  int clusters = 0;
+  std::int64_t reloads = 0;          // successful reloads since start
+  std::int64_t reload_failures = 0;  // reloads refused (bad file); the old one stayed
+  std::string last_reload_error;     // empty when the last reload succeeded
+};
+
+// What the routes do. Every method may be called from many threads at once and throws the
+// layer's errors (errors.h), which the server maps to HTTP statuses.
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+
+  virtual std::vector<ClusterConfig> clusters() const = 0;
+  // The cached probe of `cluster` (nullopt when none yet). Throws UnknownClusterError.
+  virtual std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const = 0;
+  // Selects from probes no older than the configured maximum age, records the decision.
+  // Throws NoAvailableClusterError.
+  virtual SelectOutcome select(const std::string& accelerator_type) = 0;
+
+  virtual WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) = 0;
+  virtual WorkloadHandle handle_for(const std::string& cluster,
+                                    const std::string& workload) const = 0;
+  virtual WorkloadStatus status(const WorkloadHandle& handle) = 0;
+  virtual bool cancel(const WorkloadHandle& handle) = 0;
+  virtual std::vector<WorkloadInfo> list_live(const std::string& cluster,
+                                              const std::optional<std::string>& state) const = 0;
+
+  virtual LogLines read_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
+                            int slice) const = 0;
+  // Follows until the workload finished (and lingered) or `stop()` returns true.
+  virtual void follow_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
+                          int slice, const std::function<bool()>& stop,
+                          const std::function<void(const std::string&)>& on_line) const = 0;
+  virtual LogExportResult export_logs(
+      const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
+      const std::function<void(const ExportProgress&)>& progress) const = 0;
+
+  virtual ConfigInfo config_info() const = 0;
+  virtual ProbeCacheStats cache_stats() const = 0;
+  // True once every cluster has a cached probe (GET /readyz).
+  virtual bool ready() const = 0;
+};
+
+// A bearer token's rights: `read` (GET) or `operate` (everything).
+enum class TokenRole { kRead, kOperate };
+
+// Tokens loaded from serve.tokens_file: one `token role` pair a line, `#` comments and blank
+// lines ignored. Throws ApiServerError naming the file and line for a malformed line, an unknown
+// role, a token shorter than 16 characters, or a file that others can read or write or
+// the group can write (group read is allowed: Kubernetes Secrets are mounted so).
+class TokenTable {
+ public:
+  static TokenTable load(const std::string& path);
+  void add(const std::string& token, TokenRole role);
+  // The role of `token`, compared in constant time against every entry; nullopt when unknown.
+  std::optional<TokenRole> find(const std::string& token) const;
+  bool empty() const { return entries_.empty(); }
+
+ private:
+  std::vector<std::pair<std::string, TokenRole>> entries_;  // (SHA-256 of the token, role)
+};
+
+// Setting up or starting the server failed (bad listen address, port in use, missing tokens).
+class ApiServerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+
+// "host:port" or "[v6]:port" split in two. Throws ApiServerError for anything else.
+std::pair<std::string, int> split_listen_address(const std::string& listen);
+
+// One finished HTTP request, for the access log (never headers: they may carry a token).
+struct RequestLogEntry {
+  std::string method;
+  std::string route;  // the route template: "/v1/workloads/{cluster}/{name}"
+  std::string path;
+  int status = 0;
+  double seconds = 0;
+  std::string error;  // the error message of a 4xx/5xx answer
+};
+
+struct ApiServerOptions {
+  std::shared_ptr<ControlPlane> control;  // required
+  std::shared_ptr<StateStore> store;      // required
+  std::shared_ptr<Clock> clock;           // null: the system clock
+  // Null: no token needed (loopback). Else every route but /healthz and /readyz needs a bearer
+  // token; mutations need `operate`.
+  std::shared_ptr<const TokenTable> tokens;
+  std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413
+  int threads = 16;                      // requests (and follows) served at once
+  std::string tls_cert;                  // both set: HTTPS
+  std::string tls_key;
+  std::function<void(const RequestLogEntry&)> on_request;
+  // Told about background work (exports) that failed, for the log.
+  std::function<void(const std::string&)> on_event;
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiServerOptions options);
+  ~ApiServer();  // stops
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds `host:port` (port 0: one the OS picks) and returns the port. Throws ApiServerError.
+  int bind(const std::string& host, int port);
+  // Serves until stop(); returns after in-flight requests finished. Requires bind().
+  void serve();
+  // Stops accepting, ends follows and waits for exports up to `grace`; returns at once when
+  // called again. Exports still running then are marked failed ("server stopped").
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
+  bool stopping() const;
+
+  // Every route as "METHOD /path/{param}" (the OpenAPI spelling), sorted.
+  std::vector<std::string> routes() const;
+  // The OpenAPI 3 document served at /v1/openapi.json.
+  static const nlohmann::json& openapi();
+  // The /metrics text (Prometheus text exposition format 0.0.4).
+  std::string metrics_text() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The production control plane: the fabric (which records submissions, decisions, probes and
+// observed states in its state store), a HealthMonitor keeping every cluster's probe fresh
+// (serve.probe_interval_s, jitter, back-off, max_parallel_probes; history in `store`), and
+// selections answered from probes no older than serve.max_probe_age_s. A submission's spec is
+// kept with its row, so it can be submitted again.
+//
+// `fabric` and `store` must not be null. The monitor's loop starts at once; it stops with the
+// object or stop_control_plane_loop().
+std::shared_ptr<ControlPlane> make_fabric_control_plane(std::shared_ptr<ClusterFabric> fabric,
+                                                        std::shared_ptr<StateStore> store,
+                                                        std::shared_ptr<Clock> clock);
+// Ends the probe loop of a control plane made by make_fabric_control_plane (waits for probes in
+// flight); nothing for another control plane.
+void stop_control_plane_loop(ControlPlane& control);
+// Re-reads the fabric's configuration (ClusterFabric::reload) and tells the probe cache about
+// the new clusters and settings. On a bad file: counts the failure, keeps the old configuration and
+// rethrows the ClusterConfigError.
+void reload_control_plane(ControlPlane& control);
+
+}  // namespace falcon

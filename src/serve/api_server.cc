@@ -1,0 +1,1052 @@
+// The HTTP side of `falcon serve`: routes, request parsing and limits, auth, error mapping,
+// streaming of logs, background exports and metrics.
+#include "falcon/api_server.h"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "falcon/gcs_uri.h"
+#include "falcon/state_store.h"
+#include "falcon/workload_manager.h"
+#include "serve/prometheus_text.h"
+#include "util/time_format.h"
+
+namespace falcon {
+
+using nlohmann::json;
+
+namespace {
+
+// An error the API answers itself (bad request, auth, unknown id), with its HTTP status.
+class HttpError : public std::runtime_error {
+ public:
+  HttpError(int status, std::string type, const std::string& message, json details = json::object())
+      : std::runtime_error(message),
+        status_(status),
+        type_(std::move(type)),
+        details_(std::move(details)) {}
+  int status() const { return status_; }
+  const std::string& type() const { return type_; }
+  const json& details() const { return details_; }
+
+ private:
+  int status_;
+  std::string type_;
+  json details_;
+};
+
+HttpError bad_request(const std::string& message) { return {400, "UsageError", message}; }
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n",
+                  "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& type,
+                const std::string& message, json details = json::object()) {
+  json error = {{"type", type}, {"message", message}};
+  for (auto& [k, v] : details.items()) error[k] = v;
+  send_json(res, status, {{"error", error}});
+}
+
+// --- Request parsing: every problem names the field or parameter.
+
+json parse_body(const httplib::Request& req, const std::set<std::string>& allowed) {
+  json body;
+  try {
+    body = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    throw bad_request(fmt::format("malformed JSON in the request body: {}", e.what()));
+  }
+  if (!body.is_object()) throw bad_request("the request body must be a JSON object");
+  for (const auto& [key, value] : body.items()) {
+    if (!allowed.contains(key)) {
+      throw bad_request(fmt::format("unknown field '{}' in the request body (known: {})", key,
+                                    fmt::join(allowed, ", ")));
+    }
+  }
+  return body;
+}
+
+std::optional<std::string> string_field(const json& obj, const std::string& field,
+                                        const std::string& where, bool required) {
+  const auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) {
+    if (required) throw bad_request(fmt::format("{}{}: required", where, field));
+    return std::nullopt;
+  }
+  if (!it->is_string()) throw bad_request(fmt::format("{}{}: must be a string", where, field));
+  return it->get<std::string>();
+}
+
+std::vector<std::string> string_list_field(const json& obj, const std::string& field,
+                                           const std::string& where, bool required) {
+  const auto it = obj.find(field);
+  if (it == obj.end() || it->is_null()) {
+    if (required) throw bad_request(fmt::format("{}{}: required", where, field));
+    return {};
+  }
+  if (!it->is_array()) {
+    throw bad_request(fmt::format("{}{}: must be an array of strings", where, field));
+  }
+  std::vector<std::string> out;
+  for (const auto& item : *it) {
+    if (!item.is_string()) {
+      throw bad_request(fmt::format("{}{}: must be an array of strings", where, field));
+    }
+    out.push_back(item.get<std::string>());
+  }
+  return out;
+}
+
+WorkloadSpec parse_spec(const json& obj) {
+  static const std::set<std::string> kFields = {
+      "name",     "docker_image", "command",   "accelerator_type",
+      "priority", "env",          "namespace", "extra_args"};
+  if (!obj.is_object()) throw bad_request("spec: must be a JSON object");
+  for (const auto& [key, value] : obj.items()) {
+    if (!kFields.contains(key)) {
+      throw bad_request(
+          fmt::format("unknown field 'spec.{}' (known: {})", key, fmt::join(kFields, ", ")));
+    }
+  }
+  WorkloadSpec spec;
+  spec.name = *string_field(obj, "name", "spec.", true);
+  spec.docker_image = *string_field(obj, "docker_image", "spec.", true);
+  spec.command = string_list_field(obj, "command", "spec.", true);
+  spec.accelerator_type = *string_field(obj, "accelerator_type", "spec.", true);
+  if (auto p = string_field(obj, "priority", "spec.", false)) spec.priority = *p;
+  if (const auto it = obj.find("env"); it != obj.end() && !it->is_null()) {
+    if (!it->is_object()) throw bad_request("spec.env: must be an object of strings");
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) throw bad_request(fmt::format("spec.env.{}: must be a string", k));
+      spec.env[k] = v.get<std::string>();
+    }
+  }
+  spec.namespace_ = string_field(obj, "namespace", "spec.", false);
+  spec.extra_args = string_list_field(obj, "extra_args", "spec.", false);
+  return spec;
+}
+
+// Query parameters: unknown ones are refused, so a typo is not silently ignored.
+void check_params(const httplib::Request& req, const std::set<std::string>& allowed) {
+  for (const auto& [key, value] : req.params) {
+    if (!allowed.contains(key)) {
+      throw bad_request(
+          allowed.empty() ? fmt::format("unknown query parameter '{}' (this route takes none)", key)
+                          : fmt::format("unknown query parameter '{}' (known: {})", key,
+                                        fmt::join(allowed, ", ")));
+    }
+  }
+}
+
+std::optional<std::string> param(const httplib::Request& req, const std::string& name) {
+  if (!req.has_param(name.c_str())) return std::nullopt;
+  return req.get_param_value(name.c_str());
+}
+
+std::optional<std::int64_t> int_param(const httplib::Request& req, const std::string& name,
+                                      std::int64_t min, std::int64_t max) {
+  const auto text = param(req, name);
+  if (!text) return std::nullopt;
+  std::int64_t value = 0;
+  const bool digits = !text->empty() && text->size() <= 18 &&
+                      text->find_first_not_of("0123456789") == std::string::npos;
+  if (digits) value = std::stoll(*text);
+  if (!digits || value < min || value > max) {
+    throw bad_request(fmt::format("query parameter {}: must be an integer {}..{}, got '{}'", name,
+                                  min, max, text->substr(0, 40)));
+  }
+  return value;
+}
+
+bool bool_param(const httplib::Request& req, const std::string& name) {
+  const auto text = param(req, name);
+  if (!text) return false;
+  if (*text == "true" || *text == "1" || text->empty()) return true;
+  if (*text == "false" || *text == "0") return false;
+  throw bad_request(fmt::format("query parameter {}: must be true or false, got '{}'", name,
+                                text->substr(0, 40)));
+}
+
+std::int64_t id_from_path(const std::string& text, const std::string& what) {
+  if (text.empty() || text.size() > 18 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    throw HttpError(404, "NotFound", fmt::format("no {} '{}'", what, text.substr(0, 40)));
+  }
+  return std::stoll(text);
+}
+
+StoreTime time_param(const std::string& name, const std::string& text, StoreTime now) {
+  try {
+    const std::string resolved = resolve_since(text, now);
+    if (auto t = parse_rfc3339(resolved)) return *t;
+  } catch (const std::invalid_argument& e) {
+    throw bad_request(fmt::format("query parameter {}: {}", name, e.what()));
+  }
+  throw bad_request(fmt::format("query parameter {}: not a time: '{}'", name, text.substr(0, 40)));
+}
+
+bool is_mutation(const std::string& method) { return method != "GET" && method != "HEAD"; }
+
+std::string bearer_token(const httplib::Request& req) {
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kPrefix = "Bearer ";
+  if (header.size() > kPrefix.size() && header.compare(0, kPrefix.size(), kPrefix) == 0) {
+    return header.substr(kPrefix.size());
+  }
+  return "";
+}
+
+json submission_json(const SubmissionRow& row) {
+  json j = {{"id", row.id},
+            {"handle", row.handle},
+            {"accelerator_type", row.accelerator_type},
+            {"device_class", row.device_class},
+            {"project", row.project},
+            {"zone", row.zone},
+            {"cluster_id", row.cluster_id},
+            {"docker_image", row.docker_image},
+            {"priority", row.priority},
+            {"state", row.state ? json(*row.state) : json(nullptr)},
+            {"state_observed_at",
+             row.state_observed_at ? json(format_iso8601(*row.state_observed_at)) : json(nullptr)}};
+  if (row.spec) j["spec"] = *row.spec;
+  return j;
+}
+
+json probe_record_json(const ProbeRecord& p) {
+  json extra = json::parse(p.extra_json, nullptr, false);
+  return {{"id", p.id},
+          {"result", p.result},
+          {"backend", p.backend},
+          {"duration_ms", p.duration_ms},
+          {"extra", extra.is_discarded() ? json::object() : extra}};
+}
+
+json export_json(const ExportRecord& e) {
+  auto parsed = [](const std::string& text) {
+    json j = json::parse(text, nullptr, false);
+    return j.is_discarded() ? json(text) : j;
+  };
+  return {{"id", e.id},
+          {"workload", e.workload},
+          {"cluster", e.cluster},
+          {"dest", e.dest},
+          {"state", e.state},
+          {"progress", parsed(e.progress_json)},
+          {"result", parsed(e.result_json)},
+          {"started_at", format_iso8601(e.started_at)},
+          {"finished_at", e.finished_at ? json(format_iso8601(*e.finished_at)) : json(nullptr)}};
+}
+
+// One route as registered: for the route table, metrics and the access log.
+struct Route {
+  std::string method;
+  std::string path;  // OpenAPI spelling: /v1/workloads/{cluster}/{name}
+};
+
+struct RequestCounters {
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> requests;  // route, method,
+                                                                                // status
+  std::map<std::string, serve::LatencyHistogram> latency;                       // route
+  std::map<std::string, std::uint64_t> selections;                              // outcome
+};
+
+// Background exports: counted so that stop() can wait for them; shared with their threads so
+// that a thread outliving the server (after the grace) touches nothing of it.
+struct ExportTracker {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::set<std::int64_t> running;
+};
+
+}  // namespace
+
+struct ApiServer::Impl {
+  ApiServerOptions options;
+  std::unique_ptr<httplib::Server> server;
+  std::vector<Route> routes;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> bound{false};
+  std::atomic<int> active_follows{0};
+  std::shared_ptr<std::atomic<bool>> stop_flag = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<ExportTracker> exports = std::make_shared<ExportTracker>();
+  mutable std::mutex metrics_mutex;
+  RequestCounters counters;
+
+  explicit Impl(ApiServerOptions o) : options(std::move(o)) {
+    if (!options.control) throw ApiServerError("ApiServer: no control plane");
+    if (!options.store) throw ApiServerError("ApiServer: no state store");
+    if (!options.clock) options.clock = make_system_clock();
+    if (!options.tls_cert.empty() || !options.tls_key.empty()) {
+      if (options.tls_cert.empty() || options.tls_key.empty()) {
+        throw ApiServerError("TLS needs both --tls-cert and --tls-key");
+      }
+      auto ssl =
+          std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
+      if (!ssl->is_valid()) {
+        throw ApiServerError(fmt::format("TLS: cannot use certificate {} with key {}",
+                                         options.tls_cert, options.tls_key));
+      }
+      server = std::move(ssl);
+    } else {
+      server = std::make_unique<httplib::Server>();
+    }
+    const int threads = std::max(2, options.threads);
+    server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server->set_payload_max_length(options.max_body_bytes);
+    server->set_keep_alive_max_count(100000);
+    server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay before the last segment
+    server->set_error_handler(httplib::Server::HandlerWithResponse([this](
+                                                                       const httplib::Request& req,
+                                                                       httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (res.status == 413) {
+        send_error(res, 413, "PayloadTooLarge",
+                   fmt::format("the request body is larger than {} bytes", options.max_body_bytes));
+      } else if (res.status == 404) {
+        send_error(res, 404, "RouteNotFound", fmt::format("no route {} {}", req.method, req.path));
+      } else {
+        send_error(res, res.status, "HttpError", fmt::format("HTTP {}", res.status));
+      }
+      count(req.method, "(unmatched)", res.status, 0);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    server->set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+          send_error(res, 500, "InternalError", "internal error");
+        });
+    add_routes();
+  }
+
+  void count(const std::string& method, const std::string& route, int status, double seconds) {
+    std::lock_guard lock(metrics_mutex);
+    ++counters.requests[{route, method, status}];
+    if (route != "(unmatched)") counters.latency[route].observe(seconds);
+  }
+
+  void count_selection(const std::string& outcome) {
+    std::lock_guard lock(metrics_mutex);
+    ++counters.selections[outcome];
+  }
+
+  void authorize(const httplib::Request& req, const std::string& path) const {
+    if (!options.tokens || path == "/healthz" || path == "/readyz") return;
+    const std::string token = bearer_token(req);
+    if (token.empty()) {
+      throw HttpError(401, "Unauthorized",
+                      "this server needs a bearer token (Authorization: Bearer <token>)");
+    }
+    const auto role = options.tokens->find(token);
+    if (!role) throw HttpError(401, "Unauthorized", "unknown bearer token");
+    if (is_mutation(req.method) && *role != TokenRole::kOperate) {
+      throw HttpError(403, "Forbidden",
+                      fmt::format("{} {} needs a token with role operate", req.method, path));
+    }
+  }
+
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  // Registers `handler` for `method path` (OpenAPI spelling) under the regex `pattern`.
+  void route(const std::string& method, const std::string& path, const std::string& pattern,
+             Handler handler) {
+    routes.push_back({method, path});
+    auto wrapped = [this, method, path, handler = std::move(handler)](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+      const auto start = std::chrono::steady_clock::now();
+      std::string error;
+      try {
+        authorize(req, path);
+        handler(req, res);
+      } catch (...) {
+        error = answer_error(res);
+      }
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      count(method, path, res.status, seconds);
+      if (options.on_request) {
+        options.on_request({method, path, req.path, res.status, seconds, error});
+      }
+    };
+    if (method == "GET") {
+      server->Get(pattern, wrapped);
+    } else if (method == "POST") {
+      server->Post(pattern, wrapped);
+    } else if (method == "DELETE") {
+      server->Delete(pattern, wrapped);
+    }
+  }
+
+  // Answers the exception in flight with its status and the CLI's error shape; returns the
+  // message for the log.
+  static std::string answer_error(httplib::Response& res) {
+    auto falcon_error = [&res](int status, const FalconError& e) {
+      json details = json::object();
+      e.add_details(details);
+      send_error(res, status, e.type_name(), e.what(), details);
+      return std::string(e.what());
+    };
+    try {
+      throw;
+    } catch (const HttpError& e) {
+      send_error(res, e.status(), e.type(), e.what(), e.details());
+      return e.what();
+    } catch (const ClusterConfigError& e) {
+      return falcon_error(400, e);
+    } catch (const UnknownClusterError& e) {
+      return falcon_error(404, e);
+    } catch (const WorkloadNotFoundError& e) {
+      return falcon_error(404, e);
+    } catch (const NoAvailableClusterError& e) {
+      return falcon_error(503, e);
+    } catch (const ClusterUnreachableError& e) {
+      return falcon_error(503, e);
+    } catch (const InvalidWorkloadSpecError& e) {
+      return falcon_error(400, e);
+    } catch (const WorkloadSubmitError& e) {
+      const bool exists = std::string_view(e.what()).find("already exists") != std::string::npos;
+      return falcon_error(exists ? 409 : 502, e);
+    } catch (const XpkCommandError& e) {
+      return falcon_error(502, e);
+    } catch (const CommandStartError& e) {
+      return falcon_error(502, e);
+    } catch (const LogRetrievalError& e) {
+      return falcon_error(502, e);
+    } catch (const FalconError& e) {
+      return falcon_error(500, e);
+    } catch (const std::invalid_argument& e) {
+      send_error(res, 400, "UsageError", e.what());
+      return e.what();
+    } catch (const json::exception& e) {
+      send_error(res, 400, "UsageError", e.what());
+      return e.what();
+    } catch (const std::exception& e) {
+      const std::string message = fmt::format("internal error: {}", e.what());
+      send_error(res, 500, "InternalError", message);
+      return message;
+    } catch (...) {
+      send_error(res, 500, "InternalError", "internal error");
+      return "internal error";
+    }
+  }
+
+  ControlPlane& control() const { return *options.control; }
+  StateStore& store() const { return *options.store; }
+  StoreTime now() const { return options.clock->now(); }
+
+  void add_routes();
+  void start_export(const httplib::Request& req, httplib::Response& res);
+  void logs(const httplib::Request& req, httplib::Response& res);
+  std::string metrics() const;
+};
+
+void ApiServer::Impl::add_routes() {
+  constexpr const char* kSeg = "([^/]+)";
+  const std::string seg = kSeg;
+
+  route("GET", "/healthz", "/healthz", [](const auto& req, auto& res) {
+    check_params(req, {});
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  route("GET", "/readyz", "/readyz", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    if (stopping) {
+      send_error(res, 503, "NotReady", "the server is stopping");
+    } else if (!control().ready()) {
+      send_error(res, 503, "NotReady", "not every cluster has been probed yet");
+    } else {
+      send_json(res, 200, {{"status", "ready"}});
+    }
+  });
+  route("GET", "/metrics", "/metrics", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    res.set_content(metrics(), "text/plain; version=0.0.4");
+  });
+  route("GET", "/v1/openapi.json", "/v1/openapi\\.json", [](const auto& req, auto& res) {
+    check_params(req, {});
+    send_json(res, 200, ApiServer::openapi());
+  });
+  route("GET", "/v1/config", "/v1/config", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    const ConfigInfo c = control().config_info();
+    send_json(res, 200,
+              {{"source_path", c.source_path},
+               {"content_hash", c.content_hash},
+               {"loaded_at", c.loaded_at},
+               {"clusters", c.clusters},
+               {"reloads", c.reloads},
+               {"reload_failures", c.reload_failures},
+               {"last_reload_error",
+                c.last_reload_error.empty() ? json(nullptr) : json(c.last_reload_error)},
+               {"state", {{"backend", store().backend()}, {"location", store().location()}}}});
+  });
+
+  // --- Clusters.
+  route("GET", "/v1/clusters", "/v1/clusters", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    json out = json::array();
+    for (const ClusterConfig& c : control().clusters()) {
+      const auto probe = control().cached_probe(c.name);
+      out.push_back(
+          {{"name", c.name}, {"config", c}, {"probe", probe ? json(*probe) : json(nullptr)}});
+    }
+    send_json(res, 200, {{"clusters", out}});
+  });
+  route("GET", "/v1/clusters/{name}", "/v1/clusters/" + seg, [this](const auto& req, auto& res) {
+    check_params(req, {"since", "limit"});
+    const std::string name = req.matches[1];
+    const auto probe = control().cached_probe(name);  // UnknownClusterError first
+    ClusterConfig config;
+    for (const ClusterConfig& c : control().clusters()) {
+      if (c.name == name) config = c;
+    }
+    const StoreTime to = now();
+    const StoreTime from = time_param("since", param(req, "since").value_or("1h"), to);
+    const int limit = static_cast<int>(int_param(req, "limit", 1, 100000).value_or(1000));
+    json history = json::array();
+    for (const ProbeRecord& p :
+         store().probe_history(name, from, to + std::chrono::seconds(1), limit)) {
+      history.push_back(probe_record_json(p));
+    }
+    send_json(res, 200,
+              {{"name", name},
+               {"config", config},
+               {"probe", probe ? json(*probe) : json(nullptr)},
+               {"history", history},
+               {"history_since", format_iso8601(from)}});
+  });
+
+  // --- Selection.
+  route("POST", "/v1/select", "/v1/select", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    const json body = parse_body(req, {"accelerator_type"});
+    const std::string accelerator = *string_field(body, "accelerator_type", "", true);
+    SelectOutcome outcome;
+    try {
+      outcome = control().select(accelerator);
+    } catch (const NoAvailableClusterError&) {
+      count_selection("no_cluster");
+      throw;
+    } catch (...) {
+      count_selection("error");
+      throw;
+    }
+    count_selection("selected");
+    json j = outcome.selection;
+    j["selection_id"] = outcome.selection_id;
+    j["candidate_probes"] = outcome.candidates;
+    send_json(res, 200, j);
+  });
+  route("GET", "/v1/selections", "/v1/selections", [this](const auto& req, auto& res) {
+    check_params(req, {"limit", "accelerator"});
+    const int limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(50));
+    json out = json::array();
+    for (const SelectionRecord& r : store().list_selections(limit, param(req, "accelerator"))) {
+      json j = r.selection;
+      j["selection_id"] = r.id;
+      out.push_back(j);
+    }
+    send_json(res, 200, {{"selections", out}});
+  });
+  route("GET", "/v1/selections/{id}", "/v1/selections/" + seg, [this](const auto& req, auto& res) {
+    check_params(req, {});
+    const std::int64_t id = id_from_path(req.matches[1], "selection");
+    const auto record = store().get_selection(id);
+    if (!record) throw HttpError(404, "NotFound", fmt::format("no selection {}", id));
+    json j = record->selection;
+    j["selection_id"] = record->id;
+    send_json(res, 200, j);
+  });
+
+  // --- Workloads.
+  route("POST", "/v1/workloads", "/v1/workloads", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    const json body = parse_body(req, {"cluster", "spec"});
+    const auto cluster_field = string_field(body, "cluster", "", false);
+    if (!body.contains("spec")) throw bad_request("spec: required");
+    const WorkloadSpec spec = parse_spec(body["spec"]);
+    json out = json::object();
+    std::string cluster;
+    if (cluster_field) {
+      cluster = *cluster_field;
+    } else {
+      SelectOutcome outcome;
+      try {
+        outcome = control().select(spec.accelerator_type);
+      } catch (const NoAvailableClusterError&) {
+        count_selection("no_cluster");
+        throw;
+      }
+      count_selection("selected");
+      cluster = outcome.selection.selected_cluster;
+      out["selection_id"] = outcome.selection_id;
+    }
+    out["handle"] = control().submit(cluster, spec);
+    send_json(res, 201, out);
+  });
+  route("GET", "/v1/workloads", "/v1/workloads", [this](const auto& req, auto& res) {
+    check_params(req, {"cluster", "state", "name", "from", "before", "limit", "cursor", "live"});
+    const auto state = param(req, "state");
+    if (state && !is_valid_state(*state)) {
+      throw bad_request(fmt::format(
+          "query parameter state: '{}' is not one of QUEUED, RUNNING, COMPLETED, FAILED, UNKNOWN",
+          state->substr(0, 40)));
+    }
+    if (bool_param(req, "live")) {
+      for (const char* p : {"name", "from", "before", "limit", "cursor"}) {
+        if (req.has_param(p)) {
+          throw bad_request(fmt::format("query parameter {}: not with live=true", p));
+        }
+      }
+      std::vector<std::string> clusters;
+      if (const auto c = param(req, "cluster")) {
+        clusters.push_back(*c);
+      } else {
+        for (const ClusterConfig& config : control().clusters()) clusters.push_back(config.name);
+      }
+      json out = json::array();
+      for (const std::string& c : clusters) {
+        json entry = {{"cluster", c}};
+        try {
+          entry["workloads"] = control().list_live(c, state);
+        } catch (const UnknownClusterError&) {
+          throw;
+        } catch (const FalconError& e) {
+          entry["error"] = {{"type", e.type_name()}, {"message", e.what()}};
+        }
+        out.push_back(entry);
+      }
+      send_json(res, 200, {{"clusters", out}});
+      return;
+    }
+    SubmissionQuery query;
+    query.cluster = param(req, "cluster");
+    query.state = state;
+    query.name_contains = param(req, "name");
+    if (const auto t = param(req, "from")) query.submitted_from = time_param("from", *t, now());
+    if (const auto t = param(req, "before")) {
+      query.submitted_before = time_param("before", *t, now());
+    }
+    query.limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(100));
+    query.cursor = param(req, "cursor").value_or("");
+    SubmissionPage page;
+    try {
+      page = store().list_submissions(query);
+    } catch (const std::invalid_argument& e) {
+      throw bad_request(fmt::format("query parameter cursor: {}", e.what()));
+    }
+    json rows = json::array();
+    for (const SubmissionRow& row : page.rows) rows.push_back(submission_json(row));
+    send_json(res, 200,
+              {{"workloads", rows},
+               {"next_cursor", page.next_cursor.empty() ? json(nullptr) : json(page.next_cursor)}});
+  });
+  const std::string workload_path = "/v1/workloads/" + seg + "/" + seg;
+  route("GET", "/v1/workloads/{cluster}/{name}", workload_path, [this](const auto& req, auto& res) {
+    check_params(req, {});
+    const WorkloadHandle handle = control().handle_for(req.matches[1], req.matches[2]);
+    const WorkloadStatus status = control().status(handle);
+    json out = {{"handle", handle}, {"status", status}};
+    json events = json::array();
+    for (const WorkloadEvent& e :
+         store().list_workload_events(handle.cluster, handle.workload_name, 100)) {
+      events.push_back({{"state", e.state},
+                        {"observed_at", format_iso8601(e.observed_at)},
+                        {"detail", e.detail}});
+    }
+    out["events"] = events;
+    send_json(res, 200, out);
+  });
+  route("DELETE", "/v1/workloads/{cluster}/{name}", workload_path,
+        [this](const auto& req, auto& res) {
+          check_params(req, {});
+          const WorkloadHandle handle = control().handle_for(req.matches[1], req.matches[2]);
+          const bool cancelled = control().cancel(handle);
+          send_json(res, 200, {{"handle", handle}, {"cancelled", cancelled}});
+        });
+  route("GET", "/v1/workloads/{cluster}/{name}/events", workload_path + "/events",
+        [this](const auto& req, auto& res) {
+          check_params(req, {"limit"});
+          const std::string cluster = req.matches[1];
+          control().handle_for(cluster, req.matches[2]);  // UnknownClusterError
+          const int limit = static_cast<int>(int_param(req, "limit", 1, 100000).value_or(1000));
+          json events = json::array();
+          for (const WorkloadEvent& e :
+               store().list_workload_events(cluster, req.matches[2], limit)) {
+            events.push_back({{"state", e.state},
+                              {"observed_at", format_iso8601(e.observed_at)},
+                              {"detail", e.detail}});
+          }
+          send_json(res, 200, {{"events", events}});
+        });
+  route("GET", "/v1/workloads/{cluster}/{name}/logs", workload_path + "/logs",
+        [this](const auto& req, auto& res) { logs(req, res); });
+
+  // --- Exports.
+  route("POST", "/v1/exports", "/v1/exports",
+        [this](const auto& req, auto& res) { start_export(req, res); });
+  route("GET", "/v1/exports", "/v1/exports", [this](const auto& req, auto& res) {
+    check_params(req, {"limit", "workload"});
+    const int limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(50));
+    json out = json::array();
+    for (const ExportRecord& e : store().list_exports(limit, param(req, "workload"))) {
+      out.push_back(export_json(e));
+    }
+    send_json(res, 200, {{"exports", out}});
+  });
+  route("GET", "/v1/exports/{id}", "/v1/exports/" + seg, [this](const auto& req, auto& res) {
+    check_params(req, {});
+    const std::int64_t id = id_from_path(req.matches[1], "export");
+    const auto record = store().get_export(id);
+    if (!record) throw HttpError(404, "NotFound", fmt::format("no export {}", id));
+    send_json(res, 200, export_json(*record));
+  });
+}
+
+void ApiServer::Impl::logs(const httplib::Request& req, httplib::Response& res) {
+  check_params(req, {"rank", "slice", "tail", "since", "grep", "follow", "format"});
+  const WorkloadHandle handle = control().handle_for(req.matches[1], req.matches[2]);
+  const int rank = static_cast<int>(int_param(req, "rank", 0, 100000).value_or(0));
+  const int slice = static_cast<int>(int_param(req, "slice", 0, 100000).value_or(0));
+  LogFilter filter;
+  filter.ranks = std::vector<int>{rank};
+  if (const auto tail = int_param(req, "tail", 1, 10000000))
+    filter.tail_lines = static_cast<int>(*tail);
+  if (const auto since = param(req, "since")) {
+    filter.since = format_iso8601(time_param("since", *since, now()));
+  }
+  filter.grep = param(req, "grep");
+  const bool follow = bool_param(req, "follow");
+  const std::string format =
+      param(req, "format")
+          .value_or(req.get_header_value("Accept").find("text/event-stream") != std::string::npos
+                        ? "sse"
+                        : "text");
+  if (format != "text" && format != "sse") {
+    throw bad_request(
+        fmt::format("query parameter format: must be text or sse, got '{}'", format.substr(0, 40)));
+  }
+  const bool sse = format == "sse";
+  const char* content_type = sse ? "text/event-stream" : "text/plain; charset=utf-8";
+  // One line per chunk; in SSE one event per line.
+  auto write_line = [sse](httplib::DataSink& sink, const std::string& line) {
+    const std::string chunk = sse ? "data: " + line + "\n\n" : line + "\n";
+    return sink.write(chunk.data(), chunk.size());
+  };
+  res.set_header("Cache-Control", "no-store");
+  if (follow) {
+    if (filter.tail_lines) throw bad_request("query parameter tail: not with follow=true");
+    auto control_ptr = options.control;
+    auto stop_flag = this->stop_flag;
+    ++active_follows;
+    res.set_chunked_content_provider(
+        content_type,
+        [control_ptr, stop_flag, handle, rank, filter, slice, write_line, sse](
+            std::size_t, httplib::DataSink& sink) {
+          bool client_gone = false;
+          try {
+            control_ptr->follow_log(
+                handle, rank, filter, slice,
+                [&] { return client_gone || stop_flag->load() || !sink.is_writable(); },
+                [&](const std::string& line) {
+                  if (!client_gone && !write_line(sink, line)) client_gone = true;
+                });
+          } catch (const std::exception& e) {
+            if (!sse) return false;  // an unterminated chunked body tells the client
+            const std::string event =
+                fmt::format("event: error\ndata: {}\n\n", json({{"message", e.what()}}).dump());
+            sink.write(event.data(), event.size());
+          }
+          if (client_gone) return false;
+          sink.done();
+          return true;
+        },
+        [this](bool) { --active_follows; });
+    return;
+  }
+  // Read the first line here, so that a failure is answered with its status, not a broken body.
+  auto lines = std::make_shared<LogLines>(control().read_log(handle, rank, filter, slice));
+  auto first = std::make_shared<std::optional<std::string>>(lines->next());
+  res.set_chunked_content_provider(
+      content_type, [lines, first, write_line](std::size_t, httplib::DataSink& sink) {
+        try {
+          if (*first) {
+            if (!write_line(sink, **first)) return false;
+            first->reset();
+          }
+          for (int i = 0; i < 256; ++i) {  // a batch per call, so a stop is noticed
+            auto line = lines->next();
+            if (!line) {
+              sink.done();
+              return true;
+            }
+            if (!write_line(sink, *line)) return false;
+          }
+          return true;
+        } catch (const std::exception&) {
+          return false;
+        }
+      });
+}
+
+void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Response& res) {
+  check_params(req, {});
+  const json body = parse_body(req, {"cluster", "workload", "dest", "ranks", "slice", "since"});
+  const std::string cluster = *string_field(body, "cluster", "", true);
+  const std::string workload = *string_field(body, "workload", "", true);
+  const std::string dest = *string_field(body, "dest", "", true);
+  try {
+    (void)parse_gcs_uri(dest);  // the exporter parses it again; refused here as a 400, not a 500
+  } catch (const std::invalid_argument& e) {
+    throw bad_request(fmt::format("dest: {}", e.what()));
+  }
+  LogFilter filter;
+  if (const auto it = body.find("ranks"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) throw bad_request("ranks: must be an array of integers >= 0");
+    std::vector<int> ranks;
+    for (const auto& r : *it) {
+      if (!r.is_number_integer() || r.get<std::int64_t>() < 0 || r.get<std::int64_t>() > 100000) {
+        throw bad_request("ranks: must be an array of integers >= 0");
+      }
+      ranks.push_back(r.get<int>());
+    }
+    filter.ranks = ranks;
+  }
+  int slice = 0;
+  if (const auto it = body.find("slice"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 0 ||
+        it->get<std::int64_t>() > 100000) {
+      throw bad_request("slice: must be an integer >= 0");
+    }
+    slice = it->get<int>();
+  }
+  if (const auto since = string_field(body, "since", "", false)) {
+    filter.since = format_iso8601(time_param("since", *since, now()));
+  }
+  if (stopping) throw HttpError(503, "Stopping", "the server is stopping");
+  const WorkloadHandle handle = control().handle_for(cluster, workload);
+  ExportRecord record;
+  record.workload = workload;
+  record.cluster = cluster;
+  record.dest = dest;
+  record.started_at = now();
+  const std::int64_t id = store().start_export(record);
+  {
+    std::lock_guard lock(exports->mutex);
+    exports->running.insert(id);
+  }
+  auto control_ptr = options.control;
+  auto store_ptr = options.store;
+  auto clock = options.clock;
+  auto tracker = exports;
+  auto on_event = options.on_event;
+  std::thread([=] {
+    std::string state = kExportDone;
+    json result;
+    try {
+      auto progress = std::make_shared<json>(json::object());
+      const LogExportResult r =
+          control_ptr->export_logs(handle, filter, dest, slice, [&](const ExportProgress& p) {
+            (*progress)[std::to_string(p.rank)] = {
+                {"lines", p.lines}, {"bytes", p.bytes}, {"done", p.done}};
+            try {
+              store_ptr->update_export_progress(id, progress->dump());
+            } catch (const std::exception&) {
+              // Progress is advisory; the result below is what counts.
+            }
+          });
+      result = r;
+    } catch (const FalconError& e) {
+      state = kExportFailed;
+      result = {{"error", {{"type", e.type_name()}, {"message", e.what()}}}};
+      e.add_details(result["error"]);
+    } catch (const std::exception& e) {
+      state = kExportFailed;
+      result = {{"error", {{"type", "InternalError"}, {"message", e.what()}}}};
+    }
+    try {
+      store_ptr->finish_export(id, state, result.dump(), clock->now());
+    } catch (const std::exception& e) {
+      if (on_event) on_event(fmt::format("export {}: cannot record its end: {}", id, e.what()));
+    }
+    if (state == kExportFailed && on_event) {
+      on_event(fmt::format("export {} of {}/{} failed: {}", id, handle.cluster,
+                           handle.workload_name, result["error"]["message"].get<std::string>()));
+    }
+    std::lock_guard lock(tracker->mutex);
+    tracker->running.erase(id);
+    tracker->changed.notify_all();
+  }).detach();
+  send_json(res, 202, {{"id", id}, {"state", kExportRunning}, {"handle", handle}});
+}
+
+std::string ApiServer::Impl::metrics() const {
+  serve::PrometheusText out;
+  const std::vector<ClusterConfig> clusters = control().clusters();
+  std::vector<std::pair<std::string, std::optional<ProbeSnapshot>>> probes;
+  for (const ClusterConfig& c : clusters) {
+    try {
+      probes.emplace_back(c.name, control().cached_probe(c.name));
+    } catch (const std::exception&) {
+      probes.emplace_back(c.name, std::nullopt);  // removed by a reload meanwhile
+    }
+  }
+  auto per_cluster = [&](const std::string& name, const char* type, const std::string& help,
+                         const std::function<std::optional<double>(const ProbeSnapshot&)>& value) {
+    out.family(name, type, help);
+    for (const auto& [cluster, probe] : probes) {
+      if (!probe) continue;
+      if (const auto v = value(*probe)) out.sample(name, {{"cluster", cluster}}, *v);
+    }
+  };
+  per_cluster("falcon_cluster_up", "gauge", "1 when the cluster's latest probe reached it",
+              [](const ProbeSnapshot& p) { return p.result.reachable ? 1.0 : 0.0; });
+  per_cluster("falcon_cluster_queue_depth", "gauge", "QUEUED workloads at the latest probe",
+              [](const ProbeSnapshot& p) -> std::optional<double> {
+                if (!p.result.queue_depth) return std::nullopt;
+                return *p.result.queue_depth;
+              });
+  per_cluster("falcon_cluster_running", "gauge", "RUNNING workloads at the latest probe",
+              [](const ProbeSnapshot& p) -> std::optional<double> {
+                if (!p.result.running_count) return std::nullopt;
+                return *p.result.running_count;
+              });
+  per_cluster("falcon_probe_duration_seconds", "gauge", "How long the latest probe took",
+              [](const ProbeSnapshot& p) { return p.duration_ms / 1000.0; });
+  per_cluster("falcon_probe_age_seconds", "gauge", "Age of the cached probe",
+              [](const ProbeSnapshot& p) { return p.age_ms / 1000.0; });
+  per_cluster("falcon_probe_consecutive_failures", "gauge",
+              "Failed probes in a row (0 when reachable)",
+              [](const ProbeSnapshot& p) { return static_cast<double>(p.consecutive_failures); });
+
+  const ProbeCacheStats stats = control().cache_stats();
+  out.family("falcon_probes_total", "counter", "Probes run, by who asked (loop or on demand)");
+  out.sample("falcon_probes_total", {{"trigger", "loop"}}, static_cast<double>(stats.loop_probes));
+  out.sample("falcon_probes_total", {{"trigger", "on_demand"}},
+             static_cast<double>(stats.on_demand_probes));
+  out.family("falcon_probe_cache_lookups_total", "counter", "Probe cache lookups by result");
+  out.sample("falcon_probe_cache_lookups_total", {{"result", "hit"}},
+             static_cast<double>(stats.cache_hits));
+  out.sample("falcon_probe_cache_lookups_total", {{"result", "miss"}},
+             static_cast<double>(stats.cache_misses));
+  out.family("falcon_probe_store_failures_total", "counter",
+             "Probes that could not be written to the state store");
+  out.sample("falcon_probe_store_failures_total", {}, static_cast<double>(stats.store_failures));
+  out.family("falcon_probe_downsample_runs_total", "counter",
+             "Thinning passes over the probe history, by result");
+  out.sample("falcon_probe_downsample_runs_total", {{"result", "ok"}},
+             static_cast<double>(stats.downsample_runs));
+  out.sample("falcon_probe_downsample_runs_total", {{"result", "failed"}},
+             static_cast<double>(stats.downsample_failures));
+
+  const ConfigInfo config = control().config_info();
+  out.family("falcon_config_reloads_total", "counter", "Configuration reloads by result");
+  out.sample("falcon_config_reloads_total", {{"result", "ok"}},
+             static_cast<double>(config.reloads));
+  out.sample("falcon_config_reloads_total", {{"result", "failed"}},
+             static_cast<double>(config.reload_failures));
+  out.family("falcon_clusters", "gauge", "Clusters in the configuration in force");
+  out.sample("falcon_clusters", {}, config.clusters);
+
+  out.family("falcon_log_follows_active", "gauge", "Log follows streaming now");
+  out.sample("falcon_log_follows_active", {}, active_follows.load());
+  {
+    std::lock_guard lock(exports->mutex);
+    out.family("falcon_exports_running", "gauge", "Log exports running in the background");
+    out.sample("falcon_exports_running", {}, static_cast<double>(exports->running.size()));
+  }
+
+  std::lock_guard lock(metrics_mutex);
+  out.family("falcon_selections_total", "counter", "Selections by outcome");
+  for (const char* outcome : {"selected", "no_cluster", "error"}) {
+    const auto it = counters.selections.find(outcome);
+    out.sample("falcon_selections_total", {{"outcome", outcome}},
+               it == counters.selections.end() ? 0.0 : static_cast<double>(it->second));
+  }
+  out.family("falcon_http_requests_total", "counter", "HTTP requests by route, method and status");
+  for (const auto& [key, n] : counters.requests) {
+    const auto& [route_path, method, status] = key;
+    out.sample("falcon_http_requests_total",
+               {{"route", route_path}, {"method", method}, {"status", std::to_string(status)}},
+               static_cast<double>(n));
+  }
+  out.family("falcon_http_request_duration_seconds", "histogram",
+             "Time to answer a request (to the first byte of a streamed body), by route");
+  for (const auto& [route_path, histogram] : counters.latency) {
+    histogram.write(out, "falcon_http_request_duration_seconds", {{"route", route_path}});
+  }
+  return out.text();
+}
+
+ApiServer::ApiServer(ApiServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+ApiServer::~ApiServer() { stop(std::chrono::milliseconds(0)); }
+
+int ApiServer::bind(const std::string& host, int port) {
+  int bound_port = port;
+  if (port == 0) {
+    bound_port = impl_->server->bind_to_any_port(host.c_str());
+  } else if (!impl_->server->bind_to_port(host.c_str(), port)) {
+    bound_port = -1;
+  }
+  if (bound_port <= 0) {
+    throw ApiServerError(
+        fmt::format("cannot listen on {}:{} (address in use or not local?)", host, port));
+  }
+  impl_->bound = true;
+  return bound_port;
+}
+
+void ApiServer::serve() {
+  if (!impl_->bound) throw ApiServerError("ApiServer::serve: bind() first");
+  if (impl_->stopping) return;
+  impl_->server->listen_after_bind();
+}
+
+void ApiServer::stop(std::chrono::milliseconds grace) {
+  if (impl_->stopping.exchange(true)) return;
+  impl_->stop_flag->store(true);
+  impl_->server->stop();
+  // Exports cannot be interrupted: wait for them up to the grace, then mark the rest failed.
+  auto& tracker = *impl_->exports;
+  std::unique_lock lock(tracker.mutex);
+  tracker.changed.wait_for(lock, grace, [&] { return tracker.running.empty(); });
+  for (const std::int64_t id : tracker.running) {
+    try {
+      impl_->options.store->finish_export(
+          id, kExportFailed,
+          json({{"error", {{"type", "Stopped"}, {"message", "server stopped"}}}}).dump(),
+          impl_->options.clock->now());
+    } catch (const std::exception&) {
+      // Nothing more to do on the way out.
+    }
+  }
+}
+
+bool ApiServer::stopping() const { return impl_->stopping; }
+
+std::vector<std::string> ApiServer::routes() const {
+  std::vector<std::string> out;
+  for (const Route& r : impl_->routes) out.push_back(r.method + " " + r.path);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ApiServer::metrics_text() const { return impl_->metrics(); }
+
+}  // namespace falcon

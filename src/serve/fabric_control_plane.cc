@@ -1,0 +1,201 @@
+// The production ControlPlane: the fabric's modules behind the HealthMonitor's probe cache.
+// The fabric records submissions, decisions, probes and observed states in its state store.
+#include <openssl/sha.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/api_server.h"
+#include "falcon/errors.h"
+#include "falcon/fabric.h"
+#include "falcon/health_monitor.h"
+#include "falcon/state_store.h"
+#include "util/time_format.h"
+
+namespace falcon {
+namespace {
+
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  const std::string text = bytes.str();
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  std::string hex = "sha256:";
+  for (const unsigned char b : digest) hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+}  // namespace
+
+class FabricControlPlane final : public ControlPlane {
+ public:
+  FabricControlPlane(std::shared_ptr<ClusterFabric> fabric, std::shared_ptr<StateStore> store,
+                     std::shared_ptr<Clock> clock)
+      : fabric_(std::move(fabric)),
+        store_(std::move(store)),
+        clock_(clock ? std::move(clock) : make_system_clock()) {
+    const auto config = fabric_->config();
+    ClusterFabric* f = fabric_.get();
+    monitor_ = std::make_unique<HealthMonitor>(
+        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve);
+    monitor_->set_clusters(config->clusters);
+    note_config_loaded();
+    monitor_->start();
+  }
+  ~FabricControlPlane() override { monitor_->stop(); }
+
+  void stop_loop() { monitor_->stop(); }
+
+  void reload() {
+    try {
+      fabric_->reload();
+    } catch (const ClusterConfigError& e) {
+      std::lock_guard lock(mutex_);
+      ++config_.reload_failures;
+      config_.last_reload_error = e.what();
+      throw;
+    }
+    const auto config = fabric_->config();
+    monitor_->set_settings(config->serve);
+    monitor_->set_clusters(config->clusters);
+    note_config_loaded();
+    std::lock_guard lock(mutex_);
+    ++config_.reloads;
+    config_.last_reload_error.clear();
+  }
+
+  // --- ControlPlane.
+
+  std::vector<ClusterConfig> clusters() const override { return fabric_->list_clusters(); }
+
+  std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const override {
+    fabric_->get_cluster(cluster);  // UnknownClusterError
+    return monitor_->latest(cluster);
+  }
+
+  SelectOutcome select(const std::string& accelerator_type) override {
+    const auto max_age = std::chrono::seconds(fabric_->config()->serve.max_probe_age_s);
+    std::mutex used_mutex;
+    std::map<std::string, ProbeSnapshot> used;
+    SelectOutcome outcome;
+    outcome.selection = fabric_->select_cluster(accelerator_type, [&](const ClusterConfig& c) {
+      MonitoredProbe p = monitor_->fresh(c, max_age);
+      std::lock_guard lock(used_mutex);
+      used[c.name] = p;
+      return p.result;
+    });
+    outcome.selection_id = outcome.selection.selection_id;
+    for (const std::string& name : outcome.selection.candidates) {
+      if (const auto it = used.find(name); it != used.end())
+        outcome.candidates.push_back(it->second);
+    }
+    return outcome;
+  }
+
+  WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) override {
+    WorkloadHandle handle = fabric_->submit_workload(cluster, spec);
+    // The fabric recorded the submission; keep what was asked with it, so that it can be
+    // submitted again. Best effort: the submission happened either way.
+    try {
+      if (auto row = store_->find_submission(handle.cluster, handle.workload_name)) {
+        row->spec = spec;
+        store_->record_submission(*row);
+      }
+    } catch (const std::exception&) {
+    }
+    return handle;
+  }
+
+  WorkloadHandle handle_for(const std::string& cluster,
+                            const std::string& workload) const override {
+    return fabric_->handle_for(cluster, workload);
+  }
+
+  WorkloadStatus status(const WorkloadHandle& handle) override {
+    return fabric_->get_workload_status(handle);  // records the observed state
+  }
+
+  bool cancel(const WorkloadHandle& handle) override { return fabric_->cancel_workload(handle); }
+
+  std::vector<WorkloadInfo> list_live(const std::string& cluster,
+                                      const std::optional<std::string>& state) const override {
+    return fabric_->list_workloads(cluster, state);
+  }
+
+  LogLines read_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
+                    int slice) const override {
+    return fabric_->stream_pod_log(handle, rank, filter, slice);
+  }
+
+  void follow_log(const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
+                  const std::function<bool()>& stop,
+                  const std::function<void(const std::string&)>& on_line) const override {
+    fabric_->follow_pod_log_until_finished(handle, rank, filter, slice, FollowOptions{}, stop,
+                                           on_line);
+  }
+
+  LogExportResult export_logs(
+      const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
+      const std::function<void(const ExportProgress&)>& progress) const override {
+    return fabric_->export_pod_logs(handle, filter, dest, slice, progress);
+  }
+
+  ConfigInfo config_info() const override {
+    std::lock_guard lock(mutex_);
+    ConfigInfo info = config_;
+    info.clusters = static_cast<int>(fabric_->list_clusters().size());
+    return info;
+  }
+
+  ProbeCacheStats cache_stats() const override { return monitor_->stats(); }
+
+  bool ready() const override {
+    return monitor_->snapshot().size() == fabric_->list_clusters().size();
+  }
+
+ private:
+  void note_config_loaded() {
+    const auto config = fabric_->config();
+    // Hashes the file as it is now: a change between the fabric's read and this one shows as a
+    // hash of the newer text (the next SIGHUP loads it).
+    std::string hash = file_hash(config->source_path);
+    std::lock_guard lock(mutex_);
+    config_.source_path = config->source_path;
+    config_.content_hash = std::move(hash);
+    config_.loaded_at = format_iso8601(clock_->now());
+  }
+
+  std::shared_ptr<ClusterFabric> fabric_;
+  std::shared_ptr<StateStore> store_;
+  std::shared_ptr<Clock> clock_;
+  std::unique_ptr<HealthMonitor> monitor_;
+  mutable std::mutex mutex_;
+  ConfigInfo config_;
+};
+
+std::shared_ptr<ControlPlane> make_fabric_control_plane(std::shared_ptr<ClusterFabric> fabric,
+                                                        std::shared_ptr<StateStore> store,
+                                                        std::shared_ptr<Clock> clock) {
+  if (!fabric || !store) throw std::invalid_argument("make_fabric_control_plane: null argument");
+  return std::make_shared<FabricControlPlane>(std::move(fabric), std::move(store),
+                                              std::move(clock));
+}
+
+void stop_control_plane_loop(ControlPlane& control) {
+  if (auto* p = dynamic_cast<FabricControlPlane*>(&control)) p->stop_loop();
+}
+
+void reload_control_plane(ControlPlane& control) {
+  if (auto* p = dynamic_cast<FabricControlPlane*>(&control)) p->reload();
+}
+
+}  // namespace falcon

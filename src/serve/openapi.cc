@@ -1,0 +1,71 @@
+// The OpenAPI 3 document of the API, written by hand so that a test can hold it against the
+// routes the server registers (api_server_test: every documented path is a route and every
+// route is documented).
+#include <nlohmann/json.hpp>
+
+#include "falcon/api_server.h"
+
+namespace falcon {
+namespace {
+
+constexpr const char* kOpenApi = R"json({
+  "openapi": "3.0.3",
+  "info": {
+    "title": "falcon serve",
+    "version": "1",
+    "description": "The Falcon cluster layer as a service: clusters with their cached probes, selection, workloads, logs, exports. Errors are {\"error\": {\"type\", \"message\", ...}}. docs/serve.md is the guide."
+  },
+  "components": {
+    "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    "parameters": {
+      "cluster": {"name": "cluster", "in": "path", "required": true, "schema": {"type": "string"}},
+      "name": {"name": "name", "in": "path", "required": true, "schema": {"type": "string"}},
+      "id": {"name": "id", "in": "path", "required": true, "schema": {"type": "integer"}},
+      "limit": {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
+    },
+    "schemas": {
+      "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object", "required": ["type", "message"], "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}},
+      "ClusterProbeResult": {"type": "object", "properties": {"cluster": {"type": "string"}, "reachable": {"type": "boolean"}, "queue_depth": {"type": "integer", "nullable": true}, "running_count": {"type": "integer", "nullable": true}, "error": {"type": "string", "nullable": true}, "probed_at": {"type": "string"}}},
+      "ProbeSnapshot": {"type": "object", "properties": {"result": {"$ref": "#/components/schemas/ClusterProbeResult"}, "backend": {"type": "string"}, "duration_ms": {"type": "integer"}, "age_ms": {"type": "integer"}, "consecutive_failures": {"type": "integer"}, "next_probe_at": {"type": "string", "nullable": true}, "from_cache": {"type": "boolean"}}},
+      "WorkloadSpec": {"type": "object", "required": ["name", "docker_image", "command", "accelerator_type"], "additionalProperties": false, "properties": {"name": {"type": "string"}, "docker_image": {"type": "string"}, "command": {"type": "array", "items": {"type": "string"}}, "accelerator_type": {"type": "string"}, "priority": {"type": "string"}, "env": {"type": "object", "additionalProperties": {"type": "string"}}, "namespace": {"type": "string", "nullable": true}, "extra_args": {"type": "array", "items": {"type": "string"}}}},
+      "WorkloadHandle": {"type": "object", "properties": {"workload_name": {"type": "string"}, "cluster": {"type": "string"}, "namespace": {"type": "string"}, "submitted_at": {"type": "string"}}}
+    }
+  },
+  "security": [{"bearer": []}],
+  "paths": {
+    "/healthz": {"get": {"summary": "The process is up", "security": [], "responses": {"200": {"description": "ok"}}}},
+    "/readyz": {"get": {"summary": "Every cluster has a cached probe", "security": [], "responses": {"200": {"description": "ready"}, "503": {"description": "not yet"}}}},
+    "/metrics": {"get": {"summary": "Prometheus text format", "responses": {"200": {"description": "metrics", "content": {"text/plain": {}}}}}},
+    "/v1/openapi.json": {"get": {"summary": "This document", "responses": {"200": {"description": "OpenAPI 3"}}}},
+    "/v1/config": {"get": {"summary": "The configuration in force: source path, content hash, loaded_at, reloads and failed reloads", "responses": {"200": {"description": "config"}}}},
+    "/v1/clusters": {"get": {"summary": "Every cluster with its cached probe and its age", "responses": {"200": {"description": "clusters"}}}},
+    "/v1/clusters/{name}": {"get": {"summary": "One cluster, its cached probe and its probe history", "parameters": [{"$ref": "#/components/parameters/name"}, {"name": "since", "in": "query", "description": "RFC 3339 or an age (90s, 30m, 6h, 2d); default 1h", "schema": {"type": "string"}}, {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 100000}}], "responses": {"200": {"description": "cluster"}, "404": {"description": "unknown cluster"}}}},
+    "/v1/select": {"post": {"summary": "Select a cluster for an accelerator type, from probes no older than serve.max_probe_age_s", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["accelerator_type"], "additionalProperties": false, "properties": {"accelerator_type": {"type": "string"}}}}}}, "responses": {"200": {"description": "the decision, its selection_id, each candidate's probe and age"}, "503": {"description": "no available cluster"}}}},
+    "/v1/selections": {"get": {"summary": "Recent decisions, newest first", "parameters": [{"$ref": "#/components/parameters/limit"}, {"name": "accelerator", "in": "query", "schema": {"type": "string"}}], "responses": {"200": {"description": "selections"}}}},
+    "/v1/selections/{id}": {"get": {"summary": "One decision, explained", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "selection"}, "404": {"description": "unknown id"}}}},
+    "/v1/workloads": {
+      "get": {"summary": "Submissions from the state store (filters, cursor pagination), or live=true: what each cluster's xpk lists now", "parameters": [{"name": "cluster", "in": "query", "schema": {"type": "string"}}, {"name": "state", "in": "query", "schema": {"type": "string"}}, {"name": "name", "in": "query", "description": "substring of the workload name", "schema": {"type": "string"}}, {"name": "from", "in": "query", "schema": {"type": "string"}}, {"name": "before", "in": "query", "schema": {"type": "string"}}, {"$ref": "#/components/parameters/limit"}, {"name": "cursor", "in": "query", "schema": {"type": "string"}}, {"name": "live", "in": "query", "schema": {"type": "boolean"}}], "responses": {"200": {"description": "workloads"}}},
+      "post": {"summary": "Submit a workload to a cluster (or to the selected one when cluster is absent)", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["spec"], "additionalProperties": false, "properties": {"cluster": {"type": "string"}, "spec": {"$ref": "#/components/schemas/WorkloadSpec"}}}}}}, "responses": {"201": {"description": "the handle"}, "400": {"description": "invalid spec"}, "409": {"description": "the workload exists"}, "502": {"description": "xpk failed"}}}
+    },
+    "/v1/workloads/{cluster}/{name}": {
+      "get": {"summary": "A workload's status (asks xpk) and its recorded events", "parameters": [{"$ref": "#/components/parameters/cluster"}, {"$ref": "#/components/parameters/name"}], "responses": {"200": {"description": "status"}, "404": {"description": "unknown cluster or workload"}}},
+      "delete": {"summary": "Cancel a workload", "parameters": [{"$ref": "#/components/parameters/cluster"}, {"$ref": "#/components/parameters/name"}], "responses": {"200": {"description": "cancelled"}, "404": {"description": "unknown cluster or workload"}}}
+    },
+    "/v1/workloads/{cluster}/{name}/events": {"get": {"summary": "The workload's observed state changes", "parameters": [{"$ref": "#/components/parameters/cluster"}, {"$ref": "#/components/parameters/name"}, {"name": "limit", "in": "query", "schema": {"type": "integer"}}], "responses": {"200": {"description": "events"}}}},
+    "/v1/workloads/{cluster}/{name}/logs": {"get": {"summary": "One rank's log lines, text/plain one line per line (or text/event-stream with Accept: text/event-stream or format=sse); follow=true streams until the workload finished", "parameters": [{"$ref": "#/components/parameters/cluster"}, {"$ref": "#/components/parameters/name"}, {"name": "rank", "in": "query", "schema": {"type": "integer", "minimum": 0}}, {"name": "slice", "in": "query", "schema": {"type": "integer", "minimum": 0}}, {"name": "tail", "in": "query", "schema": {"type": "integer", "minimum": 1}}, {"name": "since", "in": "query", "schema": {"type": "string"}}, {"name": "grep", "in": "query", "schema": {"type": "string"}}, {"name": "follow", "in": "query", "schema": {"type": "boolean"}}, {"name": "format", "in": "query", "schema": {"type": "string", "enum": ["text", "sse"]}}], "responses": {"200": {"description": "lines", "content": {"text/plain": {}, "text/event-stream": {}}}, "502": {"description": "Cloud Logging failed"}}}},
+    "/v1/exports": {
+      "get": {"summary": "Recent exports, newest first", "parameters": [{"$ref": "#/components/parameters/limit"}, {"name": "workload", "in": "query", "schema": {"type": "string"}}], "responses": {"200": {"description": "exports"}}},
+      "post": {"summary": "Start archiving a workload's logs to GCS in the background; progress in GET /v1/exports/{id}", "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["cluster", "workload", "dest"], "additionalProperties": false, "properties": {"cluster": {"type": "string"}, "workload": {"type": "string"}, "dest": {"type": "string"}, "ranks": {"type": "array", "items": {"type": "integer"}}, "slice": {"type": "integer"}, "since": {"type": "string"}}}}}}, "responses": {"202": {"description": "started: its id"}}}
+    },
+    "/v1/exports/{id}": {"get": {"summary": "An export's state, progress and result", "parameters": [{"$ref": "#/components/parameters/id"}], "responses": {"200": {"description": "export"}, "404": {"description": "unknown id"}}}}
+  }
+})json";
+
+}  // namespace
+
+const nlohmann::json& ApiServer::openapi() {
+  static const nlohmann::json document = nlohmann::json::parse(kOpenApi);
+  return document;
+}
+
+}  // namespace falcon

@@ -1,0 +1,334 @@
+// End to end: `falcon serve` (the built binary) against the local fleet, driven over HTTP on
+// loopback: selection from the probe cache, submit, status, logs, cancel, SIGHUP with a bad
+// file, SIGTERM during a follow, and a restart that keeps the history (SQLite).
+#include <fcntl.h>
+#include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support/local_fleet.h"
+#include "support/run_falcon.h"
+#include "support/temp_dir.h"
+
+namespace falcon {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+// A `falcon serve` child process; its stderr is read by a thread into `log()`.
+class ServeProcess {
+ public:
+  ServeProcess(const std::string& config, const std::string& state,
+               std::vector<std::string> extra = {}) {
+    int err[2];
+    if (::pipe(err) != 0) throw std::runtime_error("pipe");
+    const std::string bin = testing::built_binary("falcon");
+    std::vector<std::string> args{bin,        "--config",    config,    "serve",
+                                  "--listen", "127.0.0.1:0", "--state", state};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(err[1], STDERR_FILENO);
+      ::close(err[0]);
+      ::close(err[1]);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(bin.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(err[1]);
+    fd_ = err[0];
+    reader_ = std::thread([this] {
+      char buf[4096];
+      for (;;) {
+        const ssize_t n = ::read(fd_, buf, sizeof buf);
+        if (n <= 0) break;
+        std::lock_guard lock(mutex_);
+        log_.append(buf, static_cast<std::size_t>(n));
+        changed_.notify_all();
+      }
+      std::lock_guard lock(mutex_);
+      eof_ = true;
+      changed_.notify_all();
+    });
+    const std::string first = wait_for(std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"));
+    std::smatch m;
+    std::regex_search(first, m, std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"));
+    // The address is the first line.
+    if (m.empty() || log().rfind("listening on", 0) != 0) {
+      const std::string text = log();
+      ::kill(pid_, SIGKILL);
+      wait_exit();
+      reader_.join();
+      ::close(fd_);
+      throw std::runtime_error("falcon serve did not start as expected: " + text);
+    }
+    port_ = std::stoi(m[1]);
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      wait_exit();
+    }
+    if (reader_.joinable()) reader_.join();
+    ::close(fd_);
+  }
+
+  int port() const { return port_; }
+  std::string log() const {
+    std::lock_guard lock(mutex_);
+    return log_;
+  }
+  // The log once it matches `pattern` (or the process closed stderr: then whatever it wrote).
+  std::string wait_for(const std::regex& pattern) {
+    std::unique_lock lock(mutex_);
+    changed_.wait_for(lock, std::chrono::seconds(120),
+                      [&] { return eof_ || std::regex_search(log_, pattern); });
+    return log_;
+  }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  // Exit status (WEXITSTATUS, or 128 + signal).
+  int wait_exit() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  int port_ = 0;
+  bool exited_ = false;
+  std::thread reader_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::string log_;
+  bool eof_ = false;
+};
+
+class ServeFleetTest : public ::testing::Test {
+ protected:
+  std::string state_url() const { return "sqlite://" + (dir_.path() / "falcon.db").string(); }
+  static json get(httplib::Client& c, const std::string& path, int expected = 200) {
+    auto r = c.Get(path.c_str());
+    EXPECT_TRUE(r) << path;
+    if (!r) return json();
+    EXPECT_EQ(r->status, expected) << path << ": " << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+  static json post(httplib::Client& c, const std::string& path, const json& body,
+                   int expected = 200) {
+    auto r = c.Post(path.c_str(), body.dump(), "application/json");
+    EXPECT_TRUE(r) << path;
+    if (!r) return json();
+    EXPECT_EQ(r->status, expected) << path << ": " << r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+  static json spec(const std::string& name) {
+    return {{"name", name},
+            {"docker_image", "gcr.io/f/b:1"},
+            {"command", {"python3", "train.py"}},
+            {"accelerator_type", "tpu-v4-64"}};
+  }
+
+  testing::LocalFleet fleet_;
+  testing::TempDir dir_;
+};
+
+TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCancel) {
+  ServeProcess serve(fleet_.repos_path(), state_url());
+  httplib::Client c("127.0.0.1", serve.port());
+  c.set_read_timeout(120, 0);
+
+  const json first = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}});
+  EXPECT_EQ(first["selected_cluster"], "tpu-b");
+  EXPECT_EQ(first["candidate_probes"].size(), 3u);
+  const json second = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}});
+  EXPECT_EQ(second["selected_cluster"], "tpu-b");
+  ASSERT_EQ(second["candidate_probes"].size(), 3u);
+  for (const json& p : second["candidate_probes"]) {
+    EXPECT_TRUE(p["from_cache"].get<bool>()) << p.dump();
+    EXPECT_LE(p["age_ms"].get<std::int64_t>(), 60000);
+  }
+  EXPECT_NE(first["selection_id"], second["selection_id"]);
+  const json decision =
+      get(c, "/v1/selections/" + std::to_string(second["selection_id"].get<int>()));
+  EXPECT_THAT(decision["reason"].get<std::string>(), HasSubstr("selected tpu-b"));
+
+  // Every cluster shows its probe; the unreachable one says why.
+  const json clusters = get(c, "/v1/clusters");
+  ASSERT_EQ(clusters["clusters"].size(), 4u);
+  for (const json& cl : clusters["clusters"]) {
+    ASSERT_FALSE(cl["probe"].is_null()) << cl.dump();
+    if (cl["name"] == "tpu-down") {
+      EXPECT_FALSE(cl["probe"]["result"]["reachable"].get<bool>());
+    }
+  }
+  EXPECT_GE(get(c, "/v1/clusters/tpu-a")["history"].size(), 1u);
+
+  const json submitted = post(c, "/v1/workloads", {{"spec", spec("serve-run")}}, 201);
+  EXPECT_EQ(submitted["handle"]["cluster"], "tpu-b");
+  post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("serve-run")}}, 409);
+  fleet_.advance(std::chrono::seconds(10));
+  const json status = get(c, "/v1/workloads/tpu-b/serve-run");
+  EXPECT_EQ(status["status"]["state"], "RUNNING");
+  EXPECT_EQ(status["events"].back()["state"], "RUNNING");
+
+  auto logs = c.Get("/v1/workloads/tpu-b/serve-run/logs?rank=0");
+  ASSERT_TRUE(logs);
+  EXPECT_EQ(logs->status, 200) << logs->body;
+  EXPECT_THAT(logs->body, HasSubstr("step"));
+
+  const json listed = get(c, "/v1/workloads?cluster=tpu-b");
+  ASSERT_EQ(listed["workloads"].size(), 1u);
+  EXPECT_EQ(listed["workloads"][0]["handle"]["workload_name"], "serve-run");
+  EXPECT_EQ(listed["workloads"][0]["spec"]["docker_image"], "gcr.io/f/b:1");
+  const json live = get(c, "/v1/workloads?live=true&cluster=tpu-b");
+  EXPECT_EQ(live["clusters"][0]["workloads"][0]["name"], "serve-run");
+
+  auto cancel = c.Delete("/v1/workloads/tpu-b/serve-run");
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->status, 200) << cancel->body;
+  get(c, "/v1/workloads/tpu-b/serve-run", 404);
+  get(c, "/v1/workloads/nope/serve-run", 404);
+
+  const std::string metrics = c.Get("/metrics")->body;
+  EXPECT_THAT(metrics, HasSubstr("falcon_cluster_up{cluster=\"tpu-down\"} 0"));
+  EXPECT_THAT(metrics, HasSubstr("falcon_cluster_queue_depth{cluster=\"tpu-a\"} 3"));
+  EXPECT_THAT(metrics, HasSubstr("falcon_selections_total{outcome=\"selected\"} 3"));
+
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
+  EXPECT_THAT(serve.log(), HasSubstr("\"msg\":\"stopped\""));
+}
+
+TEST_F(ServeFleetTest, SighupWithABadFileKeepsTheOldConfiguration) {
+  // A copy of the fleet's repos.yaml that the test may break.
+  const std::string good = testing::read_file(fleet_.repos_path());
+  const auto path = dir_.write("repos.yaml", good);
+  ServeProcess serve(path.string(), state_url());
+  httplib::Client c("127.0.0.1", serve.port());
+  const json before = get(c, "/v1/config");
+  EXPECT_EQ(before["reload_failures"], 0);
+  EXPECT_THAT(before["content_hash"].get<std::string>(), HasSubstr("sha256:"));
+
+  dir_.write("repos.yaml", "clusters:\n  broken: [\n");
+  serve.signal(SIGHUP);
+  serve.wait_for(std::regex("configuration reload failed"));
+  json after = get(c, "/v1/config");
+  EXPECT_EQ(after["reload_failures"], 1);
+  EXPECT_EQ(after["content_hash"], before["content_hash"]);
+  EXPECT_THAT(after["last_reload_error"].get<std::string>(), HasSubstr("repos.yaml"));
+  EXPECT_EQ(get(c, "/v1/clusters")["clusters"].size(), 4u);
+  EXPECT_THAT(c.Get("/metrics")->body,
+              HasSubstr("falcon_config_reloads_total{result=\"failed\"} 1"));
+
+  // A good file with one cluster fewer is taken.
+  std::string smaller = good;
+  const auto gpu = smaller.find("  gpu-x:");
+  const auto xpk = smaller.find("xpk:");
+  smaller.erase(gpu, xpk - gpu);
+  dir_.write("repos.yaml", smaller);
+  serve.signal(SIGHUP);
+  serve.wait_for(std::regex("configuration reloaded"));
+  after = get(c, "/v1/config");
+  EXPECT_EQ(after["reloads"], 1);
+  EXPECT_TRUE(after["last_reload_error"].is_null());
+  EXPECT_NE(after["content_hash"], before["content_hash"]);
+  EXPECT_EQ(get(c, "/v1/clusters")["clusters"].size(), 3u);
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
+}
+
+TEST_F(ServeFleetTest, SigtermDuringAFollowEndsTheStreamAndTheProcess) {
+  ServeProcess serve(fleet_.repos_path(), state_url());
+  httplib::Client c("127.0.0.1", serve.port());
+  c.set_read_timeout(120, 0);
+  post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("follow-run")}}, 201);
+  fleet_.advance(std::chrono::seconds(10));  // a few steps logged; the run lasts 100 s
+
+  std::atomic<bool> got_line{false};
+  std::string received;
+  std::thread follower([&] {
+    httplib::Client f("127.0.0.1", serve.port());
+    f.set_read_timeout(120, 0);
+    f.Get("/v1/workloads/tpu-b/follow-run/logs?follow=true", [&](const char* data, size_t n) {
+      received.append(data, n);
+      got_line = true;
+      return true;
+    });
+  });
+  for (int i = 0; i < 12000 && !got_line; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(got_line) << serve.log();
+  const auto start = std::chrono::steady_clock::now();
+  serve.signal(SIGTERM);
+  follower.join();
+  EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
+  // Well within serve.shutdown_grace_s (10 s): the follow noticed the stop.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  EXPECT_THAT(received, HasSubstr("step"));
+}
+
+TEST_F(ServeFleetTest, ARestartKeepsTheHistory) {
+  std::int64_t selection_id = 0;
+  {
+    ServeProcess serve(fleet_.repos_path(), state_url());
+    httplib::Client c("127.0.0.1", serve.port());
+    c.set_read_timeout(120, 0);
+    selection_id = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}})["selection_id"];
+    post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("kept-run")}}, 201);
+    serve.signal(SIGTERM);
+    ASSERT_EQ(serve.wait_exit(), 0) << serve.log();
+  }
+  ServeProcess serve(fleet_.repos_path(), state_url());
+  httplib::Client c("127.0.0.1", serve.port());
+  const json decision = get(c, "/v1/selections/" + std::to_string(selection_id));
+  EXPECT_EQ(decision["selected_cluster"], "tpu-b");
+  const json listed = get(c, "/v1/workloads?name=kept");
+  ASSERT_EQ(listed["workloads"].size(), 1u);
+  EXPECT_EQ(listed["workloads"][0]["handle"]["cluster"], "tpu-b");
+  EXPECT_GE(get(c, "/v1/clusters/tpu-b?since=1h")["history"].size(), 1u);
+  serve.signal(SIGINT);
+  EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
+}
+
+TEST_F(ServeFleetTest, ANonLoopbackAddressNeedsTokens) {
+  const CommandResult r = testing::run_falcon(
+      {"--config", fleet_.repos_path(), "serve", "--listen", "0.0.0.0:0", "--state", state_url()});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, HasSubstr("needs bearer tokens"));
+  const auto tokens = dir_.write("tokens", "operator-token-0123456789 operate\n");
+  std::filesystem::permissions(
+      tokens, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ServeProcess serve(fleet_.repos_path(), state_url(), {"--tokens-file", tokens.string()});
+  httplib::Client c("127.0.0.1", serve.port());
+  EXPECT_EQ(c.Get("/v1/clusters")->status, 401);
+  EXPECT_EQ(c.Get("/v1/clusters", {{"Authorization", "Bearer operator-token-0123456789"}})->status,
+            200);
+  EXPECT_THAT(serve.log(), ::testing::Not(HasSubstr("operator-token")));
+}
+
+}  // namespace
+}  // namespace falcon

@@ -1,0 +1,781 @@
+// The HTTP API on a loopback port, over a fake control plane and a real SQLite state store:
+// routes, error mapping, bad input on every route, auth, streaming, exports, OpenAPI coverage
+// and the metrics text.
+#include "falcon/api_server.h"
+
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "falcon/state_store.h"
+#include "falcon/workload_manager.h"
+#include "support/fake_clock.h"
+#include "support/temp_dir.h"
+
+namespace falcon {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class VectorSource final : public LogLineSource {
+ public:
+  explicit VectorSource(std::vector<std::string> lines) : lines_(std::move(lines)) {}
+  std::optional<std::string> next() override {
+    if (i_ >= lines_.size()) return std::nullopt;
+    return lines_[i_++];
+  }
+
+ private:
+  std::vector<std::string> lines_;
+  std::size_t i_ = 0;
+};
+
+ClusterConfig cluster(const std::string& name, int priority) {
+  ClusterConfig c;
+  c.name = name;
+  c.provider = "gke";
+  c.project = "proj";
+  c.zone = "us-central2-b";
+  c.location = c.zone;
+  c.cluster_id = name;
+  c.accelerator_slots = {{"v4-64", DeviceClass::kTpu, priority}};
+  return c;
+}
+
+// A control plane with canned answers; records what it was asked.
+class FakeControlPlane final : public ControlPlane {
+ public:
+  std::vector<ClusterConfig> configs = {cluster("tpu-a", 1), cluster("tpu-b", 2)};
+  std::shared_ptr<StateStore> store;
+  std::atomic<int> selects{0};
+  std::atomic<bool> follow_running{false};
+  std::atomic<bool> follow_stopped{false};
+  std::mutex export_mutex;
+  std::condition_variable export_cv;
+  bool release_export = false;
+  std::vector<WorkloadSpec> submitted;
+
+  void check(const std::string& name) const {
+    for (const auto& c : configs) {
+      if (c.name == name) return;
+    }
+    throw UnknownClusterError(name, {"tpu-a", "tpu-b"});
+  }
+
+  std::vector<ClusterConfig> clusters() const override { return configs; }
+  std::optional<ProbeSnapshot> cached_probe(const std::string& name) const override {
+    check(name);
+    if (name == "tpu-b") return std::nullopt;
+    ProbeSnapshot s;
+    s.result = {name, true, 1, 2, std::nullopt, "2026-04-13T08:00:00.000Z"};
+    s.backend = "xpk";
+    s.duration_ms = 250;
+    s.age_ms = 1500;
+    s.from_cache = true;
+    return s;
+  }
+  SelectOutcome select(const std::string& accelerator) override {
+    ++selects;
+    if (accelerator != "tpu-v4-64" && accelerator != "v4-64") {
+      throw NoAvailableClusterError("no cluster supports " + accelerator, accelerator, {});
+    }
+    SelectOutcome o;
+    o.selection.selected_cluster = "tpu-a";
+    o.selection.accelerator = "v4-64";
+    o.selection.candidates = {"tpu-a", "tpu-b"};
+    o.selection.probe_results = {cached_probe("tpu-a")->result};
+    o.selection.reason = "selected tpu-a: reachable, queue_depth=1 <= max=5";
+    o.selection.decided_at = "2026-04-13T08:00:00.000Z";
+    o.selection_id = store->record_selection(o.selection);
+    o.candidates = {*cached_probe("tpu-a")};
+    return o;
+  }
+  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
+    check(c);
+    if (spec.name == "exists") {
+      throw WorkloadSubmitError("workload 'exists' already exists on cluster '" + c + "'", c,
+                                spec.name, 1, "");
+    }
+    if (spec.name == "Bad_Name")
+      throw InvalidWorkloadSpecError("bad name 'Bad_Name'", c, spec.name);
+    submitted.push_back(spec);
+    return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
+  }
+  WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
+    check(c);
+    return {w, c, "default", ""};
+  }
+  WorkloadStatus status(const WorkloadHandle& h) override {
+    if (h.workload_name == "gone") throw WorkloadNotFoundError(h.cluster, h.workload_name);
+    if (h.workload_name == "xpk-fails") {
+      throw XpkCommandError("xpk workload list failed", h.cluster, 1, "boom");
+    }
+    return {h.workload_name, kStateRunning, "2026-04-13T08:00:01.000Z", std::nullopt, std::nullopt};
+  }
+  bool cancel(const WorkloadHandle& h) override {
+    if (h.workload_name == "gone") throw WorkloadNotFoundError(h.cluster, h.workload_name);
+    return true;
+  }
+  std::vector<WorkloadInfo> list_live(const std::string& c,
+                                      const std::optional<std::string>&) const override {
+    check(c);
+    if (c == "tpu-b") throw ClusterUnreachableError(c, "probe timed out");
+    return {{"run-1", kStateRunning, "v4-64", std::nullopt}};
+  }
+  LogLines read_log(const WorkloadHandle& h, int rank, const LogFilter& filter,
+                    int) const override {
+    if (h.workload_name == "no-logs") throw LogRetrievalError("Cloud Logging said 500", 500);
+    std::vector<std::string> lines;
+    for (int i = 0; i < 3; ++i)
+      lines.push_back("rank " + std::to_string(rank) + " line " + std::to_string(i));
+    if (filter.tail_lines) lines.erase(lines.begin(), lines.end() - *filter.tail_lines);
+    return LogLines(std::make_unique<VectorSource>(lines));
+  }
+  void follow_log(const WorkloadHandle&, int, const LogFilter&, int,
+                  const std::function<bool()>& stop,
+                  const std::function<void(const std::string&)>& on_line) const override {
+    auto* self = const_cast<FakeControlPlane*>(this);
+    self->follow_running = true;
+    on_line("first");
+    on_line("second");
+    while (!stop()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    self->follow_stopped = true;
+  }
+  LogExportResult export_logs(
+      const WorkloadHandle& h, const LogFilter&, const std::string& dest, int,
+      const std::function<void(const ExportProgress&)>& progress) const override {
+    auto* self = const_cast<FakeControlPlane*>(this);
+    progress({0, 10, 100, false});
+    std::unique_lock lock(self->export_mutex);
+    self->export_cv.wait(lock, [self] { return self->release_export; });
+    if (h.workload_name == "bad-export") throw LogRetrievalError("bucket denied", 403);
+    LogExportResult r;
+    r.workload_name = h.workload_name;
+    r.cluster = h.cluster;
+    r.exported_ranks = {0};
+    r.gcs_uris = {{0, dest + "/rank-0.log"}};
+    r.exported_at = "2026-04-13T08:00:02.000Z";
+    return r;
+  }
+  ConfigInfo config_info() const override {
+    return {"/etc/falcon/repos.yaml", "sha256:abc", "2026-04-13T08:00:00.000Z", 2, 1, 1,
+            "repos.yaml:3:1: bad"};
+  }
+  ProbeCacheStats cache_stats() const override { return {5, 1, 7, 2, 0}; }
+  bool ready() const override { return true; }
+};
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void start(std::shared_ptr<const TokenTable> tokens = nullptr, std::size_t max_body = 1 << 20) {
+    store_ = open_state_store("sqlite://" + (dir_.path() / "falcon.db").string());
+    control_->store = store_;
+    ApiServerOptions options;
+    options.control = control_;
+    options.store = store_;
+    options.clock = clock_;
+    options.tokens = std::move(tokens);
+    options.max_body_bytes = max_body;
+    server_ = std::make_unique<ApiServer>(options);
+    port_ = server_->bind("127.0.0.1", 0);
+    thread_ = std::thread([this] { server_->serve(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_->set_read_timeout(30, 0);
+    // Wait until it answers (the listen loop starts on its thread).
+    for (int i = 0; i < 500 && !client_->Get("/healthz"); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  void TearDown() override {
+    if (server_) {
+      {
+        std::lock_guard lock(control_->export_mutex);
+        control_->release_export = true;
+      }
+      control_->export_cv.notify_all();
+      server_->stop(std::chrono::seconds(5));
+      thread_.join();
+    }
+  }
+  static json body(const httplib::Result& r) { return json::parse(r->body); }
+  httplib::Result post(const std::string& path, const std::string& text) {
+    return client_->Post(path.c_str(), text, "application/json");
+  }
+
+  testing::TempDir dir_;
+  std::shared_ptr<testing::FakeClock> clock_ = std::make_shared<testing::FakeClock>();
+  std::shared_ptr<FakeControlPlane> control_ = std::make_shared<FakeControlPlane>();
+  std::shared_ptr<StateStore> store_;
+  std::unique_ptr<ApiServer> server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(ApiServerTest, ClustersShowTheirCachedProbeAndItsAge) {
+  start();
+  auto r = client_->Get("/v1/clusters");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = body(r);
+  ASSERT_EQ(j["clusters"].size(), 2u);
+  EXPECT_EQ(j["clusters"][0]["name"], "tpu-a");
+  EXPECT_EQ(j["clusters"][0]["probe"]["age_ms"], 1500);
+  EXPECT_EQ(j["clusters"][0]["probe"]["result"]["queue_depth"], 1);
+  EXPECT_TRUE(j["clusters"][1]["probe"].is_null());
+}
+
+TEST_F(ApiServerTest, OneClusterWithItsProbeHistorySince) {
+  start();
+  ProbeRecord old;
+  old.result = {"tpu-a", true, 0, 0, std::nullopt, "2026-04-13T05:00:00.000Z"};
+  old.backend = "xpk";
+  ProbeRecord recent = old;
+  recent.result.probed_at = "2026-04-13T07:50:00.000Z";
+  recent.result.queue_depth = 4;
+  store_->record_probes({old, recent});
+  auto r = client_->Get("/v1/clusters/tpu-a");  // default: the last hour
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = body(r);
+  ASSERT_EQ(j["history"].size(), 1u);
+  EXPECT_EQ(j["history"][0]["result"]["queue_depth"], 4);
+  r = client_->Get("/v1/clusters/tpu-a?since=2026-04-13T04:00:00Z");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["history"].size(), 2u);
+  r = client_->Get("/v1/clusters/tpu-a?since=4h");
+  EXPECT_EQ(body(r)["history"].size(), 2u);
+
+  r = client_->Get("/v1/clusters/nope");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(body(r)["error"]["type"], "UnknownClusterError");
+  r = client_->Get("/v1/clusters/tpu-a?since=yesterday");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("since"));
+  r = client_->Get("/v1/clusters/tpu-a?limit=0");
+  EXPECT_EQ(r->status, 400);
+  r = client_->Get("/v1/clusters/tpu-a?sinse=1h");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("'sinse'"));
+}
+
+TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
+  start();
+  auto r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = body(r);
+  EXPECT_EQ(j["selected_cluster"], "tpu-a");
+  const std::int64_t id = j["selection_id"];
+  EXPECT_GT(id, 0);
+  EXPECT_EQ(j["candidate_probes"][0]["age_ms"], 1500);
+  EXPECT_EQ(j["candidate_probes"][0]["from_cache"], true);
+
+  r = client_->Get(("/v1/selections/" + std::to_string(id)).c_str());
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["reason"], "selected tpu-a: reachable, queue_depth=1 <= max=5");
+  r = client_->Get("/v1/selections?limit=5");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(body(r)["selections"].size(), 1u);
+  EXPECT_EQ(body(r)["selections"][0]["selection_id"], id);
+
+  r = post("/v1/select", R"({"accelerator_type": "h100-80gb-8"})");
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(body(r)["error"]["type"], "NoAvailableClusterError");
+  EXPECT_EQ(body(r)["error"]["accelerator"], "h100-80gb-8");
+  EXPECT_EQ(client_->Get("/v1/selections/999")->status, 404);
+  EXPECT_EQ(client_->Get("/v1/selections/abc")->status, 404);
+  EXPECT_EQ(client_->Get("/v1/selections?limit=5000")->status, 400);
+}
+
+TEST_F(ApiServerTest, BadBodiesAreRefusedNamingTheField) {
+  start();
+  struct Case {
+    std::string path;
+    std::string body;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/select", "{", "malformed JSON"},
+      {"/v1/select", "[1]", "JSON object"},
+      {"/v1/select", "", "malformed JSON"},
+      {"/v1/select", R"({"accelerator": "v4-64"})", "unknown field 'accelerator'"},
+      {"/v1/select", R"({})", "accelerator_type: required"},
+      {"/v1/select", R"({"accelerator_type": 7})", "accelerator_type: must be a string"},
+      {"/v1/workloads", R"({"cluster": "tpu-a"})", "spec: required"},
+      {"/v1/workloads", R"({"cluster": "tpu-a", "spec": {"name": "x"}})", "spec.docker_image"},
+      {"/v1/workloads",
+       R"({"spec": {"name": "x", "docker_image": "i", "command": ["a"], "accelerator_type": "v4-64", "gpus": 8}})",
+       "unknown field 'spec.gpus'"},
+      {"/v1/workloads",
+       R"({"spec": {"name": "x", "docker_image": "i", "command": "a", "accelerator_type": "v4-64"}})",
+       "spec.command: must be an array of strings"},
+      {"/v1/workloads",
+       R"({"spec": {"name": "x", "docker_image": "i", "command": ["a"], "accelerator_type": "v4-64", "env": {"A": 1}}})",
+       "spec.env.A"},
+      {"/v1/workloads", R"({"cluster": 3, "spec": {}})", "cluster: must be a string"},
+      {"/v1/exports", R"({"cluster": "tpu-a", "workload": "w"})", "dest: required"},
+      {"/v1/exports", R"({"cluster": "tpu-a", "workload": "w", "dest": "/tmp/x"})", "gs://"},
+      {"/v1/exports", R"({"cluster": "tpu-a", "workload": "w", "dest": "gs://Logs/p"})",
+       "lowercase letters"},
+      {"/v1/exports",
+       R"({"cluster": "tpu-a", "workload": "w", "dest": "gs://falcon-logs/p", "ranks": [-1]})",
+       "ranks"},
+      {"/v1/exports",
+       R"({"cluster": "tpu-a", "workload": "w", "dest": "gs://falcon-logs/p", "slice": "0"})",
+       "slice"},
+      {"/v1/exports",
+       R"({"cluster": "tpu-a", "workload": "w", "dest": "gs://falcon-logs/p", "rank": 0})",
+       "unknown field 'rank'"},
+  };
+  for (const Case& c : cases) {
+    auto r = post(c.path, c.body);
+    ASSERT_TRUE(r) << c.path << " " << c.body;
+    EXPECT_EQ(r->status, 400) << c.path << " " << c.body << " -> " << r->body;
+    const json j = body(r);
+    EXPECT_EQ(j["error"]["type"], "UsageError") << c.body;
+    EXPECT_THAT(j["error"]["message"].get<std::string>(), HasSubstr(c.says)) << c.body;
+  }
+  EXPECT_EQ(control_->selects, 0);
+  EXPECT_TRUE(control_->submitted.empty());
+}
+
+TEST_F(ApiServerTest, HugeBodiesGet413AndTheServerStaysUp) {
+  start(nullptr, 1024);
+  const std::string big = R"({"accelerator_type": ")" + std::string(4096, 'x') + R"("})";
+  auto r = post("/v1/select", big);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(body(r)["error"]["type"], "PayloadTooLarge");
+  httplib::Client fresh("127.0.0.1", port_);
+  EXPECT_EQ(fresh.Get("/healthz")->status, 200);
+}
+
+TEST_F(ApiServerTest, SubmitStatusCancelAndTheirErrorStatuses) {
+  start();
+  const std::string spec =
+      R"("spec": {"name": "run-1", "docker_image": "gcr.io/p/i:1", "command": ["python3", "t.py"], "accelerator_type": "tpu-v4-64", "env": {"A": "1"}})";
+  auto r = post("/v1/workloads", R"({"cluster": "tpu-a", )" + spec + "}");
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(body(r)["handle"]["cluster"], "tpu-a");
+  ASSERT_EQ(control_->submitted.size(), 1u);
+  EXPECT_EQ(control_->submitted[0].env.at("A"), "1");
+  EXPECT_EQ(control_->submitted[0].command[1], "t.py");
+
+  // Without a cluster: selected first, and the answer names the decision.
+  r = post("/v1/workloads", "{" + spec + "}");
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_GT(body(r)["selection_id"].get<std::int64_t>(), 0);
+
+  auto with_name = [&](const std::string& name, const std::string& cluster = "tpu-a") {
+    return post("/v1/workloads",
+                R"({"cluster": ")" + cluster + R"(", "spec": {"name": ")" + name +
+                    R"(", "docker_image": "i", "command": ["a"], "accelerator_type": "v4-64"}})");
+  };
+  EXPECT_EQ(with_name("exists")->status, 409);
+  EXPECT_EQ(with_name("Bad_Name")->status, 400);
+  EXPECT_EQ(body(with_name("Bad_Name"))["error"]["type"], "InvalidWorkloadSpecError");
+  EXPECT_EQ(with_name("x", "nope")->status, 404);
+
+  r = client_->Get("/v1/workloads/tpu-a/run-1");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["status"]["state"], "RUNNING");
+  EXPECT_EQ(client_->Get("/v1/workloads/tpu-a/gone")->status, 404);
+  EXPECT_EQ(body(client_->Get("/v1/workloads/tpu-a/gone"))["error"]["type"],
+            "WorkloadNotFoundError");
+  r = client_->Get("/v1/workloads/tpu-a/xpk-fails");
+  EXPECT_EQ(r->status, 502);
+  EXPECT_EQ(body(r)["error"]["stderr"], "boom");
+  EXPECT_EQ(client_->Get("/v1/workloads/nope/run-1")->status, 404);
+
+  r = client_->Delete("/v1/workloads/tpu-a/run-1");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["cancelled"], true);
+  EXPECT_EQ(client_->Delete("/v1/workloads/tpu-a/gone")->status, 404);
+  EXPECT_EQ(client_->Delete("/v1/workloads/tpu-a/run-1?force=1")->status, 400);
+  EXPECT_EQ(client_->Get("/v1/workloads/tpu-a/run-1/events?limit=x")->status, 400);
+  EXPECT_EQ(client_->Get("/v1/workloads/tpu-a/run-1/events")->status, 200);
+}
+
+TEST_F(ApiServerTest, WorkloadListFromTheStoreWithFiltersAndCursors) {
+  start();
+  for (int i = 0; i < 5; ++i) {
+    SubmissionRow row;
+    row.handle = {"run-" + std::to_string(i), i % 2 == 0 ? "tpu-a" : "tpu-b", "default",
+                  "2026-04-13T07:0" + std::to_string(i) + ":00.000Z"};
+    row.accelerator_type = "v4-64";
+    store_->record_submission(row);
+  }
+  auto r = client_->Get("/v1/workloads?limit=2");
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = body(r);
+  ASSERT_EQ(j["workloads"].size(), 2u);
+  EXPECT_EQ(j["workloads"][0]["handle"]["workload_name"], "run-4");
+  const std::string cursor = j["next_cursor"];
+  r = client_->Get("/v1/workloads", httplib::Params{{"limit", "2"}, {"cursor", cursor}},
+                   httplib::Headers{});
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["workloads"][0]["handle"]["workload_name"], "run-2");
+  r = client_->Get("/v1/workloads?cluster=tpu-b");
+  EXPECT_EQ(body(r)["workloads"].size(), 2u);
+  r = client_->Get("/v1/workloads?name=run-3");
+  EXPECT_EQ(body(r)["workloads"].size(), 1u);
+  r = client_->Get("/v1/workloads?from=2026-04-13T07:03:00Z&before=2026-04-13T07:04:00Z");
+  ASSERT_EQ(body(r)["workloads"].size(), 1u);
+  EXPECT_TRUE(body(r)["next_cursor"].is_null());
+
+  EXPECT_EQ(client_->Get("/v1/workloads?cursor=garbage")->status, 400);
+  EXPECT_EQ(client_->Get("/v1/workloads?state=DONE")->status, 400);
+  EXPECT_EQ(client_->Get("/v1/workloads?from=soon")->status, 400);
+  EXPECT_EQ(client_->Get("/v1/workloads?live=maybe")->status, 400);
+  EXPECT_EQ(client_->Get("/v1/workloads?live=true&limit=3")->status, 400);
+
+  r = client_->Get("/v1/workloads?live=true");
+  ASSERT_EQ(r->status, 200) << r->body;
+  j = body(r);
+  EXPECT_EQ(j["clusters"][0]["workloads"][0]["name"], "run-1");
+  EXPECT_EQ(j["clusters"][1]["error"]["type"], "ClusterUnreachableError");
+  EXPECT_EQ(client_->Get("/v1/workloads?live=true&cluster=nope")->status, 404);
+}
+
+TEST_F(ApiServerTest, LogsAsTextOrServerSentEventsWithTheirParameters) {
+  start();
+  auto r = client_->Get("/v1/workloads/tpu-a/run-1/logs?rank=2");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body, "rank 2 line 0\nrank 2 line 1\nrank 2 line 2\n");
+  r = client_->Get("/v1/workloads/tpu-a/run-1/logs?tail=1&format=sse");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "data: rank 0 line 2\n\n");
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  r = client_->Get("/v1/workloads/tpu-a/no-logs/logs");
+  EXPECT_EQ(r->status, 502);
+  EXPECT_EQ(body(r)["error"]["type"], "LogRetrievalError");
+  for (const char* bad : {"rank=-1", "rank=x", "slice=a", "tail=0", "since=later", "follow=perhaps",
+                          "format=xml", "follow=true&tail=5", "ranks=0"}) {
+    r = client_->Get((std::string("/v1/workloads/tpu-a/run-1/logs?") + bad).c_str());
+    ASSERT_TRUE(r) << bad;
+    EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
+  }
+  EXPECT_EQ(client_->Get("/v1/workloads/nope/run-1/logs")->status, 404);
+}
+
+TEST_F(ApiServerTest, FollowStreamsLinesAndStopsWhenTheClientGoesAway) {
+  start();
+  std::string received;
+  std::atomic<bool> give_up{false};
+  std::thread reader([&] {
+    httplib::Client c("127.0.0.1", port_);
+    c.Get("/v1/workloads/tpu-a/run-1/logs?follow=true", [&](const char* data, size_t n) {
+      received.append(data, n);
+      return received.find("second\n") == std::string::npos;  // disconnect after two lines
+    });
+    give_up = true;
+  });
+  reader.join();
+  EXPECT_EQ(received, "first\nsecond\n");
+  // The server notices on its next write check; the follow must end without a shutdown.
+  for (int i = 0; i < 500 && !control_->follow_stopped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(control_->follow_stopped);
+}
+
+TEST_F(ApiServerTest, StopEndsARunningFollow) {
+  start();
+  std::string received;
+  std::thread reader([&] {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    c.Get("/v1/workloads/tpu-a/run-1/logs?follow=true", [&](const char* data, size_t n) {
+      received.append(data, n);
+      return true;
+    });
+  });
+  for (int i = 0; i < 500 && !control_->follow_running; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(control_->follow_running);
+  server_->stop(std::chrono::seconds(5));
+  reader.join();
+  EXPECT_TRUE(control_->follow_stopped);
+  EXPECT_EQ(received, "first\nsecond\n");
+}
+
+TEST_F(ApiServerTest, ExportsRunInTheBackgroundWithProgressInTheStore) {
+  start();
+  auto r = post(
+      "/v1/exports",
+      R"({"cluster": "tpu-a", "workload": "run-1", "dest": "gs://falcon-logs/p", "ranks": [0]})");
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::int64_t id = body(r)["id"];
+  const std::string path = "/v1/exports/" + std::to_string(id);
+  json j;
+  for (int i = 0; i < 500; ++i) {
+    j = body(client_->Get(path.c_str()));
+    if (j["progress"].contains("0")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(j["state"], "running");
+  EXPECT_EQ(j["progress"]["0"]["lines"], 10);
+  {
+    std::lock_guard lock(control_->export_mutex);
+    control_->release_export = true;
+  }
+  control_->export_cv.notify_all();
+  for (int i = 0; i < 500 && j["state"] == "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    j = body(client_->Get(path.c_str()));
+  }
+  EXPECT_EQ(j["state"], "done");
+  EXPECT_EQ(j["result"]["gcs_uris"]["0"], "gs://falcon-logs/p/rank-0.log");
+
+  r = post("/v1/exports",
+           R"({"cluster": "tpu-a", "workload": "bad-export", "dest": "gs://falcon-logs/p"})");
+  ASSERT_EQ(r->status, 202);
+  const std::string bad = "/v1/exports/" + std::to_string(body(r)["id"].get<std::int64_t>());
+  for (int i = 0; i < 500 && j["state"] != "failed"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    j = body(client_->Get(bad.c_str()));
+  }
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["result"]["error"]["type"], "LogRetrievalError");
+  EXPECT_EQ(body(client_->Get("/v1/exports?limit=10"))["exports"].size(), 2u);
+  EXPECT_EQ(client_->Get("/v1/exports/424242")->status, 404);
+  EXPECT_EQ(
+      post("/v1/exports", R"({"cluster": "nope", "workload": "w", "dest": "gs://falcon-logs/p"})")
+          ->status,
+      404);
+}
+
+TEST_F(ApiServerTest, StopMarksAnExportStillRunningAfterTheGraceFailed) {
+  start();
+  auto r = post("/v1/exports",
+                R"({"cluster": "tpu-a", "workload": "run-1", "dest": "gs://falcon-logs/p"})");
+  ASSERT_EQ(r->status, 202);
+  const std::int64_t id = body(r)["id"];
+  server_->stop(std::chrono::milliseconds(50));
+  const auto record = store_->get_export(id);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->state, "failed");
+  EXPECT_THAT(record->result_json, HasSubstr("server stopped"));
+}
+
+TEST_F(ApiServerTest, ConfigHealthReadinessAndUnknownRoutes) {
+  start();
+  auto r = client_->Get("/v1/config");
+  ASSERT_EQ(r->status, 200);
+  json j = body(r);
+  EXPECT_EQ(j["content_hash"], "sha256:abc");
+  EXPECT_EQ(j["reload_failures"], 1);
+  EXPECT_EQ(j["state"]["backend"], "sqlite");
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(client_->Get("/readyz")->status, 200);
+  r = client_->Get("/v2/everything");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(body(r)["error"]["type"], "RouteNotFound");
+  EXPECT_EQ(client_->Get("/healthz?x=1")->status, 400);
+}
+
+TEST(ApiServerTokens, FileIsParsedAndCheckedAndCompared) {
+  testing::TempDir dir;
+  const auto path = dir.write("tokens",
+                              "# team tokens\nreader-token-0123456789 read\n"
+                              "operator-token-0123456789 operate  # ci\n\n");
+  ::chmod(path.c_str(), 0600);
+  const TokenTable table = TokenTable::load(path);
+  EXPECT_EQ(table.find("reader-token-0123456789"), TokenRole::kRead);
+  EXPECT_EQ(table.find("operator-token-0123456789"), TokenRole::kOperate);
+  EXPECT_EQ(table.find("operator-token-012345678"), std::nullopt);
+  EXPECT_EQ(table.find(""), std::nullopt);
+
+  ::chmod(path.c_str(), 0640);  // group read: as Kubernetes mounts a Secret
+  EXPECT_EQ(TokenTable::load(path).find("reader-token-0123456789"), TokenRole::kRead);
+  ::chmod(path.c_str(), 0620);
+  EXPECT_THROW(TokenTable::load(path), ApiServerError);
+  ::chmod(path.c_str(), 0644);
+  EXPECT_THROW(
+      {
+        try {
+          TokenTable::load(path);
+        } catch (const ApiServerError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("chmod 600"));
+          throw;
+        }
+      },
+      ApiServerError);
+  for (const char* bad : {"short read\n", "long-enough-token-123 admin\n", "only-a-token-12345\n",
+                          "a-b-c-d-e-f-g-h-i-j read extra\n", "# nothing\n"}) {
+    const auto p = dir.write("bad", bad);
+    ::chmod(p.c_str(), 0600);
+    EXPECT_THROW(TokenTable::load(p), ApiServerError) << bad;
+  }
+  EXPECT_THROW(TokenTable::load((dir.path() / "missing").string()), ApiServerError);
+}
+
+TEST(ApiServerAddresses, LoopbackAndListenSplitting) {
+  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
+  EXPECT_TRUE(is_loopback_host("127.1.2.3"));
+  EXPECT_TRUE(is_loopback_host("::1"));
+  EXPECT_TRUE(is_loopback_host("localhost"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(is_loopback_host("10.0.0.1"));
+  EXPECT_FALSE(is_loopback_host("::"));
+  EXPECT_EQ(split_listen_address("127.0.0.1:8787"), std::make_pair(std::string("127.0.0.1"), 8787));
+  EXPECT_EQ(split_listen_address("[::1]:0"), std::make_pair(std::string("::1"), 0));
+  for (const char* bad :
+       {"8787", ":8787", "host:", "host:99999", "host:12a", "[::1]8787", "[::1"}) {
+    EXPECT_THROW(split_listen_address(bad), ApiServerError) << bad;
+  }
+}
+
+TEST_F(ApiServerTest, TokensGuardEveryRouteButHealthAndMutationsNeedOperate) {
+  auto tokens = std::make_shared<TokenTable>();
+  tokens->add("reader-token-0123456789", TokenRole::kRead);
+  tokens->add("operator-token-0123456789", TokenRole::kOperate);
+  start(tokens);
+  EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(client_->Get("/readyz")->status, 200);
+  auto r = client_->Get("/v1/clusters");
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(body(r)["error"]["type"], "Unauthorized");
+  EXPECT_EQ(client_->Get("/metrics")->status, 401);
+  httplib::Headers wrong = {{"Authorization", "Bearer not-a-token-at-all"}};
+  EXPECT_EQ(client_->Get("/v1/clusters", wrong)->status, 401);
+  httplib::Headers reader = {{"Authorization", "Bearer reader-token-0123456789"}};
+  EXPECT_EQ(client_->Get("/v1/clusters", reader)->status, 200);
+  r = client_->Post("/v1/select", reader, R"({"accelerator_type": "v4-64"})", "application/json");
+  EXPECT_EQ(r->status, 403);
+  EXPECT_EQ(body(r)["error"]["type"], "Forbidden");
+  EXPECT_EQ(control_->selects, 0);
+  EXPECT_EQ(client_->Delete("/v1/workloads/tpu-a/run-1", reader)->status, 403);
+  httplib::Headers op = {{"Authorization", "Bearer operator-token-0123456789"}};
+  EXPECT_EQ(client_->Post("/v1/select", op, R"({"accelerator_type": "v4-64"})", "application/json")
+                ->status,
+            200);
+  // The token never appears in the metrics or in an error.
+  const std::string metrics = client_->Get("/metrics", op)->body;
+  EXPECT_THAT(metrics, Not(HasSubstr("operator-token")));
+}
+
+// Every documented path is a route, and every route is documented; every route answers (not
+// with the unmatched-route 404).
+TEST_F(ApiServerTest, OpenApiDocumentsExactlyTheRoutes) {
+  start();
+  const json doc = body(client_->Get("/v1/openapi.json"));
+  EXPECT_EQ(doc["openapi"].get<std::string>().substr(0, 2), "3.");
+  std::set<std::string> documented;
+  for (const auto& [path, methods] : doc["paths"].items()) {
+    for (const auto& [method, op] : methods.items()) {
+      std::string upper = method;
+      for (char& c : upper) c = static_cast<char>(std::toupper(c));
+      documented.insert(upper + " " + path);
+      EXPECT_TRUE(op.contains("responses")) << method << " " << path;
+    }
+  }
+  const auto routes = server_->routes();
+  EXPECT_EQ(documented, std::set<std::string>(routes.begin(), routes.end()));
+  for (const std::string& route : routes) {
+    const auto space = route.find(' ');
+    const std::string method = route.substr(0, space);
+    std::string path = std::regex_replace(route.substr(space + 1), std::regex("\\{id\\}"), "1");
+    path = std::regex_replace(path, std::regex("\\{cluster\\}"), "tpu-a");
+    path = std::regex_replace(path, std::regex("\\{name\\}"), "tpu-a");
+    httplib::Result r = method == "GET"    ? client_->Get(path.c_str())
+                        : method == "POST" ? post(path, "{}")
+                                           : client_->Delete(path.c_str());
+    ASSERT_TRUE(r) << route;
+    if (r->status == 404) {
+      EXPECT_NE(body(r)["error"]["type"], "RouteNotFound") << route << ": " << r->body;
+    }
+  }
+}
+
+TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
+  start();
+  client_->Get("/v1/clusters");
+  client_->Get("/v1/clusters/nope");
+  post("/v1/select", R"({"accelerator_type": "v4-64"})");
+  post("/v1/select", R"({"accelerator_type": "h100-80gb-8"})");
+  const auto r = client_->Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/plain"));
+  const std::string& m = r->body;
+  EXPECT_THAT(m, HasSubstr("# TYPE falcon_http_requests_total counter\n"));
+  EXPECT_THAT(m,
+              HasSubstr("falcon_http_requests_total{route=\"/v1/clusters/{name}\",method=\"GET\","
+                        "status=\"404\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_selections_total{outcome=\"selected\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_selections_total{outcome=\"no_cluster\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_cluster_queue_depth{cluster=\"tpu-a\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_cluster_running{cluster=\"tpu-a\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_probe_age_seconds{cluster=\"tpu-a\"} 1.5\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_probe_cache_lookups_total{result=\"hit\"} 7\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_config_reloads_total{result=\"failed\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("# TYPE falcon_http_request_duration_seconds histogram\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_http_request_duration_seconds_bucket{route=\"/v1/select\","
+                           "le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_http_request_duration_seconds_count{route=\"/v1/select\"} 2\n"));
+  // Every non-comment line is `name{labels} value` or `name value`.
+  std::istringstream lines(m);
+  std::string line;
+  const std::regex sample(R"(^[a-z_]+(\{([a-z_]+="([^"\\]|\\.)*",?)+\})? [-+0-9.eInfa]+$)");
+  while (std::getline(lines, line)) {
+    if (line.rfind("# ", 0) == 0) continue;
+    EXPECT_TRUE(std::regex_match(line, sample)) << line;
+  }
+}
+
+// --tls-cert/--tls-key: the same API over HTTPS (a self-signed certificate made by openssl).
+TEST(ApiServerTls, ServesHttpsWithTheGivenCertificate) {
+  testing::TempDir dir;
+  const std::string cert = (dir.path() / "cert.pem").string();
+  const std::string key = (dir.path() / "key.pem").string();
+  const std::string command =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout " + key +
+      " -out " + cert + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl could not make a certificate";
+  auto control = std::make_shared<FakeControlPlane>();
+  std::shared_ptr<StateStore> store =
+      open_state_store("sqlite://" + (dir.path() / "falcon.db").string());
+  control->store = store;
+  ApiServerOptions options;
+  options.control = control;
+  options.store = store;
+  options.tls_cert = cert;
+  options.tls_key = key;
+  ApiServer server(options);
+  const int port = server.bind("127.0.0.1", 0);
+  std::thread t([&] { server.serve(); });
+  httplib::SSLClient client("127.0.0.1", port);
+  client.enable_server_certificate_verification(false);
+  // Bound already: the connection waits in the backlog until serve() accepts it.
+  auto r = client.Get("/v1/clusters");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  httplib::Client plain("127.0.0.1", port);
+  EXPECT_FALSE(plain.Get("/v1/clusters") && plain.Get("/v1/clusters")->status == 200);
+  server.stop();
+  t.join();
+
+  options.tls_key = (dir.path() / "missing.pem").string();
+  EXPECT_THROW(ApiServer{options}, ApiServerError);
+  options.tls_key.clear();
+  EXPECT_THROW(ApiServer{options}, ApiServerError);
+}
+
+}  // namespace
+}  // namespace falcon
