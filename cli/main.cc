@@ -1,5 +1,6 @@
 // falcon: the command-line interface over ClusterFabric. Thin: parse, call, print.
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -66,6 +67,12 @@ int run_action(Context& ctx) {
 
 int main(int argc, char** argv) {
   using namespace falcon::cli;
+  // A fixed mmap threshold (glibc's default start value): large buffers such as a page of log
+  // entries or a response body are then always mapped and returned on free. Left dynamic, glibc
+  // raises the threshold after the first such buffer is freed and serves the next pages from the
+  // heap, which fragments and grows with every page: a --tail of a million lines took 16% more
+  // memory than one of a thousand (bench T1M), and about 5% with this.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   Context ctx;
   CLI::App app{"falcon: the Falcon cluster layer: clusters, xpk workloads and their logs",
                "falcon"};

@@ -66,8 +66,12 @@ struct ClusterConfig {
   int probe_timeout_s = 15;
   std::map<std::string, std::string> labels;
   // The GKE cluster's location: its region for a regional cluster, its zone for a zonal one
-  // (what gcloud takes as --location). The loader defaults it to `zone`.
+  // (what gcloud takes as --location). The loader defaults it to `zone`; a ClusterConfig built
+  // by hand may leave it empty: read it through gke_location().
   std::string location;
+
+  // `location`, or `zone` when it is empty: the one place that default lives.
+  const std::string& gke_location() const { return location.empty() ? zone : location; }
 
   // The slot for `accelerator_type` in either spelling ("tpu-v4-64" or "v4-64"), or nullptr
   // when the cluster does not offer it.

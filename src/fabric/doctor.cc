@@ -244,8 +244,8 @@ DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r) {
       fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
                   "{} --project={} --location={}) and that this identity has "
                   "roles/container.developer and roles/compute.viewer on {}",
-                  c.cluster_id, c.project, c.location, c.cluster_id, c.project, c.location,
-                  c.project));
+                  c.cluster_id, c.project, c.gke_location(), c.cluster_id, c.project,
+                  c.gke_location(), c.project));
 }
 
 // Every cluster, probed in parallel on the selector's bound, reported in file order.

@@ -8,17 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "gcp/json_fields.h"
 #include "util/time_format.h"
 
 namespace falcon::gcp {
 namespace {
 
 using nlohmann::json;
-
-std::string string_field(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 std::map<std::string, std::string> string_map(const json& object) {
   std::map<std::string, std::string> out;
@@ -72,23 +68,38 @@ LogEntry parse_entry(const json& item) {
 }  // namespace
 
 LogEntriesPage parse_log_entries_page(const std::string& body, const std::string& call) {
-  const json page = json::parse(body, nullptr, false);
+  // Each entry is decoded as soon as the parser has read it, and dropped from the document:
+  // only one entry's JSON tree is in memory at a time, besides the decoded page.
+  LogEntriesPage out;
+  bool in_entries = false;  // inside the top-level "entries" array
+  std::string key;          // the top-level key being read
+  const json::parser_callback_t decode = [&](int depth, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (depth == 1 && event == E::key) {
+      key = parsed.get<std::string>();
+    } else if (depth == 1 && event == E::array_start) {
+      in_entries = key == "entries";
+    } else if (depth == 1 && event == E::array_end) {
+      in_entries = false;
+    } else if (in_entries && depth == 2 && event == E::object_end) {
+      out.entries.push_back(parse_entry(parsed));
+      return false;  // decoded: not kept in the document
+    }
+    return true;
+  };
+  const json page = json::parse(body, decode, false);
   if (!page.is_object()) {
     throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
   }
-  LogEntriesPage out;
   out.next_page_token = string_field(page, "nextPageToken");
   const auto entries = page.find("entries");  // proto3 JSON leaves an empty list out
   if (entries == page.end() || entries->is_null()) return out;
   if (!entries->is_array()) {
     throw LogRetrievalError(fmt::format("{} returned \"entries\" that is not an array", call));
   }
-  out.entries.reserve(entries->size());
-  for (const auto& item : *entries) {
-    if (!item.is_object()) {
-      throw LogRetrievalError(fmt::format("{} returned an entry that is not an object", call));
-    }
-    out.entries.push_back(parse_entry(item));
+  // Objects were decoded and dropped: whatever is left in the array is not an entry.
+  if (!entries->empty()) {
+    throw LogRetrievalError(fmt::format("{} returned an entry that is not an object", call));
   }
   return out;
 }
@@ -213,6 +224,7 @@ LogEntryReader::LogEntryReader(LoggingClient client, ListLogEntriesRequest reque
 std::optional<LogEntry> LogEntryReader::next() {
   while (position_ >= page_.size()) {
     if (done_) return std::nullopt;
+    page_ = {};  // the spent page's storage goes before the next page is read
     LogEntriesPage page = client_.list_entries_page(request_);
     if (pages_fetched_ == 0) first_server_time_ = page.server_time_nanos;
     ++pages_fetched_;

@@ -9,17 +9,13 @@
 
 #include "falcon/errors.h"
 #include "gcp/api_error.h"
+#include "gcp/json_fields.h"
 #include "gcp/url.h"
 
 namespace falcon::gcp {
 namespace {
 
 using nlohmann::json;
-
-std::string string_field(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 std::optional<std::int64_t> to_int64(std::string_view text) {
   std::int64_t value = 0;

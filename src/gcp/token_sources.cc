@@ -10,6 +10,7 @@
 
 #include "falcon/errors.h"
 #include "gcp/api_error.h"
+#include "gcp/json_fields.h"
 #include "gcp/jwt.h"
 #include "gcp/retry.h"
 #include "gcp/url.h"
@@ -42,11 +43,6 @@ std::string trim(std::string text) {
   if (first == std::string::npos) return "";
   const auto last = text.find_last_not_of(" \t\r\n");
   return text.substr(first, last - first + 1);
-}
-
-std::string string_field(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 // A successful token response: {"access_token": "...", "expires_in": 3599, ...}. The body is

@@ -33,11 +33,17 @@ LineSpool::~LineSpool() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void LineSpool::push(std::string line) {
-  memory_used_ += line.size();
-  memory_.push_back(std::move(line));
+void LineSpool::push(std::string_view line) {
+  const std::size_t record = line.size() + sizeof(std::uint32_t);
+  if (!buffer_.empty() && buffer_.size() + record > budget_) spill();
+  // One allocation for the whole budget, made on the first push: untouched pages of it cost no
+  // memory, and no small allocations are left between the pages of entries being parsed.
+  if (buffer_.capacity() < budget_) buffer_.reserve(budget_);
+  const auto length = static_cast<std::uint32_t>(line.size());
+  buffer_.append(line);
+  buffer_.append(reinterpret_cast<const char*>(&length), sizeof length);
   ++count_;
-  if (memory_used_ > budget_) spill();
+  if (buffer_.size() > budget_) spill();  // a line longer than the whole budget
 }
 
 void LineSpool::spill() {
@@ -48,26 +54,17 @@ void LineSpool::spill() {
     if (fd_ < 0) fail("create", path_);
     ::unlink(path_.c_str());
   }
-  std::string out;
-  out.reserve(memory_used_ + memory_.size() * sizeof(std::uint32_t));
-  for (const std::string& line : memory_) {
-    const auto length = static_cast<std::uint32_t>(line.size());
-    out += line;
-    out.append(reinterpret_cast<const char*>(&length), sizeof length);
-  }
   std::size_t written = 0;
-  while (written < out.size()) {
-    const ssize_t n = ::pwrite(fd_, out.data() + written, out.size() - written,
+  while (written < buffer_.size()) {
+    const ssize_t n = ::pwrite(fd_, buffer_.data() + written, buffer_.size() - written,
                                file_size_ + static_cast<std::int64_t>(written));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) fail("write", path_);
     written += static_cast<std::size_t>(n);
   }
-  file_size_ += static_cast<std::int64_t>(out.size());
+  file_size_ += static_cast<std::int64_t>(buffer_.size());
   read_end_ = file_size_;
-  memory_.clear();
-  memory_.shrink_to_fit();
-  memory_used_ = 0;
+  buffer_.clear();  // keeps its capacity for the next records
 }
 
 void LineSpool::read_at(std::int64_t offset, std::size_t n, char* out) {
@@ -102,10 +99,12 @@ void LineSpool::read_at(std::int64_t offset, std::size_t n, char* out) {
 }
 
 std::optional<std::string> LineSpool::pop() {
-  if (!memory_.empty()) {
-    std::string line = std::move(memory_.back());
-    memory_.pop_back();
-    memory_used_ -= line.size();
+  if (!buffer_.empty()) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, buffer_.data() + buffer_.size() - sizeof length, sizeof length);
+    const std::size_t start = buffer_.size() - sizeof length - length;
+    std::string line = buffer_.substr(start, length);
+    buffer_.resize(start);
     --count_;
     return line;
   }

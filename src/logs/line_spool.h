@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
+#include <string_view>
 
 namespace falcon::logs {
 
 class LineSpool {
  public:
-  // Holds at most about `memory_bytes` of lines in memory (plus 64 KiB of file buffer).
+  // Holds at most `memory_bytes` of lines (4 bytes more per line) in memory, in one buffer
+  // allocated on the first push, plus 64 KiB for reading the file back.
   explicit LineSpool(std::size_t memory_bytes);
   ~LineSpool();  // closes (and so frees) the temporary file
   LineSpool(const LineSpool&) = delete;
@@ -23,14 +24,14 @@ class LineSpool {
   // Adds a line. The first push that passes the budget makes the temporary file ($TMPDIR, else
   // /tmp; mode 0600, unlinked at once). Throws LogRetrievalError naming the file when it cannot
   // be made or written. Not after pop().
-  void push(std::string line);
+  void push(std::string_view line);
 
   // The line pushed last that was not popped yet; nullopt when none is left. Throws
   // LogRetrievalError when the temporary file cannot be read.
   std::optional<std::string> pop();
 
   std::size_t size() const { return count_; }
-  std::size_t memory_bytes() const { return memory_used_; }  // lines held in memory now
+  std::size_t memory_bytes() const { return buffer_.size(); }  // records held in memory now
   bool spilled() const { return fd_ >= 0; }
 
  private:
@@ -38,8 +39,8 @@ class LineSpool {
   void read_at(std::int64_t offset, std::size_t n, char* out);
 
   std::size_t budget_;
-  std::vector<std::string> memory_;  // the latest pushes, in push order
-  std::size_t memory_used_ = 0;
+  // The latest pushes, in push order, as the file holds them: `<line bytes><uint32 length>`.
+  std::string buffer_;
   std::size_t count_ = 0;
   int fd_ = -1;
   std::string path_;            // for messages; the file itself is already unlinked

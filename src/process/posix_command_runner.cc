@@ -212,19 +212,11 @@ struct Capture {
   }
 };
 
-class PosixCommandRunner final : public CommandRunner {
- public:
-  CommandResult run(const CommandSpec& spec) override;
-};
-
-CommandResult PosixCommandRunner::run(const CommandSpec& spec) {
-  if (spec.argv.empty()) throw CommandStartError("", "empty argv");
+// Starts `binary` (resolved from spec.argv[0]) as steps 1-2 of the file comment, with its stdout
+// and stderr on the write ends of `out` and `err`. Throws CommandStartError.
+pid_t spawn_child(const CommandSpec& spec, const std::string& binary, const Pipe& out,
+                  const Pipe& err) {
   const std::string& name = spec.argv.front();
-  const std::string binary = resolve_binary(spec);
-
-  Pipe out = make_pipe(name);
-  Pipe err = make_pipe(name);
-
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
@@ -247,7 +239,6 @@ CommandResult PosixCommandRunner::run(const CommandSpec& spec) {
   std::vector<char*> argv = c_strings(argv_strings);
   std::vector<char*> envp = c_strings(env_strings);
 
-  const auto start = steady_clock::now();
   pid_t pid = -1;
   const int spawn_error =
       ::posix_spawn(&pid, binary.c_str(), &actions, &attr, argv.data(), envp.data());
@@ -258,8 +249,108 @@ CommandResult PosixCommandRunner::run(const CommandSpec& spec) {
     if (binary != name) reason = fmt::format("{} ({})", reason, binary);
     throw CommandStartError(name, reason);
   }
+  return pid;
+}
 
-  ChildProcess child(pid);
+// Steps 4-5 of the file comment: when to signal the group, and when to look again.
+class Escalation {
+ public:
+  explicit Escalation(steady_clock::time_point deadline) : deadline_(deadline) {}
+
+  bool timed_out() const { return timed_out_; }
+  bool killed() const { return killed_at_.has_value(); }
+  // Notes that the leader has exited (once).
+  void leader_exited(steady_clock::time_point now) {
+    if (!exited_at_) exited_at_ = now;
+  }
+  bool leader_has_exited() const { return exited_at_.has_value(); }
+  void killed_now(steady_clock::time_point now) { killed_at_ = now; }
+
+  // Signals `child`'s group as due at `now`. Returns when to act next (max(): nothing to wait
+  // for but the pipes), or nullopt when reading must stop: the pipes are held open by a process
+  // outside the group (it called setsid) after the group was killed.
+  std::optional<steady_clock::time_point> step(ChildProcess& child, steady_clock::time_point now) {
+    if (!exited_at_) {
+      if (!term_sent_at_ && now >= deadline_) {
+        timed_out_ = true;
+        child.kill_group(SIGTERM);
+        term_sent_at_ = now;
+      }
+      if (term_sent_at_ && !killed_at_ && now >= *term_sent_at_ + kTerminateGrace) {
+        child.kill_group(SIGKILL);
+        killed_at_ = now;
+      }
+      if (!term_sent_at_) return deadline_;
+      if (!killed_at_) return *term_sent_at_ + kTerminateGrace;
+      return steady_clock::time_point::max();
+    }
+    if (!killed_at_) {
+      // The leader is gone but something still holds the pipes: after a timeout kill the rest
+      // of the group at once, otherwise give it a short grace to finish writing.
+      const auto drain_until = std::min(*exited_at_ + kDrainGrace, deadline_);
+      if (!timed_out_ && now < drain_until) return drain_until;
+      child.kill_group(SIGKILL);
+      killed_at_ = now;
+      return steady_clock::time_point::max();
+    }
+    if (now >= *killed_at_ + kDrainGrace) return std::nullopt;
+    return *killed_at_ + kDrainGrace;
+  }
+
+ private:
+  steady_clock::time_point deadline_;
+  bool timed_out_ = false;
+  std::optional<steady_clock::time_point> exited_at_;
+  std::optional<steady_clock::time_point> term_sent_at_;
+  std::optional<steady_clock::time_point> killed_at_;
+};
+
+// Waits until `wake` (max(): indefinitely) for output on the open captures or the child's exit,
+// and drains what is readable. False when poll() failed.
+bool poll_once(Capture (&captures)[2], const ChildProcess& child, bool leader_exited,
+               steady_clock::time_point wake) {
+  std::array<pollfd, 3> fds{};
+  nfds_t count = 0;
+  int index_of[2] = {-1, -1};
+  for (int i = 0; i < 2; ++i) {
+    if (!captures[i].open()) continue;
+    index_of[i] = static_cast<int>(count);
+    fds[count++] = pollfd{captures[i].fd.get(), POLLIN, 0};
+  }
+  if (!leader_exited && child.pidfd() >= 0) fds[count++] = pollfd{child.pidfd(), POLLIN, 0};
+
+  milliseconds wait = milliseconds::max();
+  if (wake != steady_clock::time_point::max()) {
+    wait = std::chrono::ceil<milliseconds>(
+        std::max(wake - steady_clock::now(), steady_clock::duration::zero()));
+  }
+  if (!leader_exited && child.pidfd() < 0) wait = std::min(wait, kPollSlice);
+  const int timeout_ms =
+      wait == milliseconds::max() ? -1 : static_cast<int>(std::min<long>(wait.count(), 60'000));
+
+  const int ready = ::poll(fds.data(), count, timeout_ms);
+  if (ready < 0 && errno != EINTR) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (index_of[i] >= 0 && fds[static_cast<std::size_t>(index_of[i])].revents != 0) {
+      captures[i].drain();
+    }
+  }
+  return true;
+}
+
+class PosixCommandRunner final : public CommandRunner {
+ public:
+  CommandResult run(const CommandSpec& spec) override;
+};
+
+CommandResult PosixCommandRunner::run(const CommandSpec& spec) {
+  if (spec.argv.empty()) throw CommandStartError("", "empty argv");
+  const std::string binary = resolve_binary(spec);
+  Pipe out = make_pipe(spec.argv.front());
+  Pipe err = make_pipe(spec.argv.front());
+
+  const auto start = steady_clock::now();
+  ChildProcess child(spawn_child(spec, binary, out, err));
   out.write_end.reset();
   err.write_end.reset();
 
@@ -272,79 +363,26 @@ CommandResult PosixCommandRunner::run(const CommandSpec& spec) {
   };
 
   // A year stands in for "no deadline" and keeps the time_point arithmetic from overflowing.
-  const auto deadline = start + std::min<milliseconds>(spec.timeout, std::chrono::hours(24 * 365));
-  std::optional<steady_clock::time_point> exited_at;
-  std::optional<steady_clock::time_point> term_sent_at;
-  std::optional<steady_clock::time_point> killed_at;
-
+  Escalation escalation(start + std::min<milliseconds>(spec.timeout, std::chrono::hours(24 * 365)));
   while (true) {
-    if (!exited_at && child.has_exited()) exited_at = steady_clock::now();
+    if (!escalation.leader_has_exited() && child.has_exited()) {
+      escalation.leader_exited(steady_clock::now());
+    }
     const bool pipes_open = captures[0].open() || captures[1].open();
-    if (exited_at && !pipes_open) break;
-
-    const auto now = steady_clock::now();
-    steady_clock::time_point wake = steady_clock::time_point::max();
-    if (!exited_at) {
-      if (!term_sent_at && now >= deadline) {
-        result.timed_out = true;
-        child.kill_group(SIGTERM);
-        term_sent_at = now;
-      }
-      if (term_sent_at && !killed_at && now >= *term_sent_at + kTerminateGrace) {
-        child.kill_group(SIGKILL);
-        killed_at = now;
-      }
-      wake = !term_sent_at ? deadline : !killed_at ? *term_sent_at + kTerminateGrace : wake;
-    } else if (!killed_at) {
-      // The leader is gone but something still holds the pipes: after a timeout kill the rest
-      // of the group at once, otherwise give it a short grace to finish writing.
-      const auto drain_until = std::min(*exited_at + kDrainGrace, deadline);
-      if (result.timed_out || now >= drain_until) {
-        child.kill_group(SIGKILL);
-        killed_at = now;
-      } else {
-        wake = drain_until;
-      }
-    } else if (now >= *killed_at + kDrainGrace) {
-      break;  // held open by a process outside the group (it called setsid): stop reading
-    } else {
-      wake = *killed_at + kDrainGrace;
-    }
-
-    std::array<pollfd, 3> fds{};
-    nfds_t count = 0;
-    int index_of[2] = {-1, -1};
-    for (int i = 0; i < 2; ++i) {
-      if (!captures[i].open()) continue;
-      index_of[i] = static_cast<int>(count);
-      fds[count++] = pollfd{captures[i].fd.get(), POLLIN, 0};
-    }
-    if (!exited_at && child.pidfd() >= 0) fds[count++] = pollfd{child.pidfd(), POLLIN, 0};
-
-    milliseconds wait = milliseconds::max();
-    if (wake != steady_clock::time_point::max()) {
-      wait = std::chrono::ceil<milliseconds>(
-          std::max(wake - steady_clock::now(), steady_clock::duration::zero()));
-    }
-    if (!exited_at && child.pidfd() < 0) wait = std::min(wait, kPollSlice);
-    const int timeout_ms =
-        wait == milliseconds::max() ? -1 : static_cast<int>(std::min<long>(wait.count(), 60'000));
-
-    const int ready = ::poll(fds.data(), count, timeout_ms);
-    if (ready < 0 && errno != EINTR) {
+    if (escalation.leader_has_exited() && !pipes_open) break;
+    const std::optional<steady_clock::time_point> wake =
+        escalation.step(child, steady_clock::now());
+    if (!wake) break;
+    if (!poll_once(captures, child, escalation.leader_has_exited(), *wake)) {
       child.kill_group(SIGKILL);
-      killed_at = steady_clock::now();
+      escalation.killed_now(steady_clock::now());
       break;
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (index_of[i] >= 0 && fds[static_cast<std::size_t>(index_of[i])].revents != 0) {
-        captures[i].drain();
-      }
     }
   }
 
   // A timed-out group is killed whole before the leader is reaped (see the file comment).
-  if (result.timed_out && !killed_at) child.kill_group(SIGKILL);
+  result.timed_out = escalation.timed_out();
+  if (result.timed_out && !escalation.killed()) child.kill_group(SIGKILL);
   const std::optional<int> status = child.reap();
   result.elapsed = std::chrono::duration_cast<milliseconds>(steady_clock::now() - start);
   if (status && WIFEXITED(*status)) {

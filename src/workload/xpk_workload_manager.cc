@@ -267,7 +267,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
   SubmissionRecord record{.cluster = cluster.name,
                           .workload = spec.name,
                           .namespace_ = ns,
-                          .accelerator_type = spec.accelerator_type,
+                          .accelerator_type = slot->type,  // one spelling in the record
                           .device_class = to_string(slot->device_class),
                           .submitted_at = submitted_at,
                           .cluster_id = cluster.cluster_id,

@@ -30,7 +30,7 @@ std::vector<WarmupResult> warm_up_credentials(const XpkCli& xpk, Clock& clock,
                    "get-credentials",
                    cluster.cluster_id,
                    "--project=" + cluster.project,
-                   "--location=" + (cluster.location.empty() ? cluster.zone : cluster.location)};
+                   "--location=" + cluster.gke_location()};
       spec.timeout = std::chrono::seconds(settings.command_timeout_s);
       const CommandResult r = xpk.run_refreshing_kubeconfig(cluster, std::move(spec));
       out.ok = r.ok();

@@ -237,6 +237,28 @@ TEST_F(LoggingFixture, MalformedResponseIsALogRetrievalError) {
   EXPECT_THROW(client().list_entries_page(request()), LogRetrievalError);
   serve_pages({R"({"entries": {"not": "a list"}})"});
   EXPECT_THROW(client().list_entries_page(request()), LogRetrievalError);
+  serve_pages({R"({"entries": [{"textPayload": "ok"}, "not an entry"]})"});
+  EXPECT_THROW(client().list_entries_page(request()), LogRetrievalError);
+  serve_pages({R"({"entries": [{"textPayload": "ok"}, {"textPayload": "too"}], "nextPageToken")"});
+  EXPECT_THROW(client().list_entries_page(request()), LogRetrievalError);  // cut short
+}
+
+// Entries are decoded while the page is parsed; objects nested in an entry, and top-level keys
+// after the entries, are read as before.
+TEST(ParseLogEntriesPage, DecodesEntriesInOrderWithNestedObjectsAndTheTokenAfterThem) {
+  const auto page = gcp::parse_log_entries_page(
+      R"({"entries": [{"jsonPayload": {"message": "first", "nested": {"a": [{"b": 1}]}},
+                       "resource": {"type": "k8s_container", "labels": {"pod_name": "p-0"}}},
+                      {"textPayload": "second", "labels": {"k": "v"}}],
+          "nextPageToken": "t2", "extra": {"entries": [{"textPayload": "not an entry"}]}})",
+      "test");
+  ASSERT_EQ(page.entries.size(), 2u);
+  EXPECT_EQ(page.entries[0].message, "first");
+  EXPECT_EQ(page.entries[0].resource_type, "k8s_container");
+  EXPECT_EQ(page.entries[0].resource_labels.at("pod_name"), "p-0");
+  EXPECT_EQ(page.entries[1].message, "second");
+  EXPECT_EQ(page.entries[1].labels.at("k"), "v");
+  EXPECT_EQ(page.next_page_token, "t2");
 }
 
 TEST(ProjectOfResource, ExtractsTheProjectId) {

@@ -54,6 +54,14 @@ TEST(ModelJson, ClusterConfigWithoutLocationTakesTheZone) {
   EXPECT_EQ(j.get<ClusterConfig>().location, "us-east1-b");
 }
 
+// A ClusterConfig built by hand without a location is reached at its zone, wherever it is used.
+TEST(ModelJson, GkeLocationIsTheZoneWhenLocationIsEmpty) {
+  ClusterConfig c{.name = "tpu-a", .zone = "us-east1-b"};
+  EXPECT_EQ(c.gke_location(), "us-east1-b");
+  c.location = "us-east1";
+  EXPECT_EQ(c.gke_location(), "us-east1");
+}
+
 TEST(ModelJson, DeviceClassIsOneOfThreeNames) {
   for (const DeviceClass c : {DeviceClass::kTpu, DeviceClass::kGpu, DeviceClass::kCpu}) {
     EXPECT_EQ(parse_device_class(to_string(c)), c);

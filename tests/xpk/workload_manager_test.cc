@@ -583,12 +583,13 @@ TEST_F(WorkloadManagerTest, ListWorkloadsMapsAndFiltersByOurState) {
   }
 }
 
+// The record holds the registry's spelling of the type, whichever spelling the caller used.
 TEST_F(WorkloadManagerTest, ListWorkloadsTakesTheAcceleratorFromTheSubmissionRecord) {
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   auto spec = tpu_spec();
   spec.name = "train-c";
-  spec.accelerator_type = "tpu-v4-128";
+  spec.accelerator_type = "v4-128";
   auto m = manager();
   m.submit(tpu_cluster(), spec);
   const auto all = m.list_workloads(tpu_cluster(), std::nullopt);
