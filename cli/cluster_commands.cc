@@ -67,19 +67,36 @@ std::map<std::string, int> max_depths(ClusterFabric& fabric) {
   return out;
 }
 
+// The breakers of one cluster in a table cell: "closed" when all are closed with no failures,
+// else each one that is not, by key.
+std::string breakers_text(const std::vector<BreakerReport>& breakers) {
+  if (breakers.empty()) return "-";  // no state store
+  std::vector<std::string> parts;
+  for (const auto& b : breakers) {
+    if (b.summary != "closed") parts.push_back(b.key + ": " + b.summary);
+  }
+  return parts.empty() ? "closed" : fmt::format("{}", fmt::join(parts, "; "));
+}
+
 int run_cluster_list(Context& ctx) {
   const auto clusters = ctx.fabric().list_clusters();
   if (ctx.json) {
-    print_json(clusters);
+    nlohmann::json out = clusters;
+    for (std::size_t i = 0; i < clusters.size(); ++i) {
+      out[i]["breakers"] = ctx.fabric().cluster_breakers(clusters[i].name);
+    }
+    print_json(out);
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
   for (const auto& c : clusters) {
     rows.push_back({c.name, c.project, c.zone, c.cluster_id, accelerators_text(c),
-                    std::to_string(c.max_queue_depth), labels_text(c)});
+                    std::to_string(c.max_queue_depth), labels_text(c),
+                    breakers_text(ctx.fabric().cluster_breakers(c.name))});
   }
-  print_table({"NAME", "PROJECT", "ZONE", "CLUSTER_ID", "ACCELERATORS", "MAX_QUEUE", "LABELS"},
-              rows);
+  print_table(
+      {"NAME", "PROJECT", "ZONE", "CLUSTER_ID", "ACCELERATORS", "MAX_QUEUE", "LABELS", "BREAKER"},
+      rows);
   return kExitOk;
 }
 
@@ -89,11 +106,15 @@ struct StatusArgs {
 
 int run_cluster_status(Context& ctx, const StatusArgs& a) {
   const ClusterProbeResult r = ctx.fabric().get_cluster_status(a.name);
+  const auto breakers = ctx.fabric().cluster_breakers(a.name);  // after this probe fed them
   if (ctx.json) {
-    print_json(r);
+    nlohmann::json out = r;
+    out["breakers"] = breakers;
+    print_json(out);
   } else {
     print_probe_table({r}, max_depths(ctx.fabric()));
     std::cout << "probed at " << r.probed_at << "\n";
+    for (const auto& b : breakers) std::cout << "breaker " << b.key << ": " << b.summary << "\n";
   }
   return r.reachable ? kExitOk : kExitUnreachable;
 }

@@ -65,8 +65,17 @@ struct GcpSettings {
   bool operator==(const GcpSettings&) const = default;
 };
 
+// Circuit breakers (issue 15, circuit_breaker.h): `selection.breaker` in repos.yaml.
+struct BreakerSettings {
+  int failures = 3;          // consecutive failed probes (or submits) that open a breaker
+  int cooldown_s = 60;       // the first trip's cool-down; each further trip doubles it ...
+  int cooldown_max_s = 900;  // ... up to this cap
+  bool operator==(const BreakerSettings&) const = default;
+};
+
 struct SelectionSettings {
   int max_parallel_probes = 16;
+  BreakerSettings breaker;
   bool operator==(const SelectionSettings&) const = default;
 };
 

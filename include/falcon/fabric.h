@@ -60,6 +60,19 @@ struct DoctorCheck {
 // {"name", "status", "detail", "fix" (null when empty)}.
 void to_json(nlohmann::json& j, const DoctorCheck& v);
 
+// A circuit breaker as `falcon cluster list/status` show it (circuit_breaker.h).
+struct BreakerReport {
+  std::string key;    // "<cluster>" or "<cluster>/<accelerator>"
+  std::string state;  // closed | open | half_open
+  int consecutive_failures = 0;
+  int trips = 0;
+  std::optional<std::string> opened_until;  // ISO 8601; see circuit_breaker.h
+  std::string summary;                      // describe_breaker(): one line for people
+};
+
+// {"key", "state", "consecutive_failures", "trips", "opened_until" (or null), "summary"}.
+void to_json(nlohmann::json& j, const BreakerReport& v);
+
 // The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
 // processes, libcurl, the system clock), as the one-argument constructor does for all three.
 struct FabricDependencies {
@@ -113,16 +126,26 @@ class ClusterFabric {
   // probe history and the decision into the state store; its id is selection_id (0 when it
   // could not be stored: the selection stands). Throws NoAvailableClusterError (its probes are
   // recorded too, and the failed decision: selected_cluster empty, the message as the reason).
+  //
+  // Circuit breakers (circuit_breaker.h, selection.breaker): a candidate whose cluster breaker
+  // or cluster x accelerator breaker is open is skipped unprobed with that reason; every probe
+  // made here feeds the cluster's breaker (reachable: success), as does get_cluster_status;
+  // submit_workload feeds the cluster x accelerator breaker (a WorkloadSubmitError: failure).
   ClusterSelection select_cluster(const std::string& accelerator_type) const;
   // The same selection, asking `probe` for each candidate's health instead of probing: what
   // `falcon serve` does with its cache,
   //   fabric.select_cluster(type, [&](const ClusterConfig& c) {
   //     return monitor.fresh(c, max_age).result; });
   // The decision is recorded (selection_id; a failed one too); the probes are not (the monitor
-  // records its own). A `probe` that throws counts that candidate as unreachable. Throws
+  // records its own), nor fed to the breakers (a cached probe would be counted again); open
+  // breakers are skipped. A `probe` that throws counts that candidate as unreachable. Throws
   // NoAvailableClusterError.
   ClusterSelection select_cluster(const std::string& accelerator_type,
                                   const HealthMonitor::ProbeFunction& probe) const;
+  // The circuit breakers of `cluster`: its own, then one per accelerator slot, as stored (closed
+  // when never written). Empty when the state store cannot be opened. Throws
+  // UnknownClusterError.
+  std::vector<BreakerReport> cluster_breakers(const std::string& cluster) const;
   // Fetches every cluster's credentials into its own kubeconfig, in parallel (the spec's
   // start-up warm-up). One result per cluster; never throws for a cluster's failure.
   std::vector<WarmupResult> warm_up() const;

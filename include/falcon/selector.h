@@ -9,6 +9,9 @@
 //   3. Eligible: reachable and queue_depth <= max_queue_depth. The lowest priority number wins;
 //      ties go to the smaller queue depth, then to file order. The reason reads
 //      `selected <name>: reachable, queue_depth=<N> <= max=<M>`.
+//   A gate (optional, e.g. the circuit breakers of circuit_breaker.h) is asked about every
+//   candidate before step 2: a candidate it refuses is not probed and is skipped with the
+//   gate's reason (its probe result reads reachable=false, error "not probed: <reason>").
 //   4. No eligible candidate -> NoAvailableClusterError carrying every probe result, with a
 //      message naming, for each candidate, why it was skipped:
 //        no available cluster for tpu-v4-64 (2 candidates):
@@ -19,7 +22,9 @@
 //   falcon::ClusterSelection s = selector.select("tpu-v4-128");  // s.selected_cluster, ...
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,10 +39,15 @@ namespace falcon {
 
 class ClusterSelector {
  public:
+  // nullopt: the candidate may be probed; else why it is skipped (one line).
+  using CandidateGate = std::function<std::optional<std::string>(
+      const ClusterConfig& cluster, const std::string& accelerator_type)>;
+
   // Keeps references to `registry` and `prober`: both must outlive the selector. The registry
   // is read on every select(), so a reload takes effect on the next selection.
   ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
-                  SelectionSettings settings, std::shared_ptr<Clock> clock);
+                  SelectionSettings settings, std::shared_ptr<Clock> clock,
+                  CandidateGate gate = {});
 
   // Selects a cluster for `accelerator_type` as in the file comment. Blocks while probing.
   // Throws NoAvailableClusterError (no candidate, or none eligible). A probe that throws counts
@@ -55,6 +65,7 @@ class ClusterSelector {
   const ClusterProber& prober_;
   SelectionSettings settings_;
   std::shared_ptr<Clock> clock_;
+  CandidateGate gate_;
 };
 
 }  // namespace falcon

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "fabric/fabric_impl.h"
 #include "falcon/accelerator_types.h"
@@ -231,6 +232,50 @@ void ClusterFabric::Impl::record_probes(const std::vector<ProbeRecord>& probes) 
   }
 }
 
+std::unique_ptr<CircuitBreakers> ClusterFabric::Impl::breakers() const {
+  auto s = store();
+  if (!s) return nullptr;
+  return std::make_unique<CircuitBreakers>(std::move(s), current()->config->selection.breaker,
+                                           deps.clock);
+}
+
+ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
+  return [this](const ClusterConfig& cluster,
+                const std::string& accelerator) -> std::optional<std::string> {
+    const auto b = breakers();
+    if (!b) return std::nullopt;
+    const std::string keys[] = {breaker_key(cluster.name), breaker_key(cluster.name, accelerator)};
+    try {
+      // Refused by either: say so without claiming the other's trial.
+      const auto now = deps.clock->now();
+      for (const auto& key : keys) {
+        const auto a = breaker_admission(b->get(key), b->settings(), now);
+        if (!a.allowed) return key == keys[0] ? a.reason : a.reason + " for " + accelerator;
+      }
+      for (const auto& key : keys) {
+        if (auto why = b->admit(key)) return *why;  // lost a trial to another caller
+      }
+    } catch (const std::exception& e) {
+      notice(
+          fmt::format("cannot read the circuit breaker of cluster '{}' from the state store "
+                      "({}); it is treated as closed",
+                      cluster.name, e.what()));
+    }
+    return std::nullopt;
+  };
+}
+
+void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) const {
+  const auto b = breakers();
+  if (!b) return;
+  try {
+    success ? b->record_success(key) : b->record_failure(key);
+  } catch (const std::exception& e) {
+    notice(fmt::format("cannot record a {} of '{}' in its circuit breaker: {}",
+                       success ? "success" : "failure", key, e.what()));
+  }
+}
+
 std::shared_ptr<Modules> ClusterFabric::Impl::current() const {
   std::lock_guard<std::mutex> lock(mutex);
   return modules;
@@ -291,6 +336,7 @@ ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster)
   ClusterProbeResult result = impl_->current()->prober->probe(config);
   impl_->record_probes(
       {ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)}});
+  impl_->feed_breaker(breaker_key(cluster), result.reachable);
   return result;
 }
 
@@ -330,14 +376,21 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
   // Times each probe for the history; a probe that throws is the selector's to report.
   FunctionProber recording([&](const ClusterConfig& cluster) {
     const auto start = clock.steady_now();
-    ClusterProbeResult result = real.probe(cluster);
+    ClusterProbeResult result;
+    try {
+      result = real.probe(cluster);
+    } catch (...) {
+      impl_->feed_breaker(breaker_key(cluster.name), false);
+      throw;
+    }
+    impl_->feed_breaker(breaker_key(cluster.name), result.reachable);
     std::lock_guard<std::mutex> lock(mutex);
     probes.push_back(
         ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)});
     return result;
   });
   const ClusterSelector selector(impl_->registry, recording, m->config->selection,
-                                 impl_->deps.clock);
+                                 impl_->deps.clock, impl_->breaker_gate());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);
@@ -355,7 +408,8 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
                                                const HealthMonitor::ProbeFunction& probe) const {
   const auto m = impl_->current();
   const FunctionProber asking(probe);
-  const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock);
+  const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock,
+                                 impl_->breaker_gate());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);
@@ -367,6 +421,43 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
   return selection;
 }
 
+void to_json(nlohmann::json& j, const BreakerReport& v) {
+  j = nlohmann::json{{"key", v.key},
+                     {"state", v.state},
+                     {"consecutive_failures", v.consecutive_failures},
+                     {"trips", v.trips},
+                     {"opened_until", v.opened_until ? nlohmann::json(*v.opened_until) : nullptr},
+                     {"summary", v.summary}};
+}
+
+std::vector<BreakerReport> ClusterFabric::cluster_breakers(const std::string& cluster) const {
+  const ClusterConfig config = impl_->registry.get_cluster(cluster);
+  const auto b = impl_->breakers();
+  if (!b) return {};
+  std::vector<std::string> keys{breaker_key(cluster)};
+  for (const auto& slot : config.accelerator_slots) keys.push_back(breaker_key(cluster, slot.type));
+  const auto now = impl_->deps.clock->now();
+  std::vector<BreakerReport> out;
+  try {
+    for (const auto& key : keys) {
+      const BreakerState s = b->get(key);
+      out.push_back(BreakerReport{
+          .key = key,
+          .state = s.state,
+          .consecutive_failures = s.consecutive_failures,
+          .trips = s.trips,
+          .opened_until =
+              s.opened_until ? std::optional(format_iso8601(*s.opened_until)) : std::nullopt,
+          .summary = describe_breaker(s, now)});
+    }
+  } catch (const std::exception& e) {
+    impl_->notice(
+        fmt::format("cannot read the circuit breakers of cluster '{}': {}", cluster, e.what()));
+    return {};
+  }
+  return out;
+}
+
 std::vector<WarmupResult> ClusterFabric::warm_up() const {
   const auto m = impl_->current();
   return xpk::warm_up_credentials(*m->xpk, *impl_->deps.clock, m->config->clusters,
@@ -376,7 +467,16 @@ std::vector<WarmupResult> ClusterFabric::warm_up() const {
 WorkloadHandle ClusterFabric::submit_workload(const std::string& cluster,
                                               const WorkloadSpec& spec) {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
-  return impl_->current()->workloads->submit(config, spec);
+  const std::string key = breaker_key(cluster, spec.accelerator_type);
+  WorkloadHandle handle;
+  try {
+    handle = impl_->current()->workloads->submit(config, spec);
+  } catch (const WorkloadSubmitError&) {
+    impl_->feed_breaker(key, false);  // xpk ran and the cluster refused or failed
+    throw;
+  }
+  impl_->feed_breaker(key, true);
+  return handle;
 }
 
 WorkloadStatus ClusterFabric::get_workload_status(const WorkloadHandle& handle) const {

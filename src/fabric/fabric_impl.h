@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 
+#include "falcon/circuit_breaker.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
 #include "xpk/xpk_cli.h"
@@ -49,6 +50,14 @@ struct ClusterFabric::Impl {
   // reason), for the audit trail; the caller gets the exception, not an id.
   void record_failed_selection(const NoAvailableClusterError& e) const;
   std::shared_ptr<Modules> current() const;
+  // The circuit breakers on the state store with the current settings, or null without a store.
+  std::unique_ptr<CircuitBreakers> breakers() const;
+  // The selector's gate: a candidate whose cluster or cluster x accelerator breaker is open is
+  // skipped (the half-open trial claimed when one is due). A store failure is noticed and lets
+  // the candidate through.
+  ClusterSelector::CandidateGate breaker_gate() const;
+  // Feeds a probe (reachable or not) or a submit outcome to a breaker; failures are noticed.
+  void feed_breaker(const std::string& key, bool success) const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.
   LogQueryOptions query_options(const WorkloadHandle& handle, int slice) const;
 };

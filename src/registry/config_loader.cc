@@ -48,6 +48,8 @@ constexpr int kMaxReadsPerMinute = 1'000'000;
 constexpr int kChunkQuantum = 256 * 1024;
 constexpr int kMaxChunkBytes = 1 << 30;
 constexpr int kMaxParallelProbes = 256;
+constexpr int kMaxBreakerFailures = 1000;
+constexpr int kMaxBreakerCooldownS = 7 * 24 * 3600;
 constexpr int kMaxRetentionH = 24 * 3650;
 constexpr int kMaxBucketMin = 24 * 60 * 31;
 
@@ -735,7 +737,19 @@ void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
   auto s = settings_section(problems, node, "selection");
   if (!s) return;
   s->read_int("max_parallel_probes", 1, kMaxParallelProbes, &out.max_parallel_probes);
+  const auto breaker_node = s->take("breaker");
   s->finish();
+  auto b = settings_section(problems, breaker_node, "selection.breaker");
+  if (!b) return;
+  b->read_int("failures", 1, kMaxBreakerFailures, &out.breaker.failures);
+  b->read_int("cooldown_s", 1, kMaxTimeoutS, &out.breaker.cooldown_s);
+  b->read_int("cooldown_max_s", 1, kMaxBreakerCooldownS, &out.breaker.cooldown_max_s);
+  b->finish();
+  if (out.breaker.cooldown_max_s < out.breaker.cooldown_s) {
+    problems.add((*breaker_node)["cooldown_max_s"], "selection.breaker.cooldown_max_s",
+                 fmt::format("must be at least cooldown_s ({}), got {}", out.breaker.cooldown_s,
+                             out.breaker.cooldown_max_s));
+  }
 }
 
 void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, ServeSettings& out) {

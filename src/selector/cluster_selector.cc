@@ -36,8 +36,13 @@ std::string one_line(std::string text) {
 }  // namespace
 
 ClusterSelector::ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
-                                 SelectionSettings settings, std::shared_ptr<Clock> clock)
-    : registry_(registry), prober_(prober), settings_(settings), clock_(std::move(clock)) {}
+                                 SelectionSettings settings, std::shared_ptr<Clock> clock,
+                                 CandidateGate gate)
+    : registry_(registry),
+      prober_(prober),
+      settings_(settings),
+      clock_(std::move(clock)),
+      gate_(std::move(gate)) {}
 
 ClusterSelection ClusterSelector::select(const std::string& accelerator_type) const {
   return select_among(accelerator_type, registry_.find_by_accelerator(accelerator_type));
@@ -52,6 +57,13 @@ ClusterSelection ClusterSelector::select_among(
   }
 
   std::vector<ClusterProbeResult> results(candidates.size());
+  // Asked one by one, before any probe: a gate may claim a trial it must then see used.
+  std::vector<std::optional<std::string>> gated(candidates.size());
+  if (gate_) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      gated[i] = gate_(candidates[i].first, accelerator_type);
+    }
+  }
   run_bounded_parallel(candidates.size(), settings_.max_parallel_probes, [&](std::size_t i) {
     const ClusterConfig& cluster = candidates[i].first;
     auto failed = [&](std::string error) {
@@ -61,6 +73,11 @@ ClusterSelection ClusterSelector::select_among(
       r.error = std::move(error);
       return r;
     };
+    if (gated[i]) {
+      results[i] = failed("not probed: " + *gated[i]);
+      results[i].probed_at = format_iso8601(clock_->now());
+      return;
+    }
     try {
       results[i] = prober_.probe(cluster);
     } catch (const std::exception& e) {
@@ -76,6 +93,10 @@ ClusterSelection ClusterSelector::select_among(
   std::vector<std::string> skipped;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const auto& [cluster, priority] = candidates[i];
+    if (gated[i]) {
+      skipped.push_back(fmt::format("{}: {}", cluster.name, one_line(*gated[i])));
+      continue;
+    }
     if (auto why = skip_reason(cluster, results[i])) {
       skipped.push_back(fmt::format("{}: {}", cluster.name, one_line(*why)));
       continue;

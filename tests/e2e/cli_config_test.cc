@@ -130,6 +130,7 @@ TEST(CliClusterList, PrintsAReadableTable) {
   EXPECT_THAT(r.stdout_text, HasSubstr("v4-64 (tpu, p1), v4-128 (tpu, p1)"));
   EXPECT_THAT(r.stdout_text, HasSubstr("env=prod,team=pretrain"));
   EXPECT_THAT(r.stdout_text, HasSubstr("a100-40gb-8 (gpu, p1)"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("BREAKER"));
 }
 
 TEST(CliClusterList, JsonIsAnArrayOfClusterConfigWithSpecFieldNames) {
@@ -144,6 +145,10 @@ TEST(CliClusterList, JsonIsAnArrayOfClusterConfigWithSpecFieldNames) {
   EXPECT_EQ(j[0]["location"], "us-central2-b");
   EXPECT_EQ(j[1]["default_namespace"], "benchmark");
   EXPECT_FALSE(j[0].contains("accelerator_types"));
+  ASSERT_TRUE(j[0]["breakers"].is_array());  // [] when no state store can be opened
+  if (!j[0]["breakers"].empty()) {
+    EXPECT_EQ(j[0]["breakers"][0]["key"], "tpu-v4-prod");
+  }
 }
 
 TEST(CliClusterList, BadConfigExitsTwo) {

@@ -173,6 +173,50 @@ TEST_F(FabricStateTest, SelectionThroughAProbeFunctionAsksItInsteadOfProbing) {
   EXPECT_THAT(newest.selection.reason, HasSubstr("no available cluster for tpu-v4-64"));
 }
 
+TEST_F(FabricStateTest, AFailingClusterTripsItsBreakerIsSkippedUnprobedAndRecoversOnATrial) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+              FakeCommandRunner::fails(1, "Unable to connect to the server"));
+  auto f = fabric();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(f->select_cluster("tpu-v4-64").selected_cluster, "tpu-b");
+  const auto tripped = f->cluster_breakers("tpu-a");
+  ASSERT_THAT(tripped, SizeIs(2));  // the cluster's, and tpu-a/v4-64's
+  EXPECT_EQ(tripped[0].key, "tpu-a");
+  EXPECT_EQ(tripped[0].state, "open");
+  EXPECT_EQ(tripped[0].trips, 1);
+  EXPECT_EQ(tripped[1].key, "tpu-a/v4-64");
+  EXPECT_EQ(tripped[1].state, "closed");
+  // Open: tpu-a is skipped without running xpk, and the selection says why.
+  const auto probes_before = runner_->calls_matching({"--cluster=tpu-v4-cluster"}).size();
+  const ClusterSelection skipped = f->select_cluster("tpu-v4-64");
+  EXPECT_EQ(runner_->calls_matching({"--cluster=tpu-v4-cluster"}).size(), probes_before);
+  EXPECT_EQ(skipped.selected_cluster, "tpu-b");
+  EXPECT_THAT(skipped.probe_results.at(0).error.value_or(""),
+              HasSubstr("not probed: circuit breaker open until"));
+  // Another process sharing the store sees the same breaker.
+  EXPECT_EQ(fabric()->cluster_breakers("tpu-a").at(0).state, "open");
+  // After the cool-down one trial probe goes through; it succeeds and closes the breaker.
+  clock_->advance(std::chrono::seconds(60));
+  runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+              FakeCommandRunner::ok(testing::kListV113));
+  EXPECT_EQ(f->select_cluster("tpu-v4-64").selected_cluster, "tpu-a");
+  EXPECT_EQ(f->cluster_breakers("tpu-a").at(0).state, "closed");
+}
+
+TEST_F(FabricStateTest, FailedSubmitsTripTheClusterAcceleratorBreaker) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "create"}, FakeCommandRunner::fails(1, "quota exceeded"));
+  auto f = fabric();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THROW(f->submit_workload("tpu-a", spec(fmt::format("job-{}", i))), WorkloadSubmitError);
+  }
+  EXPECT_EQ(f->cluster_breakers("tpu-a").at(1).state, "open");
+  EXPECT_EQ(f->cluster_breakers("tpu-a").at(0).state, "closed");
+  const ClusterSelection s = f->select_cluster("tpu-v4-64");
+  EXPECT_EQ(s.selected_cluster, "tpu-b");
+  EXPECT_THAT(s.probe_results.at(0).error.value_or(""), HasSubstr("for tpu-v4-64"));
+}
+
 TEST_F(FabricStateTest, ClusterStatusProbesGoIntoTheHistoryAndProbeClusterRecordsNothing) {
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   auto f = fabric();

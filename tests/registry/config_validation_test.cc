@@ -275,6 +275,27 @@ TEST(ConfigValidation, BadSettingsValues) {
   EXPECT_THAT(problems, Contains(HasSubstr("selection.max_parallel_probes: must be between")));
 }
 
+TEST(ConfigValidation, BreakerSettingsAreReadAndChecked) {
+  const BreakerSettings defaults =
+      parse_fabric_config(kValidCluster, "repos.yaml").selection.breaker;
+  EXPECT_EQ(defaults, (BreakerSettings{.failures = 3, .cooldown_s = 60, .cooldown_max_s = 900}));
+  const FabricConfig config = parse_fabric_config(
+      std::string(kValidCluster) +
+          "selection:\n  breaker:\n    failures: 5\n    cooldown_s: 30\n    cooldown_max_s: 120\n",
+      "repos.yaml");
+  EXPECT_EQ(config.selection.breaker,
+            (BreakerSettings{.failures = 5, .cooldown_s = 30, .cooldown_max_s = 120}));
+  const auto problems = problems_of(
+      std::string(kValidCluster) +
+      "selection:\n  breaker:\n    failures: 0\n    cooldown_s: 600\n    cooldown_max_s: 60\n"
+      "    cooldown: 1\n");
+  EXPECT_THAT(problems, Contains(HasSubstr("selection.breaker.failures: must be between")));
+  EXPECT_THAT(
+      problems,
+      Contains(HasSubstr("selection.breaker.cooldown_max_s: must be at least cooldown_s (600)")));
+  EXPECT_THAT(problems, Contains(HasSubstr("selection.breaker.cooldown: unknown key")));
+}
+
 TEST(ConfigValidation, ServeSectionDefaults) {
   const ServeSettings serve = parse_fabric_config(kValidCluster, "repos.yaml").serve;
   EXPECT_EQ(serve.listen, "127.0.0.1:8787");
