@@ -1,4 +1,4 @@
-// The whole of `repos.yaml`: the spec's `clusters:` section plus three optional sections that
+// The whole of `repos.yaml`: the spec's `clusters:` section plus four optional sections that
 // tune the layer. Plain structs with documented defaults, validated in one place
 // (load_fabric_config). docs/configuration.md is the reference for every key.
 //
@@ -9,6 +9,8 @@
 //     logging_reads_per_minute: 60
 //   selection:           # optional: how clusters are chosen
 //     max_parallel_probes: 16
+//   probe:               # optional: how clusters are probed (a cluster may override it)
+//     backend: xpk       # xpk | kube
 #pragma once
 
 #include <cstddef>
@@ -68,12 +70,19 @@ struct SelectionSettings {
   bool operator==(const SelectionSettings&) const = default;
 };
 
+// `probe:`: how clusters are probed unless a cluster's own `probe:` says otherwise.
+struct ProbeSettings {
+  ProbeBackend backend = ProbeBackend::kXpk;
+  bool operator==(const ProbeSettings&) const = default;
+};
+
 struct FabricConfig {
   std::string source_path;              // the file it was read from
   std::vector<ClusterConfig> clusters;  // in file order
   XpkSettings xpk;
   GcpSettings gcp;
   SelectionSettings selection;
+  ProbeSettings probe;
   bool operator==(const FabricConfig&) const = default;
 };
 
