@@ -523,6 +523,50 @@ disable_update_check = true
             self.target(f"Selection CPU per probe < 5 ms ({n} clusters)", cpu < 5.0,
                         f"{cpu:.2f} ms")
 
+    # --- probe backends --------------------------------------------------------------------------
+
+    def bench_probe(self):
+        """P1: one probe of a healthy fleet cluster, probe.backend xpk vs kube.
+
+        Each probe is a `falcon cluster status` process; the same process without a probe
+        (`falcon cluster list`) is measured too, and the probe's own cost is the difference."""
+        cluster = "tpu-v4-dev"
+        falcon = str(self.bin / "falcon")
+        run_timed([falcon, "cluster", "warm-up"], self.env, subprocess.DEVNULL, self.work)
+        kube_repos = self.work / "repos-kube.yaml"
+        kube_repos.write_text(self.repos.read_text() + "\nprobe:\n  backend: kube\n")
+        runs = 3 if self.quick else 10
+        res = {}
+        for name, repos, argv in (("none", self.repos, ["cluster", "list"]),
+                                  ("xpk", self.repos, ["cluster", "status", cluster]),
+                                  ("kube", kube_repos, ["cluster", "status", cluster])):
+            env = {**self.env, "FALCON_CONFIG": str(repos)}
+            ts = [run_timed([falcon, *argv], env, subprocess.DEVNULL, self.work)
+                  for _ in range(runs)]
+            res[name] = (median([t.cpu for t in ts]), median([t.wall for t in ts]))
+            log(f"probe {name}: {res[name][0] * 1000:.1f} ms CPU, "
+                f"{res[name][1] * 1000:.1f} ms wall (median of {runs})")
+        base_c, base_w = res["none"]
+        xc, xw = max(res["xpk"][0] - base_c, 0.001), res["xpk"][1] - base_w
+        kc, kw = max(res["kube"][0] - base_c, 0.001), res["kube"][1] - base_w
+        loop = 500 / 30 * kc  # cores used by a 500-cluster loop every 30 s, at this CPU/probe
+        met = xc / kc >= 50 and loop < 0.10
+        self.row("P1", f"One probe ({cluster}): `falcon cluster status` minus `falcon cluster "
+                 "list` (the same process without a probe)",
+                 f"kube: **{kc * 1000:.1f} ms CPU**, {kw * 1000:.0f} ms wall "
+                 f"(500 clusters / 30 s: **{loop * 100:.1f}% of a core**)",
+                 f"xpk (fleet-xpk): {xc * 1000:.1f} ms CPU, {xw * 1000:.0f} ms wall",
+                 f"**{xc / kc:.1f}× less CPU**",
+                 "≥ 50× less CPU; 500 clusters / 30 s < 10% of a core",
+                 "met" if met else "**not met**",
+                 f"`falcon cluster status {cluster}` and `falcon cluster list` × {runs} each, "
+                 f"after `falcon cluster warm-up`; `probe.backend: kube` appended for the kube "
+                 f"runs; CPU = user+sys with children (GNU time), medians; process start-up "
+                 f"{base_c * 1000:.1f} ms CPU, {base_w * 1000:.0f} ms wall")
+        self.target("Probe CPU: kube ≥ 50× less than xpk", xc / kc >= 50, f"{xc / kc:.1f}×")
+        self.target("500-cluster probe loop every 30 s < 10% of a core", loop < 0.10,
+                    f"{loop * 100:.1f}%")
+
     # --- streaming -----------------------------------------------------------------------------
 
     def falcon_stream(self, workload, runs, expect_lines, extra=()):
@@ -1031,7 +1075,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,stream,tail,export,quota,startup")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,probe,stream,tail,export,quota,startup")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
                     help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
     ap.add_argument("--gcloud-export-ranks", type=int, default=0,
@@ -1065,6 +1109,8 @@ def main():
         b.bench_selection()
     if want("loop"):
         b.bench_health_loop()
+    if want("probe"):
+        b.bench_probe()
     if want("stream"):
         b.bench_stream()
     if want("tail"):

@@ -1,4 +1,4 @@
-// The whole of `repos.yaml`: the spec's `clusters:` section plus three optional sections that
+// The whole of `repos.yaml`: the spec's `clusters:` section plus four optional sections that
 // tune the layer. Plain structs with documented defaults, validated in one place
 // (load_fabric_config). docs/configuration.md is the reference for every key.
 //
@@ -9,6 +9,8 @@
 //     logging_reads_per_minute: 60
 //   selection:           # optional: how clusters are chosen
 //     max_parallel_probes: 16
+//   probe:               # optional: how clusters are probed (a cluster may override it)
+//     backend: xpk       # xpk | kube
 //   serve:               # optional: `falcon serve` (the health loop, the state store)
 //     probe_interval_s: 30
 #pragma once
@@ -79,6 +81,12 @@ struct SelectionSettings {
   bool operator==(const SelectionSettings&) const = default;
 };
 
+// `probe:`: how clusters are probed unless a cluster's own `probe:` says otherwise.
+struct ProbeSettings {
+  ProbeBackend backend = ProbeBackend::kXpk;
+  bool operator==(const ProbeSettings&) const = default;
+};
+
 // `falcon serve`: where it listens, its state store and its health loop (issue 13).
 struct ServeSettings {
   std::string listen = "127.0.0.1:8787";  // host:port (IPv6 in brackets); port 0 picks one
@@ -103,6 +111,7 @@ struct FabricConfig {
   GcpSettings gcp;
   SelectionSettings selection;
   ServeSettings serve;
+  ProbeSettings probe;
   bool operator==(const FabricConfig&) const = default;
 };
 

@@ -44,6 +44,15 @@ const char* to_string(DeviceClass device_class);  // "tpu" | "gpu" | "cpu"
 // The class spelled `text` exactly ("tpu", "gpu", "cpu"); nullopt otherwise.
 std::optional<DeviceClass> parse_device_class(std::string_view text);
 
+// How a cluster is probed (docs/configuration.md, `probe.backend`): by running
+// `xpk workload list` (the default) or by listing Kueue Workload objects from the cluster's
+// Kubernetes API with the warmed kubeconfig. Spelled "xpk" | "kube" in YAML and JSON.
+enum class ProbeBackend { kXpk, kKube };
+
+const char* to_string(ProbeBackend backend);  // "xpk" | "kube"
+// The backend spelled `text` exactly; nullopt otherwise.
+std::optional<ProbeBackend> parse_probe_backend(std::string_view text);
+
 // An accelerator type a cluster offers, and how much the layer prefers it there.
 struct AcceleratorSlot {
   std::string type;  // canonical: xpk's name, "v4-64", "h100-80gb-8" (accelerator_types.h)
@@ -69,6 +78,8 @@ struct ClusterConfig {
   // (what gcloud takes as --location). The loader defaults it to `zone`; a ClusterConfig built
   // by hand may leave it empty: read it through gke_location().
   std::string location;
+  // `probe.backend` of this cluster; null: the file's global `probe.backend` (default xpk).
+  std::optional<ProbeBackend> probe_backend;
 
   // `location`, or `zone` when it is empty: the one place that default lives.
   const std::string& gke_location() const { return location.empty() ? zone : location; }

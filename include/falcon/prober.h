@@ -23,6 +23,12 @@
 // by Status, Status Message and Running/Ran together (§1.5) — a running job often shows
 // `QuotaReserved`. xpk's own --filter-by-status is never used (it is wrong on current clusters).
 //
+// Two backends read the workloads (`probe.backend`, docs/configuration.md): `xpk` runs
+// `xpk workload list` as above (the default); `kube` lists Kueue Workload objects from the
+// cluster's Kubernetes API with the warmed kubeconfig (src/kube/kube_prober.h). Both classify
+// every workload through the one function xpk's table rows go through (xpk::map_row_state), so
+// the counts agree; their errors differ in wording but not in meaning.
+//
 //   falcon::ClusterProber prober(falcon::make_posix_command_runner(), config.xpk,
 //                                falcon::make_system_clock());
 //   falcon::ClusterProbeResult r = prober.probe(registry.get_cluster("tpu-v4-prod"));
@@ -38,6 +44,14 @@
 
 namespace falcon {
 
+// One way of reading a cluster for a probe. Implementations never throw from probe(): a
+// failure is reachable=false with a one-line cause. probed_at is set by ClusterProber.
+class ProbeSource {
+ public:
+  virtual ~ProbeSource() = default;
+  virtual ClusterProbeResult probe(const ClusterConfig& cluster) const = 0;
+};
+
 class ClusterProber {
  public:
   // `settings` supplies the xpk binary, extra arguments, environment and state directory; the
@@ -49,6 +63,10 @@ class ClusterProber {
   // Runs xpk through `xpk`, an adapter shared with the workload manager (the facade builds one
   // per configuration; make_xpk_cli). `xpk` and `clock` must not be null.
   ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
+  // Both backends: clusters without a `probe.backend` of their own use `default_backend`.
+  // `kube` may be null; a cluster that asks for kube then probes unreachable, saying so.
+  ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<const ProbeSource> kube,
+                ProbeBackend default_backend, std::shared_ptr<Clock> clock);
   virtual ~ClusterProber();
   ClusterProber(const ClusterProber&) = delete;
   ClusterProber& operator=(const ClusterProber&) = delete;
@@ -58,11 +76,21 @@ class ClusterProber {
   // a selector can be tested with a fake prober.
   virtual ClusterProbeResult probe(const ClusterConfig& cluster) const;
 
+  // The backend probe(cluster) uses: the cluster's own `probe.backend`, else the default given
+  // at construction (xpk). to_string() of it ("xpk" | "kube") is what a probe record names.
+  ProbeBackend backend(const ClusterConfig& cluster) const {
+    return cluster.probe_backend.value_or(default_backend_);
+  }
+
  protected:
   ClusterProber() = default;  // for fakes that override probe() and run nothing
 
  private:
+  ClusterProbeResult probe_with_xpk(const ClusterConfig& cluster) const;
+
   std::shared_ptr<const xpk::XpkCli> xpk_;
+  std::shared_ptr<const ProbeSource> kube_;
+  ProbeBackend default_backend_ = ProbeBackend::kXpk;
   std::shared_ptr<Clock> clock_;
 };
 

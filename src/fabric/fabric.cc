@@ -10,6 +10,7 @@
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
+#include "kube/kube_prober.h"
 #include "util/time_format.h"
 #include "xpk/credential_warmup.h"
 #include "xpk/xpk_cli.h"
@@ -150,7 +151,19 @@ void ClusterFabric::Impl::build() {
   auto m = std::make_shared<Modules>();
   m->config = registry.snapshot();
   m->xpk = std::make_shared<const xpk::XpkCli>(deps.runner, m->config->xpk);
-  m->prober = std::make_unique<ClusterProber>(m->xpk, deps.clock);
+  kube::KubeProberOptions kube_options;
+  kube_options.state_dir = xpk::resolve_state_dir(m->config->xpk);
+  kube_options.http = deps.http;
+  kube_options.http_with_ca = [](const std::string& ca_file) {
+    CurlHttpOptions options;
+    options.ca_file = ca_file;
+    return make_curl_http_client(options);
+  };
+  kube_options.runner = deps.runner;
+  kube_options.clock = deps.clock;
+  m->prober = std::make_unique<ClusterProber>(
+      m->xpk, std::make_shared<kube::KubeProber>(std::move(kube_options)), m->config->probe.backend,
+      deps.clock);
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
   m->workloads = std::make_unique<XpkWorkloadManager>(

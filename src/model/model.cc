@@ -60,6 +60,17 @@ std::optional<DeviceClass> parse_device_class(std::string_view text) {
   return std::nullopt;
 }
 
+const char* to_string(ProbeBackend backend) {
+  return backend == ProbeBackend::kKube ? "kube" : "xpk";
+}
+
+std::optional<ProbeBackend> parse_probe_backend(std::string_view text) {
+  for (ProbeBackend b : {ProbeBackend::kXpk, ProbeBackend::kKube}) {
+    if (text == to_string(b)) return b;
+  }
+  return std::nullopt;
+}
+
 void to_json(json& j, const DeviceClass& v) { j = to_string(v); }
 void from_json(const json& j, DeviceClass& v) {
   const auto parsed =
@@ -101,7 +112,8 @@ void to_json(json& j, const ClusterConfig& v) {
            {"max_queue_depth", v.max_queue_depth},
            {"probe_timeout_s", v.probe_timeout_s},
            {"labels", v.labels},
-           {"location", v.location}};
+           {"location", v.location},
+           {"probe_backend", v.probe_backend ? json(to_string(*v.probe_backend)) : json(nullptr)}};
 }
 void from_json(const json& j, ClusterConfig& v) {
   j.at("name").get_to(v.name);
@@ -116,6 +128,14 @@ void from_json(const json& j, ClusterConfig& v) {
   j.at("probe_timeout_s").get_to(v.probe_timeout_s);
   v.labels = value_or<std::map<std::string, std::string>>(j, "labels", {});
   v.location = value_or<std::string>(j, "location", v.zone);
+  v.probe_backend.reset();
+  if (j.contains("probe_backend") && !j.at("probe_backend").is_null()) {
+    const auto text = j.at("probe_backend").get<std::string>();
+    v.probe_backend = parse_probe_backend(text);
+    if (!v.probe_backend) {
+      throw json::type_error::create(302, "probe_backend must be \"xpk\" or \"kube\"", &j);
+    }
+  }
 }
 
 void to_json(json& j, const ClusterProbeResult& v) {

@@ -32,9 +32,39 @@ ClusterProber::ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared
   if (!xpk_ || !clock_) throw std::invalid_argument("ClusterProber: xpk and clock must be set");
 }
 
+ClusterProber::ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk,
+                             std::shared_ptr<const ProbeSource> kube, ProbeBackend default_backend,
+                             std::shared_ptr<Clock> clock)
+    : ClusterProber(std::move(xpk), std::move(clock)) {
+  kube_ = std::move(kube);
+  default_backend_ = default_backend;
+}
+
 ClusterProber::~ClusterProber() = default;
 
 ClusterProbeResult ClusterProber::probe(const ClusterConfig& cluster) const {
+  ClusterProbeResult result;
+  if (backend(cluster) == ProbeBackend::kKube) {
+    try {
+      result = kube_ ? kube_->probe(cluster)
+                     : unreachable(cluster, fmt::format("cluster '{}' asks for probe.backend kube, "
+                                                        "but this prober has no kube backend",
+                                                        cluster.name));
+    } catch (const std::exception& e) {
+      result = unreachable(cluster, e.what());
+    }
+  } else {
+    result = probe_with_xpk(cluster);
+  }
+  try {
+    result.probed_at = format_iso8601(clock_->now());
+  } catch (...) {
+    // A clock that throws is a broken fake; leave probed_at empty rather than escape.
+  }
+  return result;
+}
+
+ClusterProbeResult ClusterProber::probe_with_xpk(const ClusterConfig& cluster) const {
   ClusterProbeResult result;
   try {
     const auto listing = xpk::list_workloads(*xpk_, cluster, std::nullopt,
@@ -45,26 +75,12 @@ ClusterProbeResult ClusterProber::probe(const ClusterConfig& cluster) const {
     } else if (!listing.ok()) {
       result = unreachable(cluster, *listing.error);
     } else {
-      int queued = 0;
-      int running = 0;
-      for (const auto& w : listing.workloads) {
-        queued += w.state == kStateQueued;
-        running += w.state == kStateRunning;
-      }
-      result.cluster = cluster.name;
-      result.reachable = true;
-      result.queue_depth = queued;
-      result.running_count = running;
+      result = xpk::count_probe_states(cluster.name, listing.workloads);
     }
   } catch (const std::exception& e) {
     result = unreachable(cluster, e.what());
   } catch (...) {
     result = unreachable(cluster, "probe failed with an unknown exception");
-  }
-  try {
-    result.probed_at = format_iso8601(clock_->now());
-  } catch (...) {
-    // A clock that throws is a broken fake; leave probed_at empty rather than escape.
   }
   return result;
 }

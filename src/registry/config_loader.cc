@@ -652,6 +652,19 @@ std::optional<ClusterConfig> parse_cluster(Problems& problems, const YAML::Node&
   s.read_int("max_queue_depth", 0, kMaxQueueDepth, &c.max_queue_depth);
   s.read_int("probe_timeout_s", 1, kMaxTimeoutS, &c.probe_timeout_s);
   s.read_string_map("labels", &c.labels, kLabelKeyRule, kLabelValueRule);
+  if (auto probe = s.take("probe")) {
+    if (probe->IsMap()) {
+      Section p(problems, *probe, s.field("probe"), probe->Mark());
+      ProbeBackend backend = ProbeBackend::kXpk;
+      if (p.read_enum("backend", &backend, parse_probe_backend, "xpk, kube")) {
+        c.probe_backend = backend;
+      }
+      p.finish();
+    } else if (!probe->IsNull()) {
+      problems.add(*probe, s.field("probe"),
+                   fmt::format("must be a map, got {}", kind_name(*probe)));
+    }
+  }
   s.finish();
   if (!has_location) c.location = c.zone;
   if (has_zone && has_location) check_zone_and_location(problems, node, path, c);
@@ -775,6 +788,13 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   }
 }
 
+void parse_probe(Problems& problems, const std::optional<YAML::Node>& node, ProbeSettings& out) {
+  auto s = settings_section(problems, node, "probe");
+  if (!s) return;
+  s->read_enum("backend", &out.backend, parse_probe_backend, "xpk, kube");
+  s->finish();
+}
+
 // Paths in `xpk:` and `gcp:` that are relative are taken relative to the config file's folder,
 // so a repos.yaml can sit beside the binaries and tokens it names.
 std::string resolve_relative(const std::string& value, const std::string& source) {
@@ -836,6 +856,7 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
   parse_gcp(problems, s.take("gcp"), config.gcp);
   parse_selection(problems, s.take("selection"), config.selection);
   parse_serve(problems, s.take("serve"), config.serve);
+  parse_probe(problems, s.take("probe"), config.probe);
   s.finish();
   if (problems.count() > 0) problems.raise();
 

@@ -48,4 +48,20 @@ WorkloadListing list_workloads(const XpkCli& xpk, const ClusterConfig& cluster,
   return out;
 }
 
+ClusterProbeResult count_probe_states(const std::string& cluster,
+                                      const std::vector<ListedWorkload>& workloads) {
+  ClusterProbeResult r;
+  r.cluster = cluster;
+  r.reachable = true;
+  int queued = 0;
+  int running = 0;
+  for (const auto& w : workloads) {
+    queued += w.state == kStateQueued;
+    running += w.state == kStateRunning;
+  }
+  r.queue_depth = queued;
+  r.running_count = running;
+  return r;
+}
+
 }  // namespace falcon::xpk

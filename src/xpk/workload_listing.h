@@ -40,6 +40,11 @@ struct WorkloadListing {
   const std::vector<ListedWorkload>& workloads_or_throw() const;
 };
 
+// The probe's counts over classified workloads, the same for every backend: reachable=true,
+// queue_depth = #QUEUED, running_count = #RUNNING (probed_at left empty).
+ClusterProbeResult count_probe_states(const std::string& cluster,
+                                      const std::vector<ListedWorkload>& workloads);
+
 // Runs `xpk workload list` on `cluster` (with --filter-by-job=<filter_by_job> when set) with a
 // deadline of `timeout`, and reads its table. A failed, timed-out or unreadable list is reported
 // in the result, not thrown. Throws CommandStartError when xpk cannot be started and FalconError

@@ -378,6 +378,41 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
               Contains(HasSubstr("serve: must be a map, got a list")));
 }
 
+TEST(ConfigValidation, ProbeBackendIsGlobalWithAPerClusterOverride) {
+  EXPECT_EQ(parse_fabric_config(kValidCluster, "repos.yaml").probe.backend, ProbeBackend::kXpk);
+  EXPECT_EQ(parse_fabric_config(kValidCluster, "repos.yaml").clusters[0].probe_backend,
+            std::nullopt);
+  const std::string yaml = valid_with("    cluster_id: tpu-v4-cluster\n",
+                                      "    cluster_id: tpu-v4-cluster\n    probe:\n"
+                                      "      backend: kube\n") +
+                           "probe:\n  backend: xpk\n";
+  const FabricConfig config = parse_fabric_config(yaml, "repos.yaml");
+  EXPECT_EQ(config.probe.backend, ProbeBackend::kXpk);
+  EXPECT_EQ(config.clusters[0].probe_backend, ProbeBackend::kKube);
+  EXPECT_EQ(
+      parse_fabric_config(std::string(kValidCluster) + "probe:\n  backend: kube\n", "repos.yaml")
+          .probe.backend,
+      ProbeBackend::kKube);
+}
+
+TEST(ConfigValidation, BadProbeBackends) {
+  const std::string yaml = valid_with("    cluster_id: tpu-v4-cluster\n",
+                                      "    cluster_id: tpu-v4-cluster\n    probe:\n"
+                                      "      backend: kubectl\n      period: 3\n") +
+                           "probe:\n  backend: http\n";
+  const auto problems = problems_of(yaml);
+  EXPECT_THAT(problems, Contains(HasSubstr(
+                            "repos.yaml:8:16: clusters.tpu-v4-prod.probe.backend: 'kubectl' is "
+                            "not one of xpk, kube")));
+  EXPECT_THAT(
+      problems,
+      Contains(HasSubstr("clusters.tpu-v4-prod.probe.period: unknown key (allowed: backend)")));
+  EXPECT_THAT(problems, Contains(HasSubstr("probe.backend: 'http' is not one of xpk, kube")));
+  EXPECT_THAT(problems_of(valid_with("    cluster_id: tpu-v4-cluster\n",
+                                     "    cluster_id: tpu-v4-cluster\n    probe: kube\n")),
+              Contains(HasSubstr("clusters.tpu-v4-prod.probe: must be a map, got a scalar")));
+}
+
 TEST(ConfigValidation, RelativeXpkBinaryIsResolvedAgainstTheConfigFolder) {
   const std::string yaml = std::string(kValidCluster) + "xpk:\n  binary: ./bin/xpk\n";
   EXPECT_EQ(parse_fabric_config(yaml, "/etc/falcon/repos.yaml").xpk.binary,

@@ -11,6 +11,7 @@
 #include "support/fake_command_runner.h"
 #include "support/temp_dir.h"
 #include "util/time_format.h"
+#include "xpk/xpk_cli.h"
 #include "xpk/xpk_outputs.h"
 
 namespace falcon {
@@ -181,6 +182,59 @@ TEST_F(ProberTest, ProbedAtIsIso8601UtcWhenTheProbeFinished) {
   }());
   EXPECT_FALSE(timed_out.reachable);
   EXPECT_EQ(timed_out.probed_at, "2026-04-13T08:00:02.500Z");
+}
+
+// A kube backend that answers from a script and records what it was asked.
+class ScriptedKube final : public ProbeSource {
+ public:
+  ClusterProbeResult probe(const ClusterConfig& cluster) const override {
+    ++calls;
+    ClusterProbeResult r;
+    r.cluster = cluster.name;
+    r.reachable = true;
+    r.queue_depth = 7;
+    r.running_count = 2;
+    return r;
+  }
+  mutable int calls = 0;
+};
+
+TEST_F(ProberTest, BackendIsTheClustersOwnElseTheDefault) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto kube = std::make_shared<ScriptedKube>();
+  const auto xpk = std::make_shared<const xpk::XpkCli>(runner_, settings_);
+  const ClusterProber by_default(xpk, kube, ProbeBackend::kXpk, clock_);
+  const ClusterProber kube_default(xpk, kube, ProbeBackend::kKube, clock_);
+
+  ClusterConfig plain = tpu_cluster();
+  ClusterConfig on_kube = tpu_cluster();
+  on_kube.probe_backend = ProbeBackend::kKube;
+  ClusterConfig on_xpk = tpu_cluster();
+  on_xpk.probe_backend = ProbeBackend::kXpk;
+
+  EXPECT_EQ(by_default.backend(plain), ProbeBackend::kXpk);
+  EXPECT_EQ(by_default.backend(on_kube), ProbeBackend::kKube);
+  EXPECT_EQ(kube_default.backend(plain), ProbeBackend::kKube);
+  EXPECT_EQ(kube_default.backend(on_xpk), ProbeBackend::kXpk);
+  EXPECT_STREQ(to_string(kube_default.backend(plain)), "kube");
+
+  EXPECT_EQ(by_default.probe(plain).queue_depth, 3);  // xpk's table
+  EXPECT_EQ(kube->calls, 0);
+  const auto r = by_default.probe(on_kube);
+  EXPECT_EQ(kube->calls, 1);
+  EXPECT_EQ(r.queue_depth, 7);
+  EXPECT_FALSE(r.probed_at.empty());  // set by the prober for every backend
+  EXPECT_EQ(kube_default.probe(on_xpk).running_count, 3);
+  EXPECT_EQ(runner_->calls().size(), 2u);
+}
+
+TEST_F(ProberTest, KubeWithoutAKubeBackendIsUnreachableSayingSo) {
+  const ClusterProber prober(std::make_shared<const xpk::XpkCli>(runner_, settings_), nullptr,
+                             ProbeBackend::kKube, clock_);
+  const auto r = prober.probe(tpu_cluster());
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(r.error.value_or(""), HasSubstr("no kube backend"));
+  EXPECT_TRUE(runner_->calls().empty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "fleet/fake_gcloud.h"
 
+#include <filesystem>
 #include <optional>
 #include <string_view>
 
@@ -122,7 +123,19 @@ int get_credentials(const std::vector<std::string>& args, FleetApi* api, const F
     if (ms > 0) env.sleep(std::chrono::milliseconds(ms));
     const std::optional<GkeContext> context = parse_gke_context(cred.value("context", ""));
     if (!context) throw FleetApiError("the fleet answered without a GKE context");
-    write_gke_kubeconfig(kubeconfig, *context, cred.value("server", ""));
+    // The auth plugin is this executable (fleet-gcloud gke-gcloud-auth-plugin), asking the
+    // fleet it was told about for tokens.
+    AuthPlugin plugin;
+    plugin.command = env.getenv("FLEET_AUTH_PLUGIN").value_or("");
+    if (plugin.command.empty()) {
+      std::error_code ec;
+      plugin.command = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    }
+    plugin.args = {"gke-gcloud-auth-plugin"};
+    plugin.env = {{"FALCON_FLEET_URL", env.getenv("FALCON_FLEET_URL").value_or("")}};
+    plugin.ca_data = cred.value("certificate_authority_data", "");
+    write_gke_kubeconfig(kubeconfig, *context, cred.value("server", ""), kKubeconfigRewriteGap,
+                         plugin);
   } catch (const FleetApiError& e) {
     env.err << "fleet-gcloud: " << e.what() << "\n" << std::flush;
     return 1;
@@ -139,6 +152,20 @@ int get_credentials(const std::vector<std::string>& args, FleetApi* api, const F
 }  // namespace
 
 int run_fake_gcloud(const std::vector<std::string>& args, FleetApi* api, const FakeXpkEnv& env) {
+  if (!args.empty() && args[0] == "gke-gcloud-auth-plugin") {
+    // The credential plugin of the kubeconfigs get-credentials writes: an ExecCredential.
+    if (api == nullptr) {
+      env.err << "fleet-gcloud gke-gcloud-auth-plugin: FALCON_FLEET_URL is not set\n" << std::flush;
+      return 1;
+    }
+    try {
+      env.out << api->call("kube:token", nlohmann::json::object()).dump() << "\n" << std::flush;
+      return 0;
+    } catch (const std::exception& e) {
+      env.err << "fleet-gcloud gke-gcloud-auth-plugin: " << e.what() << "\n" << std::flush;
+      return 1;
+    }
+  }
   if (args.size() == 1 && (args[0] == "version" || args[0] == "--version")) {
     env.out << "fleet-gcloud (the local fleet's stand-in for Google Cloud SDK; simulates "
                "container clusters get-credentials)\n"

@@ -81,6 +81,22 @@ std::string FleetControl::server_url() const {
   return server_url_;
 }
 
+void FleetControl::set_kube_endpoint(std::string url, std::string ca_data) {
+  std::lock_guard lock(mu_);
+  kube_url_ = std::move(url);
+  kube_ca_data_ = std::move(ca_data);
+}
+
+std::string FleetControl::kube_base_url() const {
+  std::lock_guard lock(mu_);
+  return kube_url_.empty() ? server_url_ : kube_url_;
+}
+
+std::string FleetControl::kube_ca_data() const {
+  std::lock_guard lock(mu_);
+  return kube_ca_data_;
+}
+
 nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::json& body) {
   if (!body.is_object()) throw ControlError(400, "the request body must be a JSON object");
   if (route == "xpk") {
@@ -174,7 +190,8 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
             {"name", c.name},
             {"location", c.location},
             {"context", GkeContext{c.project, c.location, c.cluster_id}.name()},
-            {"server", fmt::format("{}/fleet/v1/clusters/{}", server_url(), c.name)},
+            {"server", fmt::format("{}/fleet/v1/clusters/{}", kube_base_url(), c.name)},
+            {"certificate_authority_data", kube_ca_data()},
             {"unreachable", b.unreachable},
             {"latency_ms",
              {{"list", b.probe_latency_ms + slow},

@@ -65,13 +65,20 @@ class FleetControl {
 
   // Thread-safe: the URL is known only once the server listens.
   void set_server_url(std::string url);
+  // The clusters' Kubernetes API (kube_api.h): what `credentials` answers as `server` and
+  // `certificate_authority_data`. Unset: `server` is under the fleet's own URL.
+  void set_kube_endpoint(std::string url, std::string ca_data);
 
  private:
   std::string server_url() const;
+  std::string kube_base_url() const;
+  std::string kube_ca_data() const;
 
   FleetSimulator& sim_;
   mutable std::mutex mu_;
   std::string server_url_;
+  std::string kube_url_;
+  std::string kube_ca_data_;
 };
 
 // Adds GET and POST /fleet/v1/<route> handlers to `server` (call before it starts listening).

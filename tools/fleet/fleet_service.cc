@@ -60,6 +60,9 @@ FleetService::FleetService(FleetConfig config, FleetServiceOptions options)
     }
   }
   control_ = std::make_unique<FleetControl>(*simulator_, "");
+  kube_ = std::make_unique<KubeApi>(*simulator_);
+  register_kube_token_route(gcp_->http(), *kube_);  // before the control routes
+  kube_tls_ = std::make_unique<KubeTlsServer>(*kube_);
   register_fleet_routes(gcp_->http(), *control_);
 }
 
@@ -78,7 +81,9 @@ void FleetService::start() {
     started_ = true;
   }
   gcp_->start();
+  kube_tls_->start(options_.host);
   control_->set_server_url(gcp_->base_url());
+  control_->set_kube_endpoint(kube_tls_->base_url(), kube_tls_->ca_data());
   ticker_ = std::thread([this] { tick_loop(); });
 }
 
@@ -92,6 +97,7 @@ void FleetService::stop() {
   wake_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   gcp_->stop();
+  kube_tls_->stop();
   save_state();
 }
 
@@ -136,6 +142,7 @@ void FleetService::save_state() {
 
 int FleetService::port() const { return gcp_->port(); }
 std::string FleetService::url() const { return gcp_->base_url(); }
+std::string FleetService::kube_url() const { return kube_tls_->base_url(); }
 std::string FleetService::token() const { return gcp_->valid_token(); }
 
 nlohmann::json FleetService::ready_info() const {

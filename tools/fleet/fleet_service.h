@@ -24,6 +24,7 @@
 #include "falcon/clock.h"
 #include "fleet/fleet_config.h"
 #include "fleet/fleet_control.h"
+#include "fleet/kube_api.h"
 #include "fleet/simulator.h"
 #include "gcp_server/gcp_server.h"
 
@@ -79,6 +80,9 @@ class FleetService {
   FleetSimulator& simulator() { return *simulator_; }
   SimClock& clock() { return *clock_; }
   fake::GcpServer& gcp() { return *gcp_; }
+  // The clusters' Kubernetes API (kube_api.h): https://127.0.0.1:<port>, and its CA (PEM).
+  std::string kube_url() const;
+  const std::string& kube_ca_pem() const { return kube_tls_->ca_pem(); }
 
   // Writes the state file now (no-op without one). Throws std::runtime_error on I/O failure.
   void save_state();
@@ -91,6 +95,8 @@ class FleetService {
   std::shared_ptr<SimClock> clock_;
   std::unique_ptr<FleetSimulator> simulator_;
   std::unique_ptr<FleetControl> control_;
+  std::unique_ptr<KubeApi> kube_;
+  std::unique_ptr<KubeTlsServer> kube_tls_;
   std::thread ticker_;
   std::mutex mu_;
   std::condition_variable wake_;

@@ -58,7 +58,8 @@ std::chrono::milliseconds kubeconfig_rewrite_gap(const std::optional<std::string
 }
 
 void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
-                          const std::string& server_url, std::chrono::milliseconds gap) {
+                          const std::string& server_url, std::chrono::milliseconds gap,
+                          const AuthPlugin& plugin) {
   YAML::Node root;
   try {
     if (std::filesystem::exists(path)) root = YAML::LoadFile(path);
@@ -73,8 +74,11 @@ void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
   YAML::Node cluster;
   cluster["name"] = name;
   cluster["cluster"]["server"] = server_url;
-  cluster["cluster"]["certificate-authority-data"] =
-      "TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0Q2c9PQ==";
+  if (server_url.rfind("http://", 0) != 0) {
+    cluster["cluster"]["certificate-authority-data"] =
+        plugin.ca_data.empty() ? "TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0Q2c9PQ=="
+                               : plugin.ca_data;
+  }
   YAML::Node ctx;
   ctx["name"] = name;
   ctx["context"]["cluster"] = name;
@@ -83,7 +87,18 @@ void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
   YAML::Node user;
   user["name"] = name;
   user["user"]["exec"]["apiVersion"] = "client.authentication.k8s.io/v1beta1";
-  user["user"]["exec"]["command"] = "gke-gcloud-auth-plugin";
+  user["user"]["exec"]["command"] = plugin.command;
+  for (const std::string& a : plugin.args) user["user"]["exec"]["args"].push_back(a);
+  for (const auto& [env_name, env_value] : plugin.env) {
+    YAML::Node e;
+    e["name"] = env_name;
+    e["value"] = env_value;
+    user["user"]["exec"]["env"].push_back(e);
+  }
+  user["user"]["exec"]["installHint"] =
+      "Install gke-gcloud-auth-plugin for use with kubectl by following "
+      "https://cloud.google.com/kubernetes-engine/docs/how-to/"
+      "cluster-access-for-kubectl#install_plugin";
   user["user"]["exec"]["provideClusterInfo"] = true;
   user["user"]["exec"]["interactiveMode"] = "IfAvailable";
   upsert(root, "clusters", name, cluster);

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace falcon::fleet {
 
@@ -33,9 +35,21 @@ std::chrono::milliseconds kubeconfig_rewrite_gap(const std::optional<std::string
 // written in two halves, `gap` apart, so that two calls sharing one kubeconfig
 // see each other's half-written file as real xpk calls can (reference/xpk.md, "Observed with
 // xpk 1.13.1"). Throws std::runtime_error when it cannot be written.
+// The user's credential plugin: gcloud writes `gke-gcloud-auth-plugin`; fleet-gcloud writes
+// itself with the argument `gke-gcloud-auth-plugin` and the fleet's URL in the plugin's env, so
+// that kubectl and the layer's kube probe get real tokens from the fleet.
+struct AuthPlugin {
+  std::string command = "gke-gcloud-auth-plugin";
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string ca_data;  // certificate-authority-data for an https server; empty: gcloud-like filler
+};
+
+// An `http://` server gets no certificate-authority-data (kubectl refuses a CA for plain HTTP).
 void write_gke_kubeconfig(const std::string& path, const GkeContext& context,
                           const std::string& server_url,
-                          std::chrono::milliseconds gap = kKubeconfigRewriteGap);
+                          std::chrono::milliseconds gap = kKubeconfigRewriteGap,
+                          const AuthPlugin& plugin = {});
 
 // The current-context of the kubeconfig at `path`; nullopt when the file is missing,
 // unparseable or has none.

@@ -1,0 +1,235 @@
+#include "kube/kube_prober.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kube/kubeconfig.h"
+#include "kube/workload_objects.h"
+#include "xpk/workload_listing.h"
+
+namespace falcon::kube {
+namespace {
+
+constexpr const char* kWorkloadsPath = "/apis/kueue.x-k8s.io/v1beta1";
+constexpr int kPageSize = 500;
+
+class ProbeTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string percent_encode(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("%{:02X}", c);
+    }
+  }
+  return out;
+}
+
+// The server's own words: a Status object's message, else the start of the body.
+std::string server_message(const HttpResponse& r) {
+  try {
+    const auto j = nlohmann::json::parse(r.body);
+    if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+      return j["message"].get<std::string>();
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  std::string s = r.body.substr(0, 200);
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+// Writes `pem` to `path` (0600) unless it already holds exactly that.
+void write_ca_file(const std::filesystem::path& path, const std::string& pem) {
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      if (ss.str() == pem) return;
+    }
+  }
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw std::runtime_error(
+        fmt::format("cannot write the cluster CA to {}: {}", tmp.string(), std::strerror(errno)));
+  }
+  const ssize_t n = ::write(fd, pem.data(), pem.size());
+  ::close(fd);
+  if (n != static_cast<ssize_t>(pem.size()) || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write the cluster CA to {}", path.string()));
+  }
+}
+
+}  // namespace
+
+KubeProber::KubeProber(KubeProberOptions options) : options_(std::move(options)) {
+  if (!options_.http || !options_.runner || !options_.clock) {
+    throw std::invalid_argument("KubeProber: http, runner and clock must be set");
+  }
+  credentials_ = std::make_unique<ExecCredentialCache>(options_.runner, options_.clock);
+}
+
+std::shared_ptr<HttpClient> KubeProber::client_for(const ClusterConfig& cluster,
+                                                   const std::string& ca_pem) const {
+  if (ca_pem.empty()) return options_.http;
+  if (!options_.http_with_ca) {
+    throw std::runtime_error(fmt::format(
+        "the kubeconfig of cluster '{}' gives a CA, but this prober cannot use one", cluster.name));
+  }
+  const std::filesystem::path ca_file = options_.state_dir / "kube" / cluster.name / "ca.crt";
+  std::lock_guard<std::mutex> lock(mu_);
+  write_ca_file(ca_file, ca_pem);
+  auto& client = ca_clients_[ca_file.string()];
+  if (!client) client = options_.http_with_ca(ca_file.string());
+  return client;
+}
+
+std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig& cluster) const {
+  const auto deadline =
+      options_.clock->steady_now() + std::chrono::seconds(cluster.probe_timeout_s);
+  const auto remaining = [&]() {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - options_.clock->steady_now());
+    if (left.count() <= 0) {
+      throw ProbeTimeout(fmt::format("probe timed out after {}s", cluster.probe_timeout_s));
+    }
+    return left;
+  };
+
+  const std::filesystem::path kubeconfig = options_.state_dir / "kube" / cluster.name / "config";
+  KubeTarget target;
+  try {
+    target = read_kubeconfig(kubeconfig);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format(
+        "cluster '{}' (probe.backend kube): {}; run `falcon cluster warm-up` to write it",
+        cluster.name, e.what()));
+  }
+  const auto http = client_for(cluster, target.ca_pem);
+
+  const auto bearer = [&]() {
+    if (!target.exec) return target.token;
+    try {
+      return credentials_->token(cluster.name, *target.exec, target.server, remaining());
+    } catch (const ProbeTimeout&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("cluster '{}': {}", cluster.name, e.what()));
+    }
+  };
+
+  nlohmann::json all = {{"items", nlohmann::json::array()}};
+  std::string scope = std::string(kWorkloadsPath) + "/workloads";
+  std::string continue_token;
+  bool refreshed = false;
+  while (true) {
+    HttpRequest req;
+    req.url = fmt::format("{}{}?limit={}", target.server, scope, kPageSize);
+    if (!continue_token.empty()) req.url += "&continue=" + percent_encode(continue_token);
+    req.headers.set("Accept", "application/json");
+    req.headers.set("Authorization", "Bearer " + bearer());
+    req.timeout = remaining();
+    req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
+    HttpResponse resp;
+    try {
+      resp = http->send(req);
+    } catch (const HttpTransportError& e) {
+      if (e.timed_out()) {
+        throw ProbeTimeout(fmt::format("probe timed out after {}s", cluster.probe_timeout_s));
+      }
+      throw std::runtime_error(
+          fmt::format("Kubernetes API server {} of cluster '{}' is unreachable: {}", target.server,
+                      cluster.name, e.what()));
+    }
+    if (resp.status == 401 && target.exec && !refreshed) {
+      credentials_->invalidate(cluster.name);  // expired early or revoked: one fresh token
+      refreshed = true;
+      continue;
+    }
+    if (resp.status == 401) {
+      throw std::runtime_error(fmt::format(
+          "the Kubernetes API of cluster '{}' rejected the credential (401 Unauthorized: {}): "
+          "run `falcon cluster warm-up` to refresh its kubeconfig and check `gcloud auth list`",
+          cluster.name, server_message(resp)));
+    }
+    if (resp.status == 403 && continue_token.empty() &&
+        scope.find("/namespaces/") == std::string::npos) {
+      // No cluster-wide list: a namespaced grant may still cover the cluster's namespace.
+      scope =
+          fmt::format("{}/namespaces/{}/workloads", kWorkloadsPath,
+                      cluster.default_namespace.empty() ? "default" : cluster.default_namespace);
+      continue;
+    }
+    if (resp.status == 403) {
+      throw std::runtime_error(fmt::format(
+          "the Kubernetes API of cluster '{}' forbids listing workloads.kueue.x-k8s.io (403 "
+          "Forbidden: {}): grant the identity get/list on workloads.kueue.x-k8s.io (e.g. "
+          "roles/container.viewer; see docs/deployment.md), or use probe.backend xpk",
+          cluster.name, server_message(resp)));
+    }
+    if (resp.status == 404) {
+      throw std::runtime_error(fmt::format(
+          "cluster '{}' has no Kueue Workload API (404 on {}): Kueue's CRDs are not installed "
+          "(xpk installs them with `xpk cluster create`)",
+          cluster.name, scope));
+    }
+    if (resp.status != 200) {
+      throw std::runtime_error(
+          fmt::format("the Kubernetes API of cluster '{}' answered {} to {}: {}", cluster.name,
+                      resp.status, scope, server_message(resp)));
+    }
+    nlohmann::json page;
+    try {
+      page = nlohmann::json::parse(resp.body);
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error(fmt::format(
+          "the Kubernetes API of cluster '{}' answered 200 to {} with a body that is not JSON",
+          cluster.name, scope));
+    }
+    if (!page.is_object() || !page.contains("items") || !page["items"].is_array()) {
+      throw std::runtime_error(
+          fmt::format("the Kubernetes API of cluster '{}' answered 200 to {} with no items list",
+                      cluster.name, scope));
+    }
+    for (auto& item : page["items"]) all["items"].push_back(std::move(item));
+    continue_token.clear();
+    if (page.contains("metadata") && page["metadata"].is_object()) {
+      continue_token = page["metadata"].value("continue", "");
+    }
+    if (continue_token.empty()) break;
+  }
+  return classify_workload_list(all);
+}
+
+ClusterProbeResult KubeProber::probe(const ClusterConfig& cluster) const {
+  try {
+    return xpk::count_probe_states(cluster.name, list_workloads(cluster));
+  } catch (const std::exception& e) {
+    ClusterProbeResult r;
+    r.cluster = cluster.name;
+    r.reachable = false;
+    r.error = e.what();
+    return r;
+  }
+}
+
+}  // namespace falcon::kube

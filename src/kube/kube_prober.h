@@ -1,0 +1,73 @@
+// The `kube` probe backend (probe.backend: kube): one list of Kueue Workload objects from the
+// cluster's Kubernetes API instead of a `xpk workload list` process.
+//
+//   kubeconfig  <state_dir>/kube/<cluster>/config, the warmed kubeconfig `falcon cluster
+//               warm-up` writes (gcloud get-credentials): server, CA, exec plugin
+//   credential  the exec plugin's token, cached until the expiry it states (exec_credential.h)
+//   request     GET <server>/apis/kueue.x-k8s.io/v1beta1/workloads?limit=500 (all namespaces,
+//               following `continue`); when that is forbidden (403), the same under
+//               /namespaces/<cluster's default_namespace>/ (a namespaced RoleBinding)
+//   result      every item classified as xpk's table would (workload_objects.h), counted by
+//               xpk::count_probe_states: queue_depth=#QUEUED, running_count=#RUNNING
+//
+// Failures, each reachable=false with a one-line cause naming the cluster:
+//   no warmed kubeconfig      "... run `falcon cluster warm-up`"
+//   plugin failed             the plugin and its last stderr line
+//   deadline passed           "probe timed out after <N>s" (as the xpk backend says)
+//   no connection             "Kubernetes API server <server> of cluster 'c' is unreachable: ..."
+//   401 (after one refresh)   "... rejected the credential (401): run `falcon cluster warm-up` ..."
+//   403                       "... forbids listing workloads.kueue.x-k8s.io (403): grant get/list
+//   ..." 404                       "... has no Kueue Workload API (404 ...): is Kueue installed?"
+//   other status / bad body   the status and the server's message
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "falcon/clock.h"
+#include "falcon/command_runner.h"
+#include "falcon/http_client.h"
+#include "falcon/prober.h"
+#include "kube/exec_credential.h"
+#include "xpk/workload_listing.h"
+
+namespace falcon::kube {
+
+struct KubeProberOptions {
+  std::filesystem::path state_dir;   // where warm-up writes kube/<cluster>/config
+  std::shared_ptr<HttpClient> http;  // for servers whose kubeconfig gives no CA
+  // An HTTP client that trusts the CA bundle at `ca_file` (a kubeconfig's
+  // certificate-authority-data, written next to the kubeconfig). Null: such kubeconfigs fail.
+  std::function<std::shared_ptr<HttpClient>(const std::string& ca_file)> http_with_ca;
+  std::shared_ptr<CommandRunner> runner;  // runs exec plugins
+  std::shared_ptr<Clock> clock;
+};
+
+class KubeProber final : public ProbeSource {
+ public:
+  // Throws std::invalid_argument when http, runner or clock is null.
+  explicit KubeProber(KubeProberOptions options);
+
+  ClusterProbeResult probe(const ClusterConfig& cluster) const override;
+
+  // The workloads of `cluster`, classified; throws std::runtime_error with the one-line cause
+  // of the table above (the "timed out" case included).
+  std::vector<xpk::ListedWorkload> list_workloads(const ClusterConfig& cluster) const;
+
+  const ExecCredentialCache& credentials() const { return *credentials_; }
+
+ private:
+  std::shared_ptr<HttpClient> client_for(const ClusterConfig& cluster,
+                                         const std::string& ca_pem) const;
+
+  KubeProberOptions options_;
+  std::unique_ptr<ExecCredentialCache> credentials_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<HttpClient>> ca_clients_;  // by CA file
+};
+
+}  // namespace falcon::kube

@@ -1,0 +1,155 @@
+#include "kube/workload_objects.h"
+
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace falcon::kube {
+namespace {
+
+using nlohmann::json;
+
+const json& member(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object()) return kNull;
+  const auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
+std::string text(const json& value) {
+  return value.is_string() ? value.get<std::string>() : std::string();
+}
+
+std::string or_none(std::string value) { return value.empty() ? std::string(xpk::kNone) : value; }
+
+// Python's int() of what JSON gave: a whole number, or a string of one; anything else 0.
+long long count_of(const json& value) {
+  if (value.is_number_integer()) return value.get<long long>();
+  if (value.is_string()) {
+    try {
+      std::size_t used = 0;
+      const std::string s = value.get<std::string>();
+      const long long n = std::stoll(s, &used);
+      return used == s.size() ? n : 0;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+bool names_accelerator(const json& resources) {
+  if (!resources.is_object()) return false;
+  return resources.contains("google.com/tpu") || resources.contains("nvidia.com/gpu");
+}
+
+bool is_accelerator_pod_set(const json& pod_set) {
+  const json& spec = member(member(pod_set, "template"), "spec");
+  const json& selector = member(spec, "nodeSelector");
+  if (selector.is_object() && (selector.contains("cloud.google.com/gke-tpu-accelerator") ||
+                               selector.contains("cloud.google.com/gke-accelerator"))) {
+    return true;
+  }
+  for (const char* list : {"containers", "initContainers"}) {
+    const json& containers = member(spec, list);
+    if (!containers.is_array()) continue;
+    for (const json& c : containers) {
+      const json& resources = member(c, "resources");
+      if (names_accelerator(member(resources, "requests")) ||
+          names_accelerator(member(resources, "limits"))) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// `<none>` for an empty or absent list, else the sum of `count` over entries whose `name`
+// is an accelerator pod set.
+std::string accelerator_sum(const json& list, const std::set<std::string>& accelerators) {
+  if (!list.is_array() || list.empty()) return std::string(xpk::kNone);
+  long long sum = 0;
+  for (const json& entry : list) {
+    if (accelerators.count(text(member(entry, "name"))) > 0)
+      sum += count_of(member(entry, "count"));
+  }
+  return std::to_string(sum);
+}
+
+std::string status_word(const std::string& type) {
+  for (const char* known : {"Admitted", "Evicted", "QuotaReserved", "Finished"}) {
+    if (type == known) return type;
+  }
+  return "Unknown";
+}
+
+}  // namespace
+
+xpk::ListRow workload_row(const json& item) {
+  xpk::ListRow row;
+  const json& metadata = member(item, "metadata");
+  const json& spec = member(item, "spec");
+  const json& status = member(item, "status");
+
+  const json& owners = member(metadata, "ownerReferences");
+  row.jobset_name = or_none(owners.is_array() && !owners.empty() ? text(member(owners[0], "name"))
+                                                                 : std::string());
+  row.created_time = or_none(text(member(metadata, "creationTimestamp")));
+
+  const json& pod_sets = member(spec, "podSets");
+  std::string priority = text(member(spec, "priorityClassName"));
+  if (priority.empty() && pod_sets.is_array() && !pod_sets.empty()) {
+    priority = text(member(member(member(pod_sets[0], "template"), "spec"), "priorityClassName"));
+  }
+  row.priority = or_none(priority);
+
+  std::set<std::string> accelerators;
+  if (pod_sets.is_array()) {
+    for (const json& ps : pod_sets) {
+      if (is_accelerator_pod_set(ps)) accelerators.insert(text(member(ps, "name")));
+    }
+  }
+  row.vms_needed = accelerator_sum(pod_sets, accelerators);
+  row.vms_running =
+      accelerator_sum(member(member(status, "admission"), "podSetAssignments"), accelerators);
+  row.vms_done = accelerator_sum(member(status, "reclaimablePods"), accelerators);
+
+  const json& conditions = member(status, "conditions");
+  const json* latest = nullptr;
+  std::string latest_time;
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      const std::string t = text(member(c, "lastTransitionTime"));
+      if (latest == nullptr || t > latest_time) {
+        latest = &c;
+        latest_time = t;
+      }
+    }
+  }
+  if (latest == nullptr) {
+    row.status = row.status_message = row.status_time = std::string(xpk::kNone);
+  } else {
+    row.status = status_word(text(member(*latest, "type")));
+    row.status_message = or_none(text(member(*latest, "message")));
+    row.status_time = or_none(latest_time);
+  }
+  return row;
+}
+
+std::vector<xpk::ListedWorkload> classify_workload_list(const json& list) {
+  const json& items = member(list, "items");
+  if (!items.is_array()) {
+    throw std::invalid_argument("the response is not a list of Workload objects (no items array)");
+  }
+  std::vector<xpk::ListedWorkload> out;
+  out.reserve(items.size());
+  for (const json& item : items) {
+    xpk::ListRow row = workload_row(item);
+    std::string state = xpk::map_row_state(row);
+    out.push_back({std::move(row), std::move(state)});
+  }
+  return out;
+}
+
+}  // namespace falcon::kube

@@ -1,0 +1,43 @@
+// Kueue `Workload` objects (kueue.x-k8s.io/v1beta1) read the way xpk 1.13 reads them for its
+// table (reference/xpk.md §1.2), so that the kube probe backend classifies each workload with
+// the very function the xpk backend uses on xpk's printed rows (xpk::map_row_state).
+//
+// One object becomes the row xpk would print for it:
+//   Jobset Name   metadata.ownerReferences[0].name
+//   Created Time  metadata.creationTimestamp
+//   Priority      spec.priorityClassName, else spec.podSets[0].template.spec.priorityClassName
+//   VMs Needed    sum of spec.podSets[].count over accelerator pod sets
+//   Running/Ran   sum of status.admission.podSetAssignments[].count over accelerator pod sets
+//   Done          sum of status.reclaimablePods[].count over accelerator pod sets
+//                 (each of the three is `<none>` when its source list is empty or absent, and
+//                 a number, possibly 0, otherwise: a CPU workload shows 0)
+//   Status        the type of the condition with the greatest lastTransitionTime (the first of
+//                 equal ones, as Python's max() picks), mapped to Admitted | Evicted |
+//                 QuotaReserved | Finished, any other type `Unknown`; no conditions `<none>`.
+//                 The condition's True/False value is ignored, as xpk ignores it.
+//   Status Message / Status Time  that condition's message and lastTransitionTime
+// An accelerator pod set requests google.com/tpu or nvidia.com/gpu (requests or limits of any
+// container) or selects a TPU/GPU node (nodeSelector cloud.google.com/gke-tpu-accelerator or
+// cloud.google.com/gke-accelerator).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "xpk/list_parser.h"
+#include "xpk/workload_listing.h"
+
+namespace falcon::kube {
+
+// The row xpk prints for one Workload object. Tolerates missing or mistyped fields the way
+// xpk does (they read as empty). Never throws for a JSON object; `item` not an object gives an
+// all-`<none>` row.
+xpk::ListRow workload_row(const nlohmann::json& item);
+
+// Every item of a WorkloadList, with its state (xpk::map_row_state of its row), in list order.
+// Throws std::invalid_argument when `list` has no `items` array.
+std::vector<xpk::ListedWorkload> classify_workload_list(const nlohmann::json& list);
+
+}  // namespace falcon::kube

@@ -1,0 +1,192 @@
+// The kube probe backend against the local fleet: the same answers as the xpk backend on the
+// same simulator state (over many seeded random states), the errors it gives for an unreachable
+// cluster and a missing credential, and the real kubectl reading the fleet's API.
+#include <cstdlib>
+#include <random>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "falcon/clock.h"
+#include "falcon/command_runner.h"
+#include "falcon/config.h"
+#include "falcon/http_client.h"
+#include "falcon/prober.h"
+#include "kube/kube_prober.h"
+#include "kube/workload_objects.h"
+#include "support/local_fleet.h"
+#include "support/run_falcon.h"
+#include "xpk/credential_warmup.h"
+#include "xpk/workload_listing.h"
+#include "xpk/xpk_cli.h"
+
+namespace falcon {
+namespace {
+
+using ::testing::HasSubstr;
+
+class KubeFleetTest : public ::testing::Test {
+ protected:
+  KubeFleetTest() {
+    config_ = load_fabric_config(fleet_.repos_path());
+    xpk_ = std::make_shared<const xpk::XpkCli>(runner_, config_.xpk);
+    const auto warm = xpk::warm_up_credentials(*xpk_, *clock_, config_.clusters, 4);
+    for (const auto& w : warm) EXPECT_TRUE(w.ok) << w.cluster << ": " << w.error.value_or("");
+    kube::KubeProberOptions o;
+    o.state_dir = config_.xpk.state_dir;
+    o.http = make_curl_http_client();
+    o.http_with_ca = [](const std::string& ca_file) {
+      CurlHttpOptions h;
+      h.ca_file = ca_file;
+      return make_curl_http_client(h);
+    };
+    o.runner = runner_;
+    o.clock = clock_;
+    kube_ = std::make_shared<kube::KubeProber>(o);
+    prober_ = std::make_unique<ClusterProber>(xpk_, kube_, ProbeBackend::kXpk, clock_);
+  }
+
+  ClusterConfig cluster(const std::string& name, ProbeBackend backend) const {
+    for (ClusterConfig c : config_.clusters) {
+      if (c.name == name) {
+        c.probe_backend = backend;
+        return c;
+      }
+    }
+    ADD_FAILURE() << "no cluster " << name;
+    return {};
+  }
+
+  testing::LocalFleet fleet_;
+  FabricConfig config_;
+  std::shared_ptr<CommandRunner> runner_ = make_posix_command_runner();
+  std::shared_ptr<Clock> clock_ = make_system_clock();
+  std::shared_ptr<const xpk::XpkCli> xpk_;
+  std::shared_ptr<kube::KubeProber> kube_;
+  std::unique_ptr<ClusterProber> prober_;
+};
+
+TEST_F(KubeFleetTest, BothBackendsGiveTheSameProbeOnTheFleet) {
+  for (const ClusterConfig& c : config_.clusters) {
+    const auto by_xpk = prober_->probe(cluster(c.name, ProbeBackend::kXpk));
+    const auto by_kube = prober_->probe(cluster(c.name, ProbeBackend::kKube));
+    SCOPED_TRACE(c.name + ": xpk " + by_xpk.error.value_or("ok") + " | kube " +
+                 by_kube.error.value_or("ok"));
+    EXPECT_EQ(by_kube.reachable, by_xpk.reachable);
+    EXPECT_EQ(by_kube.queue_depth, by_xpk.queue_depth);
+    EXPECT_EQ(by_kube.running_count, by_xpk.running_count);
+    EXPECT_EQ(by_kube.error.has_value(), by_xpk.error.has_value());
+  }
+  const auto full = prober_->probe(cluster("tpu-a", ProbeBackend::kKube));
+  EXPECT_TRUE(full.reachable);
+  EXPECT_EQ(full.queue_depth, 3);
+  EXPECT_EQ(full.running_count, 1);
+  const auto down = prober_->probe(cluster("tpu-down", ProbeBackend::kKube));
+  EXPECT_FALSE(down.reachable);
+  EXPECT_THAT(down.error.value_or(""), HasSubstr("cluster 'tpu-down' answered 503"));
+  EXPECT_THAT(down.error.value_or(""), HasSubstr("Unable to connect to the server"));
+  // One plugin run per cluster (four), however many probes.
+  EXPECT_EQ(kube_->credentials().runs(), 4);
+}
+
+// Many random states (seeded): creates, deletes and the passing of time on two clusters; after
+// each step both backends agree on the counts and on every workload's state.
+TEST_F(KubeFleetTest, ConsistencyOverRandomStates) {
+  std::mt19937 random(20261201);
+  auto& sim = fleet_.service().simulator();
+  const std::vector<std::pair<std::string, std::string>> targets = {{"tpu-b", "tpu-v4-64"},
+                                                                    {"gpu-x", "a100-40gb-8"}};
+  int created = 0;
+  for (int round = 0; round < 6; ++round) {
+    for (const auto& [name, device] : targets) {
+      const int creates = std::uniform_int_distribution<int>(0, 3)(random);
+      for (int i = 0; i < creates; ++i) {
+        fleet::CreateRequest req;
+        req.workload = "w" + std::to_string(created++);
+        req.device_type = device;
+        req.priority = std::vector<std::string>{"low", "medium", "high"}[random() % 3];
+        req.env["FLEET_DURATION_S"] = std::to_string(20 + random() % 200);
+        if (random() % 3 == 0) req.env["FLEET_OUTCOME"] = "fail";
+        ASSERT_EQ(sim.create(name, req, false).result, fleet::CreateResult::kCreated);
+      }
+      const auto rows = sim.list(name).rows;
+      if (!rows.empty() && random() % 4 == 0) sim.remove(name, rows[random() % rows.size()].name);
+    }
+    fleet_.advance(std::chrono::seconds(random() % 150));
+    for (const auto& [name, device] : targets) {
+      SCOPED_TRACE("round " + std::to_string(round) + " cluster " + name);
+      const auto by_xpk = prober_->probe(cluster(name, ProbeBackend::kXpk));
+      const auto by_kube = prober_->probe(cluster(name, ProbeBackend::kKube));
+      ASSERT_TRUE(by_xpk.reachable) << by_xpk.error.value_or("");
+      ASSERT_TRUE(by_kube.reachable) << by_kube.error.value_or("");
+      EXPECT_EQ(by_kube.queue_depth, by_xpk.queue_depth);
+      EXPECT_EQ(by_kube.running_count, by_xpk.running_count);
+
+      // The same state for every workload (what `job status` reads).
+      const auto listing = xpk::list_workloads(*xpk_, cluster(name, ProbeBackend::kXpk),
+                                               std::nullopt, std::chrono::seconds(20));
+      ASSERT_TRUE(listing.ok()) << listing.error.value_or("");
+      std::map<std::string, std::string> xpk_states;
+      for (const auto& w : listing.workloads) xpk_states[w.row.jobset_name] = w.state;
+      std::map<std::string, std::string> kube_states;
+      for (const auto& w : kube_->list_workloads(cluster(name, ProbeBackend::kKube))) {
+        kube_states[w.row.jobset_name] = w.state;
+      }
+      EXPECT_EQ(kube_states, xpk_states);
+      std::map<std::string, std::string> truth;
+      for (const auto& row : sim.list(name).rows) truth[row.name] = row.state;
+      EXPECT_EQ(kube_states, truth);
+    }
+  }
+  EXPECT_GT(created, 6);
+}
+
+TEST_F(KubeFleetTest, RequestsWithoutTheTokenAre401) {
+  const ClusterConfig c = cluster("tpu-b", ProbeBackend::kKube);
+  // The kube backend passes; the same request without its bearer token does not.
+  ASSERT_TRUE(prober_->probe(c).reachable);
+  CurlHttpOptions h;
+  h.ca_file = config_.xpk.state_dir + "/kube/tpu-b/ca.crt";
+  HttpRequest req;
+  req.url = fleet_.service().kube_url() +
+            "/fleet/v1/clusters/tpu-b/apis/kueue.x-k8s.io/v1beta1/"
+            "workloads";
+  EXPECT_EQ(make_curl_http_client(h)->send(req).status, 401);
+  req.headers.set("Authorization", "Bearer not-a-fleet-token");
+  EXPECT_EQ(make_curl_http_client(h)->send(req).status, 401);
+}
+
+TEST_F(KubeFleetTest, KubectlReadsTheFleetsWorkloadsAndJobSets) {
+  const std::string kubectl = "/usr/bin/kubectl";
+  if (!std::filesystem::exists(kubectl)) GTEST_SKIP() << "no kubectl on this machine";
+  const std::string kubeconfig = config_.xpk.state_dir + "/kube/tpu-a/config";
+  CommandSpec spec;
+  spec.argv = {kubectl, "--kubeconfig", kubeconfig, "get", "workloads", "-A", "-o", "json"};
+  spec.timeout = std::chrono::seconds(60);
+  const auto got = runner_->run(spec);
+  ASSERT_TRUE(got.ok()) << got.stderr_text;
+  const auto list = nlohmann::json::parse(got.stdout_text);
+  const auto rows = fleet_.service().simulator().list("tpu-a").rows;
+  ASSERT_EQ(list["items"].size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& item = list["items"][i];
+    EXPECT_EQ(item["kind"], "Workload");
+    EXPECT_EQ(item["metadata"]["ownerReferences"][0]["name"], rows[i].name);
+    EXPECT_THAT(item["metadata"]["name"].get<std::string>(),
+                HasSubstr("jobset-" + rows[i].name + "-"));
+    EXPECT_EQ(xpk::map_row_state(kube::workload_row(item)), rows[i].state);
+  }
+
+  spec.argv = {kubectl, "--kubeconfig", kubeconfig, "get", "jobsets", "-A"};
+  const auto jobsets = runner_->run(spec);
+  ASSERT_TRUE(jobsets.ok()) << jobsets.stderr_text;
+  EXPECT_THAT(jobsets.stdout_text,
+              ::testing::StartsWith("NAMESPACE   NAME        TERMINALSTATE   RESTARTS   "
+                                    "COMPLETED   SUSPENDED   AGE\n"));
+  EXPECT_THAT(jobsets.stdout_text, HasSubstr("long-run"));
+  EXPECT_THAT(jobsets.stdout_text, HasSubstr("waiting-3"));
+}
+
+}  // namespace
+}  // namespace falcon

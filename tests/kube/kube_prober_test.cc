@@ -1,0 +1,434 @@
+// The kube probe backend: Workload objects read as xpk's table reads them, the warmed
+// kubeconfig and its exec plugin's cached credential, and every failure's one-line cause.
+#include "kube/kube_prober.h"
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kube/exec_credential.h"
+#include "kube/kubeconfig.h"
+#include "kube/workload_objects.h"
+#include "support/fake_clock.h"
+#include "support/fake_command_runner.h"
+#include "support/fake_http_client.h"
+#include "support/temp_dir.h"
+#include "util/time_format.h"
+
+namespace falcon::kube {
+namespace {
+
+using nlohmann::json;
+using testing::FakeClock;
+using testing::FakeCommandRunner;
+using testing::FakeHttpClient;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kToken = "ya29.secret-token-value";
+constexpr const char* kServer = "https://34.1.2.3";
+
+json tpu_pod_set(int count) {
+  return {{"name", "slice-job"},
+          {"count", count},
+          {"template",
+           {{"spec",
+             {{"nodeSelector", {{"cloud.google.com/gke-tpu-accelerator", "tpu-v4-podslice"}}},
+              {"containers",
+               json::array({{{"name", "jax-tpu"},
+                             {"resources", {{"limits", {{"google.com/tpu", "4"}}}}}}})}}}}}};
+}
+
+json condition(const std::string& type, const std::string& status, const std::string& message,
+               const std::string& time) {
+  return {{"type", type},
+          {"status", status},
+          {"reason", type},
+          {"message", message},
+          {"lastTransitionTime", time}};
+}
+
+json workload(const std::string& name, json pod_sets, json status) {
+  return {
+      {"apiVersion", "kueue.x-k8s.io/v1beta1"},
+      {"kind", "Workload"},
+      {"metadata",
+       {{"name", "jobset-" + name + "-1a2b3"},
+        {"namespace", "default"},
+        {"creationTimestamp", "2026-06-01T10:00:00Z"},
+        {"ownerReferences",
+         json::array(
+             {{{"apiVersion", "jobset.x-k8s.io/v1alpha2"}, {"kind", "JobSet"}, {"name", name}}})}}},
+      {"spec", {{"priorityClassName", "medium"}, {"podSets", std::move(pod_sets)}}},
+      {"status", std::move(status)}};
+}
+
+json pending(const std::string& name) {
+  return workload(name, json::array({tpu_pod_set(4)}),
+                  {{"conditions", json::array({condition("QuotaReserved", "False",
+                                                         "couldn't assign flavors to pod set "
+                                                         "slice-job: insufficient unused quota",
+                                                         "2026-06-01T10:00:01Z")})}});
+}
+
+// Kueue sets QuotaReserved and Admitted in one pass: equal times, QuotaReserved first.
+json running(const std::string& name) {
+  return workload(
+      name, json::array({tpu_pod_set(4)}),
+      {{"admission",
+        {{"clusterQueue", "cluster-queue"},
+         {"podSetAssignments", json::array({{{"name", "slice-job"}, {"count", 4}}})}}},
+       {"conditions",
+        json::array(
+            {condition("QuotaReserved", "True", "Quota reserved in ClusterQueue cluster-queue",
+                       "2026-06-01T10:00:02Z"),
+             condition("Admitted", "True", "The workload is admitted", "2026-06-01T10:00:02Z")})}});
+}
+
+json finished(const std::string& name, const std::string& message) {
+  json w = running(name);
+  w["status"]["reclaimablePods"] = json::array({{{"name", "slice-job"}, {"count", 4}}});
+  w["status"]["conditions"].push_back(
+      condition("Finished", "True", message, "2026-06-01T11:00:00Z"));
+  return w;
+}
+
+json list_of(std::vector<json> items, const std::string& continue_token = "") {
+  json l = {{"apiVersion", "kueue.x-k8s.io/v1beta1"},
+            {"kind", "WorkloadList"},
+            {"metadata", {{"resourceVersion", "123"}}},
+            {"items", items}};
+  if (!continue_token.empty()) l["metadata"]["continue"] = continue_token;
+  return l;
+}
+
+TEST(WorkloadRow, ReadsAnObjectAsXpksTableDoes) {
+  const xpk::ListRow r = workload_row(running("train-a"));
+  EXPECT_EQ(r.jobset_name, "train-a");
+  EXPECT_EQ(r.created_time, "2026-06-01T10:00:00Z");
+  EXPECT_EQ(r.priority, "medium");
+  EXPECT_EQ(r.vms_needed, "4");
+  EXPECT_EQ(r.vms_running, "4");
+  EXPECT_EQ(r.vms_done, "<none>");
+  // The first of two conditions with the same time, as Python's max() picks.
+  EXPECT_EQ(r.status, "QuotaReserved");
+  EXPECT_EQ(r.status_message, "Quota reserved in ClusterQueue cluster-queue");
+  EXPECT_EQ(r.status_time, "2026-06-01T10:00:02Z");
+  EXPECT_EQ(xpk::map_row_state(r), "RUNNING");
+}
+
+TEST(WorkloadRow, StatesOfEveryShape) {
+  const auto state = [](const json& w) { return xpk::map_row_state(workload_row(w)); };
+  EXPECT_EQ(state(pending("p")), "QUEUED");
+  EXPECT_EQ(state(finished("ok", "jobset completed successfully")), "COMPLETED");
+  EXPECT_EQ(state(finished("bad",
+                           "jobset failed due to one or more job failures (first failed "
+                           "job: bad-slice-job-0)")),
+            "FAILED");
+  EXPECT_EQ(workload_row(finished("ok", "x")).vms_done, "4");
+
+  // No conditions yet: <none> everywhere, QUEUED.
+  json fresh = workload("fresh", json::array({tpu_pod_set(2)}), json::object());
+  EXPECT_EQ(workload_row(fresh).status, "<none>");
+  EXPECT_EQ(state(fresh), "QUEUED");
+
+  // A condition type xpk does not know prints Unknown; the latest one wins, whatever its order.
+  json requeued = pending("r");
+  requeued["status"]["conditions"].push_back(
+      condition("Requeued", "True", "Requeued by the scheduler", "2026-06-01T10:00:09Z"));
+  std::swap(requeued["status"]["conditions"][0], requeued["status"]["conditions"][1]);
+  EXPECT_EQ(workload_row(requeued).status, "Unknown");
+  EXPECT_EQ(state(requeued), "QUEUED");
+
+  // A CPU workload: no accelerator pod set, so 0 (a number) once admitted.
+  json cpu = running("cpu");
+  cpu["spec"]["podSets"][0]["template"] = {{"spec", {{"containers", json::array()}}}};
+  EXPECT_EQ(workload_row(cpu).vms_needed, "0");
+  EXPECT_EQ(workload_row(cpu).vms_running, "0");
+  EXPECT_EQ(state(cpu), "RUNNING");
+
+  // Priority from the pod template when the spec has none; counts given as strings.
+  json p = pending("p2");
+  p["spec"].erase("priorityClassName");
+  p["spec"]["podSets"][0]["template"]["spec"]["priorityClassName"] = "high";
+  p["spec"]["podSets"][0]["count"] = "8";
+  EXPECT_EQ(workload_row(p).priority, "high");
+  EXPECT_EQ(workload_row(p).vms_needed, "8");
+
+  // Not an object at all.
+  EXPECT_EQ(workload_row(json(3)).jobset_name, "<none>");
+  EXPECT_THROW(classify_workload_list(json::object()), std::invalid_argument);
+}
+
+TEST(Kubeconfig, ReadsTheCurrentContextsServerCaAndExecPlugin) {
+  const std::string text = R"(apiVersion: v1
+kind: Config
+current-context: gke_p_us-central2_c
+contexts:
+- name: other
+  context: {cluster: other, user: other}
+- name: gke_p_us-central2_c
+  context: {cluster: gke_p_us-central2_c, user: gke_p_us-central2_c, namespace: team-a}
+clusters:
+- name: gke_p_us-central2_c
+  cluster:
+    server: https://34.1.2.3/
+    certificate-authority-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg==
+users:
+- name: gke_p_us-central2_c
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: gke-gcloud-auth-plugin
+      args: [--verbose]
+      env: [{name: A, value: b}]
+      provideClusterInfo: true
+)";
+  const KubeTarget t = parse_kubeconfig(text, "cfg");
+  EXPECT_EQ(t.server, "https://34.1.2.3");
+  EXPECT_EQ(t.ca_pem, "-----BEGIN CERTIFICATE-----\n");
+  EXPECT_EQ(t.namespace_, "team-a");
+  ASSERT_TRUE(t.exec.has_value());
+  EXPECT_EQ(t.exec->command, "gke-gcloud-auth-plugin");
+  EXPECT_EQ(t.exec->args, std::vector<std::string>{"--verbose"});
+  EXPECT_EQ(t.exec->env.at("A"), "b");
+  EXPECT_TRUE(t.exec->provide_cluster_info);
+
+  EXPECT_THAT([&] { parse_kubeconfig("apiVersion: v1\n", "cfg"); },
+              ::testing::ThrowsMessage<std::runtime_error>(HasSubstr("cfg: no current-context")));
+  std::string bad = text;
+  bad.replace(bad.find("user: gke_p_us-central2_c, namespace"), 25, "user: nobody, namespace");
+  EXPECT_THAT([&] { parse_kubeconfig(bad, "cfg"); },
+              ::testing::ThrowsMessage<std::runtime_error>(
+                  HasSubstr("the current context names user 'nobody', which is not in users")));
+}
+
+TEST(ExecCredential, ParsesTokenAndExpiryAndNeverQuotesTheToken) {
+  const auto t = parse_exec_credential(
+      R"({"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1beta1",)"
+      R"("spec":{},"status":{"token":"abc","expirationTimestamp":"2026-06-01T11:00:00Z"}})");
+  EXPECT_EQ(t.token, "abc");
+  EXPECT_EQ(t.expires, parse_rfc3339("2026-06-01T11:00:00Z"));
+  EXPECT_THROW(parse_exec_credential("{}"), std::runtime_error);
+  try {
+    parse_exec_credential(
+        R"({"kind":"ExecCredential","status":{"token":"sekrit","expirationTimestamp":"soon"}})");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bad status.expirationTimestamp"));
+    EXPECT_THAT(e.what(), Not(HasSubstr("sekrit")));
+  }
+}
+
+class KubeProberTest : public ::testing::Test {
+ protected:
+  KubeProberTest() {
+    cluster_.name = "tpu-v4-prod";
+    cluster_.project = "p";
+    cluster_.zone = "us-central2-b";
+    cluster_.cluster_id = "c";
+    cluster_.probe_timeout_s = 15;
+    cluster_.default_namespace = "team-a";
+    runner_->attach_clock(clock_);
+    write_kubeconfig(kServer, /*with_ca=*/false);
+    runner_->on({"gke-gcloud-auth-plugin"}, plugin_response(clock_->now() + std::chrono::hours(1)));
+  }
+
+  void write_kubeconfig(const std::string& server, bool with_ca) {
+    const auto dir = tmp_.path() / "state" / "kube" / cluster_.name;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "config")
+        << "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n"
+        << "  context: {cluster: ctx, user: ctx}\nclusters:\n- name: ctx\n  cluster:\n"
+        << "    server: " << server << "\n"
+        << (with_ca ? "    certificate-authority-data: Q0EK\n" : "")
+        << "users:\n- name: ctx\n  user:\n    exec:\n"
+        << "      apiVersion: client.authentication.k8s.io/v1beta1\n"
+        << "      command: gke-gcloud-auth-plugin\n      provideClusterInfo: true\n";
+  }
+
+  FakeCommandRunner::Response plugin_response(std::chrono::system_clock::time_point expires) {
+    return FakeCommandRunner::ok(
+        json{{"kind", "ExecCredential"},
+             {"apiVersion", "client.authentication.k8s.io/v1beta1"},
+             {"spec", json::object()},
+             {"status", {{"token", kToken}, {"expirationTimestamp", format_iso8601(expires)}}}}
+            .dump());
+  }
+
+  KubeProber prober() {
+    KubeProberOptions o;
+    o.state_dir = tmp_.path() / "state";
+    o.http = http_;
+    o.http_with_ca = [this](const std::string& ca_file) {
+      ca_files_.push_back(ca_file);
+      return http_;
+    };
+    o.runner = runner_;
+    o.clock = clock_;
+    return KubeProber(std::move(o));
+  }
+
+  void serve(json list) {
+    http_->on("GET", "/apis/kueue.x-k8s.io/v1beta1/workloads",
+              [list](const HttpRequest&) { return testing::json_response(200, list.dump()); });
+  }
+
+  testing::TempDir tmp_;
+  ClusterConfig cluster_;
+  std::shared_ptr<FakeHttpClient> http_ = std::make_shared<FakeHttpClient>();
+  std::shared_ptr<FakeCommandRunner> runner_ = std::make_shared<FakeCommandRunner>();
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::vector<std::string> ca_files_;
+};
+
+TEST_F(KubeProberTest, ListsEveryNamespaceAndCountsAsTheXpkBackendDoes) {
+  serve(list_of({pending("a"), pending("b"), running("c"), finished("d", "jobset failed"),
+                 finished("e", "jobset completed successfully")}));
+  const KubeProber p = prober();
+  const ClusterProbeResult r = p.probe(cluster_);
+  EXPECT_TRUE(r.reachable) << r.error.value_or("");
+  EXPECT_EQ(r.cluster, "tpu-v4-prod");
+  EXPECT_EQ(r.queue_depth, 2);
+  EXPECT_EQ(r.running_count, 1);
+  EXPECT_EQ(r.error, std::nullopt);
+
+  const auto requests = http_->requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].url, "https://34.1.2.3/apis/kueue.x-k8s.io/v1beta1/workloads?limit=500");
+  EXPECT_EQ(requests[0].headers.get("Authorization"), std::string("Bearer ") + kToken);
+  EXPECT_EQ(requests[0].timeout, std::chrono::seconds(15));
+  // The plugin got the cluster's server, as provideClusterInfo asks.
+  const auto calls = runner_->calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_THAT(calls[0].env.at("KUBERNETES_EXEC_INFO"), HasSubstr(kServer));
+}
+
+TEST_F(KubeProberTest, TheCredentialIsReusedUntilItsExpiryThenRefreshedOnce) {
+  serve(list_of({}));
+  const KubeProber p = prober();
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_EQ(runner_->calls().size(), 1u);
+  clock_->advance(std::chrono::minutes(59) + std::chrono::seconds(45));  // within the skew
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_EQ(runner_->calls().size(), 2u);
+  EXPECT_EQ(p.credentials().runs(), 2);
+}
+
+TEST_F(KubeProberTest, FollowsContinueTokens) {
+  http_->enqueue("GET", "limit=500&continue=a%2Bb",
+                 testing::json_response(200, list_of({running("z")}).dump()));
+  http_->enqueue("GET", "workloads?limit=500",
+                 testing::json_response(200, list_of({pending("y")}, "a+b").dump()));
+  const auto r = prober().probe(cluster_);
+  EXPECT_EQ(r.queue_depth, 1);
+  EXPECT_EQ(r.running_count, 1);
+}
+
+TEST_F(KubeProberTest, A401RefreshesTheTokenOnceThenSaysHowToFix) {
+  http_->on("GET", "", [](const HttpRequest&) {
+    return testing::json_response(401, R"({"kind":"Status","message":"Unauthorized","code":401})");
+  });
+  const auto r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("rejected the credential (401 Unauthorized: Unauthorized)"));
+  EXPECT_THAT(*r.error, HasSubstr("falcon cluster warm-up"));
+  EXPECT_THAT(*r.error, Not(HasSubstr(kToken)));
+  EXPECT_EQ(runner_->calls().size(), 2u);  // one refresh
+  EXPECT_EQ(http_->requests().size(), 2u);
+}
+
+TEST_F(KubeProberTest, A403FallsBackToTheClustersNamespaceThenNamesTheGrant) {
+  http_->on("GET", "/v1beta1/workloads", [](const HttpRequest&) {
+    return testing::json_response(
+        403, R"({"kind":"Status","message":"workloads.kueue.x-k8s.io is forbidden"})");
+  });
+  http_->on("GET", "/namespaces/team-a/workloads", [](const HttpRequest&) {
+    return testing::json_response(200, list_of({pending("q")}).dump());
+  });
+  EXPECT_EQ(prober().probe(cluster_).queue_depth, 1);
+
+  http_->on("GET", "/namespaces/team-a/workloads", [](const HttpRequest&) {
+    return testing::json_response(403, R"({"kind":"Status","message":"forbidden here too"})");
+  });
+  const auto r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("forbids listing workloads.kueue.x-k8s.io (403 Forbidden: "
+                                  "forbidden here too): grant the identity get/list"));
+}
+
+TEST_F(KubeProberTest, NoKueueCrdsIsA404WithItsCause) {
+  http_->on("GET", "", [](const HttpRequest&) {
+    return testing::json_response(
+        404, R"({"kind":"Status","message":"the server could not find the requested resource"})");
+  });
+  const auto r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("cluster 'tpu-v4-prod' has no Kueue Workload API (404"));
+  EXPECT_THAT(*r.error, HasSubstr("Kueue's CRDs are not installed"));
+}
+
+TEST_F(KubeProberTest, UnreachableAndTimedOut) {
+  http_->enqueue_transport_error("GET", "",
+                                 "Failed to connect to 34.1.2.3 port 443: Connection refused");
+  auto r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_EQ(*r.error,
+            "Kubernetes API server https://34.1.2.3 of cluster 'tpu-v4-prod' is "
+            "unreachable: Failed to connect to 34.1.2.3 port 443: Connection refused");
+  http_->enqueue_transport_error("GET", "", "Operation timed out", /*timed_out=*/true);
+  r = prober().probe(cluster_);
+  EXPECT_EQ(*r.error, "probe timed out after 15s");  // as the xpk backend words it
+
+  // A plugin that takes the whole deadline times the probe out too.
+  runner_->on({"gke-gcloud-auth-plugin"}, FakeCommandRunner::takes(std::chrono::seconds(20)));
+  r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("credential plugin gke-gcloud-auth-plugin timed out"));
+}
+
+TEST_F(KubeProberTest, OtherStatusesAndBadBodiesAreUnreachableWithTheServersWords) {
+  http_->enqueue("GET", "",
+                 testing::json_response(503, R"({"kind":"Status","message":"etcd down"})"));
+  auto r = prober().probe(cluster_);
+  EXPECT_THAT(*r.error,
+              HasSubstr("answered 503 to /apis/kueue.x-k8s.io/v1beta1/workloads: etcd down"));
+  http_->enqueue("GET", "", testing::json_response(200, "<html>"));
+  r = prober().probe(cluster_);
+  EXPECT_THAT(*r.error, HasSubstr("with a body that is not JSON"));
+  http_->enqueue("GET", "", testing::json_response(200, R"({"kind":"Status"})"));
+  EXPECT_THAT(*prober().probe(cluster_).error, HasSubstr("with no items list"));
+}
+
+TEST_F(KubeProberTest, PluginFailureAndMissingKubeconfigSayWhatToDo) {
+  runner_->on({"gke-gcloud-auth-plugin"},
+              FakeCommandRunner::fails(1, "noise\nERROR: gcloud auth login required\n"));
+  auto r = prober().probe(cluster_);
+  EXPECT_EQ(*r.error,
+            "cluster 'tpu-v4-prod': credential plugin gke-gcloud-auth-plugin failed "
+            "(exit code 1): ERROR: gcloud auth login required");
+  std::filesystem::remove(tmp_.path() / "state" / "kube" / cluster_.name / "config");
+  r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("cluster 'tpu-v4-prod' (probe.backend kube): no kubeconfig at"));
+  EXPECT_THAT(*r.error, HasSubstr("run `falcon cluster warm-up`"));
+  EXPECT_TRUE(http_->requests().empty());
+}
+
+TEST_F(KubeProberTest, ACertificateAuthorityGoesToAClientTrustingIt) {
+  write_kubeconfig(kServer, /*with_ca=*/true);
+  serve(list_of({}));
+  const KubeProber p = prober();
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  ASSERT_EQ(ca_files_.size(), 1u);  // one client per CA, reused
+  std::ifstream in(ca_files_[0]);
+  std::string ca((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(ca, "CA\n");
+}
+
+}  // namespace
+}  // namespace falcon::kube

@@ -1,0 +1,97 @@
+// The subset of the Kubernetes API a cluster of the local fleet serves, under
+// <fleet url>/fleet/v1/clusters/<fleet cluster>/ (the `server` of the kubeconfig fleet-gcloud
+// writes), built from the same simulator state fleet-xpk prints:
+//
+//   GET /version, /api, /api/v1, /apis, /apis/kueue.x-k8s.io/v1beta1,
+//       /apis/jobset.x-k8s.io/v1alpha2                      discovery (legacy, JSON)
+//   GET /apis/kueue.x-k8s.io/v1beta1[/namespaces/<ns>]/workloads[/<name>]
+//       WorkloadList / Workload: one Kueue Workload per row of `xpk workload list`, shaped so
+//       that xpk 1.13's reading of it gives that very row (kube_api.cc says how)
+//   GET /apis/jobset.x-k8s.io/v1alpha2[/namespaces/<ns>]/jobsets[/<name>]     JobSets
+//   `?watch=true` on a list: the current objects as ADDED events, then the stream ends (a
+//   watch that times out at once); `as=Table` in Accept: a meta.k8s.io/v1 Table with the
+//   CRDs' printer columns, as the real API server answers kubectl.
+//
+// Every route needs `Authorization: Bearer <token>` with a token from
+// POST /fleet/v1/kube:token (what the auth-plugin stand-in, `fleet-gcloud
+// gke-gcloud-auth-plugin`, prints: an ExecCredential valid for one hour of wall time); 401
+// Status otherwise. An unreachable or flaky cluster answers the list 503 with kubectl's words
+// (as GKE's DNS endpoint does when the control plane does not answer); the cluster's
+// probe latency (and slow latency) is spent before a list answers.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fleet/simulator.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace falcon::fleet {
+
+// The Kueue Workload object whose reading by xpk 1.13 is `row`.
+nlohmann::json workload_object(const WorkloadRow& row);
+// The JobSet of `row`.
+nlohmann::json jobset_object(const WorkloadRow& row);
+
+class KubeApi {
+ public:
+  explicit KubeApi(FleetSimulator& simulator);
+
+  // A new token and its ExecCredential (client.authentication.k8s.io/v1beta1).
+  nlohmann::json issue_token();
+  bool token_valid(const std::string& token) const;
+
+  struct Answer {
+    int status = 200;
+    std::string body;
+    std::string content_type = "application/json";
+  };
+  // One request: `cluster` is the fleet's name, `path` what follows it (e.g. "/api").
+  Answer handle(const std::string& cluster, const std::string& path, bool watch, bool as_table,
+                const std::string& authorization);
+
+ private:
+  FleetSimulator& sim_;
+  mutable std::mutex mu_;
+  std::mt19937_64 random_;
+  std::map<std::string, std::chrono::system_clock::time_point> tokens_;  // token -> expiry
+};
+
+// Adds POST /fleet/v1/kube:token to the fleet's own server (call before the fleet's control
+// routes, and before the server listens).
+void register_kube_token_route(httplib::Server& server, KubeApi& api);
+
+// The clusters' API servers: HTTPS on a port of its own (kubectl sends no credentials over
+// plain HTTP), with a self-signed certificate for 127.0.0.1 and localhost made at start, which
+// kubeconfigs carry as certificate-authority-data. Serves GET /fleet/v1/clusters/<name>/...
+class KubeTlsServer {
+ public:
+  explicit KubeTlsServer(KubeApi& api);
+  ~KubeTlsServer();
+  KubeTlsServer(const KubeTlsServer&) = delete;
+  KubeTlsServer& operator=(const KubeTlsServer&) = delete;
+
+  // Binds host:0 and serves on a thread. Throws std::runtime_error when it cannot.
+  void start(const std::string& host);
+  void stop();
+  std::string base_url() const;  // https://127.0.0.1:<port>
+  std::string ca_data() const;   // base64 of the certificate's PEM
+  const std::string& ca_pem() const { return pem_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string pem_;
+};
+
+}  // namespace falcon::fleet
