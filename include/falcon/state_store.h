@@ -293,6 +293,11 @@ class StateStore {
   virtual std::vector<WorkloadEvent> list_workload_events(const std::string& cluster,
                                                           const std::string& workload,
                                                           int limit = 1000) = 0;
+  // Every recorded change on `cluster` with from <= observed_at < to, oldest first (observed_at,
+  // then id), at most `limit` (1..100000; the oldest ones when there are more). The selection
+  // signals read the drain rate and admission waits from it (scoring.h).
+  virtual std::vector<WorkloadEvent> cluster_events(const std::string& cluster, StoreTime from,
+                                                    StoreTime to, int limit = 10000) = 0;
 
   // --- Exports.
 

@@ -716,6 +716,22 @@ std::vector<WorkloadEvent> SqlStateStore::list_workload_events(const std::string
   });
 }
 
+std::vector<WorkloadEvent> SqlStateStore::cluster_events(const std::string& cluster, StoreTime from,
+                                                         StoreTime to, int limit) {
+  require_limit(limit, kMaxHistory, "cluster_events");
+  return read("cluster_events", [&](SqlConnection& c) {
+    std::vector<WorkloadEvent> out;
+    for (const auto& row :
+         c.query("SELECT id, cluster, workload, state, observed_at_ms, detail FROM "
+                 "workload_events WHERE cluster = $1 AND observed_at_ms >= $2 AND "
+                 "observed_at_ms < $3 ORDER BY observed_at_ms, id LIMIT $4",
+                 {cluster, to_ms(from), to_ms(to), std::int64_t{limit}})) {
+      out.push_back(event_from(row));
+    }
+    return out;
+  });
+}
+
 // --- Exports.
 
 std::int64_t SqlStateStore::start_export(const ExportRecord& record) {

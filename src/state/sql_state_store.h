@@ -43,6 +43,8 @@ class SqlStateStore final : public StateStore {
   std::optional<std::int64_t> record_workload_event(const WorkloadEvent& event) override;
   std::vector<WorkloadEvent> list_workload_events(const std::string& cluster,
                                                   const std::string& workload, int limit) override;
+  std::vector<WorkloadEvent> cluster_events(const std::string& cluster, StoreTime from,
+                                            StoreTime to, int limit) override;
 
   std::int64_t start_export(const ExportRecord& record) override;
   bool update_export_progress(std::int64_t id, const std::string& progress_json) override;

@@ -387,6 +387,10 @@ class FailingStore final : public StateStore {
                                                   int) override {
     fail("list_workload_events");
   }
+  std::vector<WorkloadEvent> cluster_events(const std::string&, StoreTime, StoreTime,
+                                            int) override {
+    fail("cluster_events");
+  }
   std::int64_t start_export(const ExportRecord&) override { fail("start_export"); }
   bool update_export_progress(std::int64_t, const std::string&) override { fail("update"); }
   bool finish_export(std::int64_t, const std::string&, const std::string&, StoreTime) override {

@@ -448,6 +448,35 @@ TEST_P(StateStoreContract, OnlyChangesOfStateAreRecorded) {
   EXPECT_TRUE(store_->list_workload_events("tpu-b", "w").empty());
 }
 
+TEST_P(StateStoreContract, ClusterEventsAreTheClustersChangesInAWindowOldestFirst) {
+  auto event = [](const std::string& cluster, const std::string& workload, const std::string& state,
+                  std::int64_t ms) {
+    return WorkloadEvent{.cluster = cluster,
+                         .workload = workload,
+                         .state = state,
+                         .observed_at = at_ms(ms),
+                         .detail = ""};
+  };
+  ASSERT_TRUE(store_->record_workload_event(event("tpu-a", "w2", "QUEUED", 5)));
+  ASSERT_TRUE(store_->record_workload_event(event("tpu-a", "w1", "QUEUED", 0)));
+  ASSERT_TRUE(store_->record_workload_event(event("tpu-b", "w1", "QUEUED", 1)));
+  ASSERT_TRUE(store_->record_workload_event(event("tpu-a", "w1", "RUNNING", 20)));
+  ASSERT_TRUE(store_->record_workload_event(event("tpu-a", "w2", "RUNNING", 30)));
+  const auto all = store_->cluster_events("tpu-a", at_ms(0), at_ms(31));
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].workload, "w1");  // by observed_at, not by insertion order
+  EXPECT_EQ(all[1].workload, "w2");
+  EXPECT_EQ(all[2].state, "RUNNING");
+  EXPECT_EQ(all[3].observed_at, at_ms(30));
+  const auto window = store_->cluster_events("tpu-a", at_ms(5), at_ms(30));  // [5, 30)
+  ASSERT_EQ(window.size(), 2u);
+  EXPECT_EQ(window[0].state, "QUEUED");
+  EXPECT_EQ(window[1].workload, "w1");
+  EXPECT_EQ(store_->cluster_events("tpu-a", at_ms(0), at_ms(31), 1).at(0).workload, "w1");
+  EXPECT_TRUE(store_->cluster_events("tpu-c", at_ms(0), at_ms(31)).empty());
+  EXPECT_THROW(store_->cluster_events("tpu-a", at_ms(0), at_ms(31), 0), std::invalid_argument);
+}
+
 // --- Exports.
 
 TEST_P(StateStoreContract, AnExportRunsThenFinishesOnce) {
