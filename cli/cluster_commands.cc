@@ -2,10 +2,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
+#include "falcon/scoring.h"
+#include "falcon/state_store.h"
 
 namespace falcon::cli {
 namespace {
@@ -121,22 +125,200 @@ int run_cluster_status(Context& ctx, const StatusArgs& a) {
 
 struct SelectArgs {
   std::string accelerator;
+  bool explain = false;
+  std::string replay;          // a file of recorded selections ("-": stdin)
+  std::int64_t replay_id = 0;  // a selection in the state store
+  std::string policy;          // replay under this policy
 };
 
+std::string fixed(double v, int digits = 3) { return fmt::format("{:.{}f}", v, digits); }
+
+// A term's value in its unit, for the explain table.
+std::string term_value(const SignalTerm& t, const CandidateScore& c) {
+  if (!t.value) return "-";
+  const double v = *t.value;
+  if (t.signal == "queue") return fmt::format("{:.0f} (max {})", v, c.max_queue_depth);
+  if (t.signal == "wait" || t.signal == "recent_wait") return fmt::format("{:.0f}s", v);
+  if (t.signal == "latency") return fmt::format("{:.0f}ms", v);
+  if (t.signal == "drain_per_min") return fmt::format("{:.2f}/min", v);
+  if (t.signal == "health") return fmt::format("{:.2f} (n={})", v, c.signals.health_samples);
+  return fmt::format("{:g}", v);
+}
+
+std::string policy_formula(const std::string& policy) {
+  if (policy == "score") {
+    return "score = sum(weight x normalized signal) / sum(weights); highest wins";
+  }
+  if (policy == "least-wait") {
+    return "predicted wait = (queue_depth + 1) / drain rate (0 with an empty queue); least wins";
+  }
+  return "lowest slot priority wins; ties: smaller queue_depth, then file order";
+}
+
+// The --explain table: every candidate, each signal with its weight and contribution, and
+// why it won, lost or was skipped.
+void print_explain(const std::string& policy, const std::vector<CandidateScore>& scores) {
+  std::cout << "policy " << (policy.empty() ? "priority" : policy) << ": " << policy_formula(policy)
+            << "\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const CandidateScore& c : scores) {
+    const std::string rank = c.rank > 0 ? std::to_string(c.rank) : "-";
+    if (!c.eligible) {
+      rows.push_back({c.cluster, rank, "-", "-", "-", "-", "-", c.verdict});
+      continue;
+    }
+    bool first = true;
+    for (const SignalTerm& t : c.terms) {
+      const bool counted = t.weight != 0 || t.normalized;
+      rows.push_back({first ? c.cluster : "", first ? rank : "", t.signal, term_value(t, c),
+                      t.normalized ? fixed(*t.normalized) : "-",
+                      counted ? fmt::format("{:g}", t.weight) : "-",
+                      counted && policy != "priority" ? fixed(t.contribution) : "-", ""});
+      first = false;
+    }
+    std::string total = "-";
+    if (c.total)
+      total = policy == "least-wait" ? fmt::format("{:.0f}s", *c.total) : fixed(*c.total);
+    rows.push_back(
+        {first ? c.cluster : "", first ? rank : "", "total", "", "", "", total, c.verdict});
+  }
+  print_table(
+      {"CLUSTER", "RANK", "SIGNAL", "VALUE", "NORMALIZED", "WEIGHT", "CONTRIBUTION", "VERDICT"},
+      rows);
+}
+
+// Selections from a file: one selection (cluster select --json, GET /v1/selections/ID, POST
+// /v1/select), a list of them, or {"selections": [...]} (GET /v1/selections).
+std::vector<ClusterSelection> read_recorded(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    std::ostringstream in;
+    in << std::cin.rdbuf();
+    text = in.str();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError(fmt::format("--replay: cannot read '{}'", path));
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    text = bytes.str();
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw UsageError(fmt::format("--replay: '{}' is not JSON", path));
+  nlohmann::json list = j;
+  if (j.is_object() && j.contains("selections")) list = j.at("selections");
+  if (!list.is_array()) list = nlohmann::json::array({list});
+  std::vector<ClusterSelection> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    try {
+      out.push_back(list[i].get<ClusterSelection>());
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(fmt::format(
+          "--replay: '{}': selection {} is not a recorded selection (the JSON of cluster select "
+          "--json or GET /v1/selections/ID): {}",
+          path, i, e.what()));
+    }
+  }
+  if (out.empty()) throw UsageError(fmt::format("--replay: '{}' holds no selection", path));
+  return out;
+}
+
+int run_cluster_replay(Context& ctx, const SelectArgs& a) {
+  std::vector<ClusterSelection> recorded;
+  if (!a.replay.empty()) {
+    recorded = read_recorded(a.replay);
+  } else {
+    const auto record = ctx.fabric().state_store()->get_selection(a.replay_id);
+    if (!record) {
+      throw UsageError(
+          fmt::format("--replay-selection: the state store has no selection {}", a.replay_id));
+    }
+    recorded.push_back(record->selection);
+  }
+  // Weights, signal settings and the configured policies come from the configuration.
+  SelectionSettings settings;
+  try {
+    settings = ctx.fabric().config()->selection;
+  } catch (const ClusterConfigError&) {
+    if (a.policy.empty()) throw;  // without --policy the configuration names the policy
+    std::cerr << "note: no configuration could be read; replaying with the default weights\n";
+  }
+  std::optional<SelectionPolicy> forced;
+  if (!a.policy.empty()) forced = parse_selection_policy(a.policy);
+  const auto now = std::chrono::system_clock::now();
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  int changed = 0;
+  for (const ClusterSelection& r : recorded) {
+    const SelectionPolicy policy = forced.value_or(settings.policy_for(r.accelerator));
+    ClusterSelection replayed;
+    try {
+      replayed = replay_selection(r, policy, settings, now);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--replay: {}", e.what()));
+    }
+    const bool differs = replayed.selected_cluster != r.selected_cluster;
+    changed += differs ? 1 : 0;
+    out.push_back({{"recorded",
+                    {{"selection_id", r.selection_id},
+                     {"selected_cluster", r.selected_cluster},
+                     {"policy", r.policy},
+                     {"decided_at", r.decided_at}}},
+                   {"replayed", replayed},
+                   {"changed", differs}});
+    rows.push_back({r.selection_id ? std::to_string(r.selection_id) : "-", r.accelerator,
+                    r.decided_at, r.selected_cluster.empty() ? "(none)" : r.selected_cluster,
+                    r.policy.empty() ? "-" : r.policy,
+                    replayed.selected_cluster.empty() ? "(none)" : replayed.selected_cluster,
+                    replayed.policy, differs ? "yes" : "no"});
+  }
+  if (ctx.json) {
+    print_json(recorded.size() == 1 ? out[0] : out);
+    return kExitOk;
+  }
+  if (recorded.size() == 1) {
+    const auto& replayed = out[0]["replayed"].get<ClusterSelection>();
+    print_explain(replayed.policy, replayed.scores);
+    std::cout << "recorded: " << (rows[0][3]) << " (policy " << rows[0][4] << ", " << rows[0][2]
+              << ")\n";
+    std::cout << "replayed: " << replayed.reason << "\n";
+    return kExitOk;
+  }
+  print_table({"SELECTION", "ACCELERATOR", "DECIDED_AT", "RECORDED", "POLICY", "REPLAYED",
+               "REPLAY_POLICY", "CHANGED"},
+              rows);
+  std::cout << changed << " of " << recorded.size() << " decisions change\n";
+  return kExitOk;
+}
+
 int run_cluster_select(Context& ctx, const SelectArgs& a) {
+  if (!a.replay.empty() || a.replay_id != 0) return run_cluster_replay(ctx, a);
+  if (a.accelerator.empty()) {
+    throw UsageError("--accelerator is required (or --replay FILE / --replay-selection ID)");
+  }
+  if (!a.policy.empty()) {
+    throw UsageError(
+        "--policy applies to --replay and --replay-selection; a live selection uses "
+        "selection.policy of the configuration");
+  }
   try {
     const ClusterSelection s = ctx.fabric().select_cluster(a.accelerator);
     if (ctx.json) {
       print_json(s);
     } else {
-      print_probe_table(s.probe_results, max_depths(ctx.fabric()));
+      if (a.explain) {
+        print_explain(s.policy, s.scores);
+      } else {
+        print_probe_table(s.probe_results, max_depths(ctx.fabric()));
+      }
       std::cout << s.reason << "\n";
       if (s.selection_id != 0)
         std::cout << "decision recorded as selection " << s.selection_id << "\n";
     }
     return kExitOk;
   } catch (const NoAvailableClusterError& e) {
-    if (!ctx.json && !e.probe_results().empty()) {
+    if (!ctx.json && a.explain && !e.scores().empty()) {
+      print_explain(e.policy(), e.scores());
+    } else if (!ctx.json && !e.probe_results().empty()) {
       print_probe_table(e.probe_results(), max_depths(ctx.fabric()));
     }
     throw;
@@ -177,8 +359,21 @@ void add_cluster_commands(CLI::App& app, Context& ctx) {
   auto select_args = std::make_shared<SelectArgs>();
   CLI::App* select = cluster->add_subcommand(
       "select", "choose the best cluster for an accelerator (exit 4 when none is available)");
-  select->add_option("--accelerator", select_args->accelerator, "accelerator type, e.g. tpu-v4-64")
-      ->required();
+  select->add_option("--accelerator", select_args->accelerator,
+                     "accelerator type, e.g. tpu-v4-64 (required unless replaying)");
+  select->add_flag("--explain", select_args->explain,
+                   "print every candidate's signals, weights, contributions and verdict");
+  auto* replay = select->add_option(
+      "--replay", select_args->replay,
+      "decide again, without probing, on recorded selections: a file of cluster select --json "
+      "or GET /v1/selections[/ID] output (- reads stdin)");
+  auto* replay_id = select->add_option("--replay-selection", select_args->replay_id,
+                                       "decide again on selection ID of the state store");
+  replay->excludes(replay_id);
+  select
+      ->add_option("--policy", select_args->policy,
+                   "with --replay: decide under this policy instead of the configured one")
+      ->check(CLI::IsMember({"priority", "score", "least-wait"}));
   bind(select, ctx, select_args, run_cluster_select);
 
   bind(cluster->add_subcommand(

@@ -31,6 +31,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "falcon/circuit_breaker.h"
 #include "falcon/clock.h"
 #include "falcon/config.h"
 #include "falcon/health_monitor.h"
@@ -97,6 +98,13 @@ class ControlPlane {
   virtual LogExportResult export_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
       const std::function<void(const ExportProgress&)>& progress) const = 0;
+
+  // The circuit breakers of `cluster` (its own, then one per accelerator slot), as
+  // ClusterFabric::cluster_breakers reports them; empty when there are none to show.
+  virtual std::vector<BreakerReport> breakers(const std::string& cluster) const {
+    (void)cluster;
+    return {};
+  }
 
   virtual ConfigInfo config_info() const = 0;
   virtual ProbeCacheStats cache_stats() const = 0;

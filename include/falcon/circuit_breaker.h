@@ -29,7 +29,9 @@
 #pragma once
 
 #include <chrono>
+
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
@@ -90,6 +92,20 @@ class CircuitBreakers {
   BreakerSettings settings_;
   std::shared_ptr<Clock> clock_;
 };
+
+// A circuit breaker as `falcon cluster list/status` and the API show it; to_json is
+// defined with the fabric (fabric.cc), which fills these.
+struct BreakerReport {
+  std::string key;    // "<cluster>" or "<cluster>/<accelerator>"
+  std::string state;  // closed | open | half_open
+  int consecutive_failures = 0;
+  int trips = 0;
+  std::optional<std::string> opened_until;  // ISO 8601; see circuit_breaker.h
+  std::string summary;                      // describe_breaker(): one line for people
+};
+
+// {"key", "state", "consecutive_failures", "trips", "opened_until" (or null), "summary"}.
+void to_json(nlohmann::json& j, const BreakerReport& v);
 
 // One line for people: "closed", "closed (2 failures)", "open until <time> (trip 2, 3 failures)",
 // "half_open (trial until <time>)". An open breaker past its cool-down reads "open (trial due)".

@@ -75,9 +75,51 @@ struct BreakerSettings {
   bool operator==(const BreakerSettings&) const = default;
 };
 
+// How a cluster is chosen among the eligible candidates (docs/selection.md). Spelled
+// "priority" | "score" | "least-wait" in YAML and JSON.
+enum class SelectionPolicy {
+  kPriority,  // the spec's: lowest slot priority, then smaller queue, then file order
+  kScore,     // the weighted score of the signals (ScoreWeights), highest wins
+  kLeastWait  // the smallest predicted admission wait (queue over drain rate)
+};
+
+const char* to_string(SelectionPolicy policy);  // "priority" | "score" | "least-wait"
+// The policy spelled `text` exactly; nullopt otherwise.
+std::optional<SelectionPolicy> parse_selection_policy(std::string_view text);
+
+// `selection.weights`: the weight of each term of the score policy (docs/selection.md has the
+// formula). Each 0..1000; their sum must be positive.
+struct ScoreWeights {
+  double priority = 1.0;     // 1 / slot priority
+  double queue = 1.0;        // 1 - queue_depth / (max_queue_depth + 1)
+  double wait = 2.0;         // 1 / (1 + predicted_wait_s / wait_scale_s)
+  double recent_wait = 1.0;  // 1 / (1 + recent_wait_s / wait_scale_s)
+  double health = 2.0;       // share of successful probes and submits
+  double latency = 0.5;      // 1 / (1 + latency_ms / latency_scale_ms)
+  bool operator==(const ScoreWeights&) const = default;
+};
+
+// `selection.signals`: how the history is read and the signals scaled.
+struct SignalSettings {
+  int window_s = 1800;               // the history window the signals are computed over
+  double wait_scale_s = 600;         // a wait of this long scores 0.5
+  double latency_scale_ms = 1000;    // a probe latency of this long scores 0.5
+  double prior_drain_per_min = 1.0;  // drain rate assumed without any history
+  bool operator==(const SignalSettings&) const = default;
+};
+
 struct SelectionSettings {
   int max_parallel_probes = 16;
   BreakerSettings breaker;
+  SelectionPolicy policy = SelectionPolicy::kPriority;
+  // `selection.policy_by_accelerator`: a policy per accelerator type (canonical spelling),
+  // overriding `policy` for that type.
+  std::map<std::string, SelectionPolicy> policy_by_accelerator;
+  ScoreWeights weights;
+  SignalSettings signals;
+
+  // The policy for `accelerator_type` (either spelling).
+  SelectionPolicy policy_for(const std::string& accelerator_type) const;
   bool operator==(const SelectionSettings&) const = default;
 };
 

@@ -68,12 +68,22 @@ class NoAvailableClusterError : public FalconError {
                           std::vector<ClusterProbeResult> probe_results);
   const std::string& accelerator() const { return accelerator_; }
   const std::vector<ClusterProbeResult>& probe_results() const { return probe_results_; }
+  // The policy and each candidate's part in the failed decision (why each was skipped), when
+  // the selector got that far; empty for "no cluster supports <type>".
+  void set_scores(std::string policy, std::vector<CandidateScore> scores) {
+    policy_ = std::move(policy);
+    scores_ = std::move(scores);
+  }
+  const std::string& policy() const { return policy_; }
+  const std::vector<CandidateScore>& scores() const { return scores_; }
   const char* type_name() const noexcept override { return "NoAvailableClusterError"; }
   void add_details(nlohmann::json& out) const override;
 
  private:
   std::string accelerator_;
   std::vector<ClusterProbeResult> probe_results_;
+  std::string policy_;
+  std::vector<CandidateScore> scores_;
 };
 
 class ClusterUnreachableError : public FalconError {

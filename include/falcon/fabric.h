@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "falcon/circuit_breaker.h"
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
@@ -59,19 +60,6 @@ struct DoctorCheck {
 
 // {"name", "status", "detail", "fix" (null when empty)}.
 void to_json(nlohmann::json& j, const DoctorCheck& v);
-
-// A circuit breaker as `falcon cluster list/status` show it (circuit_breaker.h).
-struct BreakerReport {
-  std::string key;    // "<cluster>" or "<cluster>/<accelerator>"
-  std::string state;  // closed | open | half_open
-  int consecutive_failures = 0;
-  int trips = 0;
-  std::optional<std::string> opened_until;  // ISO 8601; see circuit_breaker.h
-  std::string summary;                      // describe_breaker(): one line for people
-};
-
-// {"key", "state", "consecutive_failures", "trips", "opened_until" (or null), "summary"}.
-void to_json(nlohmann::json& j, const BreakerReport& v);
 
 // The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
 // processes, libcurl, the system clock), as the one-argument constructor does for all three.

@@ -101,6 +101,48 @@ struct ClusterProbeResult {
   bool operator==(const ClusterProbeResult&) const = default;
 };
 
+// The signals a candidate was judged on (docs/selection.md "Signals"): its probe, and its
+// history in the state store over the signal window. Null: not known (no probe, no history).
+struct ClusterSignals {
+  std::optional<int> queue_depth;       // QUEUED workloads at the probe
+  std::optional<int> running;           // RUNNING workloads at the probe
+  std::optional<double> drain_per_min;  // workloads admitted per minute over the window
+  std::optional<double> recent_wait_s;  // mean admission wait of the window's admissions
+  std::optional<double> health;         // share of successful probes and submits, 0..1
+  int health_samples = 0;               // how many probes and submits `health` counts
+  std::optional<double> latency_ms;     // mean probe duration over the window
+  bool operator==(const ClusterSignals&) const = default;
+};
+
+// One signal's part in a candidate's ranking: its value, where the policy's formula puts it
+// (0..1, 1 best), its weight and its contribution (docs/selection.md "Policies").
+struct SignalTerm {
+  std::string signal;                // priority | queue | wait | recent_wait | health | ...
+  std::optional<double> value;       // in the signal's own unit; null when not known
+  std::optional<double> normalized;  // 0..1; null when the policy does not use it
+  double weight = 0;                 // the policy's weight (0: shown, not counted)
+  double contribution = 0;           // what it adds to the candidate's total
+  bool operator==(const SignalTerm&) const = default;
+};
+
+// How one candidate fared in a decision: its signals, each term of the policy, its total, its
+// rank and, in one line, why it was chosen, lost or skipped.
+struct CandidateScore {
+  std::string cluster;
+  int priority = 1;         // the accelerator slot's priority on this cluster
+  int max_queue_depth = 5;  // the cluster's limit when it was decided
+  bool eligible = false;    // reachable, queue not full, not refused by a circuit breaker
+  std::string skip_reason;  // why it was not eligible; empty when eligible
+  ClusterSignals signals;
+  std::vector<SignalTerm> terms;
+  // score: the weighted score (higher wins); least-wait: the predicted admission wait in
+  // seconds (lower wins); priority, or not eligible: null.
+  std::optional<double> total;
+  int rank = 0;         // 1: selected; 2, 3, ...: the runners-up; 0: not eligible
+  std::string verdict;  // "selected: ...", "lost to <name>: ...", "skipped: ..."
+  bool operator==(const CandidateScore&) const = default;
+};
+
 // The full record of one cluster choice, for audit.
 struct ClusterSelection {
   std::string selected_cluster;
@@ -111,6 +153,10 @@ struct ClusterSelection {
   std::string decided_at;
   // The decision's id in the state store (StateStore::get_selection); 0 when it was not stored.
   std::int64_t selection_id = 0;
+  // The policy that decided ("priority" | "score" | "least-wait") and every candidate's part in
+  // it, in candidate order (the --explain table). Empty in records older than issue 15.
+  std::string policy;
+  std::vector<CandidateScore> scores;
   bool operator==(const ClusterSelection&) const = default;
 };
 
@@ -181,6 +227,12 @@ void to_json(nlohmann::json& j, const ClusterConfig& v);
 void from_json(const nlohmann::json& j, ClusterConfig& v);
 void to_json(nlohmann::json& j, const ClusterProbeResult& v);
 void from_json(const nlohmann::json& j, ClusterProbeResult& v);
+void to_json(nlohmann::json& j, const ClusterSignals& v);
+void from_json(const nlohmann::json& j, ClusterSignals& v);
+void to_json(nlohmann::json& j, const SignalTerm& v);
+void from_json(const nlohmann::json& j, SignalTerm& v);
+void to_json(nlohmann::json& j, const CandidateScore& v);
+void from_json(const nlohmann::json& j, CandidateScore& v);
 void to_json(nlohmann::json& j, const ClusterSelection& v);
 void from_json(const nlohmann::json& j, ClusterSelection& v);
 void to_json(nlohmann::json& j, const WorkloadSpec& v);

@@ -6,9 +6,13 @@
 //      threads at most), each probe with its own deadline (the cluster's probe_timeout_s), so a
 //      selection takes about as long as its slowest probe when the pool is wide enough, not the
 //      sum of all probes.
-//   3. Eligible: reachable and queue_depth <= max_queue_depth. The lowest priority number wins;
-//      ties go to the smaller queue depth, then to file order. The reason reads
-//      `selected <name>: reachable, queue_depth=<N> <= max=<M>`.
+//   3. Eligible: reachable and queue_depth <= max_queue_depth. Each probed candidate's signals
+//      are computed from its probe and its history (the optional HistoryLoader; scoring.h), and
+//      the eligible ones ranked by the accelerator's policy (selection.policy, default priority:
+//      the lowest priority number wins; ties go to the smaller queue depth, then to file
+//      order; score and least-wait in docs/selection.md). The reason reads
+//      `selected <name>: reachable, queue_depth=<N> <= max=<M>` (plus the policy's figure for
+//      score and least-wait); ClusterSelection::scores explains every candidate.
 //   A gate (optional, e.g. the circuit breakers of circuit_breaker.h) is asked about every
 //   candidate before step 2: a candidate it refuses is not probed and is skipped with the
 //   gate's reason (its probe result reads reachable=false, error "not probed: <reason>").
@@ -34,6 +38,7 @@
 #include "falcon/model.h"
 #include "falcon/prober.h"
 #include "falcon/registry.h"
+#include "falcon/scoring.h"
 
 namespace falcon {
 
@@ -42,12 +47,16 @@ class ClusterSelector {
   // nullopt: the candidate may be probed; else why it is skipped (one line).
   using CandidateGate = std::function<std::optional<std::string>(
       const ClusterConfig& cluster, const std::string& accelerator_type)>;
+  // A candidate's history over the signal window ending at `now` (e.g. load_cluster_history
+  // on the state store). May throw: the candidate's signals then come from its probe alone.
+  using HistoryLoader = std::function<ClusterHistory(
+      const ClusterConfig& cluster, const std::string& accelerator_type, StoreTime now)>;
 
   // Keeps references to `registry` and `prober`: both must outlive the selector. The registry
   // is read on every select(), so a reload takes effect on the next selection.
   ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
-                  SelectionSettings settings, std::shared_ptr<Clock> clock,
-                  CandidateGate gate = {});
+                  SelectionSettings settings, std::shared_ptr<Clock> clock, CandidateGate gate = {},
+                  HistoryLoader history = {});
 
   // Selects a cluster for `accelerator_type` as in the file comment. Blocks while probing.
   // Throws NoAvailableClusterError (no candidate, or none eligible). A probe that throws counts
@@ -66,6 +75,7 @@ class ClusterSelector {
   SelectionSettings settings_;
   std::shared_ptr<Clock> clock_;
   CandidateGate gate_;
+  HistoryLoader history_;
 };
 
 }  // namespace falcon

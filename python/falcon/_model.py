@@ -19,6 +19,9 @@ __all__ = [
     "AcceleratorSlot",
     "ClusterConfig",
     "ClusterProbeResult",
+    "ClusterSignals",
+    "SignalTerm",
+    "CandidateScore",
     "ClusterSelection",
     "WorkloadSpec",
     "WorkloadHandle",
@@ -100,6 +103,20 @@ class _Reader:
         if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
             raise self._bad(key, "an int or None", v)
         return v
+
+    def opt_real(self, key: str) -> Optional[float]:
+        v = self._get(key, None)
+        if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+            raise self._bad(key, "a number or None", v)
+        return None if v is None else float(v)
+
+    def real(self, key: str, default: float) -> float:
+        v = self.opt_real(key)
+        return default if v is None else v
+
+    def one(self, key: str, cls: Any) -> Any:
+        v = self._get(key, _REQUIRED)
+        return v if isinstance(v, cls) else cls.from_dict(v)
 
     def flag(self, key: str) -> bool:
         v = self._get(key, _REQUIRED)
@@ -248,6 +265,87 @@ class ClusterProbeResult(_Value):
 
 
 @dataclass(frozen=True)
+class ClusterSignals(_Value):
+    """The signals a candidate was judged on (docs/selection.md); None: not known."""
+
+    queue_depth: Optional[int] = None
+    running: Optional[int] = None
+    drain_per_min: Optional[float] = None  #: workloads admitted per minute over the window
+    recent_wait_s: Optional[float] = None  #: mean admission wait of the window's admissions
+    health: Optional[float] = None  #: share of successful probes and submits, 0..1
+    health_samples: int = 0
+    latency_ms: Optional[float] = None  #: mean probe duration over the window
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSignals":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            queue_depth=r.opt_num("queue_depth"),
+            running=r.opt_num("running"),
+            drain_per_min=r.opt_real("drain_per_min"),
+            recent_wait_s=r.opt_real("recent_wait_s"),
+            health=r.opt_real("health"),
+            health_samples=r.num("health_samples", 0),
+            latency_ms=r.opt_real("latency_ms"),
+        )
+
+
+@dataclass(frozen=True)
+class SignalTerm(_Value):
+    """One signal's part in a candidate's ranking: value, normalized (0..1), weight, contribution."""
+
+    signal: str
+    value: Optional[float] = None
+    normalized: Optional[float] = None
+    weight: float = 0.0
+    contribution: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SignalTerm":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            signal=r.text("signal"),
+            value=r.opt_real("value"),
+            normalized=r.opt_real("normalized"),
+            weight=r.real("weight", 0.0),
+            contribution=r.real("contribution", 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class CandidateScore(_Value):
+    """How one candidate fared in a decision: signals, terms, total, rank and verdict."""
+
+    cluster: str
+    priority: int = 1
+    max_queue_depth: int = 5
+    eligible: bool = False
+    skip_reason: Optional[str] = None  #: why it was not eligible
+    signals: ClusterSignals = field(default_factory=ClusterSignals)
+    terms: list[SignalTerm] = field(default_factory=list)
+    #: score (higher wins) or predicted wait in seconds (least-wait, lower wins); None otherwise
+    total: Optional[float] = None
+    rank: int = 0  #: 1: selected; 0: not eligible
+    verdict: str = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CandidateScore":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            cluster=r.text("cluster"),
+            priority=r.num("priority", 1),
+            max_queue_depth=r.num("max_queue_depth", 5),
+            eligible=r.flag("eligible"),
+            skip_reason=r.opt_text("skip_reason"),
+            signals=r.one("signals", ClusterSignals) if "signals" in d else ClusterSignals(),
+            terms=r.items("terms", SignalTerm) if "terms" in d else [],
+            total=r.opt_real("total"),
+            rank=r.num("rank", 0),
+            verdict=r.text("verdict", ""),
+        )
+
+
+@dataclass(frozen=True)
 class ClusterSelection(_Value):
     """The full record of one cluster choice, for audit."""
 
@@ -260,6 +358,10 @@ class ClusterSelection(_Value):
     #: the decision's id in the state store (`falcon cluster select` prints it; GET
     #: /v1/selections/{id} on a service); 0 when it was not stored
     selection_id: int = 0
+    #: the policy that decided ("priority" | "score" | "least-wait"; docs/selection.md)
+    policy: str = ""
+    #: every candidate's signals, terms and verdict, in candidate order (--explain)
+    scores: list[CandidateScore] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSelection":
@@ -272,6 +374,8 @@ class ClusterSelection(_Value):
             reason=r.text("reason"),
             decided_at=r.text("decided_at"),
             selection_id=r.num("selection_id", 0),
+            policy=r.text("policy", ""),
+            scores=r.items("scores", CandidateScore) if "scores" in d else [],
         )
 
 

@@ -278,6 +278,24 @@ ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
   };
 }
 
+ClusterSelector::HistoryLoader ClusterFabric::Impl::history_loader() const {
+  auto s = store();
+  if (!s) return {};
+  const auto window = std::chrono::seconds(current()->config->selection.signals.window_s);
+  return [this, s, window](const ClusterConfig& cluster, const std::string& accelerator,
+                           StoreTime now) {
+    try {
+      return load_cluster_history(*s, cluster.name, accelerator, now, window);
+    } catch (const std::exception& e) {
+      notice(fmt::format(
+          "cannot read the history of cluster '{}' from the state store ({}); its selection "
+          "signals come from its probe alone",
+          cluster.name, e.what()));
+      throw;
+    }
+  };
+}
+
 void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) const {
   const auto b = breakers();
   if (!b) return;
@@ -363,6 +381,8 @@ void ClusterFabric::Impl::record_failed_selection(const NoAvailableClusterError&
   for (const auto& p : e.probe_results()) none.candidates.push_back(p.cluster);
   none.probe_results = e.probe_results();
   none.reason = e.what();
+  none.policy = e.policy();
+  none.scores = e.scores();
   none.decided_at = format_iso8601(deps.clock->now());
   record_selection(none);
 }
@@ -403,7 +423,7 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
     return result;
   });
   const ClusterSelector selector(impl_->registry, recording, m->config->selection,
-                                 impl_->deps.clock, impl_->breaker_gate());
+                                 impl_->deps.clock, impl_->breaker_gate(), impl_->history_loader());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);
@@ -422,7 +442,7 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
   const auto m = impl_->current();
   const FunctionProber asking(probe);
   const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock,
-                                 impl_->breaker_gate());
+                                 impl_->breaker_gate(), impl_->history_loader());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);

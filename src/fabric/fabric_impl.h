@@ -56,6 +56,10 @@ struct ClusterFabric::Impl {
   // skipped (the half-open trial claimed when one is due). A store failure is noticed and lets
   // the candidate through.
   ClusterSelector::CandidateGate breaker_gate() const;
+  // The selector's history: load_cluster_history on the state store over the signal window. A
+  // store failure is noticed (once per selection and cluster) and rethrown: the candidate's
+  // signals then come from its probe alone. Null without a store.
+  ClusterSelector::HistoryLoader history_loader() const;
   // Feeds a probe (reachable or not) or a submit outcome to a breaker; failures are noticed.
   void feed_breaker(const std::string& key, bool success) const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.

@@ -52,6 +52,10 @@ NoAvailableClusterError::NoAvailableClusterError(std::string message, std::strin
 void NoAvailableClusterError::add_details(nlohmann::json& out) const {
   out["accelerator"] = accelerator_;
   out["probe_results"] = probe_results_;
+  if (!scores_.empty()) {
+    out["policy"] = policy_;
+    out["scores"] = scores_;
+  }
 }
 
 ClusterUnreachableError::ClusterUnreachableError(std::string cluster, const std::string& reason)

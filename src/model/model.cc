@@ -155,6 +155,65 @@ void from_json(const json& j, ClusterProbeResult& v) {
   j.at("probed_at").get_to(v.probed_at);
 }
 
+void to_json(json& j, const ClusterSignals& v) {
+  j = json{{"queue_depth", optional_to_json(v.queue_depth)},
+           {"running", optional_to_json(v.running)},
+           {"drain_per_min", optional_to_json(v.drain_per_min)},
+           {"recent_wait_s", optional_to_json(v.recent_wait_s)},
+           {"health", optional_to_json(v.health)},
+           {"health_samples", v.health_samples},
+           {"latency_ms", optional_to_json(v.latency_ms)}};
+}
+void from_json(const json& j, ClusterSignals& v) {
+  v.queue_depth = optional_from_json<int>(j, "queue_depth");
+  v.running = optional_from_json<int>(j, "running");
+  v.drain_per_min = optional_from_json<double>(j, "drain_per_min");
+  v.recent_wait_s = optional_from_json<double>(j, "recent_wait_s");
+  v.health = optional_from_json<double>(j, "health");
+  v.health_samples = value_or<int>(j, "health_samples", 0);
+  v.latency_ms = optional_from_json<double>(j, "latency_ms");
+}
+
+void to_json(json& j, const SignalTerm& v) {
+  j = json{{"signal", v.signal},
+           {"value", optional_to_json(v.value)},
+           {"normalized", optional_to_json(v.normalized)},
+           {"weight", v.weight},
+           {"contribution", v.contribution}};
+}
+void from_json(const json& j, SignalTerm& v) {
+  j.at("signal").get_to(v.signal);
+  v.value = optional_from_json<double>(j, "value");
+  v.normalized = optional_from_json<double>(j, "normalized");
+  v.weight = value_or<double>(j, "weight", 0.0);
+  v.contribution = value_or<double>(j, "contribution", 0.0);
+}
+
+void to_json(json& j, const CandidateScore& v) {
+  j = json{{"cluster", v.cluster},
+           {"priority", v.priority},
+           {"max_queue_depth", v.max_queue_depth},
+           {"eligible", v.eligible},
+           {"skip_reason", v.skip_reason.empty() ? json(nullptr) : json(v.skip_reason)},
+           {"signals", v.signals},
+           {"terms", v.terms},
+           {"total", optional_to_json(v.total)},
+           {"rank", v.rank},
+           {"verdict", v.verdict}};
+}
+void from_json(const json& j, CandidateScore& v) {
+  j.at("cluster").get_to(v.cluster);
+  j.at("priority").get_to(v.priority);
+  v.max_queue_depth = value_or<int>(j, "max_queue_depth", 5);
+  j.at("eligible").get_to(v.eligible);
+  v.skip_reason = optional_from_json<std::string>(j, "skip_reason").value_or("");
+  v.signals = value_or<ClusterSignals>(j, "signals", {});
+  v.terms = value_or<std::vector<SignalTerm>>(j, "terms", {});
+  v.total = optional_from_json<double>(j, "total");
+  v.rank = value_or<int>(j, "rank", 0);
+  v.verdict = value_or<std::string>(j, "verdict", "");
+}
+
 void to_json(json& j, const ClusterSelection& v) {
   j = json{{"selected_cluster", v.selected_cluster},
            {"accelerator", v.accelerator},
@@ -162,7 +221,9 @@ void to_json(json& j, const ClusterSelection& v) {
            {"probe_results", v.probe_results},
            {"reason", v.reason},
            {"decided_at", v.decided_at},
-           {"selection_id", v.selection_id}};
+           {"selection_id", v.selection_id},
+           {"policy", v.policy},
+           {"scores", v.scores}};
 }
 void from_json(const json& j, ClusterSelection& v) {
   j.at("selected_cluster").get_to(v.selected_cluster);
@@ -172,6 +233,8 @@ void from_json(const json& j, ClusterSelection& v) {
   j.at("reason").get_to(v.reason);
   j.at("decided_at").get_to(v.decided_at);
   v.selection_id = value_or<std::int64_t>(j, "selection_id", 0);
+  v.policy = value_or<std::string>(j, "policy", "");
+  v.scores = value_or<std::vector<CandidateScore>>(j, "scores", {});
 }
 
 void to_json(json& j, const WorkloadSpec& v) {

@@ -49,6 +49,7 @@ constexpr int kChunkQuantum = 256 * 1024;
 constexpr int kMaxChunkBytes = 1 << 30;
 constexpr int kMaxParallelProbes = 256;
 constexpr int kMaxBreakerFailures = 1000;
+constexpr double kMaxWeight = 1000.0;
 constexpr int kMaxBreakerCooldownS = 7 * 24 * 3600;
 constexpr int kMaxRetentionH = 24 * 3650;
 constexpr int kMaxBucketMin = 24 * 60 * 31;
@@ -750,8 +751,63 @@ void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
   auto s = settings_section(problems, node, "selection");
   if (!s) return;
   s->read_int("max_parallel_probes", 1, kMaxParallelProbes, &out.max_parallel_probes);
+  s->read_enum("policy", &out.policy, parse_selection_policy, "priority, score, least-wait");
+  const auto by_accelerator = s->take("policy_by_accelerator");
+  const auto weights_node = s->take("weights");
+  const auto signals_node = s->take("signals");
   const auto breaker_node = s->take("breaker");
   s->finish();
+
+  // policy_by_accelerator: {<accelerator type>: <policy>}, types in either spelling.
+  if (by_accelerator && !by_accelerator->IsNull()) {
+    if (!by_accelerator->IsMap()) {
+      problems.add(*by_accelerator, "selection.policy_by_accelerator",
+                   fmt::format("must be a map of accelerator type to policy, got {}",
+                               kind_name(*by_accelerator)));
+    } else {
+      for (auto it = by_accelerator->begin(); it != by_accelerator->end(); ++it) {
+        const std::string type = it->first.IsScalar() ? it->first.Scalar() : "";
+        const std::string path = "selection.policy_by_accelerator." + segment(type);
+        const auto canonical = check_accelerator(problems, it->first, path, type, std::nullopt);
+        if (!canonical) continue;
+        const std::string text = it->second.IsScalar() ? it->second.Scalar() : "";
+        const auto policy = parse_selection_policy(text);
+        if (!policy) {
+          problems.add(
+              it->second, path,
+              fmt::format("{} is not one of priority, score, least-wait", quote_value(text)));
+          continue;
+        }
+        if (!out.policy_by_accelerator.emplace(*canonical, *policy).second) {
+          problems.add(it->first, path, "given twice (in either spelling)");
+        }
+      }
+    }
+  }
+
+  if (auto w = settings_section(problems, weights_node, "selection.weights")) {
+    w->read_double("priority", 0.0, kMaxWeight, &out.weights.priority);
+    w->read_double("queue", 0.0, kMaxWeight, &out.weights.queue);
+    w->read_double("wait", 0.0, kMaxWeight, &out.weights.wait);
+    w->read_double("recent_wait", 0.0, kMaxWeight, &out.weights.recent_wait);
+    w->read_double("health", 0.0, kMaxWeight, &out.weights.health);
+    w->read_double("latency", 0.0, kMaxWeight, &out.weights.latency);
+    w->finish();
+    const ScoreWeights& ws = out.weights;
+    if (ws.priority + ws.queue + ws.wait + ws.recent_wait + ws.health + ws.latency <= 0.0) {
+      problems.add(*weights_node, "selection.weights",
+                   "at least one weight must be positive (the score divides by their sum)");
+    }
+  }
+
+  if (auto g = settings_section(problems, signals_node, "selection.signals")) {
+    g->read_int("window_s", 60, kMaxTimeoutS, &out.signals.window_s);
+    g->read_double("wait_scale_s", 1.0, 604800.0, &out.signals.wait_scale_s);
+    g->read_double("latency_scale_ms", 1.0, 3600000.0, &out.signals.latency_scale_ms);
+    g->read_double("prior_drain_per_min", 0.001, 100000.0, &out.signals.prior_drain_per_min);
+    g->finish();
+  }
+
   auto b = settings_section(problems, breaker_node, "selection.breaker");
   if (!b) return;
   b->read_int("failures", 1, kMaxBreakerFailures, &out.breaker.failures);
@@ -824,6 +880,34 @@ std::optional<NamespaceFlag> parse_namespace_flag(std::string_view text) {
     if (text == to_string(f)) return f;
   }
   return std::nullopt;
+}
+
+const char* to_string(SelectionPolicy policy) {
+  switch (policy) {
+    case SelectionPolicy::kPriority:
+      return "priority";
+    case SelectionPolicy::kScore:
+      return "score";
+    case SelectionPolicy::kLeastWait:
+      return "least-wait";
+  }
+  return "priority";
+}
+
+std::optional<SelectionPolicy> parse_selection_policy(std::string_view text) {
+  for (SelectionPolicy p :
+       {SelectionPolicy::kPriority, SelectionPolicy::kScore, SelectionPolicy::kLeastWait}) {
+    if (text == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
+SelectionPolicy SelectionSettings::policy_for(const std::string& accelerator_type) const {
+  if (policy_by_accelerator.empty()) return policy;
+  const std::string canonical =
+      canonical_accelerator_type(accelerator_type).value_or(accelerator_type);
+  const auto it = policy_by_accelerator.find(canonical);
+  return it == policy_by_accelerator.end() ? policy : it->second;
 }
 
 FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& source_name) {

@@ -37,12 +37,13 @@ std::string one_line(std::string text) {
 
 ClusterSelector::ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
                                  SelectionSettings settings, std::shared_ptr<Clock> clock,
-                                 CandidateGate gate)
+                                 CandidateGate gate, HistoryLoader history)
     : registry_(registry),
       prober_(prober),
-      settings_(settings),
+      settings_(std::move(settings)),
       clock_(std::move(clock)),
-      gate_(std::move(gate)) {}
+      gate_(std::move(gate)),
+      history_(std::move(history)) {}
 
 ClusterSelection ClusterSelector::select(const std::string& accelerator_type) const {
   return select_among(accelerator_type, registry_.find_by_accelerator(accelerator_type));
@@ -57,6 +58,7 @@ ClusterSelection ClusterSelector::select_among(
   }
 
   std::vector<ClusterProbeResult> results(candidates.size());
+  std::vector<ClusterSignals> signals(candidates.size());
   // Asked one by one, before any probe: a gate may claim a trial it must then see used.
   std::vector<std::optional<std::string>> gated(candidates.size());
   if (gate_) {
@@ -78,6 +80,7 @@ ClusterSelection ClusterSelector::select_among(
       results[i].probed_at = format_iso8601(clock_->now());
       return;
     }
+    const auto start = clock_->steady_now();
     try {
       results[i] = prober_.probe(cluster);
     } catch (const std::exception& e) {
@@ -85,51 +88,64 @@ ClusterSelection ClusterSelector::select_among(
     } catch (...) {
       results[i] = failed("probe failed with an unknown exception");
     }
+    const double probe_ms =
+        std::chrono::duration<double, std::milli>(clock_->steady_now() - start).count();
     if (results[i].cluster.empty()) results[i].cluster = cluster.name;
     if (results[i].probed_at.empty()) results[i].probed_at = format_iso8601(clock_->now());
+    const StoreTime now = clock_->now();
+    ClusterHistory history;
+    if (history_) {
+      try {
+        history = history_(cluster, accelerator_type, now);
+      } catch (...) {
+        history = {};  // the signals come from the probe alone
+      }
+    }
+    signals[i] = compute_signals(results[i], probe_ms, history, now, settings_.signals);
   });
 
-  std::optional<std::size_t> best;
+  std::vector<CandidateInput> inputs;
   std::vector<std::string> skipped;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const auto& [cluster, priority] = candidates[i];
+    CandidateInput input{.cluster = cluster.name,
+                         .priority = priority,
+                         .max_queue_depth = cluster.max_queue_depth,
+                         .skip_reason = "",
+                         .signals = signals[i]};
     if (gated[i]) {
-      skipped.push_back(fmt::format("{}: {}", cluster.name, one_line(*gated[i])));
-      continue;
+      input.skip_reason = one_line(*gated[i]);
+    } else if (auto why = skip_reason(cluster, results[i])) {
+      input.skip_reason = one_line(*why);
     }
-    if (auto why = skip_reason(cluster, results[i])) {
-      skipped.push_back(fmt::format("{}: {}", cluster.name, one_line(*why)));
-      continue;
+    if (!input.skip_reason.empty()) {
+      skipped.push_back(fmt::format("{}: {}", cluster.name, input.skip_reason));
     }
-    if (!best) {
-      best = i;
-      continue;
-    }
-    const int best_priority = candidates[*best].second;
-    const int best_depth = *results[*best].queue_depth;
-    if (priority < best_priority ||
-        (priority == best_priority && *results[i].queue_depth < best_depth)) {
-      best = i;  // earlier file order wins a full tie: only strictly better replaces
-    }
+    inputs.push_back(std::move(input));
   }
+  const SelectionPolicy policy = settings_.policy_for(accelerator_type);
+  RankedCandidates ranked = rank_candidates(policy, settings_, inputs);
 
-  if (!best) {
+  if (!ranked.winner) {
     std::string message =
         fmt::format("no available cluster for {} ({} candidate{}):", accelerator_type,
                     candidates.size(), candidates.size() == 1 ? "" : "s");
     for (const auto& line : skipped) message += "\n  " + line;
-    throw NoAvailableClusterError(std::move(message), accelerator_type, std::move(results));
+    NoAvailableClusterError error(std::move(message), accelerator_type, std::move(results));
+    error.set_scores(to_string(policy), std::move(ranked.scores));
+    throw error;
   }
 
   ClusterSelection selection;
-  const ClusterConfig& chosen = candidates[*best].first;
+  const ClusterConfig& chosen = candidates[*ranked.winner].first;
   selection.selected_cluster = chosen.name;
   selection.accelerator = accelerator_type;
   for (const auto& [cluster, priority] : candidates) selection.candidates.push_back(cluster.name);
-  selection.reason = fmt::format("selected {}: reachable, queue_depth={} <= max={}", chosen.name,
-                                 *results[*best].queue_depth, chosen.max_queue_depth);
+  selection.reason = std::move(ranked.summary);
   selection.probe_results = std::move(results);
   selection.decided_at = format_iso8601(clock_->now());
+  selection.policy = to_string(policy);
+  selection.scores = std::move(ranked.scores);
   return selection;
 }
 

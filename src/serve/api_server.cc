@@ -501,8 +501,10 @@ void ApiServer::Impl::add_routes() {
     json out = json::array();
     for (const ClusterConfig& c : control().clusters()) {
       const auto probe = control().cached_probe(c.name);
-      out.push_back(
-          {{"name", c.name}, {"config", c}, {"probe", probe ? json(*probe) : json(nullptr)}});
+      out.push_back({{"name", c.name},
+                     {"config", c},
+                     {"probe", probe ? json(*probe) : json(nullptr)},
+                     {"breakers", control().breakers(c.name)}});
     }
     send_json(res, 200, {{"clusters", out}});
   });
@@ -526,6 +528,7 @@ void ApiServer::Impl::add_routes() {
               {{"name", name},
                {"config", config},
                {"probe", probe ? json(*probe) : json(nullptr)},
+               {"breakers", control().breakers(name)},
                {"history", history},
                {"history_since", format_iso8601(from)}});
   });
@@ -932,6 +935,34 @@ std::string ApiServer::Impl::metrics() const {
   per_cluster("falcon_probe_consecutive_failures", "gauge",
               "Failed probes in a row (0 when reachable)",
               [](const ProbeSnapshot& p) { return static_cast<double>(p.consecutive_failures); });
+
+  // Circuit breakers: one sample per breaker key (the cluster's and each cluster x accelerator).
+  out.family("falcon_circuit_breaker_state", "gauge",
+             "Circuit breaker state: 0 closed, 1 half_open (trial), 2 open");
+  std::vector<std::pair<std::string, BreakerReport>> breakers;
+  for (const ClusterConfig& c : clusters) {
+    try {
+      for (BreakerReport& b : control().breakers(c.name)) breakers.emplace_back(c.name, b);
+    } catch (const std::exception&) {
+      // removed by a reload meanwhile, or the store failed: no sample
+    }
+  }
+  for (const auto& [cluster, b] : breakers) {
+    const double v = b.state == kBreakerOpen ? 2.0 : b.state == kBreakerHalfOpen ? 1.0 : 0.0;
+    out.sample("falcon_circuit_breaker_state", {{"cluster", cluster}, {"key", b.key}}, v);
+  }
+  out.family("falcon_circuit_breaker_trips", "gauge",
+             "Trips in a row of each circuit breaker (0 once it has stayed closed)");
+  for (const auto& [cluster, b] : breakers) {
+    out.sample("falcon_circuit_breaker_trips", {{"cluster", cluster}, {"key", b.key}},
+               static_cast<double>(b.trips));
+  }
+  out.family("falcon_circuit_breaker_consecutive_failures", "gauge",
+             "Consecutive failures each circuit breaker has counted");
+  for (const auto& [cluster, b] : breakers) {
+    out.sample("falcon_circuit_breaker_consecutive_failures",
+               {{"cluster", cluster}, {"key", b.key}}, static_cast<double>(b.consecutive_failures));
+  }
 
   const ProbeCacheStats stats = control().cache_stats();
   out.family("falcon_probes_total", "counter", "Probes run, by who asked (loop or on demand)");

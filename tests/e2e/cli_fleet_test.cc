@@ -80,6 +80,63 @@ TEST_F(CliFleetTest, ClusterSelectShowsTheProbeTableAndTheReason) {
   EXPECT_EQ(j["probe_results"].size(), 3u);
 }
 
+TEST_F(CliFleetTest, ClusterSelectExplainsEveryCandidateAndReplaysTheDecision) {
+  auto r = falcon({"cluster", "select", "--accelerator", "tpu-v4-64", "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("policy priority: lowest slot priority wins"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("CONTRIBUTION"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("skipped: queue full: queue_depth=3 > max=2"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("skipped: unreachable"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("selected: priority 2, queue_depth 0"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("selected tpu-b: reachable, queue_depth=0 <= max=5"));
+
+  const auto j = falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64"});
+  EXPECT_EQ(j["policy"], "priority");
+  ASSERT_EQ(j["scores"].size(), 3u);
+  EXPECT_EQ(j["scores"][0]["cluster"], "tpu-a");
+  EXPECT_EQ(j["scores"][0]["eligible"], false);
+  EXPECT_EQ(j["scores"][0]["signals"]["queue_depth"], 3);
+  EXPECT_EQ(j["scores"][2]["rank"], 1);
+  EXPECT_GT(j["scores"][2]["signals"]["health_samples"].get<int>(), 1);  // the earlier select
+
+  // Replayed from the file under another policy: tpu-b is still the only eligible one.
+  const auto file = std::filesystem::path(fleet_.state_dir()).parent_path() / "decision.json";
+  std::ofstream(file) << j.dump();
+  r = falcon({"cluster", "select", "--replay", file.string(), "--policy", "score"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("policy score: score = "));
+  EXPECT_THAT(r.stdout_text, HasSubstr("recorded: tpu-b (policy priority"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("replayed: selected tpu-b: reachable"));
+  const auto replay =
+      falcon_json({"cluster", "select", "--replay", file.string(), "--policy", "least-wait"});
+  EXPECT_EQ(replay["changed"], false);
+  EXPECT_EQ(replay["recorded"]["selection_id"], j["selection_id"]);
+  EXPECT_EQ(replay["replayed"]["policy"], "least-wait");
+  EXPECT_EQ(replay["replayed"]["scores"][0]["verdict"],
+            "skipped: queue full: queue_depth=3 > max=2");
+
+  // Straight from the state store, and several at once.
+  const auto id = std::to_string(j["selection_id"].get<std::int64_t>());
+  const auto stored = falcon_json({"cluster", "select", "--replay-selection", id});
+  EXPECT_EQ(stored["replayed"]["selected_cluster"], "tpu-b");
+  std::ofstream(file) << nlohmann::json{{"selections", {j, j}}}.dump();
+  r = falcon({"cluster", "select", "--replay", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("0 of 2 decisions change"));
+
+  // What cannot be replayed is a usage error naming the file.
+  std::ofstream(file) << "{\"selected_cluster\": 1}";
+  r = falcon({"cluster", "select", "--replay", file.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text, HasSubstr("decision.json"));
+  r = falcon({"cluster", "select", "--replay-selection", "999999"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text, HasSubstr("no selection 999999"));
+  EXPECT_EQ(
+      falcon({"cluster", "select", "--accelerator", "tpu-v4-64", "--policy", "score"}).exit_code,
+      2);
+}
+
 TEST_F(CliFleetTest, ClusterSelectWithNoAvailableClusterExitsFourWithEveryProbe) {
   // Fill tpu-b (2 slots) and queue enough behind it to pass its max queue depth of 5.
   for (int i = 0; i < 8; ++i) {

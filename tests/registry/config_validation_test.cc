@@ -296,6 +296,79 @@ TEST(ConfigValidation, BreakerSettingsAreReadAndChecked) {
   EXPECT_THAT(problems, Contains(HasSubstr("selection.breaker.cooldown: unknown key")));
 }
 
+TEST(ConfigValidation, SelectionPolicyWeightsAndSignalsAreRead) {
+  const SelectionSettings defaults = parse_fabric_config(kValidCluster, "repos.yaml").selection;
+  EXPECT_EQ(defaults.policy, SelectionPolicy::kPriority);
+  EXPECT_EQ(defaults.weights, ScoreWeights{});
+  EXPECT_EQ(defaults.signals, SignalSettings{});
+  const SelectionSettings s =
+      parse_fabric_config(std::string(kValidCluster) +
+                              "selection:\n"
+                              "  policy: score\n"
+                              "  policy_by_accelerator:\n"
+                              "    tpu-v4-64: least-wait\n"
+                              "  weights: {priority: 0, queue: 2.5, wait: 3, recent_wait: 0,\n"
+                              "            health: 4, latency: 0.25}\n"
+                              "  signals: {window_s: 600, wait_scale_s: 120,\n"
+                              "            latency_scale_ms: 500, prior_drain_per_min: 0.5}\n",
+                          "repos.yaml")
+          .selection;
+  EXPECT_EQ(s.policy, SelectionPolicy::kScore);
+  EXPECT_EQ(s.policy_for("v4-64"), SelectionPolicy::kLeastWait);      // xpk's spelling
+  EXPECT_EQ(s.policy_for("tpu-v4-64"), SelectionPolicy::kLeastWait);  // the spec's
+  EXPECT_EQ(s.policy_for("v4-128"), SelectionPolicy::kScore);
+  EXPECT_EQ(
+      s.weights,
+      (ScoreWeights{
+          .priority = 0, .queue = 2.5, .wait = 3, .recent_wait = 0, .health = 4, .latency = 0.25}));
+  EXPECT_EQ(s.signals, (SignalSettings{.window_s = 600,
+                                       .wait_scale_s = 120,
+                                       .latency_scale_ms = 500,
+                                       .prior_drain_per_min = 0.5}));
+}
+
+TEST(ConfigValidation, BadSelectionPolicyAndWeightsNameFileLineAndField) {
+  // kValidCluster is 10 lines: `selection:` is line 11.
+  const auto problems = problems_of(std::string(kValidCluster) +
+                                    "selection:\n"
+                                    "  policy: fastest\n"
+                                    "  weights:\n"
+                                    "    speed: 1\n"
+                                    "    health: -1\n"
+                                    "    queue: lots\n"
+                                    "  policy_by_accelerator:\n"
+                                    "    tpu-v9-64: score\n"
+                                    "    v4-64: random\n"
+                                    "  signals:\n"
+                                    "    window_s: 5\n");
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("repos.yaml:12:11: selection.policy: 'fastest' is not one of "
+                                 "priority, score, least-wait")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("repos.yaml:14:5: selection.weights.speed: unknown key")));
+  EXPECT_THAT(problems, Contains(HasSubstr(
+                            "repos.yaml:15:13: selection.weights.health: must be between 0 and "
+                            "1000, got -1")));
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:16:12: selection.weights.queue: must be a "
+                                           "number")));
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:18:5: "
+                                           "selection.policy_by_accelerator.tpu-v9-64:")));
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:19:12: "
+                                           "selection.policy_by_accelerator.v4-64: 'random' is "
+                                           "not one of priority, score, least-wait")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("repos.yaml:21:15: selection.signals.window_s: must be between")));
+}
+
+TEST(ConfigValidation, AllZeroWeightsAreRefused) {
+  const auto problems = problems_of(
+      std::string(kValidCluster) +
+      "selection:\n  weights: {priority: 0, queue: 0, wait: 0, recent_wait: 0, health: 0, "
+      "latency: 0}\n");
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:12:12: selection.weights: at least one "
+                                           "weight must be positive")));
+}
+
 TEST(ConfigValidation, ServeSectionDefaults) {
   const ServeSettings serve = parse_fabric_config(kValidCluster, "repos.yaml").serve;
   EXPECT_EQ(serve.listen, "127.0.0.1:8787");

@@ -90,6 +90,17 @@ class FakeControlPlane final : public ControlPlane {
     s.from_cache = true;
     return s;
   }
+  std::vector<BreakerReport> breakers(const std::string& name) const override {
+    check(name);
+    if (name != "tpu-b") return {{.key = name, .state = "closed", .summary = "closed"}};
+    return {{.key = "tpu-b",
+             .state = "open",
+             .consecutive_failures = 3,
+             .trips = 2,
+             .opened_until = "2026-04-13T08:02:00.000Z",
+             .summary = "open until 2026-04-13T08:02:00.000Z (trip 2, 3 failures)"},
+            {.key = "tpu-b/v4-64", .state = "half_open", .summary = "half_open"}};
+  }
   SelectOutcome select(const std::string& accelerator) override {
     ++selects;
     if (accelerator != "tpu-v4-64" && accelerator != "v4-64") {
@@ -102,6 +113,13 @@ class FakeControlPlane final : public ControlPlane {
     o.selection.probe_results = {cached_probe("tpu-a")->result};
     o.selection.reason = "selected tpu-a: reachable, queue_depth=1 <= max=5";
     o.selection.decided_at = "2026-04-13T08:00:00.000Z";
+    o.selection.policy = "priority";
+    CandidateScore a{.cluster = "tpu-a", .eligible = true, .rank = 1};
+    a.terms = {{.signal = "priority", .value = 1.0, .weight = 1, .contribution = 1}};
+    a.verdict = "selected: priority 1, queue_depth 1";
+    CandidateScore b{.cluster = "tpu-b", .priority = 2, .skip_reason = "circuit breaker open"};
+    b.verdict = "skipped: circuit breaker open";
+    o.selection.scores = {a, b};
     o.selection_id = store->record_selection(o.selection);
     o.candidates = {*cached_probe("tpu-a")};
     return o;
@@ -239,6 +257,14 @@ TEST_F(ApiServerTest, ClustersShowTheirCachedProbeAndItsAge) {
   EXPECT_EQ(j["clusters"][0]["probe"]["age_ms"], 1500);
   EXPECT_EQ(j["clusters"][0]["probe"]["result"]["queue_depth"], 1);
   EXPECT_TRUE(j["clusters"][1]["probe"].is_null());
+  EXPECT_EQ(j["clusters"][0]["breakers"][0]["state"], "closed");
+  EXPECT_EQ(j["clusters"][1]["breakers"][0]["state"], "open");
+  EXPECT_EQ(j["clusters"][1]["breakers"][0]["trips"], 2);
+  EXPECT_EQ(j["clusters"][1]["breakers"][0]["opened_until"], "2026-04-13T08:02:00.000Z");
+  r = client_->Get("/v1/clusters/tpu-b");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["breakers"][1]["key"], "tpu-b/v4-64");
+  EXPECT_EQ(body(r)["breakers"][1]["state"], "half_open");
 }
 
 TEST_F(ApiServerTest, OneClusterWithItsProbeHistorySince) {
@@ -288,6 +314,12 @@ TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
   r = client_->Get(("/v1/selections/" + std::to_string(id)).c_str());
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(body(r)["reason"], "selected tpu-a: reachable, queue_depth=1 <= max=5");
+  // The explanation is stored with the decision and answered by both routes.
+  EXPECT_EQ(j["policy"], "priority");
+  EXPECT_EQ(j["scores"][1]["verdict"], "skipped: circuit breaker open");
+  EXPECT_EQ(body(r)["policy"], "priority");
+  EXPECT_EQ(body(r)["scores"], j["scores"]);
+  EXPECT_EQ(body(r)["scores"][0]["terms"][0]["signal"], "priority");
   r = client_->Get("/v1/selections?limit=5");
   ASSERT_EQ(r->status, 200);
   EXPECT_EQ(body(r)["selections"].size(), 1u);
@@ -723,6 +755,14 @@ TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
   EXPECT_THAT(m, HasSubstr("falcon_cluster_queue_depth{cluster=\"tpu-a\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("falcon_cluster_running{cluster=\"tpu-a\"} 2\n"));
   EXPECT_THAT(m, HasSubstr("falcon_probe_age_seconds{cluster=\"tpu-a\"} 1.5\n"));
+  EXPECT_THAT(m, HasSubstr("# TYPE falcon_circuit_breaker_state gauge\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_circuit_breaker_state{cluster=\"tpu-a\",key=\"tpu-a\"} 0\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_circuit_breaker_state{cluster=\"tpu-b\",key=\"tpu-b\"} 2\n"));
+  EXPECT_THAT(m,
+              HasSubstr("falcon_circuit_breaker_state{cluster=\"tpu-b\",key=\"tpu-b/v4-64\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_circuit_breaker_trips{cluster=\"tpu-b\",key=\"tpu-b\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_circuit_breaker_consecutive_failures{cluster=\"tpu-b\","
+                           "key=\"tpu-b\"} 3\n"));
   EXPECT_THAT(m, HasSubstr("falcon_probe_cache_lookups_total{result=\"hit\"} 7\n"));
   EXPECT_THAT(m, HasSubstr("falcon_config_reloads_total{result=\"failed\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("# TYPE falcon_http_request_duration_seconds histogram\n"));

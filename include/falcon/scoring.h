@@ -1,0 +1,101 @@
+// Selection policies and their signals (issue 15, docs/selection.md is the reference).
+//
+// A decision has two halves, both pure functions here so that a recorded decision can be
+// replayed and every number tested on a fake clock:
+//
+//   1. compute_signals: one candidate's probe plus its history in the state store over the
+//      signal window (ClusterHistory, read by load_cluster_history) -> ClusterSignals:
+//      queue depth, running, drain rate, recent admission wait, health, probe latency.
+//   2. rank_candidates: the candidates (eligible or not, with their signals) under a policy ->
+//      one CandidateScore each (terms, weights, contributions, total, rank, verdict) and the
+//      winner. priority: the spec's order; score: the weighted formula of ScoreWeights;
+//      least-wait: the smallest predicted_wait_s.
+//
+//   falcon::ClusterHistory h = falcon::load_cluster_history(store, "tpu-a", "v4-64", now, window);
+//   falcon::ClusterSignals s = falcon::compute_signals(probe, probe_ms, h, now, settings.signals);
+//   falcon::RankedCandidates r = falcon::rank_candidates(policy, settings, inputs);
+//
+// replay_selection re-decides a recorded ClusterSelection (from `cluster select --json`, the
+// store, or GET /v1/selections/ID) from its recorded signals, under any policy, without probing.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "falcon/config.h"
+#include "falcon/model.h"
+#include "falcon/state_store.h"
+
+namespace falcon {
+
+// What the state store remembers of one cluster over the signal window [now - window, now].
+struct ClusterHistory {
+  std::vector<ProbeRecord> probes;    // oldest first
+  std::vector<WorkloadEvent> events;  // the cluster's observed workload changes, oldest first
+  // For workloads that went RUNNING in the window: since when they were queued (falcon's
+  // submission time, else their first QUEUED observation).
+  std::map<std::string, StoreTime> queued_since;
+  int submits = 0;          // submissions recorded on the cluster in the window
+  int submit_failures = 0;  // consecutive failed submits (the cluster x accelerator breaker)
+};
+
+// Reads `cluster`'s history for `accelerator` from `store`. Throws StateStoreError.
+ClusterHistory load_cluster_history(StateStore& store, const std::string& cluster,
+                                    const std::string& accelerator, StoreTime now,
+                                    std::chrono::seconds window);
+
+// The signals of one candidate (docs/selection.md "Signals"):
+//   queue_depth, running   from `probe`
+//   drain_per_min          admissions in the window per minute: the larger of the RUNNING
+//                          transitions among the events and the sum of queue-depth decreases
+//                          between consecutive probes (this one last), over the time the
+//                          history covers (at most the window). Null with fewer than two
+//                          probes and no event, or when the history covers under a minute.
+//   recent_wait_s          mean of (RUNNING observed - queued_since) over the window's
+//                          admissions; null when none is known
+//   health                 (reachable probes + submits + this probe if reachable) /
+//                          (probes + submits + submit failures + 1)
+//   latency_ms             mean duration of the window's probes; `probe_ms` when none
+ClusterSignals compute_signals(const ClusterProbeResult& probe, std::optional<double> probe_ms,
+                               const ClusterHistory& history, StoreTime now,
+                               const SignalSettings& settings);
+
+// The predicted admission wait of a new workload on a cluster (least-wait, and the score's
+// `wait` term): 0 with an empty queue; else (queue_depth + 1) / drain rate, where a drain rate
+// of 0 counts as one admission per window (an upper bound) and an unknown one as
+// prior_drain_per_min. Null when the queue depth is unknown.
+std::optional<double> predicted_wait_s(const ClusterSignals& signals,
+                                       const SignalSettings& settings);
+
+// One candidate as rank_candidates takes it, in preference order (slot priority, file order).
+struct CandidateInput {
+  std::string cluster;
+  int priority = 1;
+  int max_queue_depth = 5;
+  std::string skip_reason;  // non-empty: not eligible (unreachable, queue full, breaker open)
+  ClusterSignals signals;
+};
+
+struct RankedCandidates {
+  std::vector<CandidateScore> scores;  // one per input, in input order
+  std::optional<std::size_t> winner;   // index of the selected one; null when none is eligible
+  std::string summary;                 // the winner's verdict, for ClusterSelection::reason
+};
+
+// Ranks `candidates` under `policy` (docs/selection.md "Policies"). Ties in score or predicted
+// wait go to the priority policy's order (slot priority, smaller queue, file order).
+RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings& settings,
+                                 const std::vector<CandidateInput>& candidates);
+
+// Decides again on a recorded selection's candidates and signals, under `policy`, without
+// probing. Candidates recorded ineligible stay so, with their recorded reason. Throws
+// std::invalid_argument when the record has no scores (made before issue 15) or names a
+// candidate twice. The result's decided_at is `now`, its selection_id 0; the verdicts say
+// which policy decided.
+ClusterSelection replay_selection(const ClusterSelection& recorded, SelectionPolicy policy,
+                                  const SelectionSettings& settings, StoreTime now);
+
+}  // namespace falcon
