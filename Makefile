@@ -56,7 +56,7 @@ python-build: setup
 	@cmake -S . -B $(PYTHON_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DFALCON_PYTHON=ON -DPython_EXECUTABLE=$(PYTHON) -DFALCON_BUILD_TESTS=OFF \
 	  -DFALCON_BUILD_BENCH=OFF >/dev/null
-	@cmake --build $(PYTHON_DIR) -j $(JOBS) --target _falcon falcon-fleet fleet-xpk fleet-gcloud
+	@cmake --build $(PYTHON_DIR) -j $(JOBS) --target _falcon falcon falcon-fleet fleet-xpk fleet-gcloud
 
 # pytest (Debian's python3-pytest) against the local fleet; mypy over the example.
 python-test: python-build
