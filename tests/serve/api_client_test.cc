@@ -53,6 +53,7 @@ class FakeControlPlane final : public ControlPlane {
  public:
   std::shared_ptr<StateStore> store;
   std::atomic<bool> follow_stopped{false};
+  std::string export_grep;  // the grep of the last export
 
   void check(const std::string& name) const {
     if (name != "tpu-a" && name != "tpu-b") throw UnknownClusterError(name, {"tpu-a", "tpu-b"});
@@ -134,9 +135,10 @@ class FakeControlPlane final : public ControlPlane {
     while (!stop()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const_cast<FakeControlPlane*>(this)->follow_stopped = true;
   }
-  LogExportResult export_logs(const WorkloadHandle& h, const LogFilter&, const std::string& dest,
-                              int,
+  LogExportResult export_logs(const WorkloadHandle& h, const LogFilter& filter,
+                              const std::string& dest, int,
                               const std::function<void(const ExportProgress&)>&) const override {
+    if (filter.grep) const_cast<FakeControlPlane*>(this)->export_grep = *filter.grep;
     LogExportResult r;
     r.workload_name = h.workload_name;
     r.cluster = h.cluster;
@@ -231,6 +233,21 @@ TEST_F(ApiClientTest, JsonAnswersOfGetPostAndDelete) {
   EXPECT_EQ(submitted["selection"]["selected_cluster"], "tpu-a");
   EXPECT_EQ(c.del("/v1/workloads/tpu-a/run-1")["cancelled"], true);
   EXPECT_EQ(c.get("/v1/clusters/tpu-a?fresh=true")["probe"]["result"]["cluster"], "tpu-a");
+
+  // An export with a grep: started, then done with its result.
+  const json started = c.post("/v1/exports", {{"cluster", "tpu-a"},
+                                              {"workload", "run-1"},
+                                              {"dest", "gs://falcon-logs/p"},
+                                              {"grep", "textPayload:\"step\""}});
+  const std::string path = "/v1/exports/" + std::to_string(started["id"].get<std::int64_t>());
+  json e = c.get(path);
+  for (int i = 0; i < 500 && e["state"] == "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    e = c.get(path);
+  }
+  EXPECT_EQ(e["state"], "done");
+  EXPECT_EQ(e["result"].get<LogExportResult>().gcs_uris.at(0), "gs://falcon-logs/p/rank-0.log");
+  EXPECT_EQ(control_->export_grep, "textPayload:\"step\"");
 }
 
 TEST_F(ApiClientTest, TheServersErrorsGiveTheExitCodesOfLocalMode) {
