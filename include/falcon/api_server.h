@@ -41,6 +41,7 @@ namespace falcon {
 
 class StateStore;
 class ClusterFabric;
+struct BreakerReport;
 
 // A cluster's cached probe as the API shows it: the health monitor's (result, backend,
 // duration, age, consecutive failures, next probe, from_cache).
@@ -76,6 +77,13 @@ class ControlPlane {
   virtual std::vector<ClusterConfig> clusters() const = 0;
   // The cached probe of `cluster` (nullopt when none yet). Throws UnknownClusterError.
   virtual std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const = 0;
+  // A probe of `cluster` no older than the configured maximum age (probed now when the cached
+  // one is older), as `falcon cluster status` shows it. Throws UnknownClusterError. The default:
+  // the cached probe, ClusterUnreachableError when there is none yet.
+  virtual ProbeSnapshot fresh_probe(const std::string& cluster);
+  // The circuit breakers of `cluster` (fabric.h); empty without a state store. The default:
+  // none.
+  virtual std::vector<BreakerReport> breakers(const std::string& cluster) const;
   // Selects from probes no older than the configured maximum age, records the decision.
   // Throws NoAvailableClusterError.
   virtual SelectOutcome select(const std::string& accelerator_type) = 0;
@@ -176,6 +184,9 @@ class ApiServer {
   // called again. Exports still running then are marked failed ("server stopped").
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
   bool stopping() const;
+  // Exports stop() marked failed after the grace; their threads still run (a process that
+  // exits then should not run its static destructors under them: std::_Exit).
+  std::size_t abandoned_exports() const;
 
   // Every route as "METHOD /path/{param}" (the OpenAPI spelling), sorted.
   std::vector<std::string> routes() const;

@@ -72,6 +72,7 @@ struct BreakerReport {
 
 // {"key", "state", "consecutive_failures", "trips", "opened_until" (or null), "summary"}.
 void to_json(nlohmann::json& j, const BreakerReport& v);
+void from_json(const nlohmann::json& j, BreakerReport& v);
 
 // The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
 // processes, libcurl, the system clock), as the one-argument constructor does for all three.

@@ -443,6 +443,18 @@ void to_json(nlohmann::json& j, const BreakerReport& v) {
                      {"summary", v.summary}};
 }
 
+void from_json(const nlohmann::json& j, BreakerReport& v) {
+  j.at("key").get_to(v.key);
+  j.at("state").get_to(v.state);
+  j.at("consecutive_failures").get_to(v.consecutive_failures);
+  j.at("trips").get_to(v.trips);
+  v.opened_until.reset();
+  if (const auto it = j.find("opened_until"); it != j.end() && !it->is_null()) {
+    v.opened_until = it->get<std::string>();
+  }
+  j.at("summary").get_to(v.summary);
+}
+
 std::vector<BreakerReport> ClusterFabric::cluster_breakers(const std::string& cluster) const {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
   const auto b = impl_->breakers();

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "falcon/fabric.h"
 #include "falcon/gcs_uri.h"
 #include "falcon/state_store.h"
 #include "falcon/workload_manager.h"
@@ -272,9 +273,18 @@ struct ExportTracker {
   std::mutex mutex;
   std::condition_variable changed;
   std::set<std::int64_t> running;
+  // Exports stop() marked failed after the grace: their thread must not record an end any more.
+  std::set<std::int64_t> abandoned;
 };
 
 }  // namespace
+
+ProbeSnapshot ControlPlane::fresh_probe(const std::string& cluster) {
+  if (auto probe = cached_probe(cluster)) return *probe;
+  throw ClusterUnreachableError(cluster, "not probed yet");
+}
+
+std::vector<BreakerReport> ControlPlane::breakers(const std::string&) const { return {}; }
 
 struct ApiServer::Impl {
   ApiServerOptions options;
@@ -501,15 +511,19 @@ void ApiServer::Impl::add_routes() {
     json out = json::array();
     for (const ClusterConfig& c : control().clusters()) {
       const auto probe = control().cached_probe(c.name);
-      out.push_back(
-          {{"name", c.name}, {"config", c}, {"probe", probe ? json(*probe) : json(nullptr)}});
+      out.push_back({{"name", c.name},
+                     {"config", c},
+                     {"probe", probe ? json(*probe) : json(nullptr)},
+                     {"breakers", control().breakers(c.name)}});
     }
     send_json(res, 200, {{"clusters", out}});
   });
   route("GET", "/v1/clusters/{name}", "/v1/clusters/" + seg, [this](const auto& req, auto& res) {
-    check_params(req, {"since", "limit"});
+    check_params(req, {"since", "limit", "fresh"});
     const std::string name = req.matches[1];
-    const auto probe = control().cached_probe(name);  // UnknownClusterError first
+    // fresh=true: no older than serve.max_probe_age_s, probed now if need be (cluster status).
+    const auto probe = bool_param(req, "fresh") ? std::optional(control().fresh_probe(name))
+                                                : control().cached_probe(name);
     ClusterConfig config;
     for (const ClusterConfig& c : control().clusters()) {
       if (c.name == name) config = c;
@@ -526,6 +540,7 @@ void ApiServer::Impl::add_routes() {
               {{"name", name},
                {"config", config},
                {"probe", probe ? json(*probe) : json(nullptr)},
+               {"breakers", control().breakers(name)},
                {"history", history},
                {"history_since", format_iso8601(from)}});
   });
@@ -594,6 +609,7 @@ void ApiServer::Impl::add_routes() {
       count_selection("selected");
       cluster = outcome.selection.selected_cluster;
       out["selection_id"] = outcome.selection_id;
+      out["selection"] = outcome.selection;
     }
     out["handle"] = control().submit(cluster, spec);
     send_json(res, 201, out);
@@ -627,6 +643,7 @@ void ApiServer::Impl::add_routes() {
           throw;
         } catch (const FalconError& e) {
           entry["error"] = {{"type", e.type_name()}, {"message", e.what()}};
+          e.add_details(entry["error"]);
         }
         out.push_back(entry);
       }
@@ -805,7 +822,8 @@ void ApiServer::Impl::logs(const httplib::Request& req, httplib::Response& res) 
 
 void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Response& res) {
   check_params(req, {});
-  const json body = parse_body(req, {"cluster", "workload", "dest", "ranks", "slice", "since"});
+  const json body =
+      parse_body(req, {"cluster", "workload", "dest", "ranks", "slice", "since", "grep"});
   const std::string cluster = *string_field(body, "cluster", "", true);
   const std::string workload = *string_field(body, "workload", "", true);
   const std::string dest = *string_field(body, "dest", "", true);
@@ -837,6 +855,7 @@ void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Respons
   if (const auto since = string_field(body, "since", "", false)) {
     filter.since = format_iso8601(time_param("since", *since, now()));
   }
+  filter.grep = string_field(body, "grep", "", false);
   if (stopping) throw HttpError(503, "Stopping", "the server is stopping");
   const WorkloadHandle handle = control().handle_for(cluster, workload);
   ExportRecord record;
@@ -878,6 +897,11 @@ void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Respons
       state = kExportFailed;
       result = {{"error", {{"type", "InternalError"}, {"message", e.what()}}}};
     }
+    // Under the tracker's lock: either this end is recorded, or stop() already marked the
+    // export failed and nothing is written over that (an export is never reported done after
+    // the server said it stopped).
+    std::lock_guard lock(tracker->mutex);
+    if (tracker->abandoned.contains(id)) return;
     try {
       store_ptr->finish_export(id, state, result.dump(), clock->now());
     } catch (const std::exception& e) {
@@ -887,7 +911,6 @@ void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Respons
       on_event(fmt::format("export {} of {}/{} failed: {}", id, handle.cluster,
                            handle.workload_name, result["error"]["message"].get<std::string>()));
     }
-    std::lock_guard lock(tracker->mutex);
     tracker->running.erase(id);
     tracker->changed.notify_all();
   }).detach();
@@ -1027,6 +1050,7 @@ void ApiServer::stop(std::chrono::milliseconds grace) {
   std::unique_lock lock(tracker.mutex);
   tracker.changed.wait_for(lock, grace, [&] { return tracker.running.empty(); });
   for (const std::int64_t id : tracker.running) {
+    tracker.abandoned.insert(id);
     try {
       impl_->options.store->finish_export(
           id, kExportFailed,
@@ -1039,6 +1063,11 @@ void ApiServer::stop(std::chrono::milliseconds grace) {
 }
 
 bool ApiServer::stopping() const { return impl_->stopping; }
+
+std::size_t ApiServer::abandoned_exports() const {
+  std::lock_guard lock(impl_->exports->mutex);
+  return impl_->exports->abandoned.size();
+}
 
 std::vector<std::string> ApiServer::routes() const {
   std::vector<std::string> out;

@@ -82,6 +82,15 @@ class FabricControlPlane final : public ControlPlane {
     return monitor_->latest(cluster);
   }
 
+  ProbeSnapshot fresh_probe(const std::string& cluster) override {
+    const ClusterConfig config = fabric_->get_cluster(cluster);  // UnknownClusterError
+    return monitor_->fresh(config, std::chrono::seconds(fabric_->config()->serve.max_probe_age_s));
+  }
+
+  std::vector<BreakerReport> breakers(const std::string& cluster) const override {
+    return fabric_->cluster_breakers(cluster);
+  }
+
   SelectOutcome select(const std::string& accelerator_type) override {
     const auto max_age = std::chrono::seconds(fabric_->config()->serve.max_probe_age_s);
     std::mutex used_mutex;
