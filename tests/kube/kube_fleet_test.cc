@@ -158,10 +158,10 @@ TEST_F(KubeFleetTest, ConsistencyOverRandomStates) {
       if (names.size() > 3) names.resize(3);
       for (const auto& n : names) {
         const WorkloadHandle handle{.workload_name = n, .cluster = name};
-        const auto by_xpk = jobs_->get_status(cluster(name, ProbeBackend::kXpk), handle);
-        const auto by_kube = jobs_->get_status(cluster(name, ProbeBackend::kKube), handle);
-        EXPECT_EQ(by_kube, by_xpk) << n;
-        EXPECT_EQ(by_kube.state, truth[n]) << n;
+        const auto status_xpk = jobs_->get_status(cluster(name, ProbeBackend::kXpk), handle);
+        const auto status_kube = jobs_->get_status(cluster(name, ProbeBackend::kKube), handle);
+        EXPECT_EQ(status_kube, status_xpk) << n;
+        EXPECT_EQ(status_kube.state, truth[n]) << n;
         ++statuses;
       }
       EXPECT_THROW(
