@@ -10,7 +10,10 @@
 //   credential  the exec plugin's token, cached until the expiry it states (exec_credential.h)
 //   request     GET <server>/apis/kueue.x-k8s.io/v1beta1/workloads?limit=500 (all namespaces,
 //               following `continue`); when that is forbidden (403), the same under
-//               /namespaces/<cluster's default_namespace>/ (a namespaced RoleBinding)
+//               /namespaces/<cluster's default_namespace>/ (a namespaced RoleBinding);
+//               Accept-Encoding: gzip (as Go clients ask; kube-apiserver compresses only large
+//               lists); each page parsed keeping only what the classification reads
+//               (parse_workload_list)
 //   result      every item classified as xpk's table would (workload_objects.h), counted by
 //               xpk::count_probe_states: queue_depth=#QUEUED, running_count=#RUNNING
 //
