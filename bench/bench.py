@@ -567,6 +567,58 @@ disable_update_check = true
         self.target("500-cluster probe loop every 30 s < 10% of a core", loop < 0.10,
                     f"{loop * 100:.1f}%")
 
+    def bench_probe_in_process(self):
+        """P2: CPU and wall per probe in a long-lived prober (as falcon serve runs it), kube vs
+        xpk, and a 500-cluster serve loop every 30 s with the kube backend (probe_backend_bench)."""
+        exe = self.build / "bench" / "probe_backend_bench"
+        if not exe.exists():
+            self.row("P2", "Probe in process", "probe_backend_bench not built", "", "", "", "", "")
+            return
+        loop_clusters = 100 if self.quick else 500
+        loop_seconds = 30 if self.quick else 60
+        argv = [str(exe), f"--fleet-bin={self.build / 'bin'}", "--clusters=20",
+                f"--rounds={5 if self.quick else 20}", "--xpk-rounds=2",
+                f"--loop-clusters={loop_clusters}", "--interval=30",
+                f"--loop-seconds={loop_seconds}"]
+        out = run(argv, capture=True, env={**os.environ, "TMPDIR": str(self.work)})
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        log(f"probe in process: {r}")
+        x, cold, warm, loop = r["xpk"], r["kube_cold"], r["kube_warm"], r["loop"]
+        ratio = x["cpu_ms_per_probe"] / max(warm["cpu_ms_per_probe"], 1e-6)
+        share = loop["core_share"]
+        # What a 500-cluster loop every 30 s costs at the warm per-probe CPU, and at the loop's.
+        at_warm = 500 / 30 * warm["cpu_ms_per_probe"] / 1000
+        at_loop = 500 / 30 * loop["cpu_ms_per_probe"] / 1000
+        ok_loop = (loop["probes"] > 0 and loop["store_failures"] == 0
+                   and loop["reachable_at_end"] == loop_clusters)
+        met = ratio >= 50 and at_loop < 0.10 and ok_loop
+        self.row("P2", "One probe in a long-lived prober (20 clusters, 5 workloads each), "
+                 "probe.backend kube vs xpk",
+                 f"kube: **{warm['cpu_ms_per_probe']:.3f} ms CPU**, "
+                 f"{warm['wall_ms_per_probe']:.2f} ms wall per probe (token cached, connection "
+                 f"reused; the first probe of a cluster, with the plugin run and the TLS "
+                 f"handshake: {cold['cpu_ms_per_probe']:.1f} ms CPU); serve loop over "
+                 f"{loop_clusters} clusters every 30 s for {loop['real_s']:.0f} s: "
+                 f"{loop['probes']} probes, **{loop['cpu_ms_per_probe']:.3f} ms CPU/probe**, "
+                 f"{share * 100:.2f}% of a core"
+                 + ("" if loop_clusters == 500 else
+                    f" (500 clusters at that cost: {at_loop * 100:.2f}%)"),
+                 f"xpk (fleet-xpk process per probe): {x['cpu_ms_per_probe']:.2f} ms CPU "
+                 f"({x['child_cpu_ms_per_probe']:.2f} in fleet-xpk), "
+                 f"{x['wall_ms_per_probe']:.1f} ms wall; real xpk ≈ 650 ms CPU",
+                 f"**{ratio:.0f}× less CPU** than fleet-xpk (≈{650 / warm['cpu_ms_per_probe']:,.0f}× "
+                 f"less than real xpk)",
+                 "≥ 50× less CPU per probe; 500 clusters / 30 s < 10% of a core",
+                 "met" if met else "**not met**",
+                 f"`build/release/bench/probe_backend_bench --fleet-bin=build/release/bin "
+                 f"{' '.join(argv[2:])}`")
+        self.target("In-process probe CPU: kube ≥ 50× less than xpk (fleet-xpk)", ratio >= 50,
+                    f"{ratio:.0f}× ({warm['cpu_ms_per_probe']:.3f} vs {x['cpu_ms_per_probe']:.2f} ms)")
+        self.target("Serve loop, 500 clusters every 30 s, kube backend < 10% of a core",
+                    at_loop < 0.10 and ok_loop,
+                    f"{at_loop * 100:.2f}% ({loop['probes']} probes over {loop_clusters} clusters, "
+                    f"{loop['store_failures']} store failures, {loop['reachable_at_end']} reachable)")
+
     # --- streaming -----------------------------------------------------------------------------
 
     def falcon_stream(self, workload, runs, expect_lines, extra=()):
@@ -1111,6 +1163,7 @@ def main():
         b.bench_health_loop()
     if want("probe"):
         b.bench_probe()
+        b.bench_probe_in_process()
     if want("stream"):
         b.bench_stream()
     if want("tail"):

@@ -161,15 +161,15 @@ void ClusterFabric::Impl::build() {
   };
   kube_options.runner = deps.runner;
   kube_options.clock = deps.clock;
-  m->prober = std::make_unique<ClusterProber>(
-      m->xpk, std::make_shared<kube::KubeProber>(std::move(kube_options)), m->config->probe.backend,
-      deps.clock);
+  auto kube = std::make_shared<kube::KubeProber>(std::move(kube_options));
+  m->prober = std::make_unique<ClusterProber>(m->xpk, kube, m->config->probe.backend, deps.clock);
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
   m->workloads = std::make_unique<XpkWorkloadManager>(
       m->xpk, deps.clock,
       std::make_shared<StateSubmissionStore>([this] { return store_or_throw(); },
-                                             [this](const std::string& text) { notice(text); }));
+                                             [this](const std::string& text) { notice(text); }),
+      kube, m->config->probe.backend);
   LogRetrieverOptions log_options;
   log_options.http = deps.http;
   log_options.clock = deps.clock;
@@ -346,9 +346,11 @@ ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster)
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
   const Clock& clock = *impl_->deps.clock;
   const auto start = clock.steady_now();
-  ClusterProbeResult result = impl_->current()->prober->probe(config);
-  impl_->record_probes(
-      {ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)}});
+  const auto m = impl_->current();
+  ClusterProbeResult result = m->prober->probe(config);
+  impl_->record_probes({ProbeRecord{.result = result,
+                                    .backend = to_string(m->prober->backend(config)),
+                                    .duration_ms = elapsed_ms(clock, start)}});
   impl_->feed_breaker(breaker_key(cluster), result.reachable);
   return result;
 }
@@ -398,8 +400,9 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
     }
     impl_->feed_breaker(breaker_key(cluster.name), result.reachable);
     std::lock_guard<std::mutex> lock(mutex);
-    probes.push_back(
-        ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)});
+    probes.push_back(ProbeRecord{.result = result,
+                                 .backend = to_string(m->prober->backend(cluster)),
+                                 .duration_ms = elapsed_ms(clock, start)});
     return result;
   });
   const ClusterSelector selector(impl_->registry, recording, m->config->selection,

@@ -46,7 +46,8 @@ class FabricControlPlane final : public ControlPlane {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
     monitor_ = std::make_unique<HealthMonitor>(
-        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve);
+        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve,
+        to_string(config->probe.backend));
     monitor_->set_clusters(config->clusters);
     note_config_loaded();
     monitor_->start();

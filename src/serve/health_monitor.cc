@@ -109,13 +109,19 @@ struct HealthMonitor::Impl {
     return {std::move(result), duration_ms};
   }
 
+  // How `cluster` is probed: its own probe.backend, else the monitor's.
+  std::string backend_of(const ClusterConfig& cluster) const {
+    return cluster.probe_backend ? to_string(*cluster.probe_backend) : backend;
+  }
+
   // Writes one probe to the store; a failure is counted, never thrown.
-  void record(const ClusterProbeResult& result, std::int64_t duration_ms) {
+  void record(const ClusterConfig& cluster, const ClusterProbeResult& result,
+              std::int64_t duration_ms) {
     if (!store) return;
     try {
       ProbeRecord rec;
       rec.result = result;
-      rec.backend = backend;
+      rec.backend = backend_of(cluster);
       rec.duration_ms = duration_ms;
       store->record_probes({rec});
     } catch (const std::exception&) {
@@ -125,12 +131,13 @@ struct HealthMonitor::Impl {
   }
 
   // Stores a finished probe in `e` and reschedules it. Needs `mutex`.
-  void finish(Entry& e, ClusterProbeResult result, std::int64_t duration_ms) {
+  void finish(Entry& e, const ClusterConfig& cluster, ClusterProbeResult result,
+              std::int64_t duration_ms) {
     const SteadyTime now = clock->steady_now();
     e.consecutive_failures = result.reachable ? 0 : e.consecutive_failures + 1;
     MonitoredProbe p;
     p.result = std::move(result);
-    p.backend = backend;
+    p.backend = backend_of(cluster);
     p.duration_ms = duration_ms;
     p.consecutive_failures = e.consecutive_failures;
     e.probe = std::move(p);
@@ -224,10 +231,10 @@ struct HealthMonitor::Impl {
         config = e.config;
       }
       auto [result, duration_ms] = run_probe(config);
-      record(result, duration_ms);
+      record(config, result, duration_ms);
       {
         std::lock_guard lock(mutex);
-        finish(e, std::move(result), duration_ms);
+        finish(e, config, std::move(result), duration_ms);
         ++stats.loop_probes;
       }
       cv.notify_all();
@@ -378,9 +385,9 @@ MonitoredProbe HealthMonitor::fresh(const ClusterConfig& cluster,
   const ClusterConfig config = e->watched ? e->config : cluster;
   lock.unlock();
   auto [result, duration_ms] = impl_->run_probe(config);
-  impl_->record(result, duration_ms);
+  impl_->record(config, result, duration_ms);
   lock.lock();
-  impl_->finish(*e, std::move(result), duration_ms);
+  impl_->finish(*e, config, std::move(result), duration_ms);
   if (!e->watched) e->next_due = SteadyTime::max();
   ++impl_->stats.on_demand_probes;
   MonitoredProbe out = impl_->view(*e, false);
