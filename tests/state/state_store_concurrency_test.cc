@@ -433,7 +433,9 @@ TEST_P(StateStoreConcurrency, AFailedGroupCommitFailsEachOfItsCallersAndStoresNo
   for (const auto& r : store_->list_selections(1000)) stored_reasons.insert(r.selection.reason);
   for (const auto& v : outcomes) {
     for (const Outcome& o : v) {
-      if (o.boom) EXPECT_EQ(o.id, 0) << o.reason;  // its own row always fails its batch
+      if (o.boom) {
+        EXPECT_EQ(o.id, 0) << o.reason;  // its own row always fails its batch
+      }
       if (o.id != 0) {
         EXPECT_TRUE(stored_reasons.contains(o.reason)) << o.reason;
         EXPECT_EQ(store_->get_selection(o.id)->selection.reason, o.reason);
