@@ -94,6 +94,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   FabricDependencies deps;
   deps.on_log_wait = [&log](const LogWaitNotice& notice) { log.info(notice.message); };
   deps.on_notice = [&log](const std::string& message) { log.warn(message); };
+  deps.counters = std::make_shared<FabricCounters>();  // /metrics
   if (!args.state.empty()) deps.state = open_state_store(args.state);
   auto fabric = std::make_shared<ClusterFabric>(ctx.config_path(), std::move(deps));
   const auto config = fabric->config();
@@ -131,6 +132,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   options.tokens = tokens;
   options.tls_cert = args.tls_cert;
   options.tls_key = args.tls_key;
+  options.threads = serve.http_threads;
   options.on_request = [&log](const RequestLogEntry& r) {
     nlohmann::json fields = {{"method", r.method},
                              {"route", r.route},

@@ -33,6 +33,7 @@
 
 #include "falcon/clock.h"
 #include "falcon/config.h"
+#include "falcon/fabric_counters.h"
 #include "falcon/health_monitor.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
@@ -108,6 +109,9 @@ class ControlPlane {
 
   virtual ConfigInfo config_info() const = 0;
   virtual ProbeCacheStats cache_stats() const = 0;
+  // What the layer did (xpk calls, Logging reads, uploads), for /metrics; empty when it counts
+  // nothing.
+  virtual FabricCounters::Snapshot fabric_counters() const { return {}; }
   // True once every cluster has a cached probe (GET /readyz).
   virtual bool ready() const = 0;
 };

@@ -103,6 +103,12 @@ class HealthMonitor {
   // true), else probed now on the calling thread, recorded and cached. Concurrent callers
   // asking for the same stale cluster share one probe. Never throws for an unreachable cluster.
   MonitoredProbe fresh(const ClusterConfig& cluster, std::chrono::milliseconds max_age);
+  // What fresh() answers from the cache (counted as a hit), without probing or waiting: nullopt
+  // when `cluster` has no result younger than `max_age` (then fresh() probes it). Selection asks
+  // this for every candidate first, so a decision answered wholly from the cache runs on the
+  // calling thread alone.
+  std::optional<MonitoredProbe> cached(const std::string& cluster,
+                                       std::chrono::milliseconds max_age);
 
   // Counters for /metrics: probes run by the loop and by fresh(), cache hits and misses.
   struct Stats {

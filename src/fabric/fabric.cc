@@ -1,5 +1,6 @@
 #include "falcon/fabric.h"
 
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -51,11 +52,18 @@ void check_ranks_exist(const XpkWorkloadManager& workloads, const WorkloadHandle
 // recording of select's probes.
 class FunctionProber final : public ClusterProber {
  public:
-  explicit FunctionProber(HealthMonitor::ProbeFunction fn) : fn_(std::move(fn)) {}
+  explicit FunctionProber(HealthMonitor::ProbeFunction fn,
+                          ClusterFabric::CachedProbeFunction cached = {})
+      : fn_(std::move(fn)), cached_(std::move(cached)) {}
   ClusterProbeResult probe(const ClusterConfig& cluster) const override { return fn_(cluster); }
+  std::optional<ClusterProbeResult> cached(const ClusterConfig& cluster) const override {
+    if (!cached_) return std::nullopt;
+    return cached_(cluster);
+  }
 
  private:
   HealthMonitor::ProbeFunction fn_;
+  ClusterFabric::CachedProbeFunction cached_;
 };
 
 std::int64_t elapsed_ms(const Clock& clock, std::chrono::steady_clock::time_point start) {
@@ -150,7 +158,7 @@ FabricDependencies with_real_effects(const FabricConfig& config, FabricDependenc
 void ClusterFabric::Impl::build() {
   auto m = std::make_shared<Modules>();
   m->config = registry.snapshot();
-  m->xpk = std::make_shared<const xpk::XpkCli>(deps.runner, m->config->xpk);
+  m->xpk = std::make_shared<const xpk::XpkCli>(deps.runner, m->config->xpk, deps.counters);
   kube::KubeProberOptions kube_options;
   kube_options.state_dir = xpk::resolve_state_dir(m->config->xpk);
   kube_options.http = deps.http;
@@ -171,7 +179,7 @@ void ClusterFabric::Impl::build() {
                                              [this](const std::string& text) { notice(text); }),
       kube, m->config->probe.backend);
   LogRetrieverOptions log_options;
-  log_options.http = deps.http;
+  log_options.http = make_counting_http_client(deps.http, deps.counters);
   log_options.clock = deps.clock;
   log_options.settings = m->config->gcp;
   // Every falcon process of this state directory shares the read quota (issue 11).
@@ -253,11 +261,37 @@ std::unique_ptr<CircuitBreakers> ClusterFabric::Impl::breakers() const {
 }
 
 ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
-  return [this](const ClusterConfig& cluster,
-                const std::string& accelerator) -> std::optional<std::string> {
-    const auto b = breakers();
-    if (!b) return std::nullopt;
-    const std::string keys[] = {breaker_key(cluster.name), breaker_key(cluster.name, accelerator)};
+  std::shared_ptr<const CircuitBreakers> b = breakers();
+  if (!b) return {};
+  // Every breaker not closed, read once per decision (one query instead of two per candidate):
+  // a candidate with neither key in it goes through without touching the store; the others
+  // take the per-key path below, which reads again and claims a due trial. Null when the read
+  // failed: then every candidate takes the per-key path.
+  std::shared_ptr<const std::set<std::string>> not_closed;
+  if (const auto s = store()) {
+    try {
+      auto keys = std::make_shared<std::set<std::string>>();
+      for (const BreakerState& state : s->list_breakers()) {
+        if (state.state != kBreakerClosed) keys->insert(state.key);
+      }
+      not_closed = std::move(keys);
+    } catch (const std::exception&) {
+      // The per-key path notices the failure.
+    }
+  }
+  // breaker_key(cluster, accelerator), with the accelerator's canonical spelling worked out once
+  // per decision rather than once per candidate.
+  auto canonical = std::make_shared<std::pair<std::string, std::string>>();
+  return [this, b, not_closed, canonical](
+             const ClusterConfig& cluster,
+             const std::string& accelerator) -> std::optional<std::string> {
+    if (canonical->first != accelerator || canonical->second.empty()) {
+      *canonical = {accelerator, breaker_key("", accelerator).substr(1)};
+    }
+    const std::string keys[] = {breaker_key(cluster.name), cluster.name + "/" + canonical->second};
+    if (not_closed && !not_closed->contains(keys[0]) && !not_closed->contains(keys[1])) {
+      return std::nullopt;
+    }
     try {
       // Refused by either: say so without claiming the other's trial.
       const auto now = deps.clock->now();
@@ -342,6 +376,8 @@ ClusterConfig ClusterFabric::get_cluster(const std::string& cluster) const {
 
 std::shared_ptr<StateStore> ClusterFabric::state_store() const { return impl_->store_or_throw(); }
 
+std::shared_ptr<FabricCounters> ClusterFabric::counters() const { return impl_->deps.counters; }
+
 ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster) const {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
   const Clock& clock = *impl_->deps.clock;
@@ -422,8 +458,14 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
 
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
                                                const HealthMonitor::ProbeFunction& probe) const {
+  return select_cluster(accelerator_type, probe, {});
+}
+
+ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
+                                               const HealthMonitor::ProbeFunction& probe,
+                                               const CachedProbeFunction& cached) const {
   const auto m = impl_->current();
-  const FunctionProber asking(probe);
+  const FunctionProber asking(probe, cached);
   const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock,
                                  impl_->breaker_gate());
   ClusterSelection selection;

@@ -64,7 +64,33 @@ ClusterSelection ClusterSelector::select_among(
       gated[i] = gate_(candidates[i].first, accelerator_type);
     }
   }
-  run_bounded_parallel(candidates.size(), settings_.max_parallel_probes, [&](std::size_t i) {
+  // Answers available at once (a probe cache) are taken on this thread; threads are started
+  // only for the candidates that must really be probed.
+  std::vector<std::size_t> to_probe;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (gated[i]) {
+      results[i].cluster = candidates[i].first.name;
+      results[i].reachable = false;
+      results[i].error = "not probed: " + *gated[i];
+      results[i].probed_at = format_iso8601(clock_->now());
+      continue;
+    }
+    std::optional<ClusterProbeResult> quick;
+    try {
+      quick = prober_.cached(candidates[i].first);
+    } catch (const std::exception&) {
+      // Probed below, where a failure is reported.
+    }
+    if (!quick) {
+      to_probe.push_back(i);
+      continue;
+    }
+    results[i] = std::move(*quick);
+    if (results[i].cluster.empty()) results[i].cluster = candidates[i].first.name;
+    if (results[i].probed_at.empty()) results[i].probed_at = format_iso8601(clock_->now());
+  }
+  run_bounded_parallel(to_probe.size(), settings_.max_parallel_probes, [&](std::size_t k) {
+    const std::size_t i = to_probe[k];
     const ClusterConfig& cluster = candidates[i].first;
     auto failed = [&](std::string error) {
       ClusterProbeResult r;
@@ -73,11 +99,6 @@ ClusterSelection ClusterSelector::select_among(
       r.error = std::move(error);
       return r;
     };
-    if (gated[i]) {
-      results[i] = failed("not probed: " + *gated[i]);
-      results[i].probed_at = format_iso8601(clock_->now());
-      return;
-    }
     try {
       results[i] = prober_.probe(cluster);
     } catch (const std::exception& e) {

@@ -22,6 +22,7 @@
 #include "falcon/state_store.h"
 #include "falcon/workload_manager.h"
 #include "serve/prometheus_text.h"
+#include "serve/select_answer.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -561,10 +562,8 @@ void ApiServer::Impl::add_routes() {
       throw;
     }
     count_selection("selected");
-    json j = outcome.selection;
-    j["selection_id"] = outcome.selection_id;
-    j["candidate_probes"] = outcome.candidates;
-    send_json(res, 200, j);
+    res.status = 200;
+    res.set_content(serve::select_answer_json(outcome), "application/json");
   });
   route("GET", "/v1/selections", "/v1/selections", [this](const auto& req, auto& res) {
     check_params(req, {"limit", "accelerator"});
@@ -955,6 +954,37 @@ std::string ApiServer::Impl::metrics() const {
   per_cluster("falcon_probe_consecutive_failures", "gauge",
               "Failed probes in a row (0 when reachable)",
               [](const ProbeSnapshot& p) { return static_cast<double>(p.consecutive_failures); });
+
+  out.family("falcon_probe_cache_oldest_age_seconds", "gauge",
+             "Age of the oldest cached probe (clusters with one)");
+  {
+    double oldest = 0;
+    for (const auto& [cluster, probe] : probes) {
+      if (probe) oldest = std::max(oldest, probe->age_ms / 1000.0);
+    }
+    out.sample("falcon_probe_cache_oldest_age_seconds", {}, oldest);
+  }
+
+  const FabricCounters::Snapshot fabric = control().fabric_counters();
+  out.family("falcon_xpk_calls_total", "counter",
+             "xpk invocations by verb and result (ok, failed, timeout, start_error)");
+  for (const auto& [key, n] : fabric.xpk_calls) {
+    out.sample("falcon_xpk_calls_total", {{"verb", key.first}, {"result", key.second}},
+               static_cast<double>(n));
+  }
+  out.family("falcon_logging_reads_total", "counter",
+             "Cloud Logging entries:list requests by result (ok, rate_limited: HTTP 429, failed)");
+  out.sample("falcon_logging_reads_total", {{"result", "ok"}},
+             static_cast<double>(fabric.logging_ok));
+  out.sample("falcon_logging_reads_total", {{"result", "rate_limited"}},
+             static_cast<double>(fabric.logging_rate_limited));
+  out.sample("falcon_logging_reads_total", {{"result", "failed"}},
+             static_cast<double>(fabric.logging_failed));
+  out.family("falcon_upload_bytes_total", "counter",
+             "Bytes sent to Cloud Storage uploads (log exports)");
+  out.sample("falcon_upload_bytes_total", {}, static_cast<double>(fabric.upload_bytes));
+  out.family("falcon_upload_requests_total", "counter", "Cloud Storage upload requests sent");
+  out.sample("falcon_upload_requests_total", {}, static_cast<double>(fabric.upload_requests));
 
   const ProbeCacheStats stats = control().cache_stats();
   out.family("falcon_probes_total", "counter", "Probes run, by who asked (loop or on demand)");

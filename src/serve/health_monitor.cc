@@ -38,6 +38,10 @@ struct Entry {
   std::optional<MonitoredProbe> probe;
   SteadyTime probed_steady{};  // when `probe` finished
   SteadyTime next_due{};       // the loop's next probe (watched only)
+  // next_due as view() shows it (ISO 8601, system clock), worked out once per scheduled probe
+  // instead of on every look-up; next_due_text_for says which next_due it is for.
+  mutable SteadyTime next_due_text_for = SteadyTime::min();
+  mutable std::string next_due_text;
   int consecutive_failures = 0;
   bool in_flight = false;  // a probe of it is running (the loop's or a fresh() caller's)
 };
@@ -153,9 +157,17 @@ struct HealthMonitor::Impl {
     p.age_ms = std::max<std::int64_t>(0, to_ms(now - e.probed_steady));
     p.from_cache = from_cache;
     if (running && e.watched) {
-      const auto until = std::max(e.next_due, now) - now;
-      p.next_probe_at = format_iso8601(
-          clock->now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(until));
+      if (e.next_due <= now) {  // overdue: due now
+        p.next_probe_at = format_iso8601(clock->now());
+      } else {
+        if (e.next_due_text_for != e.next_due) {
+          e.next_due_text = format_iso8601(
+              clock->now() +
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(e.next_due - now));
+          e.next_due_text_for = e.next_due;
+        }
+        p.next_probe_at = e.next_due_text;
+      }
     }
     return p;
   }
@@ -394,6 +406,17 @@ MonitoredProbe HealthMonitor::fresh(const ClusterConfig& cluster,
   lock.unlock();
   impl_->cv.notify_all();
   return out;
+}
+
+std::optional<MonitoredProbe> HealthMonitor::cached(const std::string& cluster,
+                                                    std::chrono::milliseconds max_age) {
+  std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->entries.find(cluster);
+  if (it == impl_->entries.end()) return std::nullopt;
+  const Entry& e = *it->second;
+  if (!e.probe || impl_->clock->steady_now() - e.probed_steady > max_age) return std::nullopt;
+  ++impl_->stats.cache_hits;
+  return impl_->view(e, true);
 }
 
 HealthMonitor::Stats HealthMonitor::stats() const {

@@ -6,6 +6,7 @@
 
 #include "falcon/errors.h"
 #include "falcon/model.h"
+#include "model/json_text.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -187,6 +188,28 @@ TEST(TimeFormat, ParsesRfc3339Variants) {
   EXPECT_FALSE(parse_rfc3339_nanos("2026-04-13T00:00:00"));
   EXPECT_EQ(format_rfc3339_nanos(1776038400LL * 1'000'000'000 + 5),
             "2026-04-13T00:00:00.000000005Z");
+}
+
+// The direct writer of the serve hot path writes exactly what nlohmann writes.
+TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
+  ClusterSelection s;
+  s.selected_cluster = "tpu-a";
+  s.accelerator = "tpu-v4-64";
+  s.candidates = {"tpu-a", "tpu-\"b\""};
+  s.probe_results = {
+      ClusterProbeResult{"tpu-a", true, 0, 3, std::nullopt, "2026-04-13T08:00:00.000Z"},
+      ClusterProbeResult{"tpu-\"b\"", false, std::nullopt, std::nullopt,
+                         std::string("xpk failed:\n\ttab \\ back\x01\x1f end \xc3\xa9t\xc3\xa9"),
+                         "2026-04-13T08:00:01.000Z"},
+      ClusterProbeResult{"c", false, -1, 2147483647, std::string("bad utf-8 \xff here"), ""}};
+  s.reason = "selected tpu-a: reachable, queue_depth=0 <= max=5";
+  s.decided_at = "2026-04-13T08:00:02.000Z";
+  s.selection_id = -42;
+  EXPECT_EQ(to_json_text(s), json(s).dump(-1, ' ', false, json::error_handler_t::replace));
+  EXPECT_EQ(to_json_text(ClusterSelection{}), json(ClusterSelection{}).dump());
+  // What it writes reads back.
+  EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().probe_results[1],
+            s.probe_results[1]);
 }
 
 }  // namespace
