@@ -1,5 +1,6 @@
 # The two commands of the quick start, and a few more for development.
-#   make demo   build, start the local fleet, run the main job through the falcon CLI
+#   make demo   build, start the local fleet, run the main job through the falcon CLI, then
+#               the same through `falcon serve` (select twice, the second from its cache)
 #   make test   build with AddressSanitizer + UBSan and -Werror and run every test; build the
 #               optimised library, CLI and fleet with -Werror (warnings only -O2 shows); build
 #               the fuzz targets with clang and run each for FUZZ_SECONDS; build the Python
@@ -56,7 +57,7 @@ python-build: setup
 	@cmake -S . -B $(PYTHON_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DFALCON_PYTHON=ON -DPython_EXECUTABLE=$(PYTHON) -DFALCON_BUILD_TESTS=OFF \
 	  -DFALCON_BUILD_BENCH=OFF >/dev/null
-	@cmake --build $(PYTHON_DIR) -j $(JOBS) --target _falcon falcon-fleet fleet-xpk fleet-gcloud
+	@cmake --build $(PYTHON_DIR) -j $(JOBS) --target _falcon falcon falcon-fleet fleet-xpk fleet-gcloud
 
 # pytest (Debian's python3-pytest) against the local fleet; mypy over the example.
 python-test: python-build

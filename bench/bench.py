@@ -466,6 +466,221 @@ disable_update_check = true
                     f"{r['probes']} probes ({kept:.2f}× N × minutes × 2), "
                     f"{r['reachable_at_end']} reachable, {r['store_failures']} store failures")
 
+    # --- falcon serve ----------------------------------------------------------------------------
+
+    def start_serve_fleet(self, n):
+        """A fleet of its own with `n` clusters (two tpu-v4-64 slots each, one running and one
+        queued workload), and the repos.yaml of the layer for it. Returns (proc, url, repos)."""
+        d = self.work / "serve"
+        d.mkdir(exist_ok=True)
+        fleet = ["time_scale: 0", "clusters:"]
+        repos = ["clusters:"]
+        for i in range(n):
+            name = f"c{i}"
+            fleet += [f"  {name}:", "    project: bench-project", "    zone: us-central2-b",
+                      f"    cluster_id: {name}", "    capacity: {tpu-v4-64: 1}", "    workloads:",
+                      "      - {name: run-a, device_type: tpu-v4-64, duration_s: 86400}",
+                      "      - {name: wait-b, device_type: tpu-v4-64, duration_s: 600}"]
+            repos += [f"  {name}:", "    project: bench-project", "    zone: us-central2-b",
+                      f"    cluster_id: {name}",
+                      f"    accelerator_types: [{{type: tpu-v4-64, device_class: tpu, "
+                      f"priority: {1 + i % 3}}}]",
+                      "    max_queue_depth: 50", "    probe_timeout_s: 60"]
+        (d / "fleet.yaml").write_text("\n".join(fleet) + "\n")
+        ready = d / "ready.json"
+        proc = spawn([str(self.bin / "falcon-fleet"), "--fleet", str(d / "fleet.yaml"), "--port", "0",
+                      "--time-scale", "0", "--ready-file", str(ready)],
+                     stdout=open(d / "fleet.log", "wb"), stderr=subprocess.STDOUT,
+                     stdin=subprocess.DEVNULL)
+        for _ in range(1200):
+            if ready.exists() and ready.stat().st_size > 0:
+                try:
+                    url = json.loads(ready.read_text())["url"]
+                    break
+                except (json.JSONDecodeError, KeyError):
+                    pass
+            if proc.poll() is not None:
+                raise RuntimeError("falcon-fleet exited: " + (d / "fleet.log").read_text())
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("falcon-fleet (serve bench) did not become ready")
+        repos += ["xpk:", f"  binary: {self.bin / 'fleet-xpk'}", f"  state_dir: {d / 'state'}",
+                  f"  env: {{FALCON_FLEET_URL: \"{url}\"}}",
+                  "serve:", "  probe_interval_s: 30", "  max_probe_age_s: 600",
+                  "  max_parallel_probes: 16", "  http_threads: 128"]
+        (d / "repos.yaml").write_text("\n".join(repos) + "\n")
+        return proc, url, d / "repos.yaml"
+
+    def start_serve(self, repos, state, name):
+        """`falcon serve` on a free loopback port; waits until /readyz (every cluster probed).
+        Returns (proc, base URL)."""
+        d = self.work / "serve"
+        err = open(d / f"{name}.log", "wb")
+        proc = spawn(self.falcon("--config", str(repos), "serve", "--listen", "127.0.0.1:0",
+                                 "--state", state),
+                     stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+                     env=self.env)
+        base = None
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError("falcon serve exited: " + (d / f"{name}.log").read_text()[-2000:])
+            text = (d / f"{name}.log").read_text(errors="replace")
+            m = re.search(r"listening on (http://\S+)", text)
+            if m and base is None:
+                base = m.group(1)
+            if base:
+                try:
+                    with urllib.request.urlopen(base + "/readyz", timeout=5) as r:
+                        if r.status == 200:
+                            return proc, base
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        raise RuntimeError("falcon serve did not become ready")
+
+    @staticmethod
+    def stop_proc(proc):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        LIVE.discard(proc)
+
+    @staticmethod
+    def proc_status(pid):
+        out = {}
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM", "Threads"):
+                out[k] = int(v.split()[0])
+        return out
+
+    @staticmethod
+    def wrk_ms(text):
+        m = re.match(r"([\d.]+)(us|ms|s)$", text)
+        if not m:
+            return float("nan")
+        return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+
+    def wrk(self, url, seconds, connections, script):
+        out = run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script),
+                   url], capture=True)
+        text = out.stdout
+        r = {"text": text}
+        m = re.search(r"Requests/sec:\s+([\d.]+)", text)
+        r["rps"] = float(m.group(1)) if m else float("nan")
+        for p in ("50", "99"):
+            m = re.search(rf"^\s+{p}%\s+(\S+)", text, flags=re.M)
+            r[f"p{p}"] = self.wrk_ms(m.group(1)) if m else float("nan")
+        m = re.search(r"(\d+) requests in", text)
+        r["requests"] = int(m.group(1)) if m else 0
+        m = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
+        r["non2xx"] = int(m.group(1)) if m else 0
+        m = re.search(r"Socket errors:.*", text)
+        r["socket_errors"] = m.group(0) if m else ""
+        return r
+
+    def bench_serve(self):
+        """V1-V3: `falcon serve` against a 100-cluster fleet: cached POST /v1/select under wrk,
+        the same selection uncached (the CLI), and memory with 24 h of probe history."""
+        if not shutil.which("wrk"):
+            self.row("V1", "falcon serve: cached POST /v1/select", "wrk is not installed "
+                     "(scripts/setup.sh installs it)", "", "", "", "", "")
+            return
+        n = 100
+        seconds = 5 if self.quick else 15
+        connections = 64
+        fleet, _, repos = self.start_serve_fleet(n)
+        try:
+            state = "sqlite://" + str(self.work / "serve" / "falcon.db")
+            serve, base = self.start_serve(repos, state, "serve-select")
+            script = self.work / "serve" / "select.lua"
+            script.write_text('wrk.method = "POST"\n'
+                              'wrk.body = \'{"accelerator_type": "tpu-v4-64"}\'\n'
+                              'wrk.headers["Content-Type"] = "application/json"\n')
+            # One request first: the answer is a real decision from the cache.
+            req = urllib.request.Request(base + "/v1/select", method="POST",
+                                         data=b'{"accelerator_type": "tpu-v4-64"}',
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                first = json.loads(resp.read())
+            cached = sum(1 for p in first["candidate_probes"] if p["from_cache"])
+            cpu0 = sum(int(x) for x in Path(f"/proc/{serve.pid}/stat").read_text()
+                       .rsplit(")", 1)[1].split()[11:13])
+            load0 = os.getloadavg()[0]
+            w = self.wrk(base + "/v1/select", seconds, connections, script)
+            load1 = os.getloadavg()[0]
+            cpu1 = sum(int(x) for x in Path(f"/proc/{serve.pid}/stat").read_text()
+                       .rsplit(")", 1)[1].split()[11:13])
+            tick = os.sysconf("SC_CLK_TCK")
+            serve_cpu_ms = (cpu1 - cpu0) / tick * 1000 / max(1, w["requests"])
+            log(f"serve select: {w['text']}")
+            with urllib.request.urlopen(base + "/metrics", timeout=30) as resp:
+                metrics = resp.read().decode()
+            m = re.search(r'^falcon_selections_total\{outcome="selected"\} (\d+)', metrics, re.M)
+            selected = int(m.group(1)) if m else -1
+            self.stop_proc(serve)
+            # The spec's selection: every candidate probed for each decision (the CLI).
+            walls = []
+            for _ in range(1 if self.quick else 3):
+                t0 = time.perf_counter()
+                run(self.falcon("--config", str(repos), "cluster", "select", "--accelerator", "tpu-v4-64"),
+                    env=self.env, stdout=subprocess.DEVNULL)
+                walls.append(time.perf_counter() - t0)
+            uncached = median(walls)
+            met = w["rps"] >= 10000 and w["p99"] < 5 and w["non2xx"] == 0
+            self.row("V1", f"`falcon serve`: cached POST /v1/select, {n} clusters on the fleet "
+                     f"(wrk -t2 -c{connections} -d{seconds}s, keep-alive, same machine)",
+                     f"**{fmt_int(w['rps'])} req/s**, p50 {w['p50']:.2f} ms, "
+                     f"**p99 {w['p99']:.2f} ms**; {w['requests']} requests, {w['non2xx']} non-2xx; "
+                     f"{serve_cpu_ms:.3f} ms serve CPU/request; {cached}/{n} candidates from the "
+                     f"cache; load {load0:.1f} → {load1:.1f}",
+                     f"uncached (`falcon cluster select`, {n} probes through fleet-xpk): "
+                     f"{uncached:.2f} s = {1 / uncached:.2f} decisions/s",
+                     f"**{w['rps'] * uncached:,.0f}×**",
+                     "≥ 10,000 req/s and p99 < 5 ms on 2 cores", "met" if met else "**not met**",
+                     f"`falcon serve --state {state}` (serve.http_threads 128); `wrk -t2 "
+                     f"-c{connections} -d{seconds}s --latency -s select.lua URL/v1/select`")
+            self.target("Cached POST /v1/select ≥ 10,000 req/s, p99 < 5 ms (100 clusters)", met,
+                        f"{w['rps']:.0f} req/s, p99 {w['p99']:.2f} ms")
+            self.row("V2", f"Uncached selection, {n} clusters (the spec's behaviour: every "
+                     "candidate probed per decision)",
+                     f"{uncached:.2f} s per decision (median of {len(walls)})", "", "", "reported",
+                     "", f"`falcon --config repos.yaml cluster select --accelerator tpu-v4-64`")
+            # V3: memory after 24 simulated hours of probe history.
+            hist_state = "sqlite://" + str(self.work / "serve" / "history.db")
+            fill = run([str(self.build / "bench" / "serve_bench"), f"--fill-history={hist_state}",
+                        f"--clusters={n}", "--hours=24", "--interval=30"], capture=True)
+            f = json.loads(fill.stdout.strip().splitlines()[-1])
+            log(f"history: {f}")
+            serve, base = self.start_serve(repos, hist_state, "serve-history")
+            before = self.proc_status(serve.pid)
+            rows = 0
+            t0 = time.perf_counter()
+            for i in range(n):
+                with urllib.request.urlopen(f"{base}/v1/clusters/c{i}?since=25h&limit=100000",
+                                            timeout=120) as resp:
+                    rows += len(json.loads(resp.read())["history"])
+            q = time.perf_counter() - t0
+            after = self.proc_status(serve.pid)
+            self.stop_proc(serve)
+            self.row("V3", f"Memory of `falcon serve` with 24 h of probe history ({n} clusters, "
+                     f"30 s probes: {f['probes_written']:,} probes, {f['thinned']} thinned by the "
+                     "default retention)",
+                     f"**VmHWM {after['VmHWM'] / 1024:.0f} MiB** after serving every cluster's "
+                     f"24 h history ({rows:,} probes in {q:.1f} s); VmRSS {before['VmRSS'] / 1024:.0f}"
+                     f" MiB ready, {after['VmRSS'] / 1024:.0f} MiB after; {after['Threads']} threads",
+                     "", "", "reported", "",
+                     f"`serve_bench --fill-history=URL --clusters={n} --hours=24`; `falcon serve "
+                     f"--state URL`; `GET /v1/clusters/cN?since=25h&limit=100000` for every cluster; "
+                     "/proc/PID/status")
+        finally:
+            self.stop_proc(fleet)
+
     # --- selection -----------------------------------------------------------------------------
 
     def bench_selection(self):
@@ -566,6 +781,58 @@ disable_update_check = true
         self.target("Probe CPU: kube ≥ 50× less than xpk", xc / kc >= 50, f"{xc / kc:.1f}×")
         self.target("500-cluster probe loop every 30 s < 10% of a core", loop < 0.10,
                     f"{loop * 100:.1f}%")
+
+    def bench_probe_in_process(self):
+        """P2: CPU and wall per probe in a long-lived prober (as falcon serve runs it), kube vs
+        xpk, and a 500-cluster serve loop every 30 s with the kube backend (probe_backend_bench)."""
+        exe = self.build / "bench" / "probe_backend_bench"
+        if not exe.exists():
+            self.row("P2", "Probe in process", "probe_backend_bench not built", "", "", "", "", "")
+            return
+        loop_clusters = 100 if self.quick else 500
+        loop_seconds = 30 if self.quick else 60
+        argv = [str(exe), f"--fleet-bin={self.build / 'bin'}", "--clusters=20",
+                f"--rounds={5 if self.quick else 20}", "--xpk-rounds=2",
+                f"--loop-clusters={loop_clusters}", "--interval=30",
+                f"--loop-seconds={loop_seconds}"]
+        out = run(argv, capture=True, env={**os.environ, "TMPDIR": str(self.work)})
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        log(f"probe in process: {r}")
+        x, cold, warm, loop = r["xpk"], r["kube_cold"], r["kube_warm"], r["loop"]
+        ratio = x["cpu_ms_per_probe"] / max(warm["cpu_ms_per_probe"], 1e-6)
+        share = loop["core_share"]
+        # What a 500-cluster loop every 30 s costs at the warm per-probe CPU, and at the loop's.
+        at_warm = 500 / 30 * warm["cpu_ms_per_probe"] / 1000
+        at_loop = 500 / 30 * loop["cpu_ms_per_probe"] / 1000
+        ok_loop = (loop["probes"] > 0 and loop["store_failures"] == 0
+                   and loop["reachable_at_end"] == loop_clusters)
+        met = ratio >= 50 and at_loop < 0.10 and ok_loop
+        self.row("P2", "One probe in a long-lived prober (20 clusters, 5 workloads each), "
+                 "probe.backend kube vs xpk",
+                 f"kube: **{warm['cpu_ms_per_probe']:.3f} ms CPU**, "
+                 f"{warm['wall_ms_per_probe']:.2f} ms wall per probe (token cached, connection "
+                 f"reused; the first probe of a cluster, with the plugin run and the TLS "
+                 f"handshake: {cold['cpu_ms_per_probe']:.1f} ms CPU); serve loop over "
+                 f"{loop_clusters} clusters every 30 s for {loop['real_s']:.0f} s: "
+                 f"{loop['probes']} probes, **{loop['cpu_ms_per_probe']:.3f} ms CPU/probe**, "
+                 f"{share * 100:.2f}% of a core"
+                 + ("" if loop_clusters == 500 else
+                    f" (500 clusters at that cost: {at_loop * 100:.2f}%)"),
+                 f"xpk (fleet-xpk process per probe): {x['cpu_ms_per_probe']:.2f} ms CPU "
+                 f"({x['child_cpu_ms_per_probe']:.2f} in fleet-xpk), "
+                 f"{x['wall_ms_per_probe']:.1f} ms wall; real xpk ≈ 650 ms CPU",
+                 f"**{ratio:.0f}× less CPU** than fleet-xpk (≈{650 / warm['cpu_ms_per_probe']:,.0f}× "
+                 f"less than real xpk)",
+                 "≥ 50× less CPU per probe; 500 clusters / 30 s < 10% of a core",
+                 "met" if met else "**not met**",
+                 f"`build/release/bench/probe_backend_bench --fleet-bin=build/release/bin "
+                 f"{' '.join(argv[2:])}`")
+        self.target("In-process probe CPU: kube ≥ 50× less than xpk (fleet-xpk)", ratio >= 50,
+                    f"{ratio:.0f}× ({warm['cpu_ms_per_probe']:.3f} vs {x['cpu_ms_per_probe']:.2f} ms)")
+        self.target("Serve loop, 500 clusters every 30 s, kube backend < 10% of a core",
+                    at_loop < 0.10 and ok_loop,
+                    f"{at_loop * 100:.2f}% ({loop['probes']} probes over {loop_clusters} clusters, "
+                    f"{loop['store_failures']} store failures, {loop['reachable_at_end']} reachable)")
 
     # --- streaming -----------------------------------------------------------------------------
 
@@ -1075,7 +1342,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,probe,stream,tail,export,quota,startup")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,quota,startup")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
                     help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
     ap.add_argument("--gcloud-export-ranks", type=int, default=0,
@@ -1109,8 +1376,11 @@ def main():
         b.bench_selection()
     if want("loop"):
         b.bench_health_loop()
+    if want("serve"):
+        b.bench_serve()
     if want("probe"):
         b.bench_probe()
+        b.bench_probe_in_process()
     if want("stream"):
         b.bench_stream()
     if want("tail"):

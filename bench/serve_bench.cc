@@ -14,8 +14,15 @@
 // One JSON object per line on stdout.
 //
 //   serve_bench [--clusters=100] [--connections=8] [--seconds=5] [--uncached-runs=3]
+//
+// With --fill-history=URL it only fills the probe history of the state store at URL as the
+// health loop would have over --hours (default 24) of probes every --interval seconds (default
+// 30) for --clusters clusters (named c0..cN-1, ending now), then thins it with the default
+// retention (serve.probe_retention_full_h / probe_bucket_min), and prints one JSON line:
+//   serve_bench --fill-history=sqlite:///tmp/x/falcon.db --clusters=100 [--hours=24]
 #include <httplib.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +41,9 @@
 #include "falcon/api_server.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
+#include "model/json_text.h"
+#include "serve/select_answer.h"
+#include "util/time_format.h"
 
 namespace {
 
@@ -50,6 +60,9 @@ EOF
 )xpk";
 
 struct Options {
+  std::string fill_history;  // a state store URL: fill its probe history and exit
+  double hours = 24;
+  int interval_s = 30;
   int clusters = 100;
   int connections = 8;
   double seconds = 5;
@@ -64,7 +77,13 @@ Options parse(int argc, char** argv) {
       const std::string prefix = std::string(name) + "=";
       return a.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
     };
-    if (const char* v = value("--clusters")) {
+    if (const char* f = value("--fill-history")) {
+      o.fill_history = f;
+    } else if (const char* h = value("--hours")) {
+      o.hours = std::atof(h);
+    } else if (const char* iv = value("--interval")) {
+      o.interval_s = std::atoi(iv);
+    } else if (const char* v = value("--clusters")) {
       o.clusters = std::atoi(v);
     } else if (const char* v2 = value("--connections")) {
       o.connections = std::atoi(v2);
@@ -74,11 +93,23 @@ Options parse(int argc, char** argv) {
       o.uncached_runs = std::atoi(v4);
     } else {
       std::cerr << "usage: serve_bench [--clusters=100] [--connections=8] [--seconds=5] "
-                   "[--uncached-runs=3]\n";
+                   "[--uncached-runs=3]\n"
+                   "       serve_bench --fill-history=URL [--clusters=100] [--hours=24] "
+                   "[--interval=30]\n";
       std::exit(2);
     }
   }
   return o;
+}
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1000 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+std::size_t select_answer_json_size(const falcon::SelectOutcome& o) {
+  return falcon::serve::select_answer_json(o).size();
 }
 
 double percentile(std::vector<double>& v, double p) {
@@ -87,10 +118,57 @@ double percentile(std::vector<double>& v, double p) {
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
 }
 
+// The probe history the health loop writes in `o.hours` at one probe per cluster every
+// `o.interval_s` seconds, ending now, in batches of one round (as the loop's pool writes them),
+// then thinned with the default retention.
+int fill_history(const Options& o) {
+  std::shared_ptr<falcon::StateStore> store = falcon::open_state_store(o.fill_history);
+  const auto now = std::chrono::system_clock::now();
+  const auto rounds = static_cast<long>(o.hours * 3600 / o.interval_s);
+  const auto t0 = std::chrono::steady_clock::now();
+  long written = 0;
+  for (long r = rounds - 1; r >= 0; --r) {
+    const auto at = now - std::chrono::seconds(r * o.interval_s);
+    std::vector<falcon::ProbeRecord> batch;
+    for (int c = 0; c < o.clusters; ++c) {
+      falcon::ProbeRecord p;
+      p.result.cluster = "c" + std::to_string(c);
+      p.result.reachable = true;
+      p.result.queue_depth = static_cast<int>((r + c) % 3);
+      p.result.running_count = 1;
+      p.result.probed_at = falcon::format_iso8601(at + std::chrono::milliseconds(c));
+      p.backend = "xpk";
+      p.duration_ms = 40 + c % 20;
+      batch.push_back(std::move(p));
+    }
+    store->record_probes(batch);
+    written += static_cast<long>(batch.size());
+  }
+  const falcon::ServeSettings defaults;
+  falcon::ProbeRetention retention;
+  retention.full_resolution = std::chrono::hours(defaults.probe_retention_full_h);
+  retention.bucket = std::chrono::minutes(defaults.probe_bucket_min);
+  const auto thinned = store->downsample_probes(retention, now);
+  std::cout << nlohmann::json{{"row", "fill_history"},
+                              {"clusters", o.clusters},
+                              {"hours", o.hours},
+                              {"interval_s", o.interval_s},
+                              {"probes_written", written},
+                              {"thinned", thinned.thinned},
+                              {"dropped", thinned.dropped},
+                              {"seconds",
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                                   .count()}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  if (!o.fill_history.empty()) return fill_history(o);
   // $TMPDIR, else /tmp: where the SQLite store lives (its fsyncs bound the cached rate).
   std::string tmpl =
       (std::filesystem::temp_directory_path() / "falcon-serve-bench-XXXXXX").string();
@@ -163,11 +241,47 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) store->record_selection(s);
     const double rec =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count() / n;
+    // CPU of this thread per step (the machine may be shared: CPU time is what a step costs,
+    // wall time is what it waited too). A single caller leads its own group commit.
+    const int m = 200;
+    double c0 = thread_cpu_ms();
+    falcon::SelectOutcome outcome;
+    for (int i = 0; i < m; ++i) outcome = control->select(kAccelerator);
+    const double select_cpu = (thread_cpu_ms() - c0) / m;
+    c0 = thread_cpu_ms();
+    std::size_t bytes = 0;
+    for (int i = 0; i < m; ++i) bytes += falcon::serve::select_answer_json(outcome).size();
+    const double answer_cpu = (thread_cpu_ms() - c0) / m;
+    c0 = thread_cpu_ms();
+    for (int i = 0; i < m; ++i) {
+      nlohmann::json j = outcome.selection;
+      j["selection_id"] = outcome.selection_id;
+      j["candidate_probes"] = outcome.candidates;
+      bytes += j.dump().size();
+    }
+    const double answer_tree_cpu = (thread_cpu_ms() - c0) / m;
+    c0 = thread_cpu_ms();
+    for (int i = 0; i < m; ++i) bytes += falcon::to_json_text(outcome.selection).size();
+    const double stored_cpu = (thread_cpu_ms() - c0) / m;
+    c0 = thread_cpu_ms();
+    for (int i = 0; i < m; ++i) bytes += nlohmann::json(outcome.selection).dump().size();
+    const double stored_tree_cpu = (thread_cpu_ms() - c0) / m;
+    c0 = thread_cpu_ms();
+    for (int i = 0; i < m; ++i) store->record_selection(outcome.selection);
+    const double record_cpu = (thread_cpu_ms() - c0) / m;
     std::cout << nlohmann::json{{"row", "select_cached_in_process"},
                                 {"clusters", o.clusters},
                                 {"mean_ms", per * 1000},
                                 {"select_with_constant_probe_ms", one * 1000},
-                                {"record_selection_ms", rec * 1000}}
+                                {"record_selection_ms", rec * 1000},
+                                {"select_cpu_ms", select_cpu},
+                                {"of_which_record_selection_cpu_ms", record_cpu},
+                                {"answer_json_cpu_ms", answer_cpu},
+                                {"answer_json_bytes", select_answer_json_size(outcome)},
+                                {"answer_json_tree_cpu_ms", answer_tree_cpu},
+                                {"stored_json_cpu_ms", stored_cpu},
+                                {"stored_json_tree_cpu_ms", stored_tree_cpu},
+                                {"checksum_bytes", bytes}}
                      .dump()
               << std::endl;
   }
@@ -188,7 +302,14 @@ int main(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         auto r = client.Post("/v1/select", body, "application/json");
         const auto t1 = std::chrono::steady_clock::now();
-        if (!r || r->status != 200) ++errors;
+        if (!r || r->status != 200) {
+          if (++errors == 1) {
+            std::cerr << "first error: "
+                      << (r ? std::to_string(r->status) + " " + r->body
+                            : httplib::to_string(r.error()))
+                      << "\n";
+          }
+        }
         mine.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       }
     });

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 namespace falcon::cli {
@@ -29,6 +31,56 @@ ClusterFabric& Context::fabric() {
     fabric_ = std::make_unique<ClusterFabric>(config_path(), std::move(deps));
   }
   return *fabric_;
+}
+
+std::string Context::server_url() const {
+  if (!server_flag.empty()) return server_flag;
+  if (const char* env = std::getenv("FALCON_SERVER"); env != nullptr) return env;
+  return "";
+}
+
+namespace {
+
+// The bearer token: the first line of --token-file, else $FALCON_TOKEN; empty when neither.
+std::string read_token(const std::string& token_file) {
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      throw UsageError(fmt::format("--token-file: cannot read a token from {}", token_file));
+    }
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())) != 0) {
+      line.pop_back();
+    }
+    if (line.empty()) throw UsageError(fmt::format("--token-file: {} is empty", token_file));
+    return line;
+  }
+  if (const char* env = std::getenv("FALCON_TOKEN"); env != nullptr) return env;
+  return "";
+}
+
+}  // namespace
+
+ApiClient& Context::api() {
+  if (!api_) {
+    ApiClientOptions options;
+    options.url = server_url();
+    options.token = read_token(token_file);
+    try {
+      api_ = std::make_unique<ApiClient>(std::move(options));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(
+          fmt::format("{}: {}", server_flag.empty() ? "FALCON_SERVER" : "--server", e.what()));
+    }
+  }
+  return *api_;
+}
+
+void Context::refuse_remote(const std::string& command, const std::string& why) const {
+  if (!remote()) return;
+  throw UsageError(fmt::format("{} does not run through a falcon server ({}{}): {}", command,
+                               server_flag.empty() ? "FALCON_SERVER=" : "--server ", server_url(),
+                               why));
 }
 
 void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << "\n"; }

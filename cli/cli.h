@@ -12,21 +12,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/api_client.h"
+#include "falcon/exit_codes.h"
 #include "falcon/fabric.h"
 
 namespace falcon::cli {
 
-// Exit codes of the whole CLI (README "Exit codes").
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitInternal = 1,
-  kExitUsage = 2,     // usage or configuration error
-  kExitNotFound = 3,  // unknown cluster or workload
-  kExitNoCluster = 4,
-  kExitXpkFailed = 5,
-  kExitLogs = 6,
-  kExitUnreachable = 7,
-};
+// The exit codes (exit_codes.h), also as falcon::cli names.
+using falcon::kExitInternal;
+using falcon::kExitLogs;
+using falcon::kExitNoCluster;
+using falcon::kExitNotFound;
+using falcon::kExitOk;
+using falcon::kExitUnreachable;
+using falcon::kExitUsage;
+using falcon::kExitXpkFailed;
 
 // A bad argument value found after parsing (exit 2).
 class UsageError : public std::runtime_error {
@@ -37,6 +37,8 @@ class UsageError : public std::runtime_error {
 struct Context {
   std::string config_flag;  // --config as given (empty: $FALCON_CONFIG, else ./repos.yaml)
   bool json = false;
+  std::string server_flag;  // --server as given (empty: $FALCON_SERVER, else local mode)
+  std::string token_file;   // --token-file (empty: $FALCON_TOKEN)
   // Set by a subcommand's callback; run by main() inside the error handler. Returns the exit
   // code.
   std::function<int()> action;
@@ -46,8 +48,19 @@ struct Context {
   // The facade, built on first use from config_path().
   ClusterFabric& fabric();
 
+  // Client mode (docs/serve.md "The CLI as a client"): the server URL in force, --server, else
+  // $FALCON_SERVER; empty: local mode.
+  std::string server_url() const;
+  bool remote() const { return !server_url().empty(); }
+  // The client of server_url(), built on first use with the bearer token from --token-file,
+  // else $FALCON_TOKEN. Throws UsageError for a bad URL or an unreadable token file.
+  ApiClient& api();
+  // Throws UsageError saying why `command` does not run through a server, in client mode.
+  void refuse_remote(const std::string& command, const std::string& why) const;
+
  private:
   std::unique_ptr<ClusterFabric> fabric_;
+  std::unique_ptr<ApiClient> api_;
 };
 
 // Prints `value` as indented JSON on stdout.

@@ -65,10 +65,57 @@ void print_probe_table(const std::vector<ClusterProbeResult>& results,
   print_table({"CLUSTER", "STATE", "QUEUED", "RUNNING", "MAX_QUEUE", "ERROR"}, rows);
 }
 
-std::map<std::string, int> max_depths(ClusterFabric& fabric) {
+// --- Client mode: GET /v1/clusters gives each cluster's configuration and breakers.
+struct ClusterRow {
+  ClusterConfig config;
+  std::vector<BreakerReport> breakers;
+};
+
+std::vector<ClusterRow> cluster_rows(Context& ctx) {
+  std::vector<ClusterRow> rows;
+  if (ctx.remote()) {
+    const nlohmann::json answer = ctx.api().get("/v1/clusters");
+    for (const auto& c : answer.at("clusters")) {
+      rows.push_back(
+          {c.at("config").get<ClusterConfig>(),
+           c.value("breakers", nlohmann::json::array()).get<std::vector<BreakerReport>>()});
+    }
+    return rows;
+  }
+  for (const auto& c : ctx.fabric().list_clusters()) {
+    rows.push_back({c, ctx.fabric().cluster_breakers(c.name)});
+  }
+  return rows;
+}
+
+std::map<std::string, int> max_depths(Context& ctx) {
   std::map<std::string, int> out;
-  for (const auto& c : fabric.list_clusters()) out[c.name] = c.max_queue_depth;
+  if (ctx.remote()) {
+    for (const auto& row : cluster_rows(ctx)) out[row.config.name] = row.config.max_queue_depth;
+    return out;
+  }
+  for (const auto& c : ctx.fabric().list_clusters()) out[c.name] = c.max_queue_depth;
   return out;
+}
+
+// "1.2s", "350ms": a probe's age for people.
+std::string age_text(std::int64_t ms) {
+  if (ms < 1000) return fmt::format("{}ms", ms);
+  return fmt::format("{:.1f}s", ms / 1000.0);
+}
+
+// Client mode: how old each candidate's probe was when the server decided, and where it came
+// from (its cache, or probed for this selection because it was older than serve.max_probe_age_s).
+void print_candidate_ages(const nlohmann::json& candidate_probes) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& p : candidate_probes) {
+    rows.push_back({p.at("result").at("cluster").get<std::string>(),
+                    age_text(p.value("age_ms", std::int64_t{0})),
+                    p.value("from_cache", false) ? "cache" : "probed now",
+                    p.value("backend", std::string("-")),
+                    age_text(p.value("duration_ms", std::int64_t{0}))});
+  }
+  print_table({"CANDIDATE", "PROBE_AGE", "SOURCE", "BACKEND", "PROBE_TOOK"}, rows);
 }
 
 // The breakers of one cluster in a table cell: "closed" when all are closed with no failures,
@@ -83,20 +130,21 @@ std::string breakers_text(const std::vector<BreakerReport>& breakers) {
 }
 
 int run_cluster_list(Context& ctx) {
-  const auto clusters = ctx.fabric().list_clusters();
+  const auto clusters = cluster_rows(ctx);
   if (ctx.json) {
-    nlohmann::json out = clusters;
-    for (std::size_t i = 0; i < clusters.size(); ++i) {
-      out[i]["breakers"] = ctx.fabric().cluster_breakers(clusters[i].name);
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& row : clusters) {
+      nlohmann::json j = row.config;
+      j["breakers"] = row.breakers;
+      out.push_back(std::move(j));
     }
     print_json(out);
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const auto& c : clusters) {
+  for (const auto& [c, breakers] : clusters) {
     rows.push_back({c.name, c.project, c.zone, c.cluster_id, accelerators_text(c),
-                    std::to_string(c.max_queue_depth), labels_text(c),
-                    breakers_text(ctx.fabric().cluster_breakers(c.name))});
+                    std::to_string(c.max_queue_depth), labels_text(c), breakers_text(breakers)});
   }
   print_table(
       {"NAME", "PROJECT", "ZONE", "CLUSTER_ID", "ACCELERATORS", "MAX_QUEUE", "LABELS", "BREAKER"},
@@ -109,14 +157,25 @@ struct StatusArgs {
 };
 
 int run_cluster_status(Context& ctx, const StatusArgs& a) {
-  const ClusterProbeResult r = ctx.fabric().get_cluster_status(a.name);
-  const auto breakers = ctx.fabric().cluster_breakers(a.name);  // after this probe fed them
+  ClusterProbeResult r;
+  std::vector<BreakerReport> breakers;
+  if (ctx.remote()) {
+    // The server's probe, no older than its serve.max_probe_age_s (probed now if need be).
+    const nlohmann::json answer =
+        ctx.api().get("/v1/clusters/" + ApiClient::segment(a.name) +
+                      ApiClient::query({{"fresh", "true"}, {"since", "1s"}, {"limit", "1"}}));
+    r = answer.at("probe").at("result").get<ClusterProbeResult>();
+    breakers = answer.value("breakers", nlohmann::json::array()).get<std::vector<BreakerReport>>();
+  } else {
+    r = ctx.fabric().get_cluster_status(a.name);
+    breakers = ctx.fabric().cluster_breakers(a.name);  // after this probe fed them
+  }
   if (ctx.json) {
     nlohmann::json out = r;
     out["breakers"] = breakers;
     print_json(out);
   } else {
-    print_probe_table({r}, max_depths(ctx.fabric()));
+    print_probe_table({r}, max_depths(ctx));
     std::cout << "probed at " << r.probed_at << "\n";
     for (const auto& b : breakers) std::cout << "breaker " << b.key << ": " << b.summary << "\n";
   }
@@ -226,6 +285,10 @@ int run_cluster_replay(Context& ctx, const SelectArgs& a) {
   std::vector<ClusterSelection> recorded;
   if (!a.replay.empty()) {
     recorded = read_recorded(a.replay);
+  } else if (ctx.remote()) {
+    // The server's state store: GET /v1/selections/ID (a 404 names the missing id).
+    recorded.push_back(
+        ctx.api().get("/v1/selections/" + std::to_string(a.replay_id)).get<ClusterSelection>());
   } else {
     const auto record = ctx.fabric().state_store()->get_selection(a.replay_id);
     if (!record) {
@@ -290,6 +353,39 @@ int run_cluster_replay(Context& ctx, const SelectArgs& a) {
   return kExitOk;
 }
 
+int run_cluster_select_remote(Context& ctx, const SelectArgs& a) {
+  nlohmann::json answer;
+  try {
+    answer = ctx.api().post("/v1/select", {{"accelerator_type", a.accelerator}});
+  } catch (const ApiError& e) {
+    if (!ctx.json && e.type() == "NoAvailableClusterError") {
+      const nlohmann::json& details = e.error();
+      if (a.explain && details.contains("scores") && !details["scores"].empty()) {
+        print_explain(details.value("policy", std::string()),
+                      details["scores"].get<std::vector<CandidateScore>>());
+      } else if (details.contains("probe_results")) {
+        const auto results = details["probe_results"].get<std::vector<ClusterProbeResult>>();
+        if (!results.empty()) print_probe_table(results, max_depths(ctx));
+      }
+    }
+    throw;
+  }
+  if (ctx.json) {
+    print_json(answer);  // the local shape, plus candidate_probes (each probe's age and source)
+    return kExitOk;
+  }
+  const auto s = answer.get<ClusterSelection>();
+  if (a.explain) {
+    print_explain(s.policy, s.scores);
+  } else {
+    print_probe_table(s.probe_results, max_depths(ctx));
+  }
+  std::cout << s.reason << "\n";
+  if (s.selection_id != 0) std::cout << "decision recorded as selection " << s.selection_id << "\n";
+  print_candidate_ages(answer.value("candidate_probes", nlohmann::json::array()));
+  return kExitOk;
+}
+
 int run_cluster_select(Context& ctx, const SelectArgs& a) {
   if (!a.replay.empty() || a.replay_id != 0) return run_cluster_replay(ctx, a);
   if (a.accelerator.empty()) {
@@ -300,6 +396,7 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
         "--policy applies to --replay and --replay-selection; a live selection uses "
         "selection.policy of the configuration");
   }
+  if (ctx.remote()) return run_cluster_select_remote(ctx, a);
   try {
     const ClusterSelection s = ctx.fabric().select_cluster(a.accelerator);
     if (ctx.json) {
@@ -308,7 +405,7 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
       if (a.explain) {
         print_explain(s.policy, s.scores);
       } else {
-        print_probe_table(s.probe_results, max_depths(ctx.fabric()));
+        print_probe_table(s.probe_results, max_depths(ctx));
       }
       std::cout << s.reason << "\n";
       if (s.selection_id != 0)
@@ -319,13 +416,17 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
     if (!ctx.json && a.explain && !e.scores().empty()) {
       print_explain(e.policy(), e.scores());
     } else if (!ctx.json && !e.probe_results().empty()) {
-      print_probe_table(e.probe_results(), max_depths(ctx.fabric()));
+      print_probe_table(e.probe_results(), max_depths(ctx));
     }
     throw;
   }
 }
 
 int run_cluster_warm_up(Context& ctx) {
+  ctx.refuse_remote("cluster warm-up",
+                    "it fetches credentials into this machine's kubeconfigs and the API has no "
+                    "route for it; the server fetches its own when it probes. Run it without "
+                    "--server (and FALCON_SERVER unset) on the machine that runs xpk");
   const auto results = ctx.fabric().warm_up();
   bool all_ok = true;
   for (const auto& r : results) all_ok = all_ok && r.ok;

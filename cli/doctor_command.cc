@@ -9,6 +9,11 @@ namespace falcon::cli {
 namespace {
 
 int run_doctor(Context& ctx) {
+  ctx.refuse_remote("doctor",
+                    "it checks this machine's xpk, gcloud, credentials and state store, which a "
+                    "client does not use; the server's readiness is GET " +
+                        ctx.server_url() +
+                        "/readyz. Unset FALCON_SERVER (or drop --server) to check this machine");
   const auto checks = ctx.fabric().doctor();
   bool failed = false;
   for (const auto& c : checks) failed = failed || c.status == "fail";

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
@@ -146,6 +147,23 @@ LogFilter log_filter_for(const WorkloadHandle& handle, const std::string& since,
   return filter;
 }
 
+// A signal ended a wait (its number).
+struct Interrupted {
+  int signal = 0;
+};
+
+void print_export(const Context& ctx, const LogExportResult& r) {
+  if (ctx.json) {
+    print_json(r);
+    return;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [rank, uri] : r.gcs_uris) rows.push_back({std::to_string(rank), uri});
+  print_table({"RANK", "OBJECT"}, rows);
+  std::cout << fmt::format("exported {} rank{} of {} at {}\n", r.exported_ranks.size(),
+                           r.exported_ranks.size() == 1 ? "" : "s", r.workload_name, r.exported_at);
+}
+
 WorkloadSpec spec_from(const SubmitArgs& a) {
   WorkloadSpec spec;
   spec.name = a.name;
@@ -159,16 +177,31 @@ WorkloadSpec spec_from(const SubmitArgs& a) {
   return spec;
 }
 
+// The path of one workload in the API.
+std::string workload_path(const JobRef& ref) {
+  return "/v1/workloads/" + ApiClient::segment(ref.cluster) + "/" +
+         ApiClient::segment(ref.workload);
+}
+
 int run_submit(Context& ctx, const SubmitArgs& a) {
   const WorkloadSpec spec = spec_from(a);
   SubmitOutcome out;
   std::string cluster = a.cluster;
-  if (cluster.empty()) {
+  if (ctx.remote()) {
+    nlohmann::json body = {{"spec", spec}};
+    if (!cluster.empty()) body["cluster"] = cluster;
+    const nlohmann::json answer = ctx.api().post("/v1/workloads", body);
+    out.handle = answer.at("handle").get<WorkloadHandle>();
+    if (const auto it = answer.find("selection"); it != answer.end() && !it->is_null()) {
+      out.selection = it->get<ClusterSelection>();
+      if (!ctx.json) std::cerr << out.selection->reason << "\n";
+    }
+  } else if (cluster.empty()) {
     out.selection = ctx.fabric().select_cluster(a.accelerator);
     cluster = out.selection->selected_cluster;
     if (!ctx.json) std::cerr << out.selection->reason << "\n";
   }
-  out.handle = ctx.fabric().submit_workload(cluster, spec);
+  if (!ctx.remote()) out.handle = ctx.fabric().submit_workload(cluster, spec);
   if (ctx.json) {
     print_json(out);
   } else {
@@ -180,8 +213,13 @@ int run_submit(Context& ctx, const SubmitArgs& a) {
 }
 
 int run_status(Context& ctx, const JobRef& ref) {
-  const WorkloadHandle h = ctx.fabric().handle_for(ref.cluster, ref.workload);
-  const WorkloadStatus s = ctx.fabric().get_workload_status(h);
+  WorkloadStatus s;
+  if (ctx.remote()) {
+    s = ctx.api().get(workload_path(ref)).at("status").get<WorkloadStatus>();
+  } else {
+    const WorkloadHandle h = ctx.fabric().handle_for(ref.cluster, ref.workload);
+    s = ctx.fabric().get_workload_status(h);
+  }
   if (ctx.json) {
     print_json(s);
   } else {
@@ -191,8 +229,17 @@ int run_status(Context& ctx, const JobRef& ref) {
 }
 
 int run_cancel(Context& ctx, const JobRef& ref) {
-  const WorkloadHandle h = ctx.fabric().handle_for(ref.cluster, ref.workload);
-  const CancelOutcome out{h.workload_name, h.cluster, ctx.fabric().cancel_workload(h)};
+  WorkloadHandle h;
+  bool cancelled = false;
+  if (ctx.remote()) {
+    const nlohmann::json answer = ctx.api().del(workload_path(ref));
+    h = answer.at("handle").get<WorkloadHandle>();
+    cancelled = answer.at("cancelled").get<bool>();
+  } else {
+    h = ctx.fabric().handle_for(ref.cluster, ref.workload);
+    cancelled = ctx.fabric().cancel_workload(h);
+  }
+  const CancelOutcome out{h.workload_name, h.cluster, cancelled};
   if (ctx.json) {
     print_json(out);
   } else {
@@ -213,8 +260,29 @@ std::optional<std::string> parse_state(const std::string& text) {
   return upper;
 }
 
+// Client mode: what the cluster's xpk lists now (GET /v1/workloads?live=true), or its error.
+std::vector<WorkloadInfo> list_remote(Context& ctx, const std::string& cluster,
+                                      const std::optional<std::string>& state) {
+  const nlohmann::json answer =
+      ctx.api().get("/v1/workloads" +
+                    ApiClient::query({{"live", "true"}, {"cluster", cluster}, {"state", state}}));
+  for (const auto& entry : answer.at("clusters")) {
+    if (entry.value("cluster", std::string()) != cluster) continue;
+    if (const auto it = entry.find("error"); it != entry.end() && !it->is_null()) {
+      throw ApiError(502, *it);  // exits by its type, as the error would locally
+    }
+    return entry.at("workloads").get<std::vector<WorkloadInfo>>();
+  }
+  throw ApiError(
+      502,
+      {{"type", "InternalError"},
+       {"message", fmt::format("{} did not answer for cluster {}", ctx.server_url(), cluster)}});
+}
+
 int run_list(Context& ctx, const ListArgs& a) {
-  const auto workloads = ctx.fabric().list_workloads(a.cluster, parse_state(a.state));
+  const auto state = parse_state(a.state);
+  const auto workloads = ctx.remote() ? list_remote(ctx, a.cluster, state)
+                                      : ctx.fabric().list_workloads(a.cluster, state);
   if (ctx.json) {
     print_json(workloads);
     return kExitOk;
@@ -228,7 +296,39 @@ int run_list(Context& ctx, const ListArgs& a) {
   return kExitOk;
 }
 
+int run_logs_remote(Context& ctx, const LogArgs& a) {
+  std::optional<std::string> since;
+  if (!a.since.empty()) since = parse_since("--since", a.since);
+  auto opt_int = [](int v) { return v > 0 ? std::optional(std::to_string(v)) : std::nullopt; };
+  const std::string path =
+      workload_path(a.job) + "/logs" +
+      ApiClient::query({{"rank", std::to_string(a.rank)},
+                        {"slice", opt_int(a.slice)},
+                        {"tail", opt_int(a.tail)},
+                        {"since", since},
+                        {"grep", a.grep.empty() ? std::nullopt : std::optional(a.grep)},
+                        {"follow", a.follow ? std::optional<std::string>("true") : std::nullopt}});
+  if (a.follow) {
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+  }
+  ctx.api().stream_lines(
+      path,
+      [json = ctx.json](const std::string& line) {
+        if (json) {
+          std::cout << nlohmann::json(line).dump() << "\n";
+        } else {
+          std::cout << line << "\n";
+        }
+        std::cout.flush();
+      },
+      [] { return g_interrupted.load() != 0; });
+  if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
+  return kExitOk;
+}
+
 int run_logs(Context& ctx, const LogArgs& a) {
+  if (ctx.remote()) return run_logs_remote(ctx, a);
   ClusterFabric& fabric = ctx.fabric();
   const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
   LogFilter filter = log_filter_for(h, a.since, a.grep);
@@ -260,11 +360,69 @@ int run_logs(Context& ctx, const LogArgs& a) {
   return kExitOk;
 }
 
+// Client mode: POST /v1/exports starts it on the server; its progress is polled until it ends.
+LogExportResult export_remote(Context& ctx, const ExportArgs& a) {
+  nlohmann::json body = {{"cluster", a.job.cluster},
+                         {"workload", a.job.workload},
+                         {"dest", a.dest},
+                         {"slice", a.slice}};
+  if (a.ranks != "all") body["ranks"] = parse_ranks(a.ranks);
+  if (!a.since.empty()) body["since"] = parse_since("--since", a.since);
+  if (!a.grep.empty()) body["grep"] = a.grep;
+  const nlohmann::json started = ctx.api().post("/v1/exports", body);
+  const std::int64_t id = started.at("id").get<std::int64_t>();
+  const std::string path = "/v1/exports/" + std::to_string(id);
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  std::map<std::string, nlohmann::json> shown;  // progress per rank, as last printed
+  for (;;) {
+    const nlohmann::json e = ctx.api().get(path);
+    if (tty && e.contains("progress") && e["progress"].is_object()) {
+      for (const auto& [rank, p] : e["progress"].items()) {
+        if (shown[rank] == p) continue;
+        shown[rank] = p;
+        std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", rank,
+                                 p.value("lines", std::int64_t{0}),
+                                 static_cast<double>(p.value("bytes", std::int64_t{0})) / 1048576.0,
+                                 p.value("done", false) ? " done\n" : "");
+      }
+    }
+    const std::string state = e.at("state").get<std::string>();
+    if (state == "done") return e.at("result").get<LogExportResult>();
+    if (state != "running") {
+      nlohmann::json error = e.at("result").value("error", nlohmann::json::object());
+      if (!error.contains("message")) {
+        error = {{"type", "InternalError"},
+                 {"message", fmt::format("export {} ended {}", id, state)}};
+      }
+      // "Stopped": the server stopped before the export finished (503: unreachable).
+      throw ApiError(error.value("type", std::string()) == "Stopped" ? 503 : 0, error);
+    }
+    if (const int signal = g_interrupted.load(); signal != 0) {
+      std::cerr << fmt::format("falcon: export {} goes on in the server; its progress: GET {}{}\n",
+                               id, ctx.api().url(), path);
+      throw Interrupted{signal};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
 int run_export_logs(Context& ctx, const ExportArgs& a) {
   try {
     (void)parse_gcs_uri(a.dest);
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--dest: {}", e.what()));
+  }
+  if (ctx.remote()) {
+    LogExportResult r;
+    try {
+      r = export_remote(ctx, a);
+    } catch (const Interrupted& i) {
+      return 128 + i.signal;
+    }
+    print_export(ctx, r);
+    return kExitOk;
   }
   ClusterFabric& fabric = ctx.fabric();
   const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
@@ -281,15 +439,7 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--ranks: {}", e.what()));
   }
-  if (ctx.json) {
-    print_json(r);
-    return kExitOk;
-  }
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& [rank, uri] : r.gcs_uris) rows.push_back({std::to_string(rank), uri});
-  print_table({"RANK", "OBJECT"}, rows);
-  std::cout << fmt::format("exported {} rank{} of {} at {}\n", r.exported_ranks.size(),
-                           r.exported_ranks.size() == 1 ? "" : "s", r.workload_name, r.exported_at);
+  print_export(ctx, r);
   return kExitOk;
 }
 

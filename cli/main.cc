@@ -53,6 +53,27 @@ int run_action(Context& ctx) {
     return report(ctx, e.type_name(), e.what(), kExitLogs, details_of(e));
   } catch (const ClusterUnreachableError& e) {
     return report(ctx, e.type_name(), e.what(), kExitUnreachable, details_of(e));
+  } catch (const ApiError& e) {
+    // The server's error, printed as the CLI prints its own, with the same exit code.
+    if (e.type() == "ClusterConfigError" && !ctx.json && e.error().contains("problems") &&
+        e.error()["problems"].is_array()) {
+      for (const auto& p : e.error()["problems"]) std::cerr << p.get<std::string>() << "\n";
+      return kExitUsage;
+    }
+    std::string message = e.what();
+    if (e.status() == 401) {
+      message +=
+          fmt::format(" ({} answered 401: the token comes from --token-file or FALCON_TOKEN)",
+                      ctx.server_url());
+    }
+    return report(ctx, e.type(), message, exit_code_for_api_error(e.status(), e.type()),
+                  [&e, &message](nlohmann::json& out) {
+                    for (const auto& [k, v] : e.error().items()) out[k] = v;
+                    out["message"] = message;
+                  });
+  } catch (const ApiUnreachableError& e) {
+    return report(ctx, "ServerUnreachableError", e.what(), kExitUnreachable,
+                  [&e](nlohmann::json& out) { out["url"] = e.url(); });
   } catch (const UsageError& e) {
     return report(ctx, "UsageError", e.what(), kExitUsage);
   } catch (const FalconError& e) {
@@ -81,6 +102,11 @@ int main(int argc, char** argv) {
   app.add_option("--config", ctx.config_flag,
                  "repos.yaml to use (default: $FALCON_CONFIG, else ./repos.yaml)");
   app.add_flag("--json", ctx.json, "print machine-readable JSON on stdout");
+  app.add_option("--server", ctx.server_flag,
+                 "send every command to a falcon server's API, e.g. http://127.0.0.1:8787 "
+                 "(default: $FALCON_SERVER; unset: run locally)");
+  app.add_option("--token-file", ctx.token_file,
+                 "file whose first line is the server's bearer token (default: $FALCON_TOKEN)");
   app.fallthrough();  // global options are accepted after the subcommand too
   app.require_subcommand(1);
 

@@ -73,6 +73,13 @@ class Log {
 };
 
 int run_serve(Context& ctx, const ServeArgs& args) {
+  // The server is the one that runs the commands: $FALCON_SERVER (set for the clients of this
+  // shell, perhaps) is not for it; an explicit --server is a mistake.
+  if (!ctx.server_flag.empty()) {
+    throw UsageError(fmt::format(
+        "serve: --server {} makes no sense here: `falcon serve` is the server (use --listen)",
+        ctx.server_flag));
+  }
   // Signals are taken by one thread with sigwait; every thread started from here inherits the
   // mask, so none of them is interrupted.
   sigset_t signals;
@@ -87,6 +94,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   FabricDependencies deps;
   deps.on_log_wait = [&log](const LogWaitNotice& notice) { log.info(notice.message); };
   deps.on_notice = [&log](const std::string& message) { log.warn(message); };
+  deps.counters = std::make_shared<FabricCounters>();  // /metrics
   if (!args.state.empty()) deps.state = open_state_store(args.state);
   auto fabric = std::make_shared<ClusterFabric>(ctx.config_path(), std::move(deps));
   const auto config = fabric->config();
@@ -124,6 +132,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   options.tokens = tokens;
   options.tls_cert = args.tls_cert;
   options.tls_key = args.tls_key;
+  options.threads = serve.http_threads;
   options.on_request = [&log](const RequestLogEntry& r) {
     nlohmann::json fields = {{"method", r.method},
                              {"route", r.route},
@@ -208,6 +217,15 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   }
   serving.join();
   stop_control_plane_loop(*control);
+  if (const std::size_t abandoned = server->abandoned_exports(); abandoned > 0) {
+    // Their threads still run: leave without running destructors under them. The store has
+    // them as failed ("server stopped").
+    log.warn(fmt::format("{} export{} still running after the grace, recorded as failed", abandoned,
+                         abandoned == 1 ? "" : "s"));
+    log.info("stopped");
+    std::cout.flush();
+    std::_Exit(kExitOk);
+  }
   log.info("stopped");
   return kExitOk;
 }

@@ -7,7 +7,9 @@
 # (examples/local-repos.yaml plus the environment below), then drives the falcon CLI through the
 # spec's business flow: list clusters, warm up their credentials, select, submit, poll to
 # completion, tail rank 0, export every rank's log, show the objects and collection_meta.json.
-# Stops the fleet on exit.
+# Then the same layer as a service: starts `falcon serve` on the fleet, selects twice through it
+# with `falcon --server` (the second answer from its probe cache, with each probe's age), shows
+# the recorded decision from the API and stops the server with SIGTERM. Stops the fleet on exit.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,7 +21,12 @@ done
 
 work=$(mktemp -d /tmp/falcon-demo.XXXXXX)
 fleet_pid=""
+serve_pid=""
 cleanup() {
+  if [[ -n "$serve_pid" ]] && kill -0 "$serve_pid" 2>/dev/null; then
+    kill -TERM "$serve_pid" 2>/dev/null || true
+    wait "$serve_pid" 2>/dev/null || true
+  fi
   if [[ -n "$fleet_pid" ]] && kill -0 "$fleet_pid" 2>/dev/null; then
     kill -TERM "$fleet_pid" 2>/dev/null || true
     wait "$fleet_pid" 2>/dev/null || true
@@ -111,7 +118,43 @@ print("\ncollection_meta.json:")
 print(json.dumps(json.loads(meta), indent=2))
 PY
 
-say "8. Stopping the fleet"
+say "8. The same layer as a service: falcon serve (health loop, probe cache, state store, HTTP API)"
+printf '%s$ falcon serve --listen 127.0.0.1:0%s\n' "$dim" "$reset"
+falcon serve --listen 127.0.0.1:0 2>"$work/serve.log" &
+serve_pid=$!
+server=""
+for _ in $(seq 1 400); do
+  first=$(head -n 1 "$work/serve.log" 2>/dev/null || true)
+  if [[ "$first" == "listening on http://"* ]]; then server=${first#listening on }; break; fi
+  kill -0 "$serve_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+  sleep 0.05
+done
+[[ -n "$server" ]] || { echo "demo: falcon serve did not start" >&2; cat "$work/serve.log" >&2; exit 1; }
+echo "falcon serve listening on $server (pid $serve_pid); its first stderr line said so"
+
+say "   select through it: the CLI as a client (--server, or FALCON_SERVER)"
+run falcon --server "$server" cluster select --accelerator tpu-v4-64
+say "   and again: answered from the server's probe cache (PROBE_AGE, SOURCE)"
+printf '%s$ falcon --server %s cluster select --accelerator tpu-v4-64%s\n' "$dim" "$server" "$reset"
+falcon --server "$server" cluster select --accelerator tpu-v4-64 | tee "$work/select2.txt"
+id=$(sed -n 's/^decision recorded as selection \([0-9]*\)$/\1/p' "$work/select2.txt")
+[[ -n "$id" ]] || { echo "demo: the selection was not recorded" >&2; exit 1; }
+
+say "   the decision, explained by the API: GET /v1/selections/$id"
+printf '%sGET %s/v1/selections/%s%s\n' "$dim" "$server" "$id" "$reset"
+python3 -c 'import json, sys, urllib.request
+print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1])), indent=2))' "$server/v1/selections/$id"
+
+say "   stop it: SIGTERM (stops accepting, finishes requests in flight, stops the health loop)"
+kill -TERM "$serve_pid"
+serve_rc=0
+wait "$serve_pid" || serve_rc=$?
+serve_pid=""
+echo "falcon serve exited $serve_rc; its last log line:"
+tail -n 1 "$work/serve.log"
+[[ "$serve_rc" == 0 ]] || { echo "demo: falcon serve exited $serve_rc" >&2; cat "$work/serve.log" >&2; exit 1; }
+
+say "9. Stopping the fleet"
 kill -TERM "$fleet_pid"
 wait "$fleet_pid" 2>/dev/null || true
 fleet_pid=""

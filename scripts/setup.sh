@@ -10,7 +10,7 @@ packages=(
   libcli11-dev libfmt-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libpq-dev postgresql-15
-  clang-format python3 time ca-certificates
+  clang-format python3 time ca-certificates wrk
   clang libclang-rt-dev
   python3-dev pybind11-dev python3-pytest mypy python3-pip python3-venv python3-setuptools
   python3-wheel

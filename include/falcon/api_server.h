@@ -34,6 +34,7 @@
 #include "falcon/circuit_breaker.h"
 #include "falcon/clock.h"
 #include "falcon/config.h"
+#include "falcon/fabric_counters.h"
 #include "falcon/health_monitor.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
@@ -77,6 +78,14 @@ class ControlPlane {
   virtual std::vector<ClusterConfig> clusters() const = 0;
   // The cached probe of `cluster` (nullopt when none yet). Throws UnknownClusterError.
   virtual std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const = 0;
+  // A probe of `cluster` no older than the configured maximum age (probed now when the cached
+  // one is older), as `falcon cluster status` shows it. Throws UnknownClusterError. The default:
+  // the cached probe, ClusterUnreachableError when there is none yet.
+  virtual ProbeSnapshot fresh_probe(const std::string& cluster);
+  // The circuit breakers of `cluster` (its own, then one per accelerator slot), as
+  // ClusterFabric::cluster_breakers reports them (circuit_breaker.h); empty without a state
+  // store. The default: none.
+  virtual std::vector<BreakerReport> breakers(const std::string& cluster) const;
   // Selects from probes no older than the configured maximum age, records the decision.
   // Throws NoAvailableClusterError.
   virtual SelectOutcome select(const std::string& accelerator_type) = 0;
@@ -99,15 +108,11 @@ class ControlPlane {
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
       const std::function<void(const ExportProgress&)>& progress) const = 0;
 
-  // The circuit breakers of `cluster` (its own, then one per accelerator slot), as
-  // ClusterFabric::cluster_breakers reports them; empty when there are none to show.
-  virtual std::vector<BreakerReport> breakers(const std::string& cluster) const {
-    (void)cluster;
-    return {};
-  }
-
   virtual ConfigInfo config_info() const = 0;
   virtual ProbeCacheStats cache_stats() const = 0;
+  // What the layer did (xpk calls, Logging reads, uploads), for /metrics; empty when it counts
+  // nothing.
+  virtual FabricCounters::Snapshot fabric_counters() const { return {}; }
   // True once every cluster has a cached probe (GET /readyz).
   virtual bool ready() const = 0;
 };
@@ -184,6 +189,9 @@ class ApiServer {
   // called again. Exports still running then are marked failed ("server stopped").
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
   bool stopping() const;
+  // Exports stop() marked failed after the grace; their threads still run (a process that
+  // exits then should not run its static destructors under them: std::_Exit).
+  std::size_t abandoned_exports() const;
 
   // Every route as "METHOD /path/{param}" (the OpenAPI spelling), sorted.
   std::vector<std::string> routes() const;

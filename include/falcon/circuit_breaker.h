@@ -93,7 +93,7 @@ class CircuitBreakers {
   std::shared_ptr<Clock> clock_;
 };
 
-// A circuit breaker as `falcon cluster list/status` and the API show it; to_json is
+// A circuit breaker as `falcon cluster list/status` and the API show it; to_json and from_json are
 // defined with the fabric (fabric.cc), which fills these.
 struct BreakerReport {
   std::string key;    // "<cluster>" or "<cluster>/<accelerator>"
@@ -106,6 +106,7 @@ struct BreakerReport {
 
 // {"key", "state", "consecutive_failures", "trips", "opened_until" (or null), "summary"}.
 void to_json(nlohmann::json& j, const BreakerReport& v);
+void from_json(const nlohmann::json& j, BreakerReport& v);
 
 // One line for people: "closed", "closed (2 failures)", "open until <time> (trip 2, 3 failures)",
 // "half_open (trial until <time>)". An open breaker past its cool-down reads "open (trial due)".

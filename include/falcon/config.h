@@ -143,6 +143,7 @@ struct ServeSettings {
   int probe_bucket_min = 60;            // older ones: one per cluster per bucket
   int probe_drop_after_h = 0;           // older than this are deleted; 0 keeps them
   int shutdown_grace_s = 10;            // in-flight requests get this long on SIGTERM
+  int http_threads = 64;  // connections (keep-alive clients, log follows) served at once
   bool operator==(const ServeSettings&) const = default;
 };
 

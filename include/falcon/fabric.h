@@ -37,6 +37,7 @@
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
+#include "falcon/fabric_counters.h"
 #include "falcon/health_monitor.h"
 #include "falcon/http_client.h"
 #include "falcon/log_retriever.h"
@@ -82,6 +83,10 @@ struct FabricDependencies {
   // Optional: told (one sentence, no prefix) when the state store cannot be opened (once per
   // fabric) or a write to it fails. The CLI prints it on stderr; the library prints nothing.
   std::function<void(const std::string&)> on_notice;
+  // Optional: counts xpk calls (by verb and result), Cloud Logging reads (and 429s) and bytes
+  // uploaded to Cloud Storage, for `falcon serve`'s /metrics (fabric_counters.h). Null: nothing
+  // is counted.
+  std::shared_ptr<FabricCounters> counters;
 };
 
 class ClusterFabric {
@@ -130,6 +135,14 @@ class ClusterFabric {
   // NoAvailableClusterError.
   ClusterSelection select_cluster(const std::string& accelerator_type,
                                   const HealthMonitor::ProbeFunction& probe) const;
+  // The same, asking `cached` first for each candidate (on the calling thread): a result it
+  // answers is used as is; `probe` runs (on the selector's pool) only for the candidates it
+  // answers nullopt for. A decision answered wholly by `cached` starts no thread.
+  using CachedProbeFunction =
+      std::function<std::optional<ClusterProbeResult>(const ClusterConfig&)>;
+  ClusterSelection select_cluster(const std::string& accelerator_type,
+                                  const HealthMonitor::ProbeFunction& probe,
+                                  const CachedProbeFunction& cached) const;
   // The circuit breakers of `cluster`: its own, then one per accelerator slot, as stored (closed
   // when never written). Empty when the state store cannot be opened. Throws
   // UnknownClusterError.
@@ -194,6 +207,9 @@ class ClusterFabric {
   // The state store: FabricDependencies::state, else the one the fabric opens on first need
   // (see there). Throws StateStoreError when it cannot be opened (it is tried once per fabric).
   std::shared_ptr<StateStore> state_store() const;
+
+  // FabricDependencies::counters (null when none was given).
+  std::shared_ptr<FabricCounters> counters() const;
 
  private:
   struct Impl;

@@ -41,7 +41,7 @@ class StateStore;
 // One probe as the monitor holds it: the result, how it was obtained, and how old it is.
 struct MonitoredProbe {
   ClusterProbeResult result;  // result.probed_at: ISO 8601 UTC, when the probe finished
-  std::string backend;        // how it was probed: "xpk" (issue 14 adds "kube")
+  std::string backend;        // how it was probed: "xpk" | "kube" (the cluster's probe.backend)
   std::int64_t duration_ms = 0;
   // Age at the time of the call that returned it (steady clock), in milliseconds.
   std::int64_t age_ms = 0;
@@ -63,7 +63,8 @@ class HealthMonitor {
   // contract). The fabric's prober in production, a fake in tests.
   using ProbeFunction = std::function<ClusterProbeResult(const ClusterConfig&)>;
 
-  // `store` may be null (no history is kept then). `clock` must not be null.
+  // `store` may be null (no history is kept then). `clock` must not be null. `backend` names how
+  // clusters without a probe.backend of their own are probed (the global probe.backend).
   HealthMonitor(ProbeFunction probe, std::shared_ptr<StateStore> store,
                 std::shared_ptr<Clock> clock, ServeSettings settings, std::string backend = "xpk");
   ~HealthMonitor();  // stops the loop
@@ -102,6 +103,12 @@ class HealthMonitor {
   // true), else probed now on the calling thread, recorded and cached. Concurrent callers
   // asking for the same stale cluster share one probe. Never throws for an unreachable cluster.
   MonitoredProbe fresh(const ClusterConfig& cluster, std::chrono::milliseconds max_age);
+  // What fresh() answers from the cache (counted as a hit), without probing or waiting: nullopt
+  // when `cluster` has no result younger than `max_age` (then fresh() probes it). Selection asks
+  // this for every candidate first, so a decision answered wholly from the cache runs on the
+  // calling thread alone.
+  std::optional<MonitoredProbe> cached(const std::string& cluster,
+                                       std::chrono::milliseconds max_age);
 
   // Counters for /metrics: probes run by the loop and by fresh(), cache hits and misses.
   struct Stats {

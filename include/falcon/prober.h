@@ -35,6 +35,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
@@ -75,6 +76,11 @@ class ClusterProber {
   // runner's kill grace). Never throws. Safe to call from many threads at once. Virtual so that
   // a selector can be tested with a fake prober.
   virtual ClusterProbeResult probe(const ClusterConfig& cluster) const;
+
+  // A result available at once, without probing (a cache answer), or nullopt when `cluster`
+  // must be probed. The selector asks this first, on its own thread, and starts threads only
+  // for the candidates left. This prober has no cache: always nullopt.
+  virtual std::optional<ClusterProbeResult> cached(const ClusterConfig& cluster) const;
 
   // The backend probe(cluster) uses: the cluster's own `probe.backend`, else the default given
   // at construction (xpk). to_string() of it ("xpk" | "kube") is what a probe record names.

@@ -5,7 +5,9 @@
 //   2. Every candidate is probed in parallel on a bounded pool (selection.max_parallel_probes
 //      threads at most), each probe with its own deadline (the cluster's probe_timeout_s), so a
 //      selection takes about as long as its slowest probe when the pool is wide enough, not the
-//      sum of all probes.
+//      sum of all probes. A candidate the prober answers at once (ClusterProber::cached: a
+//      probe cache) is taken on the calling thread first; threads start only for the others,
+//      so a selection answered wholly from a cache starts none.
 //   3. Eligible: reachable and queue_depth <= max_queue_depth. Each probed candidate's signals
 //      are computed from its probe and its history (the optional HistoryLoader; scoring.h), and
 //      the eligible ones ranked by the accelerator's policy (selection.policy, default priority:

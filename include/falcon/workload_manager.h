@@ -34,6 +34,13 @@
 //     "never existed" from "finished and garbage-collected after its 12 h TTL", and both mean
 //     the cluster no longer has it. cancel raises it from kubectl's NotFound.
 //
+// Reading workloads with the kube backend. A cluster whose probe.backend is `kube` (its own, or
+// the global one) is read by get_status and list_workloads through the kube backend's Kueue
+// Workload list (src/kube/kube_prober.h) instead of `xpk workload list`, when the manager was
+// given that reader: every Workload becomes the row xpk would print for it and goes through the
+// same classification, so both backends give every workload the same state. submit and cancel
+// always run xpk.
+//
 // All methods may be called from many threads at once (and from several falcon processes
 // sharing one state directory).
 #pragma once
@@ -53,6 +60,19 @@
 #include "falcon/xpk_cli.h"
 
 namespace falcon {
+
+namespace xpk {
+struct ListedWorkload;  // a workload's row and state (src/xpk/workload_listing.h)
+}  // namespace xpk
+
+// A reader of a cluster's workloads other than xpk: the kube backend's Workload list.
+class WorkloadListSource {
+ public:
+  virtual ~WorkloadListSource() = default;
+  // Every workload of `cluster`, classified as xpk's table would be. Throws std::runtime_error
+  // with a one-line cause naming the cluster (unreachable, 401/403, no Kueue CRDs, timeout).
+  virtual std::vector<xpk::ListedWorkload> list_workloads(const ClusterConfig& cluster) const = 0;
+};
 
 // What falcon remembers about one submission (a line of submissions.jsonl).
 struct SubmissionRecord {
@@ -120,8 +140,12 @@ class XpkWorkloadManager {
   // configuration; make_xpk_cli), so the answer of `xpk workload create --help` is read
   // once for both. `xpk` and `clock` must not be null.
   // `submissions`: where submissions are remembered; null: <state_dir>/submissions.jsonl.
+  // `kube`: the reader get_status and list_workloads use for clusters whose probe.backend is
+  // kube (`default_backend` for clusters without one of their own); null: xpk for every cluster.
   XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock,
-                     std::shared_ptr<SubmissionStore> submissions = nullptr);
+                     std::shared_ptr<SubmissionStore> submissions = nullptr,
+                     std::shared_ptr<const WorkloadListSource> kube = nullptr,
+                     ProbeBackend default_backend = ProbeBackend::kXpk);
   ~XpkWorkloadManager();
   XpkWorkloadManager(const XpkWorkloadManager&) = delete;
   XpkWorkloadManager& operator=(const XpkWorkloadManager&) = delete;
@@ -150,6 +174,8 @@ class XpkWorkloadManager {
   // --filter-by-job=<name> to `xpk workload list` (xpk keeps the rows whose name contains it),
   // then takes the row whose name matches exactly. A name not listed is
   // UNKNOWN (never created, deleted, or removed after xpk's 12 h TTL) with null times.
+  // With the kube backend (see above): the cluster's Workload list, the same row taken; its
+  // failures are XpkCommandError too (exit code null, the one-line cause as the message).
   // start_time is the row's Created Time, end_time its Status Time once COMPLETED or FAILED
   // (both re-formatted as ISO 8601 with milliseconds). exit_code is always null: xpk's list
   // does not report one. Throws XpkCommandError when the list fails or prints no list,
@@ -184,10 +210,15 @@ class XpkWorkloadManager {
 
  private:
   bool namespace_flag_supported(const std::string& cluster_name, const std::string& workload);
+  // The workloads of `cluster` by its backend; throws XpkCommandError / CommandStartError.
+  std::vector<xpk::ListedWorkload> read_workloads(
+      const ClusterConfig& cluster, const std::optional<std::string>& filter_by_job) const;
 
   std::shared_ptr<const xpk::XpkCli> xpk_;
   std::shared_ptr<Clock> clock_;
   std::shared_ptr<SubmissionStore> submissions_;
+  std::shared_ptr<const WorkloadListSource> kube_;
+  ProbeBackend default_backend_ = ProbeBackend::kXpk;
 };
 
 }  // namespace falcon

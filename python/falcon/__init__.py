@@ -27,6 +27,7 @@ from ._errors import (
     WorkloadSubmitError,
     XpkCommandError,
 )
+from ._client import Client, ServiceError, ServiceLogStream, ServiceUnavailableError
 from ._fabric import ClusterFabric, LogStream, check_config
 from ._falcon import __version__
 from ._model import (
@@ -53,6 +54,10 @@ from ._model import (
 __all__ = [
     "__version__",
     "ClusterFabric",
+    "Client",
+    "ServiceError",
+    "ServiceUnavailableError",
+    "ServiceLogStream",
     "LogStream",
     "check_config",
     "WorkloadState",

@@ -219,6 +219,8 @@ class ClusterConfig(_Value):
     probe_timeout_s: int = 15
     labels: dict[str, str] = field(default_factory=dict)
     location: str = ""  #: the GKE cluster's region or zone (gcloud --location); defaults to zone
+    #: this cluster's ``probe.backend`` ("xpk" or "kube"); None: the file's global one
+    probe_backend: Optional[str] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterConfig":
@@ -237,7 +239,14 @@ class ClusterConfig(_Value):
             probe_timeout_s=r.num("probe_timeout_s", 15),
             labels=r.str_dict("labels", dict),
             location=r.text("location", zone),
+            probe_backend=_probe_backend(r.opt_text("probe_backend")),
         )
+
+
+def _probe_backend(value: Optional[str]) -> Optional[str]:
+    if value is not None and value not in ("xpk", "kube"):
+        raise ValueError(f"ClusterConfig.probe_backend: must be 'xpk' or 'kube', got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ SPEC_FIELDS = {
     "AcceleratorSlot": ["type", "device_class", "priority"],
     "ClusterConfig": ["name", "provider", "project", "zone", "cluster_id", "accelerator_slots",
                       "default_namespace", "gcs_bucket", "max_queue_depth", "probe_timeout_s",
-                      "labels", "location"],
+                      "labels", "location", "probe_backend"],
     "ClusterProbeResult": ["cluster", "reachable", "queue_depth", "running_count", "error",
                            "probed_at"],
     "ClusterSelection": ["selected_cluster", "accelerator", "candidates", "probe_results",
-                         "reason", "decided_at"],
+                         "reason", "decided_at", "selection_id", "policy", "scores"],
     "WorkloadSpec": ["name", "docker_image", "command", "accelerator_type", "priority", "env",
                      "namespace", "extra_args"],
     "WorkloadHandle": ["workload_name", "cluster", "namespace", "submitted_at"],
@@ -78,7 +78,8 @@ def test_workload_state_is_an_enum_and_a_string():
 SAMPLES = [
     ClusterConfig(name="tpu-v4-prod", provider="gke", project="p", zone="us-central2-b",
                   cluster_id="c", accelerator_slots=[falcon.AcceleratorSlot("v4-64", "tpu", 1)],
-                  gcs_bucket="gs://b", labels={"env": "prod"}, location="us-central2-b"),
+                  gcs_bucket="gs://b", labels={"env": "prod"}, location="us-central2-b",
+                  probe_backend="kube"),
     ClusterProbeResult("c", True, 0, 2, None, "2026-04-13T08:00:00.000Z"),
     ClusterSelection("c", "tpu-v4-64", ["a", "c"],
                      [ClusterProbeResult("a", False, None, None, "timed out",
@@ -107,6 +108,10 @@ def test_from_dict_names_the_class_and_field_it_rejects():
         LogFilter.from_dict({"tail_lines": "10"})
     with pytest.raises(ValueError, match="unknown field"):
         LogFilter.from_dict({"rank": [0]})
+    with pytest.raises(ValueError, match="ClusterConfig.probe_backend: must be 'xpk' or 'kube'"):
+        ClusterConfig.from_dict({"name": "c", "provider": "gke", "project": "p", "zone": "z",
+                                 "cluster_id": "c", "accelerator_slots": [],
+                                 "probe_backend": "kubectl"})
     with pytest.raises(ValueError, match="device_class"):
         falcon.AcceleratorSlot.from_dict({"type": "x", "device_class": "fpga", "priority": 1})
 

@@ -1,5 +1,6 @@
 #include "falcon/fabric.h"
 
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -51,11 +52,18 @@ void check_ranks_exist(const XpkWorkloadManager& workloads, const WorkloadHandle
 // recording of select's probes.
 class FunctionProber final : public ClusterProber {
  public:
-  explicit FunctionProber(HealthMonitor::ProbeFunction fn) : fn_(std::move(fn)) {}
+  explicit FunctionProber(HealthMonitor::ProbeFunction fn,
+                          ClusterFabric::CachedProbeFunction cached = {})
+      : fn_(std::move(fn)), cached_(std::move(cached)) {}
   ClusterProbeResult probe(const ClusterConfig& cluster) const override { return fn_(cluster); }
+  std::optional<ClusterProbeResult> cached(const ClusterConfig& cluster) const override {
+    if (!cached_) return std::nullopt;
+    return cached_(cluster);
+  }
 
  private:
   HealthMonitor::ProbeFunction fn_;
+  ClusterFabric::CachedProbeFunction cached_;
 };
 
 std::int64_t elapsed_ms(const Clock& clock, std::chrono::steady_clock::time_point start) {
@@ -150,7 +158,7 @@ FabricDependencies with_real_effects(const FabricConfig& config, FabricDependenc
 void ClusterFabric::Impl::build() {
   auto m = std::make_shared<Modules>();
   m->config = registry.snapshot();
-  m->xpk = std::make_shared<const xpk::XpkCli>(deps.runner, m->config->xpk);
+  m->xpk = std::make_shared<const xpk::XpkCli>(deps.runner, m->config->xpk, deps.counters);
   kube::KubeProberOptions kube_options;
   kube_options.state_dir = xpk::resolve_state_dir(m->config->xpk);
   kube_options.http = deps.http;
@@ -161,17 +169,17 @@ void ClusterFabric::Impl::build() {
   };
   kube_options.runner = deps.runner;
   kube_options.clock = deps.clock;
-  m->prober = std::make_unique<ClusterProber>(
-      m->xpk, std::make_shared<kube::KubeProber>(std::move(kube_options)), m->config->probe.backend,
-      deps.clock);
+  auto kube = std::make_shared<kube::KubeProber>(std::move(kube_options));
+  m->prober = std::make_unique<ClusterProber>(m->xpk, kube, m->config->probe.backend, deps.clock);
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
   m->workloads = std::make_unique<XpkWorkloadManager>(
       m->xpk, deps.clock,
       std::make_shared<StateSubmissionStore>([this] { return store_or_throw(); },
-                                             [this](const std::string& text) { notice(text); }));
+                                             [this](const std::string& text) { notice(text); }),
+      kube, m->config->probe.backend);
   LogRetrieverOptions log_options;
-  log_options.http = deps.http;
+  log_options.http = make_counting_http_client(deps.http, deps.counters);
   log_options.clock = deps.clock;
   log_options.settings = m->config->gcp;
   // Every falcon process of this state directory shares the read quota (issue 11).
@@ -253,11 +261,37 @@ std::unique_ptr<CircuitBreakers> ClusterFabric::Impl::breakers() const {
 }
 
 ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
-  return [this](const ClusterConfig& cluster,
-                const std::string& accelerator) -> std::optional<std::string> {
-    const auto b = breakers();
-    if (!b) return std::nullopt;
-    const std::string keys[] = {breaker_key(cluster.name), breaker_key(cluster.name, accelerator)};
+  std::shared_ptr<const CircuitBreakers> b = breakers();
+  if (!b) return {};
+  // Every breaker not closed, read once per decision (one query instead of two per candidate):
+  // a candidate with neither key in it goes through without touching the store; the others
+  // take the per-key path below, which reads again and claims a due trial. Null when the read
+  // failed: then every candidate takes the per-key path.
+  std::shared_ptr<const std::set<std::string>> not_closed;
+  if (const auto s = store()) {
+    try {
+      auto keys = std::make_shared<std::set<std::string>>();
+      for (const BreakerState& state : s->list_breakers()) {
+        if (state.state != kBreakerClosed) keys->insert(state.key);
+      }
+      not_closed = std::move(keys);
+    } catch (const std::exception&) {
+      // The per-key path notices the failure.
+    }
+  }
+  // breaker_key(cluster, accelerator), with the accelerator's canonical spelling worked out once
+  // per decision rather than once per candidate.
+  auto canonical = std::make_shared<std::pair<std::string, std::string>>();
+  return [this, b, not_closed, canonical](
+             const ClusterConfig& cluster,
+             const std::string& accelerator) -> std::optional<std::string> {
+    if (canonical->first != accelerator || canonical->second.empty()) {
+      *canonical = {accelerator, breaker_key("", accelerator).substr(1)};
+    }
+    const std::string keys[] = {breaker_key(cluster.name), cluster.name + "/" + canonical->second};
+    if (not_closed && !not_closed->contains(keys[0]) && !not_closed->contains(keys[1])) {
+      return std::nullopt;
+    }
     try {
       // Refused by either: say so without claiming the other's trial.
       const auto now = deps.clock->now();
@@ -360,13 +394,17 @@ ClusterConfig ClusterFabric::get_cluster(const std::string& cluster) const {
 
 std::shared_ptr<StateStore> ClusterFabric::state_store() const { return impl_->store_or_throw(); }
 
+std::shared_ptr<FabricCounters> ClusterFabric::counters() const { return impl_->deps.counters; }
+
 ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster) const {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
   const Clock& clock = *impl_->deps.clock;
   const auto start = clock.steady_now();
-  ClusterProbeResult result = impl_->current()->prober->probe(config);
-  impl_->record_probes(
-      {ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)}});
+  const auto m = impl_->current();
+  ClusterProbeResult result = m->prober->probe(config);
+  impl_->record_probes({ProbeRecord{.result = result,
+                                    .backend = to_string(m->prober->backend(config)),
+                                    .duration_ms = elapsed_ms(clock, start)}});
   impl_->feed_breaker(breaker_key(cluster), result.reachable);
   return result;
 }
@@ -418,8 +456,9 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
     }
     impl_->feed_breaker(breaker_key(cluster.name), result.reachable);
     std::lock_guard<std::mutex> lock(mutex);
-    probes.push_back(
-        ProbeRecord{.result = result, .backend = "xpk", .duration_ms = elapsed_ms(clock, start)});
+    probes.push_back(ProbeRecord{.result = result,
+                                 .backend = to_string(m->prober->backend(cluster)),
+                                 .duration_ms = elapsed_ms(clock, start)});
     return result;
   });
   const ClusterSelector selector(impl_->registry, recording, m->config->selection,
@@ -439,8 +478,14 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
 
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
                                                const HealthMonitor::ProbeFunction& probe) const {
+  return select_cluster(accelerator_type, probe, {});
+}
+
+ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
+                                               const HealthMonitor::ProbeFunction& probe,
+                                               const CachedProbeFunction& cached) const {
   const auto m = impl_->current();
-  const FunctionProber asking(probe);
+  const FunctionProber asking(probe, cached);
   const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock,
                                  impl_->breaker_gate(), impl_->history_loader());
   ClusterSelection selection;
@@ -461,6 +506,18 @@ void to_json(nlohmann::json& j, const BreakerReport& v) {
                      {"trips", v.trips},
                      {"opened_until", v.opened_until ? nlohmann::json(*v.opened_until) : nullptr},
                      {"summary", v.summary}};
+}
+
+void from_json(const nlohmann::json& j, BreakerReport& v) {
+  j.at("key").get_to(v.key);
+  j.at("state").get_to(v.state);
+  j.at("consecutive_failures").get_to(v.consecutive_failures);
+  j.at("trips").get_to(v.trips);
+  v.opened_until.reset();
+  if (const auto it = j.find("opened_until"); it != j.end() && !it->is_null()) {
+    v.opened_until = it->get<std::string>();
+  }
+  j.at("summary").get_to(v.summary);
 }
 
 std::vector<BreakerReport> ClusterFabric::cluster_breakers(const std::string& cluster) const {

@@ -103,6 +103,43 @@ std::shared_ptr<HttpClient> KubeProber::client_for(const ClusterConfig& cluster,
   return client;
 }
 
+std::shared_ptr<const KubeProber::Target> KubeProber::target_for(
+    const ClusterConfig& cluster) const {
+  const std::filesystem::path kubeconfig = options_.state_dir / "kube" / cluster.name / "config";
+  std::error_code ec;
+  const auto mtime = std::filesystem::last_write_time(kubeconfig, ec);
+  const auto size = ec ? 0 : std::filesystem::file_size(kubeconfig, ec);
+  std::shared_ptr<const Target> before;
+  if (!ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = targets_.find(cluster.name);
+    if (it != targets_.end()) {
+      if (it->second->mtime == mtime && it->second->size == size) return it->second;
+      before = it->second;
+    }
+  }
+  auto fresh = std::make_shared<Target>();
+  fresh->mtime = mtime;
+  fresh->size = size;
+  try {
+    fresh->kube = read_kubeconfig(kubeconfig);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format(
+        "cluster '{}' (probe.backend kube): {}; run `falcon cluster warm-up` to write it",
+        cluster.name, e.what()));
+  }
+  fresh->http = client_for(cluster, fresh->kube.ca_pem);
+  if (before &&
+      (before->kube.exec != fresh->kube.exec || before->kube.server != fresh->kube.server)) {
+    credentials_->invalidate(cluster.name);  // another server or plugin: a token of its own
+  }
+  if (!ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    targets_[cluster.name] = fresh;
+  }
+  return fresh;
+}
+
 std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig& cluster) const {
   const auto deadline =
       options_.clock->steady_now() + std::chrono::seconds(cluster.probe_timeout_s);
@@ -115,16 +152,9 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
     return left;
   };
 
-  const std::filesystem::path kubeconfig = options_.state_dir / "kube" / cluster.name / "config";
-  KubeTarget target;
-  try {
-    target = read_kubeconfig(kubeconfig);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(fmt::format(
-        "cluster '{}' (probe.backend kube): {}; run `falcon cluster warm-up` to write it",
-        cluster.name, e.what()));
-  }
-  const auto http = client_for(cluster, target.ca_pem);
+  const auto cached = target_for(cluster);
+  const KubeTarget& target = cached->kube;
+  const auto& http = cached->http;
 
   const auto bearer = [&]() {
     if (!target.exec) return target.token;
@@ -146,6 +176,8 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
     req.url = fmt::format("{}{}?limit={}", target.server, scope, kPageSize);
     if (!continue_token.empty()) req.url += "&continue=" + percent_encode(continue_token);
     req.headers.set("Accept", "application/json");
+    // As Go clients (kubectl) ask: the API server compresses only large lists, with gzip.
+    req.headers.set("Accept-Encoding", "gzip");
     req.headers.set("Authorization", "Bearer " + bearer());
     req.timeout = remaining();
     req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
@@ -199,8 +231,8 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
     }
     nlohmann::json page;
     try {
-      page = nlohmann::json::parse(resp.body);
-    } catch (const nlohmann::json::exception&) {
+      page = parse_workload_list(resp.body);
+    } catch (const std::invalid_argument&) {
       throw std::runtime_error(fmt::format(
           "the Kubernetes API of cluster '{}' answered 200 to {} with a body that is not JSON",
           cluster.name, scope));

@@ -2,11 +2,18 @@
 // cluster's Kubernetes API instead of a `xpk workload list` process.
 //
 //   kubeconfig  <state_dir>/kube/<cluster>/config, the warmed kubeconfig `falcon cluster
-//               warm-up` writes (gcloud get-credentials): server, CA, exec plugin
+//               warm-up` writes (gcloud get-credentials): server, CA, exec plugin. Read once
+//               and kept with its HTTPS client (whose pooled connections are reused) while the
+//               file's modification time and size stay the same; a rewritten kubeconfig (a new
+//               warm-up) is read again, and when its server or exec plugin changed, the
+//               cluster's cached credential is dropped
 //   credential  the exec plugin's token, cached until the expiry it states (exec_credential.h)
 //   request     GET <server>/apis/kueue.x-k8s.io/v1beta1/workloads?limit=500 (all namespaces,
 //               following `continue`); when that is forbidden (403), the same under
-//               /namespaces/<cluster's default_namespace>/ (a namespaced RoleBinding)
+//               /namespaces/<cluster's default_namespace>/ (a namespaced RoleBinding);
+//               Accept-Encoding: gzip (as Go clients ask; kube-apiserver compresses only large
+//               lists); each page parsed keeping only what the classification reads
+//               (parse_workload_list)
 //   result      every item classified as xpk's table would (workload_objects.h), counted by
 //               xpk::count_probe_states: queue_depth=#QUEUED, running_count=#RUNNING
 //
@@ -32,6 +39,7 @@
 #include "falcon/command_runner.h"
 #include "falcon/http_client.h"
 #include "falcon/prober.h"
+#include "falcon/workload_manager.h"
 #include "kube/exec_credential.h"
 #include "xpk/workload_listing.h"
 
@@ -47,7 +55,7 @@ struct KubeProberOptions {
   std::shared_ptr<Clock> clock;
 };
 
-class KubeProber final : public ProbeSource {
+class KubeProber final : public ProbeSource, public WorkloadListSource {
  public:
   // Throws std::invalid_argument when http, runner or clock is null.
   explicit KubeProber(KubeProberOptions options);
@@ -56,11 +64,20 @@ class KubeProber final : public ProbeSource {
 
   // The workloads of `cluster`, classified; throws std::runtime_error with the one-line cause
   // of the table above (the "timed out" case included).
-  std::vector<xpk::ListedWorkload> list_workloads(const ClusterConfig& cluster) const;
+  std::vector<xpk::ListedWorkload> list_workloads(const ClusterConfig& cluster) const override;
 
   const ExecCredentialCache& credentials() const { return *credentials_; }
 
  private:
+  // The cluster's kubeconfig and the client for its server: cached, or read now. Throws
+  // std::runtime_error with the one-line cause.
+  struct Target {
+    std::filesystem::file_time_type mtime;
+    std::uintmax_t size = 0;
+    KubeTarget kube;
+    std::shared_ptr<HttpClient> http;
+  };
+  std::shared_ptr<const Target> target_for(const ClusterConfig& cluster) const;
   std::shared_ptr<HttpClient> client_for(const ClusterConfig& cluster,
                                          const std::string& ca_pem) const;
 
@@ -68,6 +85,7 @@ class KubeProber final : public ProbeSource {
   std::unique_ptr<ExecCredentialCache> credentials_;
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<HttpClient>> ca_clients_;  // by CA file
+  mutable std::map<std::string, std::shared_ptr<const Target>> targets_;   // by cluster
 };
 
 }  // namespace falcon::kube

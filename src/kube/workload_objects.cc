@@ -2,6 +2,8 @@
 
 #include <set>
 #include <stdexcept>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -84,7 +86,139 @@ std::string status_word(const std::string& type) {
   return "Unknown";
 }
 
+// Members workload_row (or the list's paging) reads; under the three maps whose keys are
+// label or resource names, every member is kept.
+bool kept_key(std::string_view key) {
+  static const std::set<std::string_view> kKept = {"items",
+                                                   "metadata",
+                                                   "continue",
+                                                   "ownerReferences",
+                                                   "name",
+                                                   "creationTimestamp",
+                                                   "spec",
+                                                   "priorityClassName",
+                                                   "podSets",
+                                                   "template",
+                                                   "nodeSelector",
+                                                   "containers",
+                                                   "initContainers",
+                                                   "resources",
+                                                   "requests",
+                                                   "limits",
+                                                   "count",
+                                                   "status",
+                                                   "admission",
+                                                   "podSetAssignments",
+                                                   "reclaimablePods",
+                                                   "conditions",
+                                                   "type",
+                                                   "message",
+                                                   "lastTransitionTime"};
+  return kKept.count(key) > 0;
+}
+
+bool keeps_all_below(std::string_view key) {
+  return key == "nodeSelector" || key == "requests" || key == "limits";
+}
+
+// A SAX handler that builds the DOM of the kept members only (see parse_workload_list).
+class KeptMembers {
+ public:
+  explicit KeptMembers(json& root) : root_(root) {}
+
+  bool null() { return value(nullptr); }
+  bool boolean(bool v) { return value(v); }
+  bool number_integer(json::number_integer_t v) { return value(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(v); }
+  bool number_float(json::number_float_t v, const std::string&) { return value(v); }
+  bool string(std::string& v) { return value(std::move(v)); }
+  bool binary(json::binary_t& v) { return value(std::move(v)); }
+  bool start_object(std::size_t) { return open(json::value_t::object); }
+  bool start_array(std::size_t) { return open(json::value_t::array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    if (skip_depth_ > 0) return true;
+    const Frame& f = stack_.back();
+    skip_next_ = !f.keep_all && !kept_key(k);
+    if (!skip_next_) {
+      next_keep_all_ = f.keep_all || keeps_all_below(k);
+      key_ = std::move(k);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    json* node;
+    bool keep_all;
+  };
+
+  // Where the next value goes, or null when it is skipped.
+  json* slot() {
+    if (stack_.empty()) return &root_;
+    json& parent = *stack_.back().node;
+    if (parent.is_array()) {
+      parent.push_back(nullptr);
+      return &parent.back();
+    }
+    return &parent[key_];
+  }
+
+  template <typename T>
+  bool value(T&& v) {
+    if (skip_depth_ > 0) return true;
+    if (skip_next_) {
+      skip_next_ = false;
+      return true;
+    }
+    *slot() = std::forward<T>(v);
+    return true;
+  }
+
+  bool open(json::value_t type) {
+    if (skip_depth_ > 0 || skip_next_) {
+      skip_next_ = false;
+      ++skip_depth_;
+      return true;
+    }
+    const bool keep_all = stack_.empty()                   ? false
+                          : stack_.back().node->is_array() ? stack_.back().keep_all
+                                                           : next_keep_all_;
+    json* node = slot();
+    *node = json(type);
+    stack_.push_back({node, keep_all});
+    return true;
+  }
+
+  bool close() {
+    if (skip_depth_ > 0) {
+      --skip_depth_;
+      return true;
+    }
+    stack_.pop_back();
+    return true;
+  }
+
+  json& root_;
+  std::vector<Frame> stack_;
+  std::string key_;
+  bool skip_next_ = false;
+  bool next_keep_all_ = false;
+  int skip_depth_ = 0;
+};
+
 }  // namespace
+
+json parse_workload_list(const std::string& body) {
+  json root;
+  KeptMembers handler(root);
+  if (!json::sax_parse(body, &handler)) throw std::invalid_argument("the body is not JSON");
+  return root;
+}
 
 xpk::ListRow workload_row(const json& item) {
   xpk::ListRow row;

@@ -36,6 +36,13 @@ namespace falcon::kube {
 // all-`<none>` row.
 xpk::ListRow workload_row(const nlohmann::json& item);
 
+// Parses a WorkloadList page (the API server's JSON) keeping only what workload_row reads and the
+// list's metadata.continue: every other member (managedFields, annotations, labels, the pod
+// template's containers' images, commands, env, ...) is skipped while parsing, so it costs no
+// memory and builds no DOM. workload_row gives the same row for the kept JSON as for the whole.
+// Throws std::invalid_argument for a body that is not JSON.
+nlohmann::json parse_workload_list(const std::string& body);
+
 // Every item of a WorkloadList, with its state (xpk::map_row_state of its row), in list order.
 // Throws std::invalid_argument when `list` has no `items` array.
 std::vector<xpk::ListedWorkload> classify_workload_list(const nlohmann::json& list);

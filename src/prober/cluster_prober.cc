@@ -42,6 +42,10 @@ ClusterProber::ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk,
 
 ClusterProber::~ClusterProber() = default;
 
+std::optional<ClusterProbeResult> ClusterProber::cached(const ClusterConfig&) const {
+  return std::nullopt;
+}
+
 ClusterProbeResult ClusterProber::probe(const ClusterConfig& cluster) const {
   ClusterProbeResult result;
   if (backend(cluster) == ProbeBackend::kKube) {

@@ -39,14 +39,18 @@ ClusterConfig ClusterRegistry::get_cluster(const std::string& name) const {
 std::vector<std::pair<ClusterConfig, int>> ClusterRegistry::find_by_accelerator(
     const std::string& accelerator_type) const {
   const auto config = snapshot();
-  std::vector<std::pair<ClusterConfig, int>> out;
+  // Sorted as pointers, copied once: a cluster's configuration is not small.
+  std::vector<std::pair<const ClusterConfig*, int>> found;
   for (const auto& c : config->clusters) {
     if (const AcceleratorSlot* slot = c.find_slot(accelerator_type)) {
-      out.emplace_back(c, slot->priority);
+      found.emplace_back(&c, slot->priority);
     }
   }
-  std::stable_sort(out.begin(), out.end(),
+  std::stable_sort(found.begin(), found.end(),
                    [](const auto& a, const auto& b) { return a.second < b.second; });
+  std::vector<std::pair<ClusterConfig, int>> out;
+  out.reserve(found.size());
+  for (const auto& [c, priority] : found) out.emplace_back(*c, priority);
   return out;
 }
 

@@ -66,7 +66,49 @@ ClusterSelection ClusterSelector::select_among(
       gated[i] = gate_(candidates[i].first, accelerator_type);
     }
   }
-  run_bounded_parallel(candidates.size(), settings_.max_parallel_probes, [&](std::size_t i) {
+  // Candidate i's signals: its probe result and its history (scoring.h). `probe_ms` is how long
+  // this selection's probe took; null for a cache answer (its latency then comes from the
+  // history alone).
+  auto compute = [&](std::size_t i, std::optional<double> probe_ms) {
+    const StoreTime now = clock_->now();
+    ClusterHistory history;
+    if (history_) {
+      try {
+        history = history_(candidates[i].first, accelerator_type, now);
+      } catch (...) {
+        history = {};  // the signals come from the probe alone
+      }
+    }
+    signals[i] = compute_signals(results[i], probe_ms, history, now, settings_.signals);
+  };
+  // Answers available at once (a probe cache) are taken on this thread; threads are started
+  // only for the candidates that must really be probed.
+  std::vector<std::size_t> to_probe;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (gated[i]) {
+      results[i].cluster = candidates[i].first.name;
+      results[i].reachable = false;
+      results[i].error = "not probed: " + *gated[i];
+      results[i].probed_at = format_iso8601(clock_->now());
+      continue;
+    }
+    std::optional<ClusterProbeResult> quick;
+    try {
+      quick = prober_.cached(candidates[i].first);
+    } catch (const std::exception&) {
+      // Probed below, where a failure is reported.
+    }
+    if (!quick) {
+      to_probe.push_back(i);
+      continue;
+    }
+    results[i] = std::move(*quick);
+    if (results[i].cluster.empty()) results[i].cluster = candidates[i].first.name;
+    if (results[i].probed_at.empty()) results[i].probed_at = format_iso8601(clock_->now());
+    compute(i, std::nullopt);
+  }
+  run_bounded_parallel(to_probe.size(), settings_.max_parallel_probes, [&](std::size_t k) {
+    const std::size_t i = to_probe[k];
     const ClusterConfig& cluster = candidates[i].first;
     auto failed = [&](std::string error) {
       ClusterProbeResult r;
@@ -75,11 +117,6 @@ ClusterSelection ClusterSelector::select_among(
       r.error = std::move(error);
       return r;
     };
-    if (gated[i]) {
-      results[i] = failed("not probed: " + *gated[i]);
-      results[i].probed_at = format_iso8601(clock_->now());
-      return;
-    }
     const auto start = clock_->steady_now();
     try {
       results[i] = prober_.probe(cluster);
@@ -92,16 +129,7 @@ ClusterSelection ClusterSelector::select_among(
         std::chrono::duration<double, std::milli>(clock_->steady_now() - start).count();
     if (results[i].cluster.empty()) results[i].cluster = cluster.name;
     if (results[i].probed_at.empty()) results[i].probed_at = format_iso8601(clock_->now());
-    const StoreTime now = clock_->now();
-    ClusterHistory history;
-    if (history_) {
-      try {
-        history = history_(cluster, accelerator_type, now);
-      } catch (...) {
-        history = {};  // the signals come from the probe alone
-      }
-    }
-    signals[i] = compute_signals(results[i], probe_ms, history, now, settings_.signals);
+    compute(i, probe_ms);
   });
 
   std::vector<CandidateInput> inputs;

@@ -17,10 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "falcon/fabric.h"
 #include "falcon/gcs_uri.h"
 #include "falcon/state_store.h"
 #include "falcon/workload_manager.h"
 #include "serve/prometheus_text.h"
+#include "serve/select_answer.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -272,9 +274,18 @@ struct ExportTracker {
   std::mutex mutex;
   std::condition_variable changed;
   std::set<std::int64_t> running;
+  // Exports stop() marked failed after the grace: their thread must not record an end any more.
+  std::set<std::int64_t> abandoned;
 };
 
 }  // namespace
+
+ProbeSnapshot ControlPlane::fresh_probe(const std::string& cluster) {
+  if (auto probe = cached_probe(cluster)) return *probe;
+  throw ClusterUnreachableError(cluster, "not probed yet");
+}
+
+std::vector<BreakerReport> ControlPlane::breakers(const std::string&) const { return {}; }
 
 struct ApiServer::Impl {
   ApiServerOptions options;
@@ -509,9 +520,11 @@ void ApiServer::Impl::add_routes() {
     send_json(res, 200, {{"clusters", out}});
   });
   route("GET", "/v1/clusters/{name}", "/v1/clusters/" + seg, [this](const auto& req, auto& res) {
-    check_params(req, {"since", "limit"});
+    check_params(req, {"since", "limit", "fresh"});
     const std::string name = req.matches[1];
-    const auto probe = control().cached_probe(name);  // UnknownClusterError first
+    // fresh=true: no older than serve.max_probe_age_s, probed now if need be (cluster status).
+    const auto probe = bool_param(req, "fresh") ? std::optional(control().fresh_probe(name))
+                                                : control().cached_probe(name);
     ClusterConfig config;
     for (const ClusterConfig& c : control().clusters()) {
       if (c.name == name) config = c;
@@ -549,10 +562,8 @@ void ApiServer::Impl::add_routes() {
       throw;
     }
     count_selection("selected");
-    json j = outcome.selection;
-    j["selection_id"] = outcome.selection_id;
-    j["candidate_probes"] = outcome.candidates;
-    send_json(res, 200, j);
+    res.status = 200;
+    res.set_content(serve::select_answer_json(outcome), "application/json");
   });
   route("GET", "/v1/selections", "/v1/selections", [this](const auto& req, auto& res) {
     check_params(req, {"limit", "accelerator"});
@@ -597,6 +608,7 @@ void ApiServer::Impl::add_routes() {
       count_selection("selected");
       cluster = outcome.selection.selected_cluster;
       out["selection_id"] = outcome.selection_id;
+      out["selection"] = outcome.selection;
     }
     out["handle"] = control().submit(cluster, spec);
     send_json(res, 201, out);
@@ -630,6 +642,7 @@ void ApiServer::Impl::add_routes() {
           throw;
         } catch (const FalconError& e) {
           entry["error"] = {{"type", e.type_name()}, {"message", e.what()}};
+          e.add_details(entry["error"]);
         }
         out.push_back(entry);
       }
@@ -808,7 +821,8 @@ void ApiServer::Impl::logs(const httplib::Request& req, httplib::Response& res) 
 
 void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Response& res) {
   check_params(req, {});
-  const json body = parse_body(req, {"cluster", "workload", "dest", "ranks", "slice", "since"});
+  const json body =
+      parse_body(req, {"cluster", "workload", "dest", "ranks", "slice", "since", "grep"});
   const std::string cluster = *string_field(body, "cluster", "", true);
   const std::string workload = *string_field(body, "workload", "", true);
   const std::string dest = *string_field(body, "dest", "", true);
@@ -840,6 +854,7 @@ void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Respons
   if (const auto since = string_field(body, "since", "", false)) {
     filter.since = format_iso8601(time_param("since", *since, now()));
   }
+  filter.grep = string_field(body, "grep", "", false);
   if (stopping) throw HttpError(503, "Stopping", "the server is stopping");
   const WorkloadHandle handle = control().handle_for(cluster, workload);
   ExportRecord record;
@@ -881,6 +896,11 @@ void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Respons
       state = kExportFailed;
       result = {{"error", {{"type", "InternalError"}, {"message", e.what()}}}};
     }
+    // Under the tracker's lock: either this end is recorded, or stop() already marked the
+    // export failed and nothing is written over that (an export is never reported done after
+    // the server said it stopped).
+    std::lock_guard lock(tracker->mutex);
+    if (tracker->abandoned.contains(id)) return;
     try {
       store_ptr->finish_export(id, state, result.dump(), clock->now());
     } catch (const std::exception& e) {
@@ -890,7 +910,6 @@ void ApiServer::Impl::start_export(const httplib::Request& req, httplib::Respons
       on_event(fmt::format("export {} of {}/{} failed: {}", id, handle.cluster,
                            handle.workload_name, result["error"]["message"].get<std::string>()));
     }
-    std::lock_guard lock(tracker->mutex);
     tracker->running.erase(id);
     tracker->changed.notify_all();
   }).detach();
@@ -963,6 +982,37 @@ std::string ApiServer::Impl::metrics() const {
     out.sample("falcon_circuit_breaker_consecutive_failures",
                {{"cluster", cluster}, {"key", b.key}}, static_cast<double>(b.consecutive_failures));
   }
+
+  out.family("falcon_probe_cache_oldest_age_seconds", "gauge",
+             "Age of the oldest cached probe (clusters with one)");
+  {
+    double oldest = 0;
+    for (const auto& [cluster, probe] : probes) {
+      if (probe) oldest = std::max(oldest, probe->age_ms / 1000.0);
+    }
+    out.sample("falcon_probe_cache_oldest_age_seconds", {}, oldest);
+  }
+
+  const FabricCounters::Snapshot fabric = control().fabric_counters();
+  out.family("falcon_xpk_calls_total", "counter",
+             "xpk invocations by verb and result (ok, failed, timeout, start_error)");
+  for (const auto& [key, n] : fabric.xpk_calls) {
+    out.sample("falcon_xpk_calls_total", {{"verb", key.first}, {"result", key.second}},
+               static_cast<double>(n));
+  }
+  out.family("falcon_logging_reads_total", "counter",
+             "Cloud Logging entries:list requests by result (ok, rate_limited: HTTP 429, failed)");
+  out.sample("falcon_logging_reads_total", {{"result", "ok"}},
+             static_cast<double>(fabric.logging_ok));
+  out.sample("falcon_logging_reads_total", {{"result", "rate_limited"}},
+             static_cast<double>(fabric.logging_rate_limited));
+  out.sample("falcon_logging_reads_total", {{"result", "failed"}},
+             static_cast<double>(fabric.logging_failed));
+  out.family("falcon_upload_bytes_total", "counter",
+             "Bytes sent to Cloud Storage uploads (log exports)");
+  out.sample("falcon_upload_bytes_total", {}, static_cast<double>(fabric.upload_bytes));
+  out.family("falcon_upload_requests_total", "counter", "Cloud Storage upload requests sent");
+  out.sample("falcon_upload_requests_total", {}, static_cast<double>(fabric.upload_requests));
 
   const ProbeCacheStats stats = control().cache_stats();
   out.family("falcon_probes_total", "counter", "Probes run, by who asked (loop or on demand)");
@@ -1058,6 +1108,7 @@ void ApiServer::stop(std::chrono::milliseconds grace) {
   std::unique_lock lock(tracker.mutex);
   tracker.changed.wait_for(lock, grace, [&] { return tracker.running.empty(); });
   for (const std::int64_t id : tracker.running) {
+    tracker.abandoned.insert(id);
     try {
       impl_->options.store->finish_export(
           id, kExportFailed,
@@ -1070,6 +1121,11 @@ void ApiServer::stop(std::chrono::milliseconds grace) {
 }
 
 bool ApiServer::stopping() const { return impl_->stopping; }
+
+std::size_t ApiServer::abandoned_exports() const {
+  std::lock_guard lock(impl_->exports->mutex);
+  return impl_->exports->abandoned.size();
+}
 
 std::vector<std::string> ApiServer::routes() const {
   std::vector<std::string> out;

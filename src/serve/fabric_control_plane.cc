@@ -46,7 +46,8 @@ class FabricControlPlane final : public ControlPlane {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
     monitor_ = std::make_unique<HealthMonitor>(
-        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve);
+        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve,
+        to_string(config->probe.backend));
     monitor_->set_clusters(config->clusters);
     note_config_loaded();
     monitor_->start();
@@ -82,6 +83,11 @@ class FabricControlPlane final : public ControlPlane {
     return monitor_->latest(cluster);
   }
 
+  ProbeSnapshot fresh_probe(const std::string& cluster) override {
+    const ClusterConfig config = fabric_->get_cluster(cluster);  // UnknownClusterError
+    return monitor_->fresh(config, std::chrono::seconds(fabric_->config()->serve.max_probe_age_s));
+  }
+
   std::vector<BreakerReport> breakers(const std::string& cluster) const override {
     return fabric_->cluster_breakers(cluster);
   }
@@ -91,16 +97,32 @@ class FabricControlPlane final : public ControlPlane {
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
     SelectOutcome outcome;
-    outcome.selection = fabric_->select_cluster(accelerator_type, [&](const ClusterConfig& c) {
-      MonitoredProbe p = monitor_->fresh(c, max_age);
-      std::lock_guard lock(used_mutex);
-      used[c.name] = p;
-      return p.result;
-    });
+    outcome.selection = fabric_->select_cluster(
+        accelerator_type,
+        [&](const ClusterConfig& c) {
+          MonitoredProbe p = monitor_->fresh(c, max_age);
+          std::lock_guard lock(used_mutex);
+          used[c.name] = p;
+          return p.result;
+        },
+        [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
+          auto p = monitor_->cached(c.name, max_age);
+          if (!p) return std::nullopt;
+          std::lock_guard lock(used_mutex);
+          return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
+        });
     outcome.selection_id = outcome.selection.selection_id;
+    if (outcome.selection_id == 0) {
+      // The decision is not in the store (the fabric logged why): nothing unrecorded is
+      // acknowledged, so the caller gets an error instead of a decision without an id.
+      throw StateStoreError(store_->backend(), store_->location(), "record_selection",
+                            fmt::format("the selection of {} for {} could not be recorded",
+                                        outcome.selection.selected_cluster, accelerator_type));
+    }
+    outcome.candidates.reserve(outcome.selection.candidates.size());
     for (const std::string& name : outcome.selection.candidates) {
       if (const auto it = used.find(name); it != used.end())
-        outcome.candidates.push_back(it->second);
+        outcome.candidates.push_back(std::move(it->second));
     }
     return outcome;
   }
@@ -161,6 +183,11 @@ class FabricControlPlane final : public ControlPlane {
   }
 
   ProbeCacheStats cache_stats() const override { return monitor_->stats(); }
+
+  FabricCounters::Snapshot fabric_counters() const override {
+    const auto counters = fabric_->counters();
+    return counters ? counters->snapshot() : FabricCounters::Snapshot{};
+  }
 
   bool ready() const override {
     return monitor_->snapshot().size() == fabric_->list_clusters().size();

@@ -38,6 +38,10 @@ struct Entry {
   std::optional<MonitoredProbe> probe;
   SteadyTime probed_steady{};  // when `probe` finished
   SteadyTime next_due{};       // the loop's next probe (watched only)
+  // next_due as view() shows it (ISO 8601, system clock), worked out once per scheduled probe
+  // instead of on every look-up; next_due_text_for says which next_due it is for.
+  mutable SteadyTime next_due_text_for = SteadyTime::min();
+  mutable std::string next_due_text;
   int consecutive_failures = 0;
   bool in_flight = false;  // a probe of it is running (the loop's or a fresh() caller's)
 };
@@ -109,13 +113,19 @@ struct HealthMonitor::Impl {
     return {std::move(result), duration_ms};
   }
 
+  // How `cluster` is probed: its own probe.backend, else the monitor's.
+  std::string backend_of(const ClusterConfig& cluster) const {
+    return cluster.probe_backend ? to_string(*cluster.probe_backend) : backend;
+  }
+
   // Writes one probe to the store; a failure is counted, never thrown.
-  void record(const ClusterProbeResult& result, std::int64_t duration_ms) {
+  void record(const ClusterConfig& cluster, const ClusterProbeResult& result,
+              std::int64_t duration_ms) {
     if (!store) return;
     try {
       ProbeRecord rec;
       rec.result = result;
-      rec.backend = backend;
+      rec.backend = backend_of(cluster);
       rec.duration_ms = duration_ms;
       store->record_probes({rec});
     } catch (const std::exception&) {
@@ -125,12 +135,13 @@ struct HealthMonitor::Impl {
   }
 
   // Stores a finished probe in `e` and reschedules it. Needs `mutex`.
-  void finish(Entry& e, ClusterProbeResult result, std::int64_t duration_ms) {
+  void finish(Entry& e, const ClusterConfig& cluster, ClusterProbeResult result,
+              std::int64_t duration_ms) {
     const SteadyTime now = clock->steady_now();
     e.consecutive_failures = result.reachable ? 0 : e.consecutive_failures + 1;
     MonitoredProbe p;
     p.result = std::move(result);
-    p.backend = backend;
+    p.backend = backend_of(cluster);
     p.duration_ms = duration_ms;
     p.consecutive_failures = e.consecutive_failures;
     e.probe = std::move(p);
@@ -146,9 +157,17 @@ struct HealthMonitor::Impl {
     p.age_ms = std::max<std::int64_t>(0, to_ms(now - e.probed_steady));
     p.from_cache = from_cache;
     if (running && e.watched) {
-      const auto until = std::max(e.next_due, now) - now;
-      p.next_probe_at = format_iso8601(
-          clock->now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(until));
+      if (e.next_due <= now) {  // overdue: due now
+        p.next_probe_at = format_iso8601(clock->now());
+      } else {
+        if (e.next_due_text_for != e.next_due) {
+          e.next_due_text = format_iso8601(
+              clock->now() +
+              std::chrono::duration_cast<std::chrono::system_clock::duration>(e.next_due - now));
+          e.next_due_text_for = e.next_due;
+        }
+        p.next_probe_at = e.next_due_text;
+      }
     }
     return p;
   }
@@ -224,10 +243,10 @@ struct HealthMonitor::Impl {
         config = e.config;
       }
       auto [result, duration_ms] = run_probe(config);
-      record(result, duration_ms);
+      record(config, result, duration_ms);
       {
         std::lock_guard lock(mutex);
-        finish(e, std::move(result), duration_ms);
+        finish(e, config, std::move(result), duration_ms);
         ++stats.loop_probes;
       }
       cv.notify_all();
@@ -378,15 +397,26 @@ MonitoredProbe HealthMonitor::fresh(const ClusterConfig& cluster,
   const ClusterConfig config = e->watched ? e->config : cluster;
   lock.unlock();
   auto [result, duration_ms] = impl_->run_probe(config);
-  impl_->record(result, duration_ms);
+  impl_->record(config, result, duration_ms);
   lock.lock();
-  impl_->finish(*e, std::move(result), duration_ms);
+  impl_->finish(*e, config, std::move(result), duration_ms);
   if (!e->watched) e->next_due = SteadyTime::max();
   ++impl_->stats.on_demand_probes;
   MonitoredProbe out = impl_->view(*e, false);
   lock.unlock();
   impl_->cv.notify_all();
   return out;
+}
+
+std::optional<MonitoredProbe> HealthMonitor::cached(const std::string& cluster,
+                                                    std::chrono::milliseconds max_age) {
+  std::lock_guard lock(impl_->mutex);
+  const auto it = impl_->entries.find(cluster);
+  if (it == impl_->entries.end()) return std::nullopt;
+  const Entry& e = *it->second;
+  if (!e.probe || impl_->clock->steady_now() - e.probed_steady > max_age) return std::nullopt;
+  ++impl_->stats.cache_hits;
+  return impl_->view(e, true);
 }
 
 HealthMonitor::Stats HealthMonitor::stats() const {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "model/json_text.h"
 #include "state/migrations.h"
 #include "state/submissions_jsonl.h"
 #include "util/time_format.h"
@@ -495,18 +496,72 @@ SubmissionsImportResult SqlStateStore::import_submissions_jsonl(const std::files
 
 // --- Selections.
 
+// Group commit: a decision is one row, and a transaction's cost is its commit (on SQLite an
+// fsync of the WAL, synchronous=FULL; on PostgreSQL a WAL flush and a round trip), so
+// concurrent decisions share one. The caller that finds no batch being written becomes the
+// leader: it takes every queued decision (its own included), writes them in one transaction
+// and wakes their callers; decisions arriving meanwhile queue for the next batch. Nothing is
+// answered before its batch committed, and a failed batch fails each of its callers.
 std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) {
-  const std::int64_t decided_ms = parse_time_field(selection.decided_at, "decided_at");
-  const std::string json = nlohmann::json(selection).dump();
-  return write("record_selection", [&](SqlConnection& c) {
-    return c
-        .query(
-            "INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
-            "selection_json) VALUES ($1, $2, $3, $4) RETURNING id",
-            {selection.accelerator, selection.selected_cluster, decided_ms, json})
-        .at(0)
-        .int64(0);
-  });
+  constexpr std::size_t kMaxBatch = 512;
+  PendingSelection pending;
+  pending.decided_ms = parse_time_field(selection.decided_at, "decided_at");
+  pending.accelerator = selection.accelerator;
+  pending.selected_cluster = selection.selected_cluster;
+  pending.json = to_json_text(selection);
+  std::unique_lock lock(selection_mutex_);
+  selection_queue_.push_back(&pending);
+  while (!pending.done) {
+    if (selection_writing_) {
+      selection_done_.wait(lock);
+      continue;
+    }
+    selection_writing_ = true;
+    const std::size_t n = std::min(selection_queue_.size(), kMaxBatch);
+    std::vector<PendingSelection*> batch(selection_queue_.begin(),
+                                         selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    selection_queue_.erase(selection_queue_.begin(),
+                           selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    lock.unlock();
+    commit_selections(batch);
+    lock.lock();
+    selection_writing_ = false;
+    selection_done_.notify_all();
+  }
+  lock.unlock();
+  if (pending.error) std::rethrow_exception(pending.error);
+  return pending.id;
+}
+
+void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batch) {
+  std::exception_ptr error;
+  std::vector<std::int64_t> ids;
+  try {
+    ids = write("record_selection", [&](SqlConnection& c) {
+      std::vector<std::int64_t> out;
+      out.reserve(batch.size());
+      for (const PendingSelection* p : batch) {
+        out.push_back(
+            c.query("INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
+                    "selection_json) VALUES ($1, $2, $3, $4) RETURNING id",
+                    {p->accelerator, p->selected_cluster, p->decided_ms, p->json})
+                .at(0)
+                .int64(0));
+      }
+      return out;
+    });
+  } catch (...) {
+    error = std::current_exception();
+  }
+  std::lock_guard lock(selection_mutex_);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    if (error) {
+      batch[i]->error = error;
+    } else {
+      batch[i]->id = ids[i];
+    }
+    batch[i]->done = true;
+  }
 }
 
 namespace {

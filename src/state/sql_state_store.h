@@ -2,8 +2,12 @@
 // PostgreSQL both accept; the dialect supplies the few differences.
 #pragma once
 
+#include <condition_variable>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "falcon/state_store.h"
 #include "state/connection_pool.h"
@@ -80,11 +84,32 @@ class SqlStateStore final : public StateStore {
   auto read(const char* operation, F&& fn);
   [[noreturn]] void fail(const char* operation, const std::string& message) const;
 
+  // A decision waiting for its group commit (record_selection).
+  struct PendingSelection {
+    std::string accelerator;
+    std::string selected_cluster;
+    std::int64_t decided_ms = 0;
+    std::string json;
+    std::int64_t id = 0;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  // Writes `batch` in one transaction and marks each done (with its id, or the error).
+  void commit_selections(const std::vector<PendingSelection*>& batch);
+
   const SqlDialect& dialect_;
   std::string location_;
   std::shared_ptr<Clock> clock_;
   ConnectionPool pool_;
   int schema_version_ = 0;
+
+  // Group commit of decisions: callers queue; one of them (the leader) writes every queued
+  // decision in one transaction while the next ones queue; each returns once its own batch
+  // committed (or failed).
+  std::mutex selection_mutex_;
+  std::condition_variable selection_done_;
+  std::vector<PendingSelection*> selection_queue_;
+  bool selection_writing_ = false;
 };
 
 }  // namespace falcon::state

@@ -126,8 +126,14 @@ XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, Xp
 
 XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<const xpk::XpkCli> xpk,
                                        std::shared_ptr<Clock> clock,
-                                       std::shared_ptr<SubmissionStore> submissions)
-    : xpk_(std::move(xpk)), clock_(std::move(clock)), submissions_(std::move(submissions)) {
+                                       std::shared_ptr<SubmissionStore> submissions,
+                                       std::shared_ptr<const WorkloadListSource> kube,
+                                       ProbeBackend default_backend)
+    : xpk_(std::move(xpk)),
+      clock_(std::move(clock)),
+      submissions_(std::move(submissions)),
+      kube_(std::move(kube)),
+      default_backend_(default_backend) {
   if (!xpk_ || !clock_) {
     throw std::invalid_argument("XpkWorkloadManager: xpk and clock must be set");
   }
@@ -286,6 +292,21 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                         .submitted_at = submitted_at};
 }
 
+std::vector<xpk::ListedWorkload> XpkWorkloadManager::read_workloads(
+    const ClusterConfig& cluster, const std::optional<std::string>& filter_by_job) const {
+  if (kube_ && cluster.probe_backend.value_or(default_backend_) == ProbeBackend::kKube) {
+    try {
+      return kube_->list_workloads(cluster);
+    } catch (const std::exception& e) {
+      throw XpkCommandError(e.what(), cluster.name, std::nullopt, "");
+    }
+  }
+  auto listing = xpk::list_workloads(*xpk_, cluster, filter_by_job,
+                                     std::chrono::seconds(xpk_->settings().command_timeout_s));
+  listing.workloads_or_throw();
+  return std::move(listing.workloads);
+}
+
 WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
                                               const WorkloadHandle& handle) {
   if (auto problem = name_problem(handle.workload_name)) {
@@ -293,13 +314,11 @@ WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
         fmt::format("cannot query a workload on cluster '{}': {}", cluster.name, *problem),
         cluster.name, std::nullopt, "");
   }
-  const auto listing =
-      xpk::list_workloads(*xpk_, cluster, handle.workload_name,
-                          std::chrono::seconds(xpk_->settings().command_timeout_s));
+  const auto workloads = read_workloads(cluster, handle.workload_name);
   WorkloadStatus status;
   status.workload_name = handle.workload_name;
   status.state = kStateUnknown;
-  for (const auto& w : listing.workloads_or_throw()) {
+  for (const auto& w : workloads) {
     // --filter-by-job is a substring match: take the row of exactly this name.
     if (w.row.jobset_name != handle.workload_name) continue;
     status.state = w.state;
@@ -338,9 +357,7 @@ std::vector<WorkloadInfo> XpkWorkloadManager::list_workloads(
         fmt::format("state filter '{}' is not one of QUEUED, RUNNING, COMPLETED, FAILED, UNKNOWN",
                     *state_filter));
   }
-  const auto listing = xpk::list_workloads(
-      *xpk_, cluster, std::nullopt, std::chrono::seconds(xpk_->settings().command_timeout_s));
-  const auto& workloads = listing.workloads_or_throw();
+  const auto workloads = read_workloads(cluster, std::nullopt);
   std::vector<WorkloadInfo> out;
   for (const auto& [row, state] : workloads) {
     WorkloadInfo info;

@@ -119,9 +119,11 @@ std::vector<std::string> cluster_flags(const ClusterConfig& cluster) {
           "--zone=" + cluster.zone};
 }
 
-XpkCli::XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings)
+XpkCli::XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
+               std::shared_ptr<FabricCounters> counters)
     : runner_(std::move(runner)),
       settings_(std::move(settings)),
+      counters_(std::move(counters)),
       state_dir_(resolve_state_dir(settings_)) {}
 
 std::filesystem::path XpkCli::cluster_dir(const ClusterConfig& cluster) const {
@@ -156,7 +158,16 @@ CommandResult XpkCli::run_workload(const ClusterConfig& cluster, std::string_vie
   spec.env = settings_.env;
   spec.env["KUBECONFIG"] = kubeconfig.path().string();
   spec.timeout = timeout;
-  return runner_->run(spec);
+  if (!counters_) return runner_->run(spec);
+  CommandResult result;
+  try {
+    result = runner_->run(spec);
+  } catch (const CommandStartError&) {
+    counters_->xpk_call(verb, "start_error");
+    throw;
+  }
+  counters_->xpk_call(verb, result.timed_out ? "timeout" : result.ok() ? "ok" : "failed");
+  return result;
 }
 
 CommandResult XpkCli::run_refreshing_kubeconfig(const ClusterConfig& cluster,

@@ -24,6 +24,7 @@
 
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
+#include "falcon/fabric_counters.h"
 #include "falcon/model.h"
 
 namespace falcon::xpk {
@@ -56,7 +57,9 @@ class XpkCli {
  public:
   // Resolves the state directory now (see resolve_state_dir); creates it lazily. Throws
   // FalconError only if no state directory can be determined.
-  XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings);
+  // `counters` (may be null) counts every run_workload by verb and result.
+  XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
+         std::shared_ptr<FabricCounters> counters = nullptr);
 
   const XpkSettings& settings() const { return settings_; }
   const std::filesystem::path& state_dir() const { return state_dir_; }
@@ -96,6 +99,7 @@ class XpkCli {
 
   std::shared_ptr<CommandRunner> runner_;
   XpkSettings settings_;
+  std::shared_ptr<FabricCounters> counters_;
   std::filesystem::path state_dir_;
   mutable std::mutex mutex_;
   mutable std::set<std::string> prepared_;  // clusters whose kube directory exists

@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,8 +24,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/state_store.h"
 #include "support/local_fleet.h"
 #include "support/run_falcon.h"
+#include "support/serve_process.h"
 #include "support/temp_dir.h"
 
 namespace falcon {
@@ -33,98 +36,7 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-// A `falcon serve` child process; its stderr is read by a thread into `log()`.
-class ServeProcess {
- public:
-  ServeProcess(const std::string& config, const std::string& state,
-               std::vector<std::string> extra = {}) {
-    int err[2];
-    if (::pipe(err) != 0) throw std::runtime_error("pipe");
-    const std::string bin = testing::built_binary("falcon");
-    std::vector<std::string> args{bin,        "--config",    config,    "serve",
-                                  "--listen", "127.0.0.1:0", "--state", state};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(err[1], STDERR_FILENO);
-      ::close(err[0]);
-      ::close(err[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(bin.c_str(), argv.data());
-      ::_exit(127);
-    }
-    ::close(err[1]);
-    fd_ = err[0];
-    reader_ = std::thread([this] {
-      char buf[4096];
-      for (;;) {
-        const ssize_t n = ::read(fd_, buf, sizeof buf);
-        if (n <= 0) break;
-        std::lock_guard lock(mutex_);
-        log_.append(buf, static_cast<std::size_t>(n));
-        changed_.notify_all();
-      }
-      std::lock_guard lock(mutex_);
-      eof_ = true;
-      changed_.notify_all();
-    });
-    const std::string first = wait_for(std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"));
-    std::smatch m;
-    std::regex_search(first, m, std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"));
-    // The address is the first line.
-    if (m.empty() || log().rfind("listening on", 0) != 0) {
-      const std::string text = log();
-      ::kill(pid_, SIGKILL);
-      wait_exit();
-      reader_.join();
-      ::close(fd_);
-      throw std::runtime_error("falcon serve did not start as expected: " + text);
-    }
-    port_ = std::stoi(m[1]);
-  }
-  ~ServeProcess() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      wait_exit();
-    }
-    if (reader_.joinable()) reader_.join();
-    ::close(fd_);
-  }
-
-  int port() const { return port_; }
-  std::string log() const {
-    std::lock_guard lock(mutex_);
-    return log_;
-  }
-  // The log once it matches `pattern` (or the process closed stderr: then whatever it wrote).
-  std::string wait_for(const std::regex& pattern) {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, std::chrono::seconds(120),
-                      [&] { return eof_ || std::regex_search(log_, pattern); });
-    return log_;
-  }
-  void signal(int sig) const { ::kill(pid_, sig); }
-  // Exit status (WEXITSTATUS, or 128 + signal).
-  int wait_exit() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  int port_ = 0;
-  bool exited_ = false;
-  std::thread reader_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::string log_;
-  bool eof_ = false;
-};
+using testing::ServeProcess;
 
 class ServeFleetTest : public ::testing::Test {
  protected:
@@ -289,6 +201,61 @@ TEST_F(ServeFleetTest, SigtermDuringAFollowEndsTheStreamAndTheProcess) {
   // Well within serve.shutdown_grace_s (10 s): the follow noticed the stop.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_THAT(received, HasSubstr("step"));
+}
+
+// The processes whose parent is this one (this test adopts serve's orphans: a subreaper).
+std::vector<pid_t> children_of_this_process() {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(entry.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("PPid:", 0) == 0) {
+        if (std::stoi(line.substr(5)) == ::getpid()) out.push_back(std::stoi(name));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(ServeFleetTest, SigtermDuringAnExportEndsWithinTheGraceAndRecordsItFailed) {
+  // Serve's children that outlive it are re-parented here, where the end of the test finds them.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  const auto path = dir_.write(
+      "repos.yaml", testing::read_file(fleet_.repos_path()) + "serve:\n  shutdown_grace_s: 2\n");
+  ServeProcess serve(path.string(), state_url());
+  httplib::Client c("127.0.0.1", serve.port());
+  c.set_read_timeout(120, 0);
+  post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("export-run")}}, 201);
+  fleet_.advance(std::chrono::seconds(10));
+  // Every Cloud Logging read now takes 8 s: the export is still reading when SIGTERM comes.
+  fleet_.service().gcp().faults().delay_next("logging.list", std::chrono::seconds(8), -1);
+  const json started = post(
+      c, "/v1/exports",
+      {{"cluster", "tpu-b"}, {"workload", "export-run"}, {"dest", "gs://falcon-logs/stopped/"}},
+      202);
+  const std::int64_t id = started["id"];
+  EXPECT_EQ(get(c, "/v1/exports/" + std::to_string(id))["state"], "running");
+
+  const auto start = std::chrono::steady_clock::now();
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
+  // The grace (2 s) and the second the process allows after it, plus slack for ASan.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(6)) << serve.log();
+  EXPECT_THAT(serve.log(), HasSubstr("still running after the grace, recorded as failed"));
+  EXPECT_THAT(children_of_this_process(), ::testing::IsEmpty()) << serve.log();
+  fleet_.service().gcp().faults().clear();
+
+  // In the store: failed, "server stopped"; never done.
+  const auto store = open_state_store(state_url());
+  const auto record = store->get_export(id);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->state, "failed");
+  EXPECT_THAT(record->result_json, HasSubstr("server stopped"));
+  EXPECT_TRUE(record->finished_at.has_value());
 }
 
 TEST_F(ServeFleetTest, ARestartKeepsTheHistory) {

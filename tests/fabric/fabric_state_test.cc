@@ -13,9 +13,12 @@
 
 #include <fmt/format.h>
 
+#include "falcon/api_server.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
+#include "falcon/fabric_counters.h"
 #include "falcon/state_store.h"
+#include "state/sqlite_connection.h"
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
 #include "support/fake_http_client.h"
@@ -316,6 +319,92 @@ TEST_F(FabricStateTest, AStoreThatCannotBeOpenedCostsOnlyMemory) {
   EXPECT_THAT(notices_, Contains(HasSubstr("workload 'no-memory' was submitted to cluster "
                                            "'tpu-a' but could not be recorded")));
   EXPECT_THAT(notices_, Contains(HasSubstr("mysql://db/falcon")));
+}
+
+// The counters seam: every xpk call is counted by verb and result.
+TEST_F(FabricStateTest, XpkCallsAreCountedByVerbAndResult) {
+  runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+              FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "list", "--cluster=tpu-b"}, FakeCommandRunner::fails(1, "denied"));
+  auto counters = std::make_shared<FabricCounters>();
+  FabricDependencies deps{runner_, http_, clock_};
+  deps.counters = counters;
+  ClusterFabric f(config_path(), deps);
+  f.select_cluster("tpu-v4-64");
+  f.get_cluster_status("tpu-a");
+  const auto snapshot = counters->snapshot();
+  using Key = std::pair<std::string, std::string>;
+  EXPECT_EQ(snapshot.xpk_calls.at(Key("list", "ok")), 2u);
+  EXPECT_EQ(snapshot.xpk_calls.at(Key("list", "failed")), 1u);
+  EXPECT_EQ(snapshot.xpk_calls.size(), 2u);
+  EXPECT_EQ(f.counters(), counters);
+}
+
+// The HTTP side of the seam: Logging reads (and 429s) and upload bytes, whatever the host.
+TEST(CountingHttpClient, CountsLoggingReadsTheir429sAndUploadBytes) {
+  auto inner = std::make_shared<FakeHttpClient>();
+  inner->enqueue("POST", "/v2/entries:list", testing::json_response(429, "{}"));
+  inner->on("POST", "/v2/entries:list",
+            [](const HttpRequest&) { return testing::json_response(200, "{}"); });
+  inner->enqueue_transport_error("POST", "/v2/entries:list", "reset", false);
+  inner->on("POST", "/upload/storage/v1/b/bucket/o",
+            [](const HttpRequest&) { return testing::json_response(200, "{}"); });
+  inner->on("GET", "/storage/v1/b/bucket/o/x",
+            [](const HttpRequest&) { return testing::json_response(200, "{}"); });
+  auto counters = std::make_shared<FabricCounters>();
+  auto http = make_counting_http_client(inner, counters);
+  auto send = [&](std::string method, std::string url, std::string body = "") {
+    HttpRequest r;
+    r.method = std::move(method);
+    r.url = std::move(url);
+    r.body = std::move(body);
+    return http->send(r);
+  };
+  EXPECT_EQ(send("POST", "http://logging.test/v2/entries:list").status, 429);
+  EXPECT_THROW(send("POST", "http://logging.test/v2/entries:list"), HttpTransportError);
+  EXPECT_EQ(send("POST", "https://logging.googleapis.com/v2/entries:list").status, 200);
+  send("POST", "http://gcs.test/upload/storage/v1/b/bucket/o?uploadType=media&name=x", "12345");
+  send("GET", "http://gcs.test/storage/v1/b/bucket/o/x");
+  const auto s = counters->snapshot();
+  EXPECT_EQ(s.logging_reads, 3u);
+  EXPECT_EQ(s.logging_ok, 1u);
+  EXPECT_EQ(s.logging_rate_limited, 1u);
+  EXPECT_EQ(s.logging_failed, 1u);
+  EXPECT_EQ(s.upload_requests, 1u);
+  EXPECT_EQ(s.upload_bytes, 5u);
+  EXPECT_EQ(make_counting_http_client(inner, nullptr), inner);  // no counters: no wrapper
+}
+
+// `falcon serve` acknowledges only stored decisions: when the store refuses the decision, the
+// control plane's select fails (the API answers 500) instead of answering without an id.
+TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  const auto url = default_state_url(state_dir());
+  std::shared_ptr<StateStore> store = open_state_store(url);
+  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = store;
+    deps.on_notice = [this](const std::string& text) { notices_.push_back(text); };
+    return deps;
+  }());
+  auto control = make_fabric_control_plane(f, store, clock_);
+  const SelectOutcome ok = control->select("tpu-v4-64");
+  EXPECT_NE(ok.selection_id, 0);
+  ASSERT_EQ(ok.candidates.size(), 2u);
+  {
+    state::SqliteConnection raw((state_dir() / "falcon.db").string(), std::chrono::seconds(10));
+    raw.execute(
+        "CREATE TRIGGER refuse BEFORE INSERT ON selections "
+        "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END");
+  }
+  try {
+    control->select("tpu-v4-64");
+    FAIL() << "expected StateStoreError";
+  } catch (const StateStoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("could not be recorded"));
+  }
+  EXPECT_THAT(notices_, Contains(HasSubstr("disk full (test)")));
+  stop_control_plane_loop(*control);
 }
 
 }  // namespace

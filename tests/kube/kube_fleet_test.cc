@@ -1,6 +1,7 @@
 // The kube probe backend against the local fleet: the same answers as the xpk backend on the
 // same simulator state (over many seeded random states), the errors it gives for an unreachable
 // cluster and a missing credential, and the real kubectl reading the fleet's API.
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "falcon/config.h"
 #include "falcon/http_client.h"
 #include "falcon/prober.h"
+#include "falcon/workload_manager.h"
 #include "kube/kube_prober.h"
 #include "kube/workload_objects.h"
 #include "support/local_fleet.h"
@@ -45,6 +47,8 @@ class KubeFleetTest : public ::testing::Test {
     o.clock = clock_;
     kube_ = std::make_shared<kube::KubeProber>(o);
     prober_ = std::make_unique<ClusterProber>(xpk_, kube_, ProbeBackend::kXpk, clock_);
+    // `job status` and `job list`: xpk for clusters probed by xpk, the Workload list for kube.
+    jobs_ = std::make_unique<XpkWorkloadManager>(xpk_, clock_, nullptr, kube_, ProbeBackend::kXpk);
   }
 
   ClusterConfig cluster(const std::string& name, ProbeBackend backend) const {
@@ -65,6 +69,7 @@ class KubeFleetTest : public ::testing::Test {
   std::shared_ptr<const xpk::XpkCli> xpk_;
   std::shared_ptr<kube::KubeProber> kube_;
   std::unique_ptr<ClusterProber> prober_;
+  std::unique_ptr<XpkWorkloadManager> jobs_;
 };
 
 TEST_F(KubeFleetTest, BothBackendsGiveTheSameProbeOnTheFleet) {
@@ -98,6 +103,7 @@ TEST_F(KubeFleetTest, ConsistencyOverRandomStates) {
   const std::vector<std::pair<std::string, std::string>> targets = {{"tpu-b", "tpu-v4-64"},
                                                                     {"gpu-x", "a100-40gb-8"}};
   int created = 0;
+  int statuses = 0;
   for (int round = 0; round < 6; ++round) {
     for (const auto& [name, device] : targets) {
       const int creates = std::uniform_int_distribution<int>(0, 3)(random);
@@ -137,9 +143,88 @@ TEST_F(KubeFleetTest, ConsistencyOverRandomStates) {
       std::map<std::string, std::string> truth;
       for (const auto& row : sim.list(name).rows) truth[row.name] = row.state;
       EXPECT_EQ(kube_states, truth);
+
+      // `job list` and `job status` through the workload manager: the same answers whichever
+      // backend the cluster is probed with.
+      const auto listed_xpk =
+          jobs_->list_workloads(cluster(name, ProbeBackend::kXpk), std::nullopt);
+      const auto listed_kube =
+          jobs_->list_workloads(cluster(name, ProbeBackend::kKube), std::nullopt);
+      EXPECT_EQ(listed_kube, listed_xpk);
+      EXPECT_EQ(listed_kube.size(), truth.size());
+      std::vector<std::string> names;
+      for (const auto& [n, state] : truth) names.push_back(n);
+      std::shuffle(names.begin(), names.end(), random);
+      if (names.size() > 3) names.resize(3);
+      for (const auto& n : names) {
+        const WorkloadHandle handle{.workload_name = n, .cluster = name};
+        const auto status_xpk = jobs_->get_status(cluster(name, ProbeBackend::kXpk), handle);
+        const auto status_kube = jobs_->get_status(cluster(name, ProbeBackend::kKube), handle);
+        EXPECT_EQ(status_kube, status_xpk) << n;
+        EXPECT_EQ(status_kube.state, truth[n]) << n;
+        ++statuses;
+      }
+      EXPECT_THROW(
+          jobs_->get_status(cluster(name, ProbeBackend::kKube), {.workload_name = "never-made"}),
+          WorkloadNotFoundError);
     }
   }
   EXPECT_GT(created, 6);
+  EXPECT_GT(statuses, 12);
+}
+
+// A cluster without Kueue's CRDs: the kube backend says so in one line; the xpk backend fails as
+// xpk does there (kubectl has no `workloads` resource type); so does the real kubectl, which
+// finds no kueue.x-k8s.io group in discovery. Installing them again brings both back.
+TEST_F(KubeFleetTest, AClusterWithoutKueuesCrds) {
+  auto& sim = fleet_.service().simulator();
+  sim.set_kueue("tpu-b", false);
+  const auto by_kube = prober_->probe(cluster("tpu-b", ProbeBackend::kKube));
+  EXPECT_FALSE(by_kube.reachable);
+  const std::string cause = by_kube.error.value_or("");
+  EXPECT_THAT(cause, HasSubstr("cluster 'tpu-b' has no Kueue Workload API (404 on "
+                               "/apis/kueue.x-k8s.io/v1beta1/workloads)"));
+  EXPECT_THAT(cause, HasSubstr("Kueue's CRDs are not installed"));
+  EXPECT_EQ(cause.find('\n'), std::string::npos) << cause;
+
+  const auto by_xpk = prober_->probe(cluster("tpu-b", ProbeBackend::kXpk));
+  EXPECT_FALSE(by_xpk.reachable);
+  EXPECT_THAT(by_xpk.error.value_or(""), HasSubstr("xpk workload list failed on cluster 'tpu-b'"));
+  EXPECT_THAT(by_xpk.error.value_or(""), HasSubstr("have a resource type"));
+
+  // `job status` through the kube backend fails with the same cause.
+  try {
+    jobs_->get_status(cluster("tpu-b", ProbeBackend::kKube), {.workload_name = "anything"});
+    ADD_FAILURE() << "get_status did not throw";
+  } catch (const XpkCommandError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("has no Kueue Workload API"));
+    EXPECT_EQ(e.cluster(), "tpu-b");
+  }
+
+  const std::string kubectl = "/usr/bin/kubectl";
+  if (std::filesystem::exists(kubectl)) {
+    CommandSpec spec;
+    spec.argv = {kubectl, "--kubeconfig", config_.xpk.state_dir + "/kube/tpu-b/config",
+                 "get",   "workloads",    "-A"};
+    spec.timeout = std::chrono::seconds(60);
+    const auto got = runner_->run(spec);
+    EXPECT_FALSE(got.ok());
+    EXPECT_THAT(got.stderr_text,
+                HasSubstr("error: the server doesn't have a resource type \"workloads\""));
+  }
+
+  // The fleet's control route installs them again.
+  HttpRequest req;
+  req.method = "POST";
+  req.url = fleet_.url() + "/fleet/v1/clusters:kueue";
+  req.headers.set("Content-Type", "application/json");
+  req.body = R"({"cluster":"tpu-b","installed":true})";
+  const auto answer = make_curl_http_client()->send(req);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(nlohmann::json::parse(answer.body)["kueue"], true);
+  EXPECT_TRUE(sim.kueue_installed("tpu-b"));
+  EXPECT_TRUE(prober_->probe(cluster("tpu-b", ProbeBackend::kKube)).reachable);
+  EXPECT_TRUE(prober_->probe(cluster("tpu-b", ProbeBackend::kXpk)).reachable);
 }
 
 TEST_F(KubeFleetTest, RequestsWithoutTheTokenAre401) {

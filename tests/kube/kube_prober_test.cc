@@ -162,6 +162,54 @@ TEST(WorkloadRow, StatesOfEveryShape) {
   EXPECT_THROW(classify_workload_list(json::object()), std::invalid_argument);
 }
 
+// The page parser keeps what the classification reads and drops the rest: the same rows as from
+// the whole objects, with a real API server's managedFields, annotations and container details.
+TEST(WorkloadList, ParsingKeepsOnlyWhatTheRowNeedsAndGivesTheSameRows) {
+  json gpu = workload("gpu-run", json::array({tpu_pod_set(2)}), json::object());
+  gpu["spec"]["podSets"][0]["template"]["spec"] = {
+      {"nodeSelector", {{"cloud.google.com/gke-accelerator", "nvidia-a100-80gb"}}},
+      {"containers",
+       json::array({{{"name", "main"},
+                     {"image", "us-docker.pkg.dev/p/r/i:1"},
+                     {"command", {"bash", "-c", "python train.py"}},
+                     {"env", json::array({{{"name", "A"}, {"value", "1"}}})},
+                     {"resources", {{"requests", {{"nvidia.com/gpu", "8"}, {"cpu", "4"}}}}}}})}};
+  json cpu = running("cpu-job");
+  cpu["spec"]["podSets"][0]["template"]["spec"] = {
+      {"containers", json::array({{{"name", "main"}, {"resources", json::object()}}})}};
+  std::vector<json> items = {pending("a"), running("b"), finished("c", "jobset failed"), gpu, cpu};
+  for (json& item : items) {
+    item["metadata"]["managedFields"] = json::array(
+        {{{"manager", "kueue"}, {"fieldsV1", {{"f:status", {{"f:conditions", json::object()}}}}}}});
+    item["metadata"]["annotations"] = {{"kubectl.kubernetes.io/last-applied", "{...}"}};
+    item["metadata"]["labels"] = {{"kueue.x-k8s.io/queue-name", "multislice-queue"}};
+  }
+  const json list = list_of(items, "next-page");
+  const json kept = parse_workload_list(list.dump());
+  EXPECT_EQ(kept["metadata"], json({{"continue", "next-page"}}));
+  ASSERT_EQ(kept["items"].size(), items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(workload_row(kept["items"][i]), workload_row(items[i]));
+    const json& m = kept["items"][i]["metadata"];
+    EXPECT_FALSE(m.contains("managedFields"));
+    EXPECT_FALSE(m.contains("annotations"));
+    EXPECT_FALSE(m.contains("labels"));
+    EXPECT_FALSE(kept["items"][i].contains("apiVersion"));
+  }
+  // Label and resource names below nodeSelector, requests and limits are all kept.
+  const json& gpu_spec = kept["items"][3]["spec"]["podSets"][0]["template"]["spec"];
+  EXPECT_EQ(gpu_spec["nodeSelector"],
+            json({{"cloud.google.com/gke-accelerator", "nvidia-a100-80gb"}}));
+  EXPECT_EQ(gpu_spec["containers"][0],
+            json({{"name", "main"},
+                  {"resources", {{"requests", {{"nvidia.com/gpu", "8"}, {"cpu", "4"}}}}}}));
+  EXPECT_EQ(workload_row(kept["items"][3]).vms_needed, "2");
+  EXPECT_EQ(workload_row(kept["items"][4]).vms_needed, "0");
+  EXPECT_THROW(parse_workload_list("{\"items\": ["), std::invalid_argument);
+  EXPECT_EQ(parse_workload_list("[1, {\"kind\": 2}]"), json::array({1, json::object()}));
+}
+
 TEST(Kubeconfig, ReadsTheCurrentContextsServerCaAndExecPlugin) {
   const std::string text = R"(apiVersion: v1
 kind: Config
@@ -416,6 +464,27 @@ TEST_F(KubeProberTest, PluginFailureAndMissingKubeconfigSayWhatToDo) {
   EXPECT_THAT(*r.error, HasSubstr("cluster 'tpu-v4-prod' (probe.backend kube): no kubeconfig at"));
   EXPECT_THAT(*r.error, HasSubstr("run `falcon cluster warm-up`"));
   EXPECT_TRUE(http_->requests().empty());
+}
+
+// The kubeconfig is read once while it stays the same; a rewritten one (another warm-up) is read
+// again, and a new server gets a token of its own.
+TEST_F(KubeProberTest, ARewrittenKubeconfigIsReadAgainAndANewServerGetsItsOwnToken) {
+  serve(list_of({}));
+  const KubeProber p = prober();
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_EQ(p.credentials().runs(), 1);
+  write_kubeconfig("https://35.9.9.99:8443", /*with_ca=*/false);
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_EQ(p.credentials().runs(), 2);
+  const auto requests = http_->requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_THAT(requests[1].url, ::testing::StartsWith("https://34.1.2.3/apis/"));
+  EXPECT_THAT(requests[2].url, ::testing::StartsWith("https://35.9.9.99:8443/apis/"));
+  std::filesystem::remove(tmp_.path() / "state" / "kube" / cluster_.name / "config");
+  const auto r = p.probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(r.error.value_or(""), HasSubstr("run `falcon cluster warm-up`"));
 }
 
 TEST_F(KubeProberTest, ACertificateAuthorityGoesToAClientTrustingIt) {

@@ -2,10 +2,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
 #include "falcon/model.h"
+#include "model/json_text.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -187,6 +190,54 @@ TEST(TimeFormat, ParsesRfc3339Variants) {
   EXPECT_FALSE(parse_rfc3339_nanos("2026-04-13T00:00:00"));
   EXPECT_EQ(format_rfc3339_nanos(1776038400LL * 1'000'000'000 + 5),
             "2026-04-13T00:00:00.000000005Z");
+}
+
+// The direct writer of the serve hot path writes exactly what nlohmann writes.
+TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
+  ClusterSelection s;
+  s.selected_cluster = "tpu-a";
+  s.accelerator = "tpu-v4-64";
+  s.candidates = {"tpu-a", "tpu-\"b\""};
+  s.probe_results = {
+      ClusterProbeResult{"tpu-a", true, 0, 3, std::nullopt, "2026-04-13T08:00:00.000Z"},
+      ClusterProbeResult{"tpu-\"b\"", false, std::nullopt, std::nullopt,
+                         std::string("xpk failed:\n\ttab \\ back\x01\x1f end \xc3\xa9t\xc3\xa9"),
+                         "2026-04-13T08:00:01.000Z"},
+      ClusterProbeResult{"c", false, -1, 2147483647, std::string("bad utf-8 \xff here"), ""}};
+  s.reason = "selected tpu-a: reachable, queue_depth=0 <= max=5";
+  s.decided_at = "2026-04-13T08:00:02.000Z";
+  s.selection_id = -42;
+  s.policy = "score";
+  CandidateScore a;
+  a.cluster = "tpu-a";
+  a.priority = 2;
+  a.max_queue_depth = 7;
+  a.eligible = true;
+  a.signals = ClusterSignals{.queue_depth = 4,
+                             .running = std::nullopt,
+                             .drain_per_min = 0.5,
+                             .recent_wait_s = 600.0,
+                             .health = 0.9,
+                             .health_samples = 11,
+                             .latency_ms = 1e-7};
+  a.terms = {SignalTerm{"priority", 2.0, 0.5, 1.0, 0.13333333333333333},
+             SignalTerm{"queue", 4.0, std::nullopt, 0.0, -0.0},
+             SignalTerm{"wait", 1e20, 1.0 / 3.0, 2.5, 123456789012345678.0},
+             SignalTerm{"latency", std::nullopt, std::nan(""), 0.1, 1e-300}};
+  a.total = 0.6551;
+  a.rank = 2;
+  a.verdict = "lost to \"tpu-b\": score 0.655 < 0.809\n";
+  CandidateScore c;
+  c.cluster = "c";
+  c.skip_reason = "queue full: queue_depth=6 > max=5 \xff";
+  c.verdict = "skipped: queue full";
+  s.scores = {a, c};
+  EXPECT_EQ(to_json_text(s), json(s).dump(-1, ' ', false, json::error_handler_t::replace));
+  EXPECT_EQ(to_json_text(ClusterSelection{}), json(ClusterSelection{}).dump());
+  // What it writes reads back.
+  EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().probe_results[1],
+            s.probe_results[1]);
+  EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().scores[0].signals, a.signals);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
 #include "falcon/workload_manager.h"
+#include "serve/select_answer.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
 
@@ -196,6 +197,18 @@ class FakeControlPlane final : public ControlPlane {
             "repos.yaml:3:1: bad"};
   }
   ProbeCacheStats cache_stats() const override { return {5, 1, 7, 2, 0}; }
+  FabricCounters::Snapshot fabric_counters() const override {
+    FabricCounters::Snapshot s;
+    s.xpk_calls[{"list", "ok"}] = 12;
+    s.xpk_calls[{"create", "failed"}] = 1;
+    s.logging_reads = 9;
+    s.logging_ok = 6;
+    s.logging_rate_limited = 2;
+    s.logging_failed = 1;
+    s.upload_requests = 3;
+    s.upload_bytes = 4096;
+    return s;
+  }
   bool ready() const override { return true; }
 };
 
@@ -736,6 +749,52 @@ TEST_F(ApiServerTest, OpenApiDocumentsExactlyTheRoutes) {
   }
 }
 
+// The select answer is written directly; it must be what the JSON library would write.
+TEST(SelectAnswerJson, IsByteForByteWhatNlohmannWrites) {
+  SelectOutcome o;
+  o.selection.selected_cluster = "tpu-a";
+  o.selection.accelerator = "tpu-v4-64";
+  o.selection.candidates = {"tpu-a", "tpu-b"};
+  o.selection.probe_results = {
+      ClusterProbeResult{"tpu-a", true, 1, 2, std::nullopt, "2026-04-13T08:00:00.000Z"},
+      ClusterProbeResult{"tpu-b", false, std::nullopt, std::nullopt, std::string("\"timed\" out"),
+                         "2026-04-13T08:00:00.500Z"}};
+  o.selection.reason = "selected tpu-a: reachable, queue_depth=1 <= max=5";
+  o.selection.decided_at = "2026-04-13T08:00:01.000Z";
+  o.selection_id = 77;
+  o.selection.policy = "least-wait";
+  CandidateScore score;
+  score.cluster = "tpu-a";
+  score.eligible = true;
+  score.signals.queue_depth = 1;
+  score.signals.drain_per_min = 2.0;
+  score.terms = {SignalTerm{"wait", 60.0, std::nullopt, 0.0, 0.0}};
+  score.total = 60.0;
+  score.rank = 1;
+  score.verdict = "selected: predicted wait 60s";
+  CandidateScore skipped;
+  skipped.cluster = "tpu-b";
+  skipped.skip_reason = "unreachable: \"timed\" out";
+  skipped.verdict = "skipped: unreachable";
+  o.selection.scores = {score, skipped};
+  MonitoredProbe a;
+  a.result = o.selection.probe_results[0];
+  a.backend = "xpk";
+  a.duration_ms = 12;
+  a.age_ms = 1500;
+  a.next_probe_at = "2026-04-13T08:00:30.000Z";
+  a.from_cache = true;
+  MonitoredProbe b;
+  b.result = o.selection.probe_results[1];
+  b.backend = "kube";
+  b.consecutive_failures = 3;
+  o.candidates = {a, b};
+  json j = o.selection;
+  j["selection_id"] = o.selection_id;
+  j["candidate_probes"] = o.candidates;
+  EXPECT_EQ(serve::select_answer_json(o), j.dump() + "\n");
+}
+
 TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
   start();
   client_->Get("/v1/clusters");
@@ -769,6 +828,16 @@ TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
   EXPECT_THAT(m, HasSubstr("falcon_http_request_duration_seconds_bucket{route=\"/v1/select\","
                            "le=\"+Inf\"} 2\n"));
   EXPECT_THAT(m, HasSubstr("falcon_http_request_duration_seconds_count{route=\"/v1/select\"} 2\n"));
+  // What the layer did, through the control plane's counters.
+  EXPECT_THAT(m, HasSubstr("# TYPE falcon_xpk_calls_total counter\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_xpk_calls_total{verb=\"list\",result=\"ok\"} 12\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_xpk_calls_total{verb=\"create\",result=\"failed\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_logging_reads_total{result=\"ok\"} 6\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_logging_reads_total{result=\"rate_limited\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_logging_reads_total{result=\"failed\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_upload_bytes_total 4096\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_upload_requests_total 3\n"));
+  EXPECT_THAT(m, HasSubstr("falcon_probe_cache_oldest_age_seconds "));
   // Every non-comment line is `name{labels} value` or `name value`.
   std::istringstream lines(m);
   std::string line;

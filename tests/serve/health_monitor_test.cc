@@ -282,6 +282,27 @@ TEST_F(HealthMonitorTest, FreshAnswersFromTheCacheOrProbes) {
   EXPECT_EQ(m->snapshot().size(), 1u);
 }
 
+// cached() answers what fresh() would answer from the cache, and never probes or waits.
+TEST_F(HealthMonitorTest, CachedAnswersOnlyFreshEnoughResultsAndNeverProbes) {
+  auto m = make(settings(30));
+  m->set_clusters(clusters({"a"}));
+  EXPECT_FALSE(m->cached("a", 60s).has_value());  // not probed yet
+  m->run_due();
+  clock->advance(5s);
+  const auto hit = m->cached("a", 60s);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_TRUE(hit->from_cache);
+  EXPECT_EQ(hit->age_ms, 5000);
+  EXPECT_EQ(hit->result.cluster, "a");
+  EXPECT_FALSE(m->cached("a", 4s).has_value());  // older than asked
+  EXPECT_FALSE(m->cached("unknown", 60s).has_value());
+  EXPECT_EQ(probes.count("a"), 1);
+  const auto st = m->stats();
+  EXPECT_EQ(st.cache_hits, 1);
+  EXPECT_EQ(st.cache_misses, 0);
+  EXPECT_EQ(st.on_demand_probes, 0);
+}
+
 TEST_F(HealthMonitorTest, ConcurrentFreshCallersShareOneProbe) {
   std::mutex mutex;
   std::condition_variable cv;

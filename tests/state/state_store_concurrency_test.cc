@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
 #include "state/postgres_connection.h"
@@ -333,6 +335,120 @@ TEST_P(StateStoreConcurrency, ConcurrentWritersLoseNothing) {
     ASSERT_TRUE(latest);
     EXPECT_EQ(latest->result.probed_at, format_iso8601(at_ms((kBatches - 1) * 1000 + 3)));
   }
+}
+
+// Group commit: decisions recorded at once by many threads share transactions; each caller
+// gets its own row's id, and every acknowledged decision reads back whole.
+TEST_P(StateStoreConcurrency, ConcurrentDecisionsAreAllStoredWithTheirOwnIds) {
+  constexpr int kThreads = 8;
+  constexpr int kEach = 40;
+  std::latch start(kThreads);
+  std::vector<std::vector<std::pair<std::int64_t, ClusterSelection>>> stored(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kEach; ++i) {
+        ClusterSelection s;
+        s.selected_cluster = "c" + std::to_string(t);
+        s.accelerator = "tpu-v5p-128";
+        s.candidates = {s.selected_cluster};
+        s.probe_results = {ClusterProbeResult{.cluster = s.selected_cluster,
+                                              .reachable = true,
+                                              .queue_depth = i,
+                                              .running_count = t,
+                                              .probed_at = format_iso8601(at_ms(i))}};
+        s.reason = "thread " + std::to_string(t) + " decision " + std::to_string(i);
+        s.decided_at = format_iso8601(at_ms(t * 1000 + i));
+        stored[t].emplace_back(store_->record_selection(s), s);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<std::int64_t> ids;
+  for (const auto& v : stored) {
+    for (const auto& [id, s] : v) {
+      ids.insert(id);
+      const auto back = store_->get_selection(id);
+      ASSERT_TRUE(back) << id;
+      ClusterSelection expected = s;
+      expected.selection_id = id;
+      EXPECT_EQ(back->selection, expected) << s.reason;
+    }
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kThreads * kEach));
+}
+
+// A batch whose transaction fails fails every caller in it, and nothing of it is stored; every
+// caller answered with an id has its decision stored.
+TEST_P(StateStoreConcurrency, AFailedGroupCommitFailsEachOfItsCallersAndStoresNone) {
+  auto conn = raw_connection(url_);
+  if (is_postgres()) {
+    conn->execute(
+        "CREATE FUNCTION refuse_boom() RETURNS trigger AS $$ BEGIN "
+        "IF NEW.accelerator = 'boom' THEN RAISE EXCEPTION 'refused by the test'; END IF; "
+        "RETURN NEW; END $$ LANGUAGE plpgsql");
+    conn->execute(
+        "CREATE TRIGGER refuse_boom BEFORE INSERT ON selections FOR EACH ROW "
+        "EXECUTE FUNCTION refuse_boom()");
+  } else {
+    conn->execute(
+        "CREATE TRIGGER refuse_boom BEFORE INSERT ON selections WHEN NEW.accelerator = 'boom' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+  }
+  conn.reset();
+  constexpr int kThreads = 8;
+  constexpr int kEach = 30;
+  std::latch start(kThreads);
+  struct Outcome {
+    std::string reason;
+    bool boom = false;
+    std::int64_t id = 0;
+    std::string error;
+  };
+  std::vector<std::vector<Outcome>> outcomes(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kEach; ++i) {
+        ClusterSelection s;
+        s.accelerator = (i + t) % 5 == 0 ? "boom" : "tpu-v5p-128";
+        s.selected_cluster = "c";
+        s.reason = fmt::format("{}-{}", t, i);
+        s.decided_at = format_iso8601(at_ms(i));
+        Outcome o{s.reason, s.accelerator == "boom"};
+        try {
+          o.id = store_->record_selection(s);
+        } catch (const StateStoreError& e) {
+          o.error = e.what();
+        }
+        outcomes[t].push_back(o);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  int failed = 0;
+  std::set<std::string> stored_reasons;
+  for (const auto& r : store_->list_selections(1000)) stored_reasons.insert(r.selection.reason);
+  for (const auto& v : outcomes) {
+    for (const Outcome& o : v) {
+      if (o.boom) {
+        EXPECT_EQ(o.id, 0) << o.reason;  // its own row always fails its batch
+      }
+      if (o.id != 0) {
+        EXPECT_TRUE(stored_reasons.contains(o.reason)) << o.reason;
+        EXPECT_EQ(store_->get_selection(o.id)->selection.reason, o.reason);
+      } else {
+        ++failed;
+        EXPECT_THAT(o.error, HasSubstr("record_selection")) << o.reason;
+        EXPECT_THAT(o.error, HasSubstr("refused by the test")) << o.reason;
+        EXPECT_FALSE(stored_reasons.contains(o.reason)) << o.reason;
+      }
+    }
+  }
+  EXPECT_GE(failed, kThreads * kEach / 5);
+  EXPECT_EQ(stored_reasons.size(), static_cast<std::size_t>(kThreads * kEach - failed));
 }
 
 TEST_P(StateStoreConcurrency, BreakerCompareAndSetCountsEveryFailureFromManyWriters) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "falcon/errors.h"
 #include "support/fake_clock.h"
@@ -55,6 +56,7 @@ class FakeProber : public ClusterProber {
     ++in_flight_;
     max_in_flight_ = std::max(max_in_flight_, in_flight_);
     probed_.push_back(cluster.name);
+    probe_threads_.push_back(std::this_thread::get_id());
     if (hold_ > 0) {
       const long generation = generation_;
       if (++arrived_ >= hold_) {
@@ -70,6 +72,33 @@ class FakeProber : public ClusterProber {
     auto it = answers_.find(cluster.name);
     if (it == answers_.end()) throw std::logic_error("no answer for " + cluster.name);
     return it->second;
+  }
+
+  // cached(cluster) answers this (on the asking thread) instead of a probe.
+  void cache(const std::string& cluster, int queue_depth) {
+    ClusterProbeResult r;
+    r.cluster = cluster;
+    r.reachable = true;
+    r.queue_depth = queue_depth;
+    r.running_count = 0;
+    r.probed_at = "2026-04-13T07:59:00.000Z";
+    std::lock_guard lock(mutex_);
+    cached_[cluster] = r;
+  }
+  std::optional<ClusterProbeResult> cached(const ClusterConfig& cluster) const override {
+    std::lock_guard lock(mutex_);
+    cache_threads_.push_back(std::this_thread::get_id());
+    const auto it = cached_.find(cluster.name);
+    if (it == cached_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::vector<std::thread::id> cache_threads() const {
+    std::lock_guard lock(mutex_);
+    return cache_threads_;
+  }
+  std::vector<std::thread::id> probe_threads() const {
+    std::lock_guard lock(mutex_);
+    return probe_threads_;
   }
 
   int max_in_flight() const {
@@ -92,6 +121,9 @@ class FakeProber : public ClusterProber {
   mutable int in_flight_ = 0;
   mutable int max_in_flight_ = 0;
   mutable std::vector<std::string> probed_;
+  std::map<std::string, ClusterProbeResult> cached_;
+  mutable std::vector<std::thread::id> cache_threads_;
+  mutable std::vector<std::thread::id> probe_threads_;
 };
 
 struct Entry {
@@ -269,6 +301,38 @@ TEST_F(SelectorTest, NeverRunsMoreProbesAtOnceThanMaxParallelProbes) {
   EXPECT_EQ(prober_.max_in_flight(), 3);
   EXPECT_EQ(s.probe_results.size(), 6u);
   EXPECT_EQ(prober_.probed().size(), 6u);
+}
+
+// Candidates the prober answers at once (a probe cache) are taken on the calling thread; a
+// selection answered wholly so starts no thread and runs no probe.
+TEST_F(SelectorTest, CachedAnswersAreTakenOnTheCallingThreadWithoutProbing) {
+  load({{"tpu-a", "tpu-v4-64", 1}, {"tpu-b", "tpu-v4-64", 1}, {"tpu-c", "tpu-v4-64", 2}});
+  prober_.cache("tpu-a", 4);
+  prober_.cache("tpu-b", 1);
+  prober_.cache("tpu-c", 0);
+  const auto s = selector().select("tpu-v4-64");
+  EXPECT_EQ(s.selected_cluster, "tpu-b");
+  EXPECT_EQ(s.probe_results[0].probed_at, "2026-04-13T07:59:00.000Z");
+  EXPECT_THAT(prober_.probed(), IsEmpty());
+  ASSERT_EQ(prober_.cache_threads().size(), 3u);
+  for (const auto& id : prober_.cache_threads()) EXPECT_EQ(id, std::this_thread::get_id());
+}
+
+// The others are probed as usual (on the pool), and the results keep candidate order.
+TEST_F(SelectorTest, OnlyCandidatesWithoutACachedAnswerAreProbed) {
+  load({{"tpu-a", "tpu-v4-64", 1}, {"tpu-b", "tpu-v4-64", 1}, {"tpu-c", "tpu-v4-64", 1}});
+  prober_.cache("tpu-b", 3);
+  prober_.answer("tpu-a", true, 5);
+  prober_.answer("tpu-c", true, 2);
+  prober_.hold_until_concurrent(2);  // both probes run at once: on the pool
+  const auto s = selector().select("tpu-v4-64");
+  EXPECT_EQ(s.selected_cluster, "tpu-c");
+  EXPECT_THAT(prober_.probed(), ::testing::UnorderedElementsAre("tpu-a", "tpu-c"));
+  ASSERT_EQ(s.probe_results.size(), 3u);
+  EXPECT_EQ(s.probe_results[0].queue_depth, 5);
+  EXPECT_EQ(s.probe_results[1].queue_depth, 3);
+  EXPECT_EQ(s.probe_results[2].queue_depth, 2);
+  EXPECT_EQ(prober_.max_in_flight(), 2);
 }
 
 TEST_F(SelectorTest, ReadsTheRegistryOnEverySelect) {

@@ -227,7 +227,7 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
   if (!c.is_map(node, path)) return;
   c.only_keys(node, path,
               {"probe_latency_ms", "command_latency_ms", "unreachable", "flaky", "slow",
-               "slow_latency_ms", "admission_delay_s"});
+               "slow_latency_ms", "admission_delay_s", "kueue"});
   const auto field = [&](const char* key) { return Checker::join(path, key); };
   if (auto n = node["probe_latency_ms"]) {
     assign(c.integer(n, field("probe_latency_ms"), 0, 3'600'000), out.probe_latency_ms);
@@ -237,6 +237,7 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
   }
   if (auto n = node["unreachable"]) assign(c.boolean(n, field("unreachable")), out.unreachable);
   if (auto n = node["slow"]) assign(c.boolean(n, field("slow")), out.slow);
+  if (auto n = node["kueue"]) assign(c.boolean(n, field("kueue")), out.kueue);
   if (auto n = node["slow_latency_ms"]) {
     assign(c.integer(n, field("slow_latency_ms"), 0, 3'600'000), out.slow_latency_ms);
   }

@@ -32,7 +32,7 @@
 //                                 # xpk's names, or the spec's tpu- spelling of a TPU name
 //       behaviour: {probe_latency_ms: 0, command_latency_ms: 0, unreachable: false,
 //                   flaky: {every: 0, probability: 0, seed: 1}, slow: false,
-//                   slow_latency_ms: 30000, admission_delay_s: 0}
+//                   slow_latency_ms: 30000, admission_delay_s: 0, kueue: true}
 //       workloads:              # present when the fleet starts
 //         - {name: warm, count: 1, device_type: tpu-v4-64, num_slices: 1, priority: medium,
 //            namespace: default, duration_s: <defaults>, outcome: <defaults>, env: {}}
@@ -95,6 +95,10 @@ struct ClusterBehaviour {
   bool slow = false;  // every command also waits slow_latency_ms (probe timeouts)
   int slow_latency_ms = 30000;
   int admission_delay_s = 0;  // simulated seconds between QuotaReserved and Admitted
+  // false: the cluster has no Kueue CRDs (kueue.x-k8s.io is absent from its API): `kubectl get
+  // workloads` fails with `the server doesn't have a resource type "workloads"` and the API
+  // answers 404 under /apis/kueue.x-k8s.io (FleetSimulator::set_kueue changes it at run time)
+  bool kueue = true;
 };
 
 struct RunDefaults {

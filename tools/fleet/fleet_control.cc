@@ -107,6 +107,18 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
             {"progress_lines", x.progress_lines}};
   }
   if (route == "state") return sim_.state();
+  if (route == "clusters:kueue") {
+    const std::string name = str(body, "cluster");
+    if (!body.contains("installed") || !body["installed"].is_boolean()) {
+      throw ControlError(400, "field 'installed' must be true or false");
+    }
+    try {
+      sim_.set_kueue(name, body["installed"].get<bool>());
+      return {{"cluster", name}, {"kueue", sim_.kueue_installed(name)}};
+    } catch (const std::out_of_range& e) {
+      throw ControlError(400, e.what());
+    }
+  }
   if (route == "clock:advance") {
     const double seconds = opt<double>(body, "seconds", 0.0);
     if (!(seconds >= 0) || seconds > 1e9) {

@@ -27,6 +27,8 @@
 //                                      start_time? (RFC 3339), interval_ms? 1,
 //                                      omit_completion_index? false} -> {written, pod_names}
 //   GET  /fleet/v1/state               FleetSimulator::state()
+//   POST /fleet/v1/clusters:kueue      {cluster (fleet name), installed} -> {cluster, kueue}:
+//                                      installs or removes the cluster's Kueue CRDs
 //
 // Errors: HTTP 400 (bad JSON or fields) / 404 (unknown route) with {"error": {"message"}}.
 #pragma once

@@ -276,11 +276,16 @@ KubeApi::Answer KubeApi::handle(const std::string& cluster, const std::string& p
                                                     {"verbs", {"get", "list", "watch"}},
                                                     {"shortNames", {"ns"}}}})}});
   }
+  const bool kueue = sim_.kueue_installed(cluster);
   if (path == "/apis") {
-    return answer(
-        200, {{"kind", "APIGroupList"},
-              {"apiVersion", "v1"},
-              {"groups", json::array({group(kJobSet, "v1alpha2"), group(kKueue, "v1beta1")})}});
+    json groups = json::array({group(kJobSet, "v1alpha2")});
+    if (kueue) groups.push_back(group(kKueue, "v1beta1"));
+    return answer(200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}});
+  }
+  if (!kueue && path.rfind("/apis/kueue.x-k8s.io/", 0) == 0) {
+    // No Kueue CRDs: the group is not served at all, as on a cluster xpk never set up.
+    return answer(404,
+                  status_json(404, "NotFound", "the server could not find the requested resource"));
   }
   if (path == "/apis/kueue.x-k8s.io/v1beta1") {
     return answer(
@@ -513,6 +518,13 @@ KubeTlsServer::KubeTlsServer(KubeApi& api) : impl_(std::make_unique<Impl>()) {
   BIO_free(bio);
   impl_->server = std::make_unique<httplib::SSLServer>(cert, impl_->key.get());
   if (!impl_->server->is_valid()) tls_fail("server context");
+  // Clients keep one connection per cluster: up to 100 requests each, idle for up to 2 s (a
+  // real kube-apiserver keeps idle connections 90 s; here every idle connection holds one of
+  // the server's threads, so they are let go sooner and there are 64 threads).
+  impl_->server->set_tcp_nodelay(true);  // else Nagle holds each answer's body for the ACK
+  impl_->server->set_keep_alive_max_count(100);
+  impl_->server->set_keep_alive_timeout(2);
+  impl_->server->new_task_queue = [] { return new httplib::ThreadPool(64); };
   register_cluster_routes(*impl_->server, api);
 }
 

@@ -17,7 +17,9 @@
 // gke-gcloud-auth-plugin`, prints: an ExecCredential valid for one hour of wall time); 401
 // Status otherwise. An unreachable or flaky cluster answers the list 503 with kubectl's words
 // (as GKE's DNS endpoint does when the control plane does not answer); the cluster's
-// probe latency (and slow latency) is spent before a list answers.
+// probe latency (and slow latency) is spent before a list answers. A cluster without Kueue's
+// CRDs (behaviour.kueue false, or POST /fleet/v1/clusters:kueue) leaves kueue.x-k8s.io out of
+// /apis and answers 404 NotFound under /apis/kueue.x-k8s.io/.
 #pragma once
 
 #include <chrono>
@@ -74,6 +76,8 @@ void register_kube_token_route(httplib::Server& server, KubeApi& api);
 // The clusters' API servers: HTTPS on a port of its own (kubectl sends no credentials over
 // plain HTTP), with a self-signed certificate for 127.0.0.1 and localhost made at start, which
 // kubeconfigs carry as certificate-authority-data. Serves GET /fleet/v1/clusters/<name>/...
+// Keep-alive: up to 100 requests per connection, closed after 2 s idle (kube-apiserver: 90 s),
+// 64 server threads.
 class KubeTlsServer {
  public:
   explicit KubeTlsServer(KubeApi& api);

@@ -272,6 +272,33 @@ FleetSimulator::Cluster& FleetSimulator::cluster_locked(const std::string& name)
   throw std::out_of_range("no cluster named '" + name + "' in the fleet");
 }
 
+const FleetSimulator::Cluster& FleetSimulator::cluster_locked(const std::string& name) const {
+  for (const auto& c : clusters_) {
+    if (c->spec.name == name) return *c;
+  }
+  throw std::out_of_range("no cluster named '" + name + "' in the fleet");
+}
+
+bool FleetSimulator::kueue_installed(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  return cluster_locked(name).spec.behaviour.kueue;
+}
+
+void FleetSimulator::set_kueue(const std::string& name, bool installed) {
+  std::lock_guard lock(mu_);
+  cluster_locked(name).spec.behaviour.kueue = installed;
+}
+
+namespace {
+
+// kubectl's words for a resource type the API does not serve (no Kueue CRDs), as xpk shows
+// them (reference/xpk.md §1.1).
+KubectlFailure no_workloads_resource() {
+  return KubectlFailure{"error: the server doesn't have a resource type \"workloads\"\n", 1};
+}
+
+}  // namespace
+
 const FleetCluster& FleetSimulator::cluster(const std::string& name) const {
   for (const auto& c : config_.clusters) {
     if (c.name == name) return c;
@@ -446,6 +473,7 @@ ListResult FleetSimulator::list(const std::string& cluster_name) {
   Cluster& c = cluster_locked(cluster_name);
   ListResult result;
   result.failure = kubectl_fate_locked(c);
+  if (!result.failure && !c.spec.behaviour.kueue) result.failure = no_workloads_resource();
   if (!result.failure) {
     const TableStyle style = config_.xpk.table_style;
     for (const auto& wp : c.workloads) {
@@ -596,6 +624,8 @@ ExistsOutcome FleetSimulator::exists(const std::string& cluster_name, const std:
         fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout\n",
                     c.endpoint_ip),
         1};
+  } else if (!c.spec.behaviour.kueue) {
+    outcome.failure = no_workloads_resource();
   } else {
     outcome.exists = c.find(workload, &namespace_) != nullptr;
   }
@@ -752,6 +782,7 @@ nlohmann::json FleetSimulator::state() {
     cj["location"] = c.spec.location;
     cj["capacity"] = c.spec.capacity;
     cj["unreachable"] = c.spec.behaviour.unreachable;
+    cj["kueue"] = c.spec.behaviour.kueue;
     cj["kubectl_calls"] = c.kubectl_calls;
     cj["kubectl_failures"] = c.kubectl_failures;
     cj["kubeconfigs"] = c.kubeconfigs;

@@ -171,6 +171,12 @@ class FleetSimulator {
   // `kubectl delete jobset <name>` (any namespace). Counts as one kubectl call.
   DeleteOutcome remove(const std::string& cluster, const std::string& workload);
 
+  // Whether the cluster has Kueue's CRDs (behaviour.kueue); set_kueue installs or removes them
+  // (the workloads stay in the simulation, unseen while the CRDs are absent). Both throw
+  // std::out_of_range for an unknown cluster.
+  bool kueue_installed(const std::string& cluster) const;
+  void set_kueue(const std::string& cluster, bool installed);
+
   // Remembers that an xpk process used `kubeconfig` for the cluster (shown in state()).
   void record_kubeconfig(const std::string& cluster, const std::string& kubeconfig);
 
@@ -194,6 +200,7 @@ class FleetSimulator {
 
   std::vector<LogRun> advance_locked(std::int64_t now);
   Cluster& cluster_locked(const std::string& name);
+  const Cluster& cluster_locked(const std::string& name) const;
   std::optional<KubectlFailure> kubectl_fate_locked(Cluster& c);
   CreateResult create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
                              std::int64_t now, std::vector<LogRun>& out);

@@ -85,7 +85,7 @@ clusters:
     capacity: {tpu-v4-64: 2}
     behaviour: {probe_latency_ms: 5, command_latency_ms: 6, unreachable: true,
                 flaky: {probability: 0.25, seed: 9}, slow: true, slow_latency_ms: 7,
-                admission_delay_s: 4}
+                admission_delay_s: 4, kueue: false}
     workloads:
       - {name: w, count: 2, device_type: tpu-v4-64, num_slices: 2, priority: high,
          namespace: team, env: {FLEET_STEPS: "3"}, duration_s: 10, outcome: succeed,
@@ -110,6 +110,7 @@ clusters:
   EXPECT_EQ(c.behaviour.flaky.seed, 9u);
   EXPECT_TRUE(c.behaviour.slow);
   EXPECT_EQ(c.behaviour.admission_delay_s, 4);
+  EXPECT_FALSE(c.behaviour.kueue);
   const InitialWorkload& w = c.workloads.at(0);
   EXPECT_EQ(w.count, 2);
   EXPECT_EQ(w.num_slices, 2);

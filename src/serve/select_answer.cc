@@ -1,0 +1,67 @@
+#include "serve/select_answer.h"
+
+#include "model/json_text.h"
+
+namespace falcon::serve {
+
+void append_json(std::string& out, const MonitoredProbe& v) {
+  out += "{\"age_ms\":";
+  append_json_int(out, v.age_ms);
+  out += ",\"backend\":";
+  append_json_string(out, v.backend);
+  out += ",\"consecutive_failures\":";
+  append_json_int(out, v.consecutive_failures);
+  out += ",\"duration_ms\":";
+  append_json_int(out, v.duration_ms);
+  out += ",\"from_cache\":";
+  out += v.from_cache ? "true" : "false";
+  out += ",\"next_probe_at\":";
+  if (v.next_probe_at.empty()) {
+    out += "null";
+  } else {
+    append_json_string(out, v.next_probe_at);
+  }
+  out += ",\"result\":";
+  falcon::append_json(out, v.result);
+  out += '}';
+}
+
+std::string select_answer_json(const SelectOutcome& outcome) {
+  const ClusterSelection& s = outcome.selection;
+  std::string out;
+  out.reserve(256 + s.probe_results.size() * 160 + s.scores.size() * 900 +
+              outcome.candidates.size() * 320);
+  out += "{\"accelerator\":";
+  append_json_string(out, s.accelerator);
+  out += ",\"candidate_probes\":[";
+  for (std::size_t i = 0; i < outcome.candidates.size(); ++i) {
+    if (i > 0) out += ',';
+    append_json(out, outcome.candidates[i]);
+  }
+  out += "],\"candidates\":[";
+  for (std::size_t i = 0; i < s.candidates.size(); ++i) {
+    if (i > 0) out += ',';
+    append_json_string(out, s.candidates[i]);
+  }
+  out += "],\"decided_at\":";
+  append_json_string(out, s.decided_at);
+  out += ",\"policy\":";
+  append_json_string(out, s.policy);
+  out += ",\"probe_results\":[";
+  for (std::size_t i = 0; i < s.probe_results.size(); ++i) {
+    if (i > 0) out += ',';
+    falcon::append_json(out, s.probe_results[i]);
+  }
+  out += "],\"reason\":";
+  append_json_string(out, s.reason);
+  out += ",\"scores\":";
+  append_json_scores(out, s.scores);
+  out += ",\"selected_cluster\":";
+  append_json_string(out, s.selected_cluster);
+  out += ",\"selection_id\":";
+  append_json_int(out, outcome.selection_id);
+  out += "}\n";
+  return out;
+}
+
+}  // namespace falcon::serve

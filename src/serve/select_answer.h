@@ -1,0 +1,17 @@
+// The answer of POST /v1/select, written directly (model/json_text.h): the decision, its id and
+// every candidate's probe with its age. Byte for byte what nlohmann::json writes for
+//   json j = outcome.selection; j["selection_id"] = outcome.selection_id;
+//   j["candidate_probes"] = outcome.candidates;
+// (keys sorted) followed by a newline, at a fraction of the cost for 100 candidates.
+#pragma once
+
+#include <string>
+
+#include "falcon/api_server.h"
+
+namespace falcon::serve {
+
+void append_json(std::string& out, const MonitoredProbe& v);
+std::string select_answer_json(const SelectOutcome& outcome);
+
+}  // namespace falcon::serve
