@@ -50,8 +50,10 @@ class ClusterSelector {
   using CandidateGate = std::function<std::optional<std::string>(
       const ClusterConfig& cluster, const std::string& accelerator_type)>;
   // A candidate's history over the signal window ending at `now` (e.g. load_cluster_history
-  // on the state store). May throw: the candidate's signals then come from its probe alone.
-  using HistoryLoader = std::function<ClusterHistory(
+  // on the state store), shared so that a cache can hand out one history to many decisions
+  // without copying it. May throw or answer null: the candidate's signals then come from its
+  // probe alone.
+  using HistoryLoader = std::function<std::shared_ptr<const ClusterHistory>(
       const ClusterConfig& cluster, const std::string& accelerator_type, StoreTime now)>;
 
   // Keeps references to `registry` and `prober`: both must outlive the selector. The registry

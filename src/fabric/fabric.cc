@@ -245,6 +245,7 @@ void ClusterFabric::Impl::record_probes(const std::vector<ProbeRecord>& probes) 
   if (probes.empty()) return;
   const auto s = store();
   if (!s) return;
+  for (const ProbeRecord& p : probes) history_changed(p.result.cluster);
   try {
     s->record_probes(probes);
   } catch (const std::exception& e) {
@@ -317,9 +318,25 @@ ClusterSelector::HistoryLoader ClusterFabric::Impl::history_loader() const {
   if (!s) return {};
   const auto window = std::chrono::seconds(current()->config->selection.signals.window_s);
   return [this, s, window](const ClusterConfig& cluster, const std::string& accelerator,
-                           StoreTime now) {
+                           StoreTime now) -> std::shared_ptr<const ClusterHistory> {
+    const std::string key = fmt::format("{}\n{}\n{}", cluster.name, accelerator, window.count());
+    const auto steady = deps.clock->steady_now();
+    std::uint64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> lock(history_mutex);
+      generation = history_generations[cluster.name];
+      if (const auto it = histories.find(key); it != histories.end()) {
+        const KeptHistory& kept = it->second;
+        if (kept.generation == generation && steady >= kept.loaded &&
+            steady - kept.loaded < kHistoryMaxAge) {
+          return kept.history;
+        }
+      }
+    }
+    std::shared_ptr<const ClusterHistory> loaded;
     try {
-      return load_cluster_history(*s, cluster.name, accelerator, now, window);
+      loaded = std::make_shared<const ClusterHistory>(
+          load_cluster_history(*s, cluster.name, accelerator, now, window));
     } catch (const std::exception& e) {
       notice(fmt::format(
           "cannot read the history of cluster '{}' from the state store ({}); its selection "
@@ -327,12 +344,24 @@ ClusterSelector::HistoryLoader ClusterFabric::Impl::history_loader() const {
           cluster.name, e.what()));
       throw;
     }
+    std::lock_guard<std::mutex> lock(history_mutex);
+    if (history_generations[cluster.name] == generation) {
+      histories[key] = KeptHistory{.history = loaded, .loaded = steady, .generation = generation};
+    }
+    return loaded;
   };
+}
+
+void ClusterFabric::Impl::history_changed(const std::string& cluster) const {
+  std::lock_guard<std::mutex> lock(history_mutex);
+  ++history_generations[cluster];
 }
 
 void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) const {
   const auto b = breakers();
   if (!b) return;
+  // A cluster x accelerator breaker's failures are the history's submit failures.
+  history_changed(key.substr(0, key.find('/')));
   try {
     success ? b->record_success(key) : b->record_failure(key);
   } catch (const std::exception& e) {
@@ -574,6 +603,7 @@ WorkloadStatus ClusterFabric::get_workload_status(const WorkloadHandle& handle) 
   const auto current = impl_->current();
   WorkloadStatus status = current->workloads->get_status(config, handle);
   if (const auto store = impl_->store()) {
+    impl_->history_changed(handle.cluster);
     try {
       store->record_workload_event(WorkloadEvent{.cluster = handle.cluster,
                                                  .workload = handle.workload_name,

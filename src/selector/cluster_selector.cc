@@ -70,16 +70,18 @@ ClusterSelection ClusterSelector::select_among(
   // this selection's probe took; null for a cache answer (its latency then comes from the
   // history alone).
   auto compute = [&](std::size_t i, std::optional<double> probe_ms) {
+    static const ClusterHistory kNoHistory;
     const StoreTime now = clock_->now();
-    ClusterHistory history;
+    std::shared_ptr<const ClusterHistory> history;
     if (history_) {
       try {
         history = history_(candidates[i].first, accelerator_type, now);
       } catch (...) {
-        history = {};  // the signals come from the probe alone
+        history = nullptr;  // the signals come from the probe alone
       }
     }
-    signals[i] = compute_signals(results[i], probe_ms, history, now, settings_.signals);
+    signals[i] = compute_signals(results[i], probe_ms, history ? *history : kNoHistory, now,
+                                 settings_.signals);
   };
   // Answers available at once (a probe cache) are taken on this thread; threads are started
   // only for the candidates that must really be probed.

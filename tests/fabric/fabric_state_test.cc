@@ -23,6 +23,7 @@
 #include "support/fake_command_runner.h"
 #include "support/fake_http_client.h"
 #include "support/temp_dir.h"
+#include "util/time_format.h"
 #include "xpk/xpk_outputs.h"
 
 namespace falcon {
@@ -174,6 +175,54 @@ TEST_F(FabricStateTest, SelectionThroughAProbeFunctionAsksItInsteadOfProbing) {
   EXPECT_EQ(newest.selection.selected_cluster, "");
   EXPECT_EQ(newest.selection.candidates, (std::vector<std::string>{"tpu-a", "tpu-b"}));
   EXPECT_THAT(newest.selection.reason, HasSubstr("no available cluster for tpu-v4-64"));
+}
+
+TEST_F(FabricStateTest, HistoriesAreKeptBetweenDecisionsUntilTheFabricWritesOrTheyAge) {
+  auto f = fabric();
+  const auto db = open_db();
+  auto probe_record = [&](std::chrono::seconds ago, std::int64_t duration_ms) {
+    ProbeRecord p;
+    p.result.cluster = "tpu-a";
+    p.result.reachable = true;
+    p.result.queue_depth = 0;
+    p.result.running_count = 0;
+    p.result.probed_at = format_iso8601(clock_->now() - ago);
+    p.backend = "xpk";
+    p.duration_ms = duration_ms;
+    return p;
+  };
+  auto cached = [](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
+    ClusterProbeResult r;
+    r.cluster = c.name;
+    r.reachable = true;
+    r.queue_depth = 0;
+    r.running_count = 0;
+    return r;
+  };
+  auto never_probe = [](const ClusterConfig& c) -> ClusterProbeResult {
+    ADD_FAILURE() << "probed " << c.name;
+    return {};
+  };
+  // tpu-a's mean probe latency over the window, as this decision's signals saw it.
+  auto latency = [&] {
+    const ClusterSelection s = f->select_cluster("tpu-v4-64", never_probe, cached);
+    return s.scores.at(0).signals.latency_ms.value_or(-1);
+  };
+  db->record_probes({probe_record(std::chrono::seconds(60), 100)});
+  EXPECT_DOUBLE_EQ(latency(), 100);
+  // Another process writes: the kept history is used for up to two seconds...
+  db->record_probes({probe_record(std::chrono::seconds(30), 300)});
+  EXPECT_DOUBLE_EQ(latency(), 100);
+  clock_->advance(std::chrono::milliseconds(1999));
+  EXPECT_DOUBLE_EQ(latency(), 100);
+  // ...and read again after them.
+  clock_->advance(std::chrono::milliseconds(1));
+  EXPECT_DOUBLE_EQ(latency(), 200);
+  // What this fabric writes about a cluster shows in the next decision at once: here the probe
+  // of a status query (0 ms on the fake clock).
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  f->get_cluster_status("tpu-a");
+  EXPECT_DOUBLE_EQ(latency(), (100.0 + 300.0 + 0.0) / 3);
 }
 
 TEST_F(FabricStateTest, AFailingClusterTripsItsBreakerIsSkippedUnprobedAndRecoversOnATrial) {

@@ -433,7 +433,7 @@ TEST(SelectorPolicies, ThePolicyOfTheAcceleratorDecidesOnHistorySignals) {
     } else {
       h.probes = {record(now - minutes(10), true, 44, 10)};
     }
-    return h;
+    return std::make_shared<const ClusterHistory>(std::move(h));
   };
   SelectionSettings settings;
   settings.policy_by_accelerator["v4-64"] = SelectionPolicy::kLeastWait;
@@ -460,7 +460,8 @@ TEST(SelectorPolicies, AFailedSelectionCarriesEveryCandidatesVerdict) {
   const TableProber prober({{"tpu-a", 9}});
   ClusterRegistry registry;
   auto clock = std::make_shared<FakeClock>();
-  auto throwing = [](const ClusterConfig&, const std::string&, StoreTime) -> ClusterHistory {
+  auto throwing = [](const ClusterConfig&, const std::string&,
+                     StoreTime) -> std::shared_ptr<const ClusterHistory> {
     throw std::runtime_error("store down");  // the signals come from the probe alone
   };
   SelectionSettings settings;
