@@ -46,7 +46,8 @@ async function recoveriesSection(name) {
 function logViewer(ctx, cluster, name) {
   const rank = h('input', {id: 'log-rank', type: 'number', min: 0, value: 0});
   const slice = h('input', {id: 'log-slice', type: 'number', min: 0, value: 0});
-  const grep = h('input', {id: 'log-grep', type: 'text', placeholder: 'server-side filter'});
+  const grep = h('input', {id: 'log-grep', type: 'text', size: 28,
+    placeholder: 'Cloud Logging filter: textPayload:"loss"'});
   const tail = h('input', {id: 'log-tail', type: 'number', min: 1, value: 200});
   const show = h('button', {type: 'submit', class: 'primary', id: 'log-show'}, 'Show');
   const follow = h('button', {type: 'button', id: 'log-follow', 'aria-pressed': 'false'}, 'Follow');
