@@ -1,6 +1,8 @@
 # The two commands of the quick start, and a few more for development.
 #   make demo   build, start the local fleet, run the main job through the falcon CLI, then
-#               the same through `falcon serve` (select twice, the second from its cache)
+#               the same through `falcon serve` (select twice, the second from its cache); it
+#               prints the dashboard's URL and keeps the server up until Enter
+#               (`make demo DEMO_ARGS=--no-wait` does not wait)
 #   make test   build with AddressSanitizer + UBSan and -Werror and run every test; build the
 #               optimised library, CLI and fleet with -Werror (warnings only -O2 shows); build
 #               the fuzz targets with clang and run each for FUZZ_SECONDS; build the Python
@@ -10,6 +12,7 @@
 # Each installs missing Debian packages first (scripts/setup.sh).
 JOBS ?= 2
 BUILD_DIR ?= build/release
+DEMO_ARGS ?=
 TEST_DIR ?= build/asan
 WERROR_DIR ?= build/release-werror
 FUZZ_DIR ?= build/fuzz
@@ -68,7 +71,7 @@ python-demo: python-build
 	@PYTHON=$(PYTHON) bash scripts/python-demo.sh $(PYTHON_DIR)
 
 demo: build
-	@bash scripts/demo.sh $(BUILD_DIR)
+	@bash scripts/demo.sh $(DEMO_ARGS) $(BUILD_DIR)
 
 test: build-test build-werror fuzz-build
 	@cd $(TEST_DIR) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end, against the local fleet: what `make demo` runs.
 #
-#   scripts/demo.sh [BUILD_DIR]      (default build/release; `make demo` builds it first)
+#   scripts/demo.sh [--no-wait] [BUILD_DIR]   (default build/release; `make demo` builds it)
 #
 # Starts the fleet (examples/local-fleet.yaml) on a port the OS chooses, points the layer at it
 # (examples/local-repos.yaml plus the environment below), then drives the falcon CLI through the
@@ -9,8 +9,17 @@
 # completion, tail rank 0, export every rank's log, show the objects and collection_meta.json.
 # Then the same layer as a service: starts `falcon serve` on the fleet, selects twice through it
 # with `falcon --server` (the second answer from its probe cache, with each probe's age), shows
-# the recorded decision from the API and stops the server with SIGTERM. Stops the fleet on exit.
+# the recorded decision from the API, prints the dashboard's URL and keeps the server up until
+# Enter is pressed (not with --no-wait, nor when stdin is not a terminal), then stops it with
+# SIGTERM. Stops the fleet on exit.
 set -euo pipefail
+
+wait_for_enter=1
+if [[ "${1:-}" == "--no-wait" ]]; then
+  wait_for_enter=0
+  shift
+fi
+[[ -t 0 ]] || wait_for_enter=0
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build/release}" && pwd)
@@ -144,6 +153,12 @@ say "   the decision, explained by the API: GET /v1/selections/$id"
 printf '%sGET %s/v1/selections/%s%s\n' "$dim" "$server" "$id" "$reset"
 python3 -c 'import json, sys, urllib.request
 print(json.dumps(json.load(urllib.request.urlopen(sys.argv[1])), indent=2))' "$server/v1/selections/$id"
+
+say "   the dashboard: the fleet, the workloads, the decisions and the logs in a browser"
+echo "dashboard: $server/"
+if ((wait_for_enter)); then
+  read -r -p "falcon serve and the fleet stay up; open the URL above, then press Enter to stop. " _ || true
+fi
 
 say "   stop it: SIGTERM (stops accepting, finishes requests in flight, stops the health loop)"
 kill -TERM "$serve_pid"

@@ -14,6 +14,7 @@ packages=(
   clang libclang-rt-dev
   python3-dev pybind11-dev python3-pytest mypy python3-pip python3-venv python3-setuptools
   python3-wheel
+  chromium fonts-dejavu-core
 )
 
 missing=()

@@ -93,11 +93,13 @@ struct SubmissionQuery {
   std::optional<StoreTime> submitted_before;  // exclusive
   int limit = 100;                            // 1..1000 rows per page
   std::string cursor;                         // "" for the first page, else a next_cursor
+  bool with_total = false;                    // also count every matching row (all pages)
 };
 
 struct SubmissionPage {
   std::vector<SubmissionRow> rows;
   std::string next_cursor;  // pass it back for the next page; "" when this page is the last
+  std::int64_t total = -1;  // rows matching the filters on every page (with_total), else -1
 };
 
 struct SubmissionsImportResult {

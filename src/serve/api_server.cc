@@ -21,6 +21,7 @@
 #include "falcon/gcs_uri.h"
 #include "falcon/state_store.h"
 #include "falcon/workload_manager.h"
+#include "serve/dashboard_files.h"
 #include "serve/prometheus_text.h"
 #include "serve/select_answer.h"
 #include "util/time_format.h"
@@ -204,6 +205,15 @@ StoreTime time_param(const std::string& name, const std::string& text, StoreTime
 
 bool is_mutation(const std::string& method) { return method != "GET" && method != "HEAD"; }
 
+// Routes that need no token: the probes of a load balancer, and the dashboard's files (HTML,
+// CSS and scripts, the same for everyone and holding no data: every call they make for data
+// carries the token the user gave the page), and /v1/whoami, which tells the page whether it
+// needs a token and what the one it has may do (no 401 in the browser's console for asking).
+bool is_public_route(const std::string& path) {
+  return path == "/healthz" || path == "/readyz" || path == "/" || path == "/ui/{path}" ||
+         path == "/v1/whoami";
+}
+
 std::string bearer_token(const httplib::Request& req) {
   const std::string header = req.get_header_value("Authorization");
   constexpr std::string_view kPrefix = "Bearer ";
@@ -356,7 +366,7 @@ struct ApiServer::Impl {
   }
 
   void authorize(const httplib::Request& req, const std::string& path) const {
-    if (!options.tokens || path == "/healthz" || path == "/readyz") return;
+    if (!options.tokens || is_public_route(path)) return;
     const std::string token = bearer_token(req);
     if (token.empty()) {
       throw HttpError(401, "Unauthorized",
@@ -460,6 +470,8 @@ struct ApiServer::Impl {
   StoreTime now() const { return options.clock->now(); }
 
   void add_routes();
+  void send_asset(const httplib::Request& req, httplib::Response& res,
+                  const std::string& path) const;
   void start_export(const httplib::Request& req, httplib::Response& res);
   void logs(const httplib::Request& req, httplib::Response& res);
   std::string metrics() const;
@@ -483,6 +495,15 @@ void ApiServer::Impl::add_routes() {
       send_json(res, 200, {{"status", "ready"}});
     }
   });
+  // --- The dashboard (docs/serve.md#the-dashboard): its files, compiled into the binary.
+  route("GET", "/", "/", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    send_asset(req, res, "index.html");
+  });
+  route("GET", "/ui/{path}", "/ui/(.+)", [this](const auto& req, auto& res) {
+    check_params(req, {"v"});  // v: a version the page may add to bust caches
+    send_asset(req, res, req.matches[1]);
+  });
   route("GET", "/metrics", "/metrics", [this](const auto& req, auto& res) {
     check_params(req, {});
     res.set_content(metrics(), "text/plain; version=0.0.4");
@@ -490,6 +511,25 @@ void ApiServer::Impl::add_routes() {
   route("GET", "/v1/openapi.json", "/v1/openapi\\.json", [](const auto& req, auto& res) {
     check_params(req, {});
     send_json(res, 200, ApiServer::openapi());
+  });
+  route("GET", "/v1/whoami", "/v1/whoami", [this](const auto& req, auto& res) {
+    check_params(req, {});
+    // Public: the dashboard asks it before it has a token. It shows or hides its actions by the
+    // role; the server refuses them to a read token anyway (403).
+    if (!options.tokens) {
+      send_json(res, 200, {{"role", "operate"}, {"tokens_required", false}, {"token", "none"}});
+      return;
+    }
+    const std::string token = bearer_token(req);
+    const auto role = token.empty() ? std::nullopt : options.tokens->find(token);
+    send_json(res, 200,
+              {{"role", !role                          ? json(nullptr)
+                        : *role == TokenRole::kOperate ? json("operate")
+                                                       : json("read")},
+               {"tokens_required", true},
+               {"token", token.empty() ? "missing"
+                         : role        ? "valid"
+                                       : "unknown"}});
   });
   route("GET", "/v1/config", "/v1/config", [this](const auto& req, auto& res) {
     check_params(req, {});
@@ -614,7 +654,8 @@ void ApiServer::Impl::add_routes() {
     send_json(res, 201, out);
   });
   route("GET", "/v1/workloads", "/v1/workloads", [this](const auto& req, auto& res) {
-    check_params(req, {"cluster", "state", "name", "from", "before", "limit", "cursor", "live"});
+    check_params(
+        req, {"cluster", "state", "name", "from", "before", "limit", "cursor", "live", "total"});
     const auto state = param(req, "state");
     if (state && !is_valid_state(*state)) {
       throw bad_request(fmt::format(
@@ -622,7 +663,7 @@ void ApiServer::Impl::add_routes() {
           state->substr(0, 40)));
     }
     if (bool_param(req, "live")) {
-      for (const char* p : {"name", "from", "before", "limit", "cursor"}) {
+      for (const char* p : {"name", "from", "before", "limit", "cursor", "total"}) {
         if (req.has_param(p)) {
           throw bad_request(fmt::format("query parameter {}: not with live=true", p));
         }
@@ -659,6 +700,7 @@ void ApiServer::Impl::add_routes() {
     }
     query.limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(100));
     query.cursor = param(req, "cursor").value_or("");
+    query.with_total = bool_param(req, "total");
     SubmissionPage page;
     try {
       page = store().list_submissions(query);
@@ -667,9 +709,10 @@ void ApiServer::Impl::add_routes() {
     }
     json rows = json::array();
     for (const SubmissionRow& row : page.rows) rows.push_back(submission_json(row));
-    send_json(res, 200,
-              {{"workloads", rows},
-               {"next_cursor", page.next_cursor.empty() ? json(nullptr) : json(page.next_cursor)}});
+    json out = {{"workloads", rows},
+                {"next_cursor", page.next_cursor.empty() ? json(nullptr) : json(page.next_cursor)}};
+    if (query.with_total) out["total"] = page.total;
+    send_json(res, 200, out);
   });
   const std::string workload_path = "/v1/workloads/" + seg + "/" + seg;
   route("GET", "/v1/workloads/{cluster}/{name}", workload_path, [this](const auto& req, auto& res) {
@@ -731,6 +774,33 @@ void ApiServer::Impl::add_routes() {
     if (!record) throw HttpError(404, "NotFound", fmt::format("no export {}", id));
     send_json(res, 200, export_json(*record));
   });
+}
+
+void ApiServer::Impl::send_asset(const httplib::Request& req, httplib::Response& res,
+                                 const std::string& path) const {
+  const serve::DashboardFile* file = serve::find_dashboard_file(path);
+  if (file == nullptr) {
+    throw HttpError(404, "NotFound", fmt::format("no dashboard file '{}'", path.substr(0, 80)));
+  }
+  // Revalidated on every load (no-cache) and answered 304 while the ETag (a digest of the
+  // bytes) matches: a new binary's files are picked up at once, an unchanged one costs no body.
+  res.set_header("ETag", file->etag);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Referrer-Policy", "no-referrer");
+  if (path == "index.html") {
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                   "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
+                   "base-uri 'none'; form-action 'none'");
+    res.set_header("X-Frame-Options", "DENY");
+  }
+  if (req.get_header_value("If-None-Match") == file->etag) {
+    res.status = 304;
+    return;
+  }
+  res.status = 200;
+  res.set_content(file->bytes.data(), file->bytes.size(), file->content_type);
 }
 
 void ApiServer::Impl::logs(const httplib::Request& req, httplib::Response& res) {

@@ -96,12 +96,15 @@ void require_limit(int limit, int max, const char* what) {
 
 // --- Submissions.
 
+#define FALCON_SUBMISSIONS_FROM                                                  \
+  "FROM submissions s LEFT JOIN workload_states w ON w.cluster = s.cluster AND " \
+  "w.workload = s.workload AND w.observed_at_ms >= s.submitted_at_ms"
 constexpr const char* kSubmissionColumns =
     "s.id, s.cluster, s.workload, s.namespace, s.accelerator_type, s.device_class, "
     "s.submitted_at_ms, s.cluster_id, s.project, s.zone, s.docker_image, s.priority, "
-    "s.spec_json, w.state, w.observed_at_ms "
-    "FROM submissions s LEFT JOIN workload_states w ON w.cluster = s.cluster AND "
-    "w.workload = s.workload AND w.observed_at_ms >= s.submitted_at_ms";
+    "s.spec_json, w.state, w.observed_at_ms " FALCON_SUBMISSIONS_FROM;
+constexpr const char* kSubmissionsFrom = FALCON_SUBMISSIONS_FROM;
+#undef FALCON_SUBMISSIONS_FROM
 
 SubmissionRow submission_from(const SqlRow& row) {
   SubmissionRow s;
@@ -402,6 +405,15 @@ SubmissionPage SqlStateStore::list_submissions(const SubmissionQuery& query) {
   if (query.submitted_before) {
     where.push_back("s.submitted_at_ms < " + param(to_ms(*query.submitted_before)));
   }
+  // The total counts every matching row, whatever the page: the filters without the cursor.
+  // workload_states has one row per (cluster, workload), so the join changes no count: without
+  // a state filter it is left out.
+  std::string count_sql = query.state ? fmt::format("SELECT COUNT(*) {}", kSubmissionsFrom)
+                                      : std::string("SELECT COUNT(*) FROM submissions s");
+  for (std::size_t i = 0; i < where.size(); ++i) {
+    count_sql += (i == 0 ? " WHERE " : " AND ") + where[i];
+  }
+  const std::vector<SqlValue> count_params = params;
   if (!query.cursor.empty()) {
     const auto [ms, id] = parse_cursor(query.cursor);
     const std::string p_ms = param(ms);
@@ -423,6 +435,10 @@ SubmissionPage SqlStateStore::list_submissions(const SubmissionQuery& query) {
     if (page.rows.size() > static_cast<std::size_t>(query.limit)) {
       page.rows.pop_back();
       page.next_cursor = make_cursor(page.rows.back());
+    }
+    if (query.with_total) {
+      const SqlRows count = c.query(count_sql, count_params);
+      page.total = count.empty() ? 0 : count.front().int64(0);
     }
     return page;
   });

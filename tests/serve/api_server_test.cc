@@ -482,6 +482,11 @@ TEST_F(ApiServerTest, WorkloadListFromTheStoreWithFiltersAndCursors) {
   r = client_->Get("/v1/workloads?from=2026-04-13T07:03:00Z&before=2026-04-13T07:04:00Z");
   ASSERT_EQ(body(r)["workloads"].size(), 1u);
   EXPECT_TRUE(body(r)["next_cursor"].is_null());
+  // total=true: every matching row, whatever the page; not counted otherwise.
+  EXPECT_FALSE(body(client_->Get("/v1/workloads?limit=2")).contains("total"));
+  EXPECT_EQ(body(client_->Get("/v1/workloads?limit=2&total=true"))["total"], 5);
+  EXPECT_EQ(body(client_->Get("/v1/workloads?limit=1&cluster=tpu-a&total=true"))["total"], 3);
+  EXPECT_EQ(client_->Get("/v1/workloads?live=true&total=true")->status, 400);
 
   EXPECT_EQ(client_->Get("/v1/workloads?cursor=garbage")->status, 400);
   EXPECT_EQ(client_->Get("/v1/workloads?state=DONE")->status, 400);
@@ -714,6 +719,65 @@ TEST_F(ApiServerTest, TokensGuardEveryRouteButHealthAndMutationsNeedOperate) {
   // The token never appears in the metrics or in an error.
   const std::string metrics = client_->Get("/metrics", op)->body;
   EXPECT_THAT(metrics, Not(HasSubstr("operator-token")));
+}
+
+// The dashboard's files need no token (they hold no data), carry their type, an ETag and
+// no-cache, answer 304 to a matching If-None-Match, and never leave the embedded set.
+TEST_F(ApiServerTest, DashboardFilesAreServedWithoutATokenAndRevalidated) {
+  auto tokens = std::make_shared<TokenTable>();
+  tokens->add("reader-token-0123456789", TokenRole::kRead);
+  start(tokens);
+  auto r = client_->Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/html"));
+  EXPECT_THAT(r->body, HasSubstr("/ui/js/app.js"));
+  EXPECT_THAT(r->get_header_value("Content-Security-Policy"), HasSubstr("default-src 'self'"));
+  r = client_->Get("/ui/js/app.js");
+  EXPECT_EQ(r->status, 200);
+  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/javascript"));
+  EXPECT_EQ(r->get_header_value("Cache-Control"), "no-cache");
+  const std::string etag = r->get_header_value("ETag");
+  ASSERT_FALSE(etag.empty());
+  r = client_->Get("/ui/js/app.js", {{"If-None-Match", etag}});
+  EXPECT_EQ(r->status, 304);
+  EXPECT_TRUE(r->body.empty());
+  EXPECT_EQ(client_->Get("/ui/css/app.css")->status, 200);
+  for (const char* path : {"/ui/nothing.js", "/ui/../CMakeLists.txt", "/ui/%2e%2e/x.js"}) {
+    r = client_->Get(path);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 404) << path;
+  }
+  // The data the page asks for still needs the token.
+  EXPECT_EQ(client_->Get("/v1/workloads")->status, 401);
+}
+
+TEST_F(ApiServerTest, WhoamiSaysTheTokensRole) {
+  auto tokens = std::make_shared<TokenTable>();
+  tokens->add("reader-token-0123456789", TokenRole::kRead);
+  tokens->add("operator-token-0123456789", TokenRole::kOperate);
+  start(tokens);
+  auto r = client_->Get("/v1/whoami", {{"Authorization", "Bearer reader-token-0123456789"}});
+  EXPECT_EQ(body(r)["role"], "read");
+  EXPECT_EQ(body(r)["tokens_required"], true);
+  r = client_->Get("/v1/whoami", {{"Authorization", "Bearer operator-token-0123456789"}});
+  EXPECT_EQ(body(r)["role"], "operate");
+  EXPECT_EQ(body(r)["token"], "valid");
+  // Public: without a token, or with an unknown one, it says so instead of refusing.
+  r = client_->Get("/v1/whoami");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_TRUE(body(r)["role"].is_null());
+  EXPECT_EQ(body(r)["token"], "missing");
+  r = client_->Get("/v1/whoami", {{"Authorization", "Bearer not-a-token-at-all-really"}});
+  EXPECT_TRUE(body(r)["role"].is_null());
+  EXPECT_EQ(body(r)["token"], "unknown");
+}
+
+TEST_F(ApiServerTest, WhoamiWithoutTokensIsOperate) {
+  start();
+  const json who = body(client_->Get("/v1/whoami"));
+  EXPECT_EQ(who["role"], "operate");
+  EXPECT_EQ(who["tokens_required"], false);
 }
 
 // Every documented path is a route, and every route is documented; every route answers (not

@@ -195,6 +195,18 @@ TEST_P(StateStoreContract, PagesCoverEverySubmissionOnceNewestFirst) {
   }
   EXPECT_EQ(pages, 3);
   EXPECT_EQ(ids.size(), 25u);
+  // The total counts every matching row, on every page; without with_total it is not counted.
+  EXPECT_EQ(store_->list_submissions({.limit = 10}).total, -1);
+  EXPECT_EQ(store_->list_submissions({.limit = 10, .with_total = true}).total, 25);
+  const SubmissionPage second =
+      store_->list_submissions({.limit = 10,
+                                .cursor = store_->list_submissions({.limit = 10}).next_cursor,
+                                .with_total = true});
+  EXPECT_EQ(second.total, 25);
+  EXPECT_EQ(second.rows.size(), 10u);
+  EXPECT_EQ(
+      store_->list_submissions({.name_contains = "w-1", .limit = 3, .with_total = true}).total,
+      11);  // w-1, w-10 .. w-19
   EXPECT_EQ(names.size(), 25u);
   // Newest first: submitted_at descending, then id descending.
   std::vector<std::string> times;
