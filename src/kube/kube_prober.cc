@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kube/cluster_queues.h"
 #include "kube/kubeconfig.h"
 #include "kube/workload_objects.h"
 #include "xpk/workload_listing.h"
@@ -252,9 +253,51 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
   return classify_workload_list(all);
 }
 
+std::vector<AcceleratorCapacity> KubeProber::cluster_capacity(const ClusterConfig& cluster) const {
+  const auto cached = target_for(cluster);
+  const KubeTarget& target = cached->kube;
+  const auto timeout = std::chrono::milliseconds(1000L * cluster.probe_timeout_s);
+  HttpRequest req;
+  req.url = fmt::format("{}{}/clusterqueues", target.server, kWorkloadsPath);
+  req.headers.set("Accept", "application/json");
+  req.headers.set("Accept-Encoding", "gzip");
+  const std::string token =
+      target.exec ? credentials_->token(cluster.name, *target.exec, target.server, timeout)
+                  : target.token;
+  req.headers.set("Authorization", "Bearer " + token);
+  req.timeout = timeout;
+  req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
+  HttpResponse resp;
+  try {
+    resp = cached->http->send(req);
+  } catch (const HttpTransportError& e) {
+    throw std::runtime_error(fmt::format("Kubernetes API server {} of cluster '{}': {}",
+                                         target.server, cluster.name, e.what()));
+  }
+  if (resp.status != 200) {
+    throw std::runtime_error(
+        fmt::format("the Kubernetes API of cluster '{}' answered {} to the ClusterQueue list: {}",
+                    cluster.name, resp.status, server_message(resp)));
+  }
+  const auto list = nlohmann::json::parse(resp.body, nullptr, false);
+  try {
+    return parse_cluster_queues(list);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(
+        fmt::format("the Kubernetes API of cluster '{}' answered the ClusterQueue list with {}",
+                    cluster.name, e.what()));
+  }
+}
+
 ClusterProbeResult KubeProber::probe(const ClusterConfig& cluster) const {
   try {
-    return xpk::count_probe_states(cluster.name, list_workloads(cluster));
+    ClusterProbeResult r = xpk::count_probe_states(cluster.name, list_workloads(cluster));
+    try {
+      r.capacity = cluster_capacity(cluster);
+    } catch (const std::exception&) {
+      // No ClusterQueue readable (RBAC, old Kueue): capacity stays unknown, the probe stands.
+    }
+    return r;
   } catch (const std::exception& e) {
     ClusterProbeResult r;
     r.cluster = cluster.name;

@@ -66,6 +66,10 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
   // of the table above (the "timed out" case included).
   std::vector<xpk::ListedWorkload> list_workloads(const ClusterConfig& cluster) const override;
 
+  // The accelerator capacity of `cluster`'s ClusterQueues (cluster_queues.h). Throws
+  // std::runtime_error with the cause (no kubeconfig, transport, status) when it cannot.
+  std::vector<AcceleratorCapacity> cluster_capacity(const ClusterConfig& cluster) const;
+
   const ExecCredentialCache& credentials() const { return *credentials_; }
 
  private:
