@@ -82,6 +82,12 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
     std::shared_ptr<HttpClient> http;
   };
   std::shared_ptr<const Target> target_for(const ClusterConfig& cluster) const;
+  // list_workloads, also giving the bearer token it used (reused for the ClusterQueue list).
+  std::vector<xpk::ListedWorkload> list_with_token(const ClusterConfig& cluster,
+                                                   std::string* token) const;
+  // cluster_capacity with `token` (empty: ask the credential cache).
+  std::vector<AcceleratorCapacity> capacity_with_token(const ClusterConfig& cluster,
+                                                       const std::string& token) const;
   std::shared_ptr<HttpClient> client_for(const ClusterConfig& cluster,
                                          const std::string& ca_pem) const;
 
