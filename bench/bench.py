@@ -1342,7 +1342,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,quota,startup")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,quota,startup,trace")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
                     help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
     ap.add_argument("--gcloud-export-ranks", type=int, default=0,
@@ -1390,6 +1390,8 @@ def main():
         b.bench_export_flatness()
     if want("quota"):
         b.bench_quota()
+    if want("trace"):
+        b.bench_trace()
     load_end = "{:.1f}".format(os.getloadavg()[0])
     b.print_table(load_start, load_end, time.time() - t0)
     b.closing()

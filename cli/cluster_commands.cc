@@ -201,12 +201,21 @@ std::string term_value(const SignalTerm& t, const CandidateScore& c) {
   if (t.signal == "latency") return fmt::format("{:.0f}ms", v);
   if (t.signal == "drain_per_min") return fmt::format("{:.2f}/min", v);
   if (t.signal == "health") return fmt::format("{:.2f} (n={})", v, c.signals.health_samples);
+  if (t.signal == "capacity") {
+    return c.signals.nominal_chips ? fmt::format("{:g}/{:g} free", v, *c.signals.nominal_chips)
+                                   : fmt::format("{:g} free", v);
+  }
+  if (t.signal == "fragmentation") return fmt::format("{:.2f}", v);
+  if (t.signal == "largest_free_block" || t.signal == "slice_chips") {
+    return fmt::format("{:g} chips", v);
+  }
   return fmt::format("{:g}", v);
 }
 
 std::string policy_formula(const std::string& policy) {
   if (policy == "score") {
-    return "score = sum(weight x normalized signal) / sum(weights); highest wins";
+    return "score = sum(weight x normalized signal) / sum(weights) x fragmentation weight; "
+           "highest wins";
   }
   if (policy == "least-wait") {
     return "predicted wait = (queue_depth + 1) / drain rate (0 with an empty queue); least wins";
@@ -391,14 +400,17 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
   if (a.accelerator.empty()) {
     throw UsageError("--accelerator is required (or --replay FILE / --replay-selection ID)");
   }
-  if (!a.policy.empty()) {
+  if (!a.policy.empty() && ctx.remote()) {
     throw UsageError(
-        "--policy applies to --replay and --replay-selection; a live selection uses "
-        "selection.policy of the configuration");
+        "--policy with --server applies to --replay and --replay-selection; POST /v1/select "
+        "decides under the server's selection.policy");
   }
   if (ctx.remote()) return run_cluster_select_remote(ctx, a);
   try {
-    const ClusterSelection s = ctx.fabric().select_cluster(a.accelerator);
+    const ClusterSelection s =
+        a.policy.empty()
+            ? ctx.fabric().select_cluster(a.accelerator)
+            : ctx.fabric().select_cluster(a.accelerator, *parse_selection_policy(a.policy));
     if (ctx.json) {
       print_json(s);
     } else {
@@ -473,7 +485,8 @@ void add_cluster_commands(CLI::App& app, Context& ctx) {
   replay->excludes(replay_id);
   select
       ->add_option("--policy", select_args->policy,
-                   "with --replay: decide under this policy instead of the configured one")
+                   "decide under this policy instead of the configured one (live, or with "
+                   "--replay)")
       ->check(CLI::IsMember({"priority", "score", "least-wait"}));
   bind(select, ctx, select_args, run_cluster_select);
 

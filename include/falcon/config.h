@@ -96,6 +96,7 @@ struct ScoreWeights {
   double recent_wait = 1.0;  // 1 / (1 + recent_wait_s / wait_scale_s)
   double health = 2.0;       // share of successful probes and submits
   double latency = 0.5;      // 1 / (1 + latency_ms / latency_scale_ms)
+  double capacity = 1.0;     // free chips / nominal quota (left out when not known)
   bool operator==(const ScoreWeights&) const = default;
 };
 
@@ -108,6 +109,24 @@ struct SignalSettings {
   bool operator==(const SignalSettings&) const = default;
 };
 
+// `selection.fragmentation`: how a cluster's fragmentation (1 - largest free block / free chips)
+// weighs on its score, and whether a cluster that cannot fit the request's slice is ruled out
+// (docs/selection.md "Capacity and fragmentation"). 0 <= low < high <= 1; weights 0..1.
+struct FragmentationSettings {
+  double low = 0.3;         // fragmentation below this: weight_low
+  double high = 0.6;        // below this: weight_mid; at or above it: weight_high
+  double weight_low = 1.0;  // the score is multiplied by the weight of its band
+  double weight_mid = 0.7;
+  double weight_high = 0.3;
+  // score and least-wait: a cluster whose free chips, or largest free block, are smaller than
+  // the request's slice is not a candidate (priority, the spec's rule, does not look)
+  bool require_fit = true;
+
+  // The weight of `fragmentation` (0..1).
+  double weight_for(double fragmentation) const;
+  bool operator==(const FragmentationSettings&) const = default;
+};
+
 struct SelectionSettings {
   int max_parallel_probes = 16;
   BreakerSettings breaker;
@@ -117,6 +136,7 @@ struct SelectionSettings {
   std::map<std::string, SelectionPolicy> policy_by_accelerator;
   ScoreWeights weights;
   SignalSettings signals;
+  FragmentationSettings fragmentation;
 
   // The policy for `accelerator_type` (either spelling).
   SelectionPolicy policy_for(const std::string& accelerator_type) const;

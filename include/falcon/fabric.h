@@ -125,6 +125,9 @@ class ClusterFabric {
   // made here feeds the cluster's breaker (reachable: success), as does get_cluster_status;
   // submit_workload feeds the cluster x accelerator breaker (a WorkloadSubmitError: failure).
   ClusterSelection select_cluster(const std::string& accelerator_type) const;
+  // The same, decided under `policy` instead of the configured one (`cluster select --policy`).
+  ClusterSelection select_cluster(const std::string& accelerator_type,
+                                  SelectionPolicy policy) const;
   // The same selection, asking `probe` for each candidate's health instead of probing: what
   // `falcon serve` does with its cache,
   //   fabric.select_cluster(type, [&](const ClusterConfig& c) {

@@ -90,6 +90,22 @@ struct ClusterConfig {
   bool operator==(const ClusterConfig&) const = default;
 };
 
+// Free quota of one Kueue ResourceFlavor of a cluster, from its ClusterQueue (docs/selection.md
+// "Capacity and fragmentation"): nominal quota and usage of the accelerator resource
+// (google.com/tpu, nvidia.com/gpu), in chips. Only the kube probe backend reads it.
+struct AcceleratorCapacity {
+  std::string flavor;       // the ResourceFlavor's name ("1xv4-64", "tpu-v4-podslice")
+  std::string device_type;  // the xpk type the flavor is named for ("v4-64"); empty if none
+  std::string accelerator;  // the GKE accelerator label it stands for ("tpu-v4-podslice")
+  std::string resource;     // "google.com/tpu" | "nvidia.com/gpu"
+  double nominal = 0;       // nominalQuota, summed over the ClusterQueue's resource groups
+  double used = 0;          // the larger of status.flavorsUsage and flavorsReservation
+  // The largest block of free chips one slice can take whole (a free node pool, a free ICI
+  // domain); null when the cluster does not say (see docs/selection.md for the source).
+  std::optional<double> largest_free_block;
+  bool operator==(const AcceleratorCapacity&) const = default;
+};
+
 // The outcome of probing one cluster.
 struct ClusterProbeResult {
   std::string cluster;
@@ -98,6 +114,9 @@ struct ClusterProbeResult {
   std::optional<int> running_count;  // RUNNING workloads; null when unreachable
   std::optional<std::string> error;  // why it is unreachable; null when reachable
   std::string probed_at;             // ISO 8601 UTC
+  // Free quota per flavor (kube backend); empty when not known (xpk backend, no ClusterQueue
+  // readable). JSON "capacity", present only when not empty.
+  std::vector<AcceleratorCapacity> capacity;
   bool operator==(const ClusterProbeResult&) const = default;
 };
 
@@ -111,6 +130,14 @@ struct ClusterSignals {
   std::optional<double> health;         // share of successful probes and submits, 0..1
   int health_samples = 0;               // how many probes and submits `health` counts
   std::optional<double> latency_ms;     // mean probe duration over the window
+  // Capacity of the requested accelerator (docs/selection.md "Capacity and fragmentation"),
+  // null when the probe gave none: the request's slice in chips, the free chips of the
+  // matching flavors, their largest free block, 1 - largest free block / free chips.
+  std::optional<double> slice_chips;
+  std::optional<double> free_chips;
+  std::optional<double> nominal_chips;
+  std::optional<double> largest_free_block;
+  std::optional<double> fragmentation;
   bool operator==(const ClusterSignals&) const = default;
 };
 
@@ -225,6 +252,8 @@ void to_json(nlohmann::json& j, const AcceleratorSlot& v);
 void from_json(const nlohmann::json& j, AcceleratorSlot& v);
 void to_json(nlohmann::json& j, const ClusterConfig& v);
 void from_json(const nlohmann::json& j, ClusterConfig& v);
+void to_json(nlohmann::json& j, const AcceleratorCapacity& v);
+void from_json(const nlohmann::json& j, AcceleratorCapacity& v);
 void to_json(nlohmann::json& j, const ClusterProbeResult& v);
 void from_json(const nlohmann::json& j, ClusterProbeResult& v);
 void to_json(nlohmann::json& j, const ClusterSignals& v);

@@ -70,6 +70,29 @@ ClusterSignals compute_signals(const ClusterProbeResult& probe, std::optional<do
 std::optional<double> predicted_wait_s(const ClusterSignals& signals,
                                        const SignalSettings& settings);
 
+// The request's slice as capacity sees it: its chips (xpk's table: VMs per slice x chips per
+// VM) and the GKE accelerator label whose quota it draws on. nullopt for a type outside xpk's
+// table (or a CPU type: no accelerator chips).
+struct SliceShape {
+  std::string device_type;  // canonical: "v4-64"
+  std::string accelerator;  // "tpu-v4-podslice", "nvidia-h100-80gb"
+  double chips = 0;         // 32 for v4-64
+};
+std::optional<SliceShape> slice_shape(const std::string& accelerator_type);
+
+// Fills the capacity signals of `signals` (slice_chips, free_chips, nominal_chips,
+// largest_free_block, fragmentation) from `probe.capacity` for `accelerator_type`: the flavors
+// named for that very type when there are any, else every flavor of its GKE accelerator
+// (summed; the largest block is the largest of theirs, known only when each flavor gives one).
+// Left null when the probe has no matching flavor (xpk backend): neutral in every policy.
+void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
+                    const std::string& accelerator_type);
+
+// Why the request's slice cannot be placed on a cluster with `signals` now: fewer free chips
+// than the slice, or (fragmentation) no free block as large as the slice. nullopt when it fits
+// or capacity is not known.
+std::optional<std::string> capacity_misfit(const ClusterSignals& signals);
+
 // One candidate as rank_candidates takes it, in preference order (slot priority, file order).
 struct CandidateInput {
   std::string cluster;
@@ -86,7 +109,9 @@ struct RankedCandidates {
 };
 
 // Ranks `candidates` under `policy` (docs/selection.md "Policies"). Ties in score or predicted
-// wait go to the priority policy's order (slot priority, smaller queue, file order).
+// wait go to the priority policy's order (slot priority, smaller queue, file order). Under score
+// and least-wait, with settings.fragmentation.require_fit, an eligible candidate whose signals
+// say the slice cannot fit (capacity_misfit) is skipped with that reason.
 RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings& settings,
                                  const std::vector<CandidateInput>& candidates);
 

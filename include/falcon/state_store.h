@@ -130,6 +130,10 @@ struct ProbeRecord {
   bool operator==(const ProbeRecord&) const = default;
 };
 
+// A probe's extra_json: {"capacity": [...]} (AcceleratorCapacity, the ClusterQueue's free quota)
+// when the probe read any, else "{}". Capacity lives there, not in a column of its own.
+std::string probe_extra_json(const ClusterProbeResult& result);
+
 // Probe retention, applied by downsample_probes: probes younger than `full_resolution` are
 // kept; older ones are thinned to the newest probe per cluster per `bucket` (buckets aligned to
 // the Unix epoch); with `drop_after`, probes older than that are deleted. The latest probe of

@@ -433,7 +433,8 @@ ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster)
   ClusterProbeResult result = m->prober->probe(config);
   impl_->record_probes({ProbeRecord{.result = result,
                                     .backend = to_string(m->prober->backend(config)),
-                                    .duration_ms = elapsed_ms(clock, start)}});
+                                    .duration_ms = elapsed_ms(clock, start),
+                                    .extra_json = probe_extra_json(result)}});
   impl_->feed_breaker(breaker_key(cluster), result.reachable);
   return result;
 }
@@ -468,6 +469,17 @@ void ClusterFabric::Impl::record_selection(ClusterSelection& selection) const {
 }
 
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type) const {
+  return impl_->select_live(accelerator_type, std::nullopt);
+}
+
+ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
+                                               SelectionPolicy policy) const {
+  return impl_->select_live(accelerator_type, policy);
+}
+
+ClusterSelection ClusterFabric::Impl::select_live(const std::string& accelerator_type,
+                                                  std::optional<SelectionPolicy> policy) const {
+  const Impl* impl_ = this;
   const auto m = impl_->current();
   const Clock& clock = *impl_->deps.clock;
   std::mutex mutex;
@@ -487,11 +499,17 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
     std::lock_guard<std::mutex> lock(mutex);
     probes.push_back(ProbeRecord{.result = result,
                                  .backend = to_string(m->prober->backend(cluster)),
-                                 .duration_ms = elapsed_ms(clock, start)});
+                                 .duration_ms = elapsed_ms(clock, start),
+                                 .extra_json = probe_extra_json(result)});
     return result;
   });
-  const ClusterSelector selector(impl_->registry, recording, m->config->selection,
-                                 impl_->deps.clock, impl_->breaker_gate(), impl_->history_loader());
+  SelectionSettings settings = m->config->selection;
+  if (policy) {
+    settings.policy = *policy;
+    settings.policy_by_accelerator.clear();
+  }
+  const ClusterSelector selector(impl_->registry, recording, settings, impl_->deps.clock,
+                                 impl_->breaker_gate(), impl_->history_loader());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);

@@ -53,6 +53,9 @@ struct ClusterFabric::Impl {
   // Stores a decision that found no cluster (selected_cluster empty, the error's message as the
   // reason), for the audit trail; the caller gets the exception, not an id.
   void record_failed_selection(const NoAvailableClusterError& e) const;
+  // select_cluster with live probes, under `policy` when given (else the configured one).
+  ClusterSelection select_live(const std::string& accelerator_type,
+                               std::optional<SelectionPolicy> policy) const;
   std::shared_ptr<Modules> current() const;
   // The circuit breakers on the state store with the current settings, or null without a store.
   std::unique_ptr<CircuitBreakers> breakers() const;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kube/cluster_queues.h"
 #include "kube/kubeconfig.h"
 #include "kube/workload_objects.h"
 #include "xpk/workload_listing.h"
@@ -141,6 +142,11 @@ std::shared_ptr<const KubeProber::Target> KubeProber::target_for(
 }
 
 std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig& cluster) const {
+  return list_with_token(cluster, nullptr);
+}
+
+std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig& cluster,
+                                                             std::string* token) const {
   const auto deadline =
       options_.clock->steady_now() + std::chrono::seconds(cluster.probe_timeout_s);
   const auto remaining = [&]() {
@@ -178,7 +184,9 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
     req.headers.set("Accept", "application/json");
     // As Go clients (kubectl) ask: the API server compresses only large lists, with gzip.
     req.headers.set("Accept-Encoding", "gzip");
-    req.headers.set("Authorization", "Bearer " + bearer());
+    const std::string current = bearer();
+    if (token) *token = current;
+    req.headers.set("Authorization", "Bearer " + current);
     req.timeout = remaining();
     req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
     HttpResponse resp;
@@ -252,9 +260,58 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
   return classify_workload_list(all);
 }
 
+std::vector<AcceleratorCapacity> KubeProber::cluster_capacity(const ClusterConfig& cluster) const {
+  return capacity_with_token(cluster, "");
+}
+
+std::vector<AcceleratorCapacity> KubeProber::capacity_with_token(const ClusterConfig& cluster,
+                                                                 const std::string& given) const {
+  const auto cached = target_for(cluster);
+  const KubeTarget& target = cached->kube;
+  const auto timeout = std::chrono::milliseconds(1000L * cluster.probe_timeout_s);
+  HttpRequest req;
+  req.url = fmt::format("{}{}/clusterqueues", target.server, kWorkloadsPath);
+  req.headers.set("Accept", "application/json");
+  req.headers.set("Accept-Encoding", "gzip");
+  const std::string token =
+      !given.empty() ? given
+      : target.exec  ? credentials_->token(cluster.name, *target.exec, target.server, timeout)
+                     : target.token;
+  req.headers.set("Authorization", "Bearer " + token);
+  req.timeout = timeout;
+  req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
+  HttpResponse resp;
+  try {
+    resp = cached->http->send(req);
+  } catch (const HttpTransportError& e) {
+    throw std::runtime_error(fmt::format("Kubernetes API server {} of cluster '{}': {}",
+                                         target.server, cluster.name, e.what()));
+  }
+  if (resp.status != 200) {
+    throw std::runtime_error(
+        fmt::format("the Kubernetes API of cluster '{}' answered {} to the ClusterQueue list: {}",
+                    cluster.name, resp.status, server_message(resp)));
+  }
+  const auto list = nlohmann::json::parse(resp.body, nullptr, false);
+  try {
+    return parse_cluster_queues(list);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(
+        fmt::format("the Kubernetes API of cluster '{}' answered the ClusterQueue list with {}",
+                    cluster.name, e.what()));
+  }
+}
+
 ClusterProbeResult KubeProber::probe(const ClusterConfig& cluster) const {
   try {
-    return xpk::count_probe_states(cluster.name, list_workloads(cluster));
+    std::string token;
+    ClusterProbeResult r = xpk::count_probe_states(cluster.name, list_with_token(cluster, &token));
+    try {
+      r.capacity = capacity_with_token(cluster, token);
+    } catch (const std::exception&) {
+      // No ClusterQueue readable (RBAC, old Kueue): capacity stays unknown, the probe stands.
+    }
+    return r;
   } catch (const std::exception& e) {
     ClusterProbeResult r;
     r.cluster = cluster.name;

@@ -66,6 +66,10 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
   // of the table above (the "timed out" case included).
   std::vector<xpk::ListedWorkload> list_workloads(const ClusterConfig& cluster) const override;
 
+  // The accelerator capacity of `cluster`'s ClusterQueues (cluster_queues.h). Throws
+  // std::runtime_error with the cause (no kubeconfig, transport, status) when it cannot.
+  std::vector<AcceleratorCapacity> cluster_capacity(const ClusterConfig& cluster) const;
+
   const ExecCredentialCache& credentials() const { return *credentials_; }
 
  private:
@@ -78,6 +82,12 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
     std::shared_ptr<HttpClient> http;
   };
   std::shared_ptr<const Target> target_for(const ClusterConfig& cluster) const;
+  // list_workloads, also giving the bearer token it used (reused for the ClusterQueue list).
+  std::vector<xpk::ListedWorkload> list_with_token(const ClusterConfig& cluster,
+                                                   std::string* token) const;
+  // cluster_capacity with `token` (empty: ask the credential cache).
+  std::vector<AcceleratorCapacity> capacity_with_token(const ClusterConfig& cluster,
+                                                       const std::string& token) const;
   std::shared_ptr<HttpClient> client_for(const ClusterConfig& cluster,
                                          const std::string& ca_pem) const;
 

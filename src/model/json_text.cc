@@ -81,18 +81,28 @@ void append_optional(std::string& out, const std::optional<T>& v, Write write) {
 void append_signals(std::string& out, const ClusterSignals& v) {
   out += "{\"drain_per_min\":";
   append_optional(out, v.drain_per_min, append_json_double);
+  out += ",\"fragmentation\":";
+  append_optional(out, v.fragmentation, append_json_double);
+  out += ",\"free_chips\":";
+  append_optional(out, v.free_chips, append_json_double);
   out += ",\"health\":";
   append_optional(out, v.health, append_json_double);
   out += ",\"health_samples\":";
   append_json_int(out, v.health_samples);
+  out += ",\"largest_free_block\":";
+  append_optional(out, v.largest_free_block, append_json_double);
   out += ",\"latency_ms\":";
   append_optional(out, v.latency_ms, append_json_double);
+  out += ",\"nominal_chips\":";
+  append_optional(out, v.nominal_chips, append_json_double);
   out += ",\"queue_depth\":";
   append_optional_int(out, v.queue_depth);
   out += ",\"recent_wait_s\":";
   append_optional(out, v.recent_wait_s, append_json_double);
   out += ",\"running\":";
   append_optional_int(out, v.running);
+  out += ",\"slice_chips\":";
+  append_optional(out, v.slice_chips, append_json_double);
   out += '}';
 }
 
@@ -156,6 +166,11 @@ void append_json_double(std::string& out, double v) {
 }
 
 void append_json(std::string& out, const ClusterProbeResult& v) {
+  if (!v.capacity.empty()) {
+    // Rare (kube backend with a ClusterQueue): nlohmann's own text, keys sorted the same way.
+    out += nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return;
+  }
   out += "{\"cluster\":";
   append_json_string(out, v.cluster);
   out += ",\"error\":";

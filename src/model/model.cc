@@ -138,6 +138,25 @@ void from_json(const json& j, ClusterConfig& v) {
   }
 }
 
+void to_json(json& j, const AcceleratorCapacity& v) {
+  j = json{{"flavor", v.flavor},
+           {"device_type", v.device_type},
+           {"accelerator", v.accelerator},
+           {"resource", v.resource},
+           {"nominal", v.nominal},
+           {"used", v.used},
+           {"largest_free_block", optional_to_json(v.largest_free_block)}};
+}
+void from_json(const json& j, AcceleratorCapacity& v) {
+  j.at("flavor").get_to(v.flavor);
+  v.device_type = value_or<std::string>(j, "device_type", "");
+  v.accelerator = value_or<std::string>(j, "accelerator", "");
+  v.resource = value_or<std::string>(j, "resource", "");
+  j.at("nominal").get_to(v.nominal);
+  j.at("used").get_to(v.used);
+  v.largest_free_block = optional_from_json<double>(j, "largest_free_block");
+}
+
 void to_json(json& j, const ClusterProbeResult& v) {
   j = json{{"cluster", v.cluster},
            {"reachable", v.reachable},
@@ -145,6 +164,7 @@ void to_json(json& j, const ClusterProbeResult& v) {
            {"running_count", optional_to_json(v.running_count)},
            {"error", optional_to_json(v.error)},
            {"probed_at", v.probed_at}};
+  if (!v.capacity.empty()) j["capacity"] = v.capacity;
 }
 void from_json(const json& j, ClusterProbeResult& v) {
   j.at("cluster").get_to(v.cluster);
@@ -153,6 +173,7 @@ void from_json(const json& j, ClusterProbeResult& v) {
   v.running_count = optional_from_json<int>(j, "running_count");
   v.error = optional_from_json<std::string>(j, "error");
   j.at("probed_at").get_to(v.probed_at);
+  v.capacity = value_or<std::vector<AcceleratorCapacity>>(j, "capacity", {});
 }
 
 void to_json(json& j, const ClusterSignals& v) {
@@ -162,7 +183,12 @@ void to_json(json& j, const ClusterSignals& v) {
            {"recent_wait_s", optional_to_json(v.recent_wait_s)},
            {"health", optional_to_json(v.health)},
            {"health_samples", v.health_samples},
-           {"latency_ms", optional_to_json(v.latency_ms)}};
+           {"latency_ms", optional_to_json(v.latency_ms)},
+           {"slice_chips", optional_to_json(v.slice_chips)},
+           {"free_chips", optional_to_json(v.free_chips)},
+           {"nominal_chips", optional_to_json(v.nominal_chips)},
+           {"largest_free_block", optional_to_json(v.largest_free_block)},
+           {"fragmentation", optional_to_json(v.fragmentation)}};
 }
 void from_json(const json& j, ClusterSignals& v) {
   v.queue_depth = optional_from_json<int>(j, "queue_depth");
@@ -172,6 +198,11 @@ void from_json(const json& j, ClusterSignals& v) {
   v.health = optional_from_json<double>(j, "health");
   v.health_samples = value_or<int>(j, "health_samples", 0);
   v.latency_ms = optional_from_json<double>(j, "latency_ms");
+  v.slice_chips = optional_from_json<double>(j, "slice_chips");
+  v.free_chips = optional_from_json<double>(j, "free_chips");
+  v.nominal_chips = optional_from_json<double>(j, "nominal_chips");
+  v.largest_free_block = optional_from_json<double>(j, "largest_free_block");
+  v.fragmentation = optional_from_json<double>(j, "fragmentation");
 }
 
 void to_json(json& j, const SignalTerm& v) {

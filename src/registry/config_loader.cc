@@ -756,6 +756,7 @@ void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
   const auto weights_node = s->take("weights");
   const auto signals_node = s->take("signals");
   const auto breaker_node = s->take("breaker");
+  const auto fragmentation_node = s->take("fragmentation");
   s->finish();
 
   // policy_by_accelerator: {<accelerator type>: <policy>}, types in either spelling.
@@ -792,11 +793,36 @@ void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
     w->read_double("recent_wait", 0.0, kMaxWeight, &out.weights.recent_wait);
     w->read_double("health", 0.0, kMaxWeight, &out.weights.health);
     w->read_double("latency", 0.0, kMaxWeight, &out.weights.latency);
+    w->read_double("capacity", 0.0, kMaxWeight, &out.weights.capacity);
     w->finish();
     const ScoreWeights& ws = out.weights;
     if (ws.priority + ws.queue + ws.wait + ws.recent_wait + ws.health + ws.latency <= 0.0) {
       problems.add(*weights_node, "selection.weights",
-                   "at least one weight must be positive (the score divides by their sum)");
+                   "at least one weight must be positive besides capacity (the score divides "
+                   "by their sum, and capacity is left out when not known)");
+    }
+  }
+
+  if (auto f = settings_section(problems, fragmentation_node, "selection.fragmentation")) {
+    FragmentationSettings& fs = out.fragmentation;
+    f->read_double("low", 0.0, 1.0, &fs.low);
+    f->read_double("high", 0.0, 1.0, &fs.high);
+    f->read_double("weight_low", 0.0, 1.0, &fs.weight_low);
+    f->read_double("weight_mid", 0.0, 1.0, &fs.weight_mid);
+    f->read_double("weight_high", 0.0, 1.0, &fs.weight_high);
+    if (const auto fit = f->take("require_fit")) {
+      const std::string text = fit->IsScalar() ? fit->Scalar() : "";
+      if (text == "true" || text == "false") {
+        fs.require_fit = text == "true";
+      } else {
+        problems.add(*fit, "selection.fragmentation.require_fit",
+                     fmt::format("must be true or false, got {}", quote_value(text)));
+      }
+    }
+    f->finish();
+    if (fs.high <= fs.low) {
+      problems.add(*fragmentation_node, "selection.fragmentation.high",
+                   fmt::format("must be above low ({}), got {}", fs.low, fs.high));
     }
   }
 
@@ -909,6 +935,12 @@ SelectionPolicy SelectionSettings::policy_for(const std::string& accelerator_typ
       canonical_accelerator_type(accelerator_type).value_or(accelerator_type);
   const auto it = policy_by_accelerator.find(canonical);
   return it == policy_by_accelerator.end() ? policy : it->second;
+}
+
+double FragmentationSettings::weight_for(double fragmentation) const {
+  if (fragmentation < low) return weight_low;
+  if (fragmentation < high) return weight_mid;
+  return weight_high;
 }
 
 FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& source_name) {

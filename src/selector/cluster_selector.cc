@@ -82,6 +82,7 @@ ClusterSelection ClusterSelector::select_among(
     }
     signals[i] = compute_signals(results[i], probe_ms, history ? *history : kNoHistory, now,
                                  settings_.signals);
+    apply_capacity(signals[i], results[i], accelerator_type);
   };
   // Answers available at once (a probe cache) are taken on this thread; threads are started
   // only for the candidates that must really be probed.
@@ -135,7 +136,6 @@ ClusterSelection ClusterSelector::select_among(
   });
 
   std::vector<CandidateInput> inputs;
-  std::vector<std::string> skipped;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const auto& [cluster, priority] = candidates[i];
     CandidateInput input{.cluster = cluster.name,
@@ -148,9 +148,6 @@ ClusterSelection ClusterSelector::select_among(
     } else if (auto why = skip_reason(cluster, results[i])) {
       input.skip_reason = one_line(*why);
     }
-    if (!input.skip_reason.empty()) {
-      skipped.push_back(fmt::format("{}: {}", cluster.name, input.skip_reason));
-    }
     inputs.push_back(std::move(input));
   }
   const SelectionPolicy policy = settings_.policy_for(accelerator_type);
@@ -160,7 +157,10 @@ ClusterSelection ClusterSelector::select_among(
     std::string message =
         fmt::format("no available cluster for {} ({} candidate{}):", accelerator_type,
                     candidates.size(), candidates.size() == 1 ? "" : "s");
-    for (const auto& line : skipped) message += "\n  " + line;
+    // Every reason, the policy's capacity rule's included.
+    for (const CandidateScore& c : ranked.scores) {
+      if (!c.skip_reason.empty()) message += fmt::format("\n  {}: {}", c.cluster, c.skip_reason);
+    }
     NoAvailableClusterError error(std::move(message), accelerator_type, std::move(results));
     error.set_scores(to_string(policy), std::move(ranked.scores));
     throw error;

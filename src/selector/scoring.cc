@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "falcon/accelerator_types.h"
 #include "falcon/circuit_breaker.h"
 #include "util/time_format.h"
 
@@ -89,11 +90,36 @@ std::vector<SignalTerm> score_terms(const CandidateInput& c, const SelectionSett
   add("health", s.health, s.health ? std::clamp(*s.health, 0.0, 1.0) : kUnknown, w.health);
   add("latency", s.latency_ms,
       s.latency_ms ? 1.0 / (1.0 + *s.latency_ms / g.latency_scale_ms) : kUnknown, w.latency);
+  // Capacity counts only when known: an absent ClusterQueue neither helps nor hurts.
+  const bool capacity_known = s.free_chips && s.nominal_chips && *s.nominal_chips > 0;
+  if (capacity_known) {
+    add("capacity", s.free_chips, std::clamp(*s.free_chips / *s.nominal_chips, 0.0, 1.0),
+        w.capacity);
+  }
   double sum = 0;
   for (const auto& t : terms) sum += t.weight;
-  for (auto& t : terms) t.contribution = sum > 0 ? t.weight * *t.normalized / sum : 0.0;
+  double base = 0;
+  for (auto& t : terms) {
+    t.contribution = sum > 0 ? t.weight * *t.normalized / sum : 0.0;
+    base += t.contribution;
+  }
+  if (!capacity_known) terms.push_back(shown("capacity", s.free_chips));
+  // Fragmentation multiplies the weighted mean by its band's weight; its contribution is what
+  // that takes away, so the contributions still add up to the score.
+  if (s.fragmentation) {
+    const double factor = settings.fragmentation.weight_for(*s.fragmentation);
+    terms.push_back(SignalTerm{.signal = "fragmentation",
+                               .value = s.fragmentation,
+                               .normalized = factor,
+                               .weight = factor,
+                               .contribution = base * (factor - 1.0)});
+  } else {
+    terms.push_back(shown("fragmentation", std::nullopt));
+  }
   terms.push_back(shown("running", s.running ? std::optional<double>(*s.running) : std::nullopt));
   terms.push_back(shown("drain_per_min", s.drain_per_min));
+  terms.push_back(shown("largest_free_block", s.largest_free_block));
+  terms.push_back(shown("slice_chips", s.slice_chips));
   return terms;
 }
 
@@ -118,6 +144,9 @@ std::vector<SignalTerm> priority_terms(const CandidateInput& c, const SelectionS
   terms.push_back(shown("recent_wait", s.recent_wait_s));
   terms.push_back(shown("health", s.health));
   terms.push_back(shown("latency", s.latency_ms));
+  terms.push_back(shown("capacity", s.free_chips));
+  terms.push_back(shown("largest_free_block", s.largest_free_block));
+  terms.push_back(shown("fragmentation", s.fragmentation));
   return terms;
 }
 
@@ -139,6 +168,9 @@ std::vector<SignalTerm> least_wait_terms(const CandidateInput& c,
   terms.push_back(shown("recent_wait", s.recent_wait_s));
   terms.push_back(shown("health", s.health));
   terms.push_back(shown("latency", s.latency_ms));
+  terms.push_back(shown("capacity", s.free_chips));
+  terms.push_back(shown("largest_free_block", s.largest_free_block));
+  terms.push_back(shown("fragmentation", s.fragmentation));
   return terms;
 }
 
@@ -279,6 +311,73 @@ ClusterSignals compute_signals(const ClusterProbeResult& probe, std::optional<do
   return s;
 }
 
+std::optional<SliceShape> slice_shape(const std::string& accelerator_type) {
+  const auto canonical = canonical_accelerator_type(accelerator_type);
+  if (!canonical) return std::nullopt;
+  const XpkAcceleratorType* t = find_xpk_accelerator_type(*canonical);
+  if (!t || t->device_class == DeviceClass::kCpu || t->gke_accelerator.empty()) {
+    return std::nullopt;
+  }
+  return SliceShape{.device_type = *canonical,
+                    .accelerator = t->gke_accelerator,
+                    .chips = static_cast<double>(t->vms_per_slice) * t->chips_per_vm};
+}
+
+void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
+                    const std::string& accelerator_type) {
+  if (probe.capacity.empty()) return;
+  const auto shape = slice_shape(accelerator_type);
+  if (!shape) return;
+  std::vector<const AcceleratorCapacity*> matched;
+  for (const auto& c : probe.capacity) {
+    if (c.device_type == shape->device_type) matched.push_back(&c);
+  }
+  if (matched.empty()) {
+    for (const auto& c : probe.capacity) {
+      if (c.accelerator == shape->accelerator) matched.push_back(&c);
+    }
+  }
+  if (matched.empty()) return;
+  double nominal = 0;
+  double free = 0;
+  double largest = 0;
+  bool blocks_known = true;
+  for (const AcceleratorCapacity* c : matched) {
+    nominal += c->nominal;
+    const double f = std::max(0.0, c->nominal - c->used);
+    free += f;
+    if (c->largest_free_block) {
+      largest = std::max(largest, std::min(*c->largest_free_block, f));
+    } else {
+      blocks_known = false;
+    }
+  }
+  signals.slice_chips = shape->chips;
+  signals.nominal_chips = nominal;
+  signals.free_chips = free;
+  if (blocks_known) {
+    signals.largest_free_block = largest;
+    if (free > 0) signals.fragmentation = std::clamp(1.0 - largest / free, 0.0, 1.0);
+  }
+}
+
+std::optional<std::string> capacity_misfit(const ClusterSignals& s) {
+  if (!s.slice_chips || !s.free_chips) return std::nullopt;
+  if (*s.free_chips < *s.slice_chips) {
+    return fmt::format("cannot fit a slice of {} chips: {} of {} chips free",
+                       number(*s.slice_chips), number(*s.free_chips),
+                       number(s.nominal_chips.value_or(0)));
+  }
+  if (s.largest_free_block && *s.largest_free_block < *s.slice_chips) {
+    return fmt::format(
+        "cannot fit a slice of {} chips: fragmented, largest free block {} of {} chips free "
+        "(fragmentation {:.2f})",
+        number(*s.slice_chips), number(*s.largest_free_block), number(*s.free_chips),
+        s.fragmentation.value_or(0.0));
+  }
+  return std::nullopt;
+}
+
 std::optional<double> predicted_wait_s(const ClusterSignals& signals,
                                        const SignalSettings& settings) {
   if (!signals.queue_depth) return std::nullopt;
@@ -303,8 +402,12 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
     score.priority = c.priority;
     score.max_queue_depth = c.max_queue_depth;
     score.signals = c.signals;
-    score.eligible = c.skip_reason.empty();
     score.skip_reason = c.skip_reason;
+    if (score.skip_reason.empty() && policy != SelectionPolicy::kPriority &&
+        settings.fragmentation.require_fit) {
+      if (auto why = capacity_misfit(c.signals)) score.skip_reason = std::move(*why);
+    }
+    score.eligible = score.skip_reason.empty();
     switch (policy) {
       case SelectionPolicy::kPriority:
         score.terms = priority_terms(c, settings);
@@ -326,7 +429,7 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
         score.total = predicted_wait_s(c.signals, settings.signals);
       }
     } else {
-      score.verdict = "skipped: " + c.skip_reason;
+      score.verdict = "skipped: " + score.skip_reason;
     }
     out.scores.push_back(std::move(score));
   }

@@ -127,6 +127,7 @@ struct HealthMonitor::Impl {
       rec.result = result;
       rec.backend = backend_of(cluster);
       rec.duration_ms = duration_ms;
+      rec.extra_json = probe_extra_json(result);
       store->record_probes({rec});
     } catch (const std::exception&) {
       std::lock_guard lock(mutex);

@@ -21,6 +21,15 @@
 #include "state/submissions_jsonl.h"
 #include "util/time_format.h"
 
+namespace falcon {
+
+std::string probe_extra_json(const ClusterProbeResult& result) {
+  if (result.capacity.empty()) return "{}";
+  return nlohmann::json{{"capacity", result.capacity}}.dump();
+}
+
+}  // namespace falcon
+
 namespace falcon::state {
 namespace {
 

@@ -282,6 +282,10 @@ class KubeProberTest : public ::testing::Test {
     runner_->attach_clock(clock_);
     write_kubeconfig(kServer, /*with_ca=*/false);
     runner_->on({"gke-gcloud-auth-plugin"}, plugin_response(clock_->now() + std::chrono::hours(1)));
+    // After each Workload list the prober asks for the ClusterQueues (capacity): none here.
+    http_->on("GET", "/clusterqueues", [](const HttpRequest&) {
+      return testing::json_response(200, R"({"kind":"ClusterQueueList","items":[]})");
+    });
   }
 
   void write_kubeconfig(const std::string& server, bool with_ca) {
@@ -344,14 +348,45 @@ TEST_F(KubeProberTest, ListsEveryNamespaceAndCountsAsTheXpkBackendDoes) {
   EXPECT_EQ(r.error, std::nullopt);
 
   const auto requests = http_->requests();
-  ASSERT_EQ(requests.size(), 1u);
+  ASSERT_EQ(requests.size(), 2u);
   EXPECT_EQ(requests[0].url, "https://34.1.2.3/apis/kueue.x-k8s.io/v1beta1/workloads?limit=500");
   EXPECT_EQ(requests[0].headers.get("Authorization"), std::string("Bearer ") + kToken);
   EXPECT_EQ(requests[0].timeout, std::chrono::seconds(15));
+  // Then the ClusterQueues, for capacity (none in this answer: capacity stays unknown).
+  EXPECT_EQ(requests[1].url, "https://34.1.2.3/apis/kueue.x-k8s.io/v1beta1/clusterqueues");
+  EXPECT_EQ(requests[1].headers.get("Authorization"), std::string("Bearer ") + kToken);
+  EXPECT_TRUE(r.capacity.empty());
   // The plugin got the cluster's server, as provideClusterInfo asks.
   const auto calls = runner_->calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_THAT(calls[0].env.at("KUBERNETES_EXEC_INFO"), HasSubstr(kServer));
+}
+
+TEST_F(KubeProberTest, ReadsCapacityFromTheClusterQueuesAndStandsWithoutThem) {
+  http_->on("GET", "/workloads", [](const HttpRequest&) {
+    return testing::json_response(200, list_of({running("c")}).dump());
+  });
+  http_->enqueue("GET", "/clusterqueues", testing::json_response(200, R"({
+      "kind": "ClusterQueueList", "items": [{"kind": "ClusterQueue",
+        "metadata": {"name": "cluster-queue"},
+        "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu"], "flavors": [
+          {"name": "1xv4-64", "resources": [{"name": "google.com/tpu", "nominalQuota": "64"}]}]}]},
+        "status": {"flavorsUsage": [{"name": "1xv4-64",
+          "resources": [{"name": "google.com/tpu", "total": "32"}]}]}}]})"));
+  http_->enqueue("GET", "/clusterqueues",
+                 testing::json_response(403, R"({"kind":"Status","message":"forbidden"})"));
+  const KubeProber p = prober();
+  const auto r = p.probe(cluster_);
+  ASSERT_TRUE(r.reachable) << r.error.value_or("");
+  ASSERT_EQ(r.capacity.size(), 1u);
+  EXPECT_EQ(r.capacity[0].device_type, "v4-64");
+  EXPECT_EQ(r.capacity[0].nominal, 64);
+  EXPECT_EQ(r.capacity[0].used, 32);
+  // No RBAC grant for clusterqueues: the probe stands, capacity unknown.
+  const auto forbidden = p.probe(cluster_);
+  EXPECT_TRUE(forbidden.reachable);
+  EXPECT_EQ(forbidden.running_count, 1);
+  EXPECT_TRUE(forbidden.capacity.empty());
 }
 
 TEST_F(KubeProberTest, TheCredentialIsReusedUntilItsExpiryThenRefreshedOnce) {
@@ -478,9 +513,9 @@ TEST_F(KubeProberTest, ARewrittenKubeconfigIsReadAgainAndANewServerGetsItsOwnTok
   EXPECT_TRUE(p.probe(cluster_).reachable);
   EXPECT_EQ(p.credentials().runs(), 2);
   const auto requests = http_->requests();
-  ASSERT_EQ(requests.size(), 3u);
-  EXPECT_THAT(requests[1].url, ::testing::StartsWith("https://34.1.2.3/apis/"));
-  EXPECT_THAT(requests[2].url, ::testing::StartsWith("https://35.9.9.99:8443/apis/"));
+  ASSERT_EQ(requests.size(), 6u);  // each probe: the Workload list, then the ClusterQueues
+  EXPECT_THAT(requests[3].url, ::testing::StartsWith("https://34.1.2.3/apis/"));
+  EXPECT_THAT(requests[4].url, ::testing::StartsWith("https://35.9.9.99:8443/apis/"));
   std::filesystem::remove(tmp_.path() / "state" / "kube" / cluster_.name / "config");
   const auto r = p.probe(cluster_);
   EXPECT_FALSE(r.reachable);

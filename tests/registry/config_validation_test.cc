@@ -369,6 +369,46 @@ TEST(ConfigValidation, AllZeroWeightsAreRefused) {
                                            "weight must be positive")));
 }
 
+TEST(ConfigValidation, FragmentationSettingsAreReadAndChecked) {
+  const SelectionSettings defaults = parse_fabric_config(kValidCluster, "repos.yaml").selection;
+  EXPECT_EQ(defaults.fragmentation, FragmentationSettings{});
+  EXPECT_EQ(defaults.weights.capacity, 1.0);
+  const SelectionSettings s =
+      parse_fabric_config(std::string(kValidCluster) +
+                              "selection:\n"
+                              "  weights: {capacity: 2.5}\n"
+                              "  fragmentation: {low: 0.2, high: 0.5, weight_low: 0.9,\n"
+                              "                  weight_mid: 0.5, weight_high: 0.1,\n"
+                              "                  require_fit: false}\n",
+                          "repos.yaml")
+          .selection;
+  EXPECT_EQ(s.weights.capacity, 2.5);
+  EXPECT_EQ(s.fragmentation, (FragmentationSettings{.low = 0.2,
+                                                    .high = 0.5,
+                                                    .weight_low = 0.9,
+                                                    .weight_mid = 0.5,
+                                                    .weight_high = 0.1,
+                                                    .require_fit = false}));
+  EXPECT_EQ(s.fragmentation.weight_for(0.49), 0.5);
+  // `selection:` is line 11.
+  const auto problems = problems_of(std::string(kValidCluster) +
+                                    "selection:\n"
+                                    "  fragmentation:\n"
+                                    "    low: 0.7\n"
+                                    "    high: 0.4\n"
+                                    "    weight_mid: 2\n"
+                                    "    require_fit: maybe\n"
+                                    "    weight: 1\n");
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:16:18: selection.fragmentation.require_fit: "
+                                           "must be true or false, got 'maybe'")));
+  EXPECT_THAT(problems, Contains(HasSubstr("repos.yaml:15:17: selection.fragmentation.weight_mid: "
+                                           "must be between 0 and 1, got 2")));
+  EXPECT_THAT(problems, Contains(HasSubstr("selection.fragmentation.high: must be above low "
+                                           "(0.7), got 0.4")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("repos.yaml:17:5: selection.fragmentation.weight: unknown key")));
+}
+
 TEST(ConfigValidation, ServeSectionDefaults) {
   const ServeSettings serve = parse_fabric_config(kValidCluster, "repos.yaml").serve;
   EXPECT_EQ(serve.listen, "127.0.0.1:8787");

@@ -222,12 +222,60 @@ void parse_defaults(Checker& c, const YAML::Node& node, RunDefaults& out) {
   }
 }
 
+void parse_flap(Checker& c, const YAML::Node& n, const std::string& fpath, FlapSpec& out) {
+  if (!c.is_map(n, fpath)) return;
+  c.only_keys(n, fpath, {"period_s", "down_s", "offset_s"});
+  if (auto e = n["period_s"])
+    assign(c.integer(e, fpath + ".period_s", 0, 86'400 * 7), out.period_s);
+  if (auto e = n["down_s"]) assign(c.integer(e, fpath + ".down_s", 0, 86'400 * 7), out.down_s);
+  if (auto e = n["offset_s"])
+    assign(c.integer(e, fpath + ".offset_s", 0, 86'400 * 7), out.offset_s);
+  if (out.period_s > 0 && (out.down_s <= 0 || out.down_s >= out.period_s)) {
+    c.problem(
+        n, fpath + ".down_s",
+        fmt::format("must be above 0 and below period_s ({}), got {}", out.period_s, out.down_s));
+  }
+}
+
+// `topology: {<GKE accelerator label>: [<chips per block>, ...]}`.
+void parse_topology(Checker& c, const YAML::Node& n, const std::string& path,
+                    std::map<std::string, std::vector<int>>& out) {
+  if (!c.is_map(n, path)) return;
+  for (const auto& kv : n) {
+    const std::string label = kv.first.as<std::string>();
+    const std::string lpath = Checker::join(path, label);
+    const bool known =
+        std::any_of(xpk_accelerator_types().begin(), xpk_accelerator_types().end(),
+                    [&](const XpkAcceleratorType& t) {
+                      return !t.gke_accelerator.empty() && t.gke_accelerator == label;
+                    });
+    if (!known) {
+      c.problem(kv.first, lpath,
+                fmt::format("'{}' is not a GKE accelerator label of xpk's types (like "
+                            "tpu-v4-podslice, tpu-v5p-slice, nvidia-h100-80gb)",
+                            label));
+      continue;
+    }
+    if (!kv.second.IsSequence() || kv.second.size() == 0) {
+      c.problem(kv.second, lpath, "must be a non-empty list of block sizes in chips");
+      continue;
+    }
+    std::vector<int> blocks;
+    for (std::size_t i = 0; i < kv.second.size(); ++i) {
+      if (auto v = c.integer(kv.second[i], fmt::format("{}[{}]", lpath, i), 1, 100'000)) {
+        blocks.push_back(static_cast<int>(*v));
+      }
+    }
+    out[label] = std::move(blocks);
+  }
+}
+
 void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path,
                      ClusterBehaviour& out) {
   if (!c.is_map(node, path)) return;
   c.only_keys(node, path,
               {"probe_latency_ms", "command_latency_ms", "unreachable", "flaky", "slow",
-               "slow_latency_ms", "admission_delay_s", "kueue"});
+               "slow_latency_ms", "admission_delay_s", "kueue", "flap"});
   const auto field = [&](const char* key) { return Checker::join(path, key); };
   if (auto n = node["probe_latency_ms"]) {
     assign(c.integer(n, field("probe_latency_ms"), 0, 3'600'000), out.probe_latency_ms);
@@ -261,6 +309,7 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
       }
     }
   }
+  if (auto n = node["flap"]) parse_flap(c, n, field("flap"), out.flap);
 }
 
 void parse_env_map(Checker& c, const YAML::Node& node, const std::string& path,
@@ -393,7 +442,8 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
   out.name = name;
   if (!c.is_map(node, path)) return;
   c.only_keys(node, path,
-              {"project", "zone", "cluster_id", "location", "capacity", "behaviour", "workloads"});
+              {"project", "zone", "cluster_id", "location", "capacity", "topology", "behaviour",
+               "workloads"});
   const auto field = [&](const char* key) { return Checker::join(path, key); };
   for (const char* key : {"project", "zone", "cluster_id"}) {
     const YAML::Node n = node[key];
@@ -449,6 +499,7 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
   } else {
     c.problem(node, field("capacity"), "missing required key");
   }
+  if (auto n = node["topology"]) parse_topology(c, n, field("topology"), out.topology);
   if (auto n = node["behaviour"]) parse_behaviour(c, n, field("behaviour"), out.behaviour);
   if (auto n = node["workloads"]) parse_workloads(c, n, field("workloads"), out);
 }

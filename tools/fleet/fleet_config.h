@@ -30,9 +30,15 @@
 //                               # only there; also Cloud Logging's resource.labels.location
 //       capacity: {tpu-v4-64: 2}  # workloads that run at once, per device type (required);
 //                                 # xpk's names, or the spec's tpu- spelling of a TPU name
+//       topology:                 # optional, slice-shaped capacity: chips in blocks (a TPU
+//         tpu-v4-podslice: [128, 64]  # node pool / ICI domain) per GKE accelerator label; a
+//                                 # workload of a type with that label is admitted only when
+//                                 # each of its slices fits in a free contiguous run of one
+//                                 # block (first fit), on top of `capacity`
 //       behaviour: {probe_latency_ms: 0, command_latency_ms: 0, unreachable: false,
 //                   flaky: {every: 0, probability: 0, seed: 1}, slow: false,
-//                   slow_latency_ms: 30000, admission_delay_s: 0, kueue: true}
+//                   slow_latency_ms: 30000, admission_delay_s: 0, kueue: true,
+//                   flap: {period_s: 0, down_s: 0, offset_s: 0}}
 //       workloads:              # present when the fleet starts
 //         - {name: warm, count: 1, device_type: tpu-v4-64, num_slices: 1, priority: medium,
 //            namespace: default, duration_s: <defaults>, outcome: <defaults>, env: {}}
@@ -87,6 +93,14 @@ struct FlakySpec {
   std::uint64_t seed = 1;
 };
 
+// A cluster that goes down and comes back on a schedule of simulated time: unreachable (as
+// `unreachable: true`) while (t - fleet start + offset_s) mod period_s < down_s.
+struct FlapSpec {
+  int period_s = 0;  // 0: never
+  int down_s = 0;
+  int offset_s = 0;
+};
+
 struct ClusterBehaviour {
   int probe_latency_ms = 0;    // real time `workload list` spends fetching credentials
   int command_latency_ms = 0;  // the same for create and delete
@@ -99,6 +113,7 @@ struct ClusterBehaviour {
   // workloads` fails with `the server doesn't have a resource type "workloads"` and the API
   // answers 404 under /apis/kueue.x-k8s.io (FleetSimulator::set_kueue changes it at run time)
   bool kueue = true;
+  FlapSpec flap;
 };
 
 struct RunDefaults {
@@ -129,6 +144,8 @@ struct FleetCluster {
   // A regional cluster's location is a region; a zonal cluster's, a zone.
   bool regional() const;
   std::map<std::string, int> capacity;
+  // GKE accelerator label ("tpu-v4-podslice") -> chips of each block, in order.
+  std::map<std::string, std::vector<int>> topology;
   ClusterBehaviour behaviour;
   std::vector<InitialWorkload> workloads;
 };

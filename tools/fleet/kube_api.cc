@@ -236,6 +236,49 @@ bool KubeApi::token_valid(const std::string& token) const {
   return it != tokens_.end() && std::chrono::system_clock::now() < it->second;
 }
 
+namespace {
+
+// --- ClusterQueues (slice-shaped capacity, issue 15): cluster-scoped, read-only.
+
+json cluster_queue_resource() {
+  json r = resource("clusterqueues", "ClusterQueue", "clusterqueue", {"cq"});
+  r["namespaced"] = false;
+  r["verbs"] = {"get", "list", "watch"};
+  return r;
+}
+
+// GET .../clusterqueues (`rest` empty) or .../clusterqueues/<name> (`rest` "/<name>").
+KubeApi::Answer cluster_queue_answer(FleetSimulator& sim, const std::string& cluster,
+                                     const std::string& rest, bool watch) {
+  auto reply = [](int status, const json& body) {
+    return KubeApi::Answer{status, body.dump(), "application/json"};
+  };
+  const FleetSimulator::ClusterQueueView view = sim.cluster_queue(cluster);
+  if (view.failure) {
+    std::string message = view.failure->stderr_text;
+    while (!message.empty() && message.back() == '\n') message.pop_back();
+    return reply(503, status_json(503, "ServiceUnavailable", message));
+  }
+  if (!rest.empty() && rest != "/") {
+    if (rest != "/cluster-queue") {
+      return reply(404, status_json(404, "NotFound",
+                                    fmt::format("clusterqueues.kueue.x-k8s.io \"{}\" not found",
+                                                rest.substr(1))));
+    }
+    return reply(200, view.object);
+  }
+  if (watch) {
+    return {200, json{{"type", "ADDED"}, {"object", view.object}}.dump() + "\n",
+            "application/json"};
+  }
+  return reply(200, {{"kind", "ClusterQueueList"},
+                     {"apiVersion", "kueue.x-k8s.io/v1beta1"},
+                     {"metadata", {{"resourceVersion", "1"}}},
+                     {"items", json::array({view.object})}});
+}
+
+}  // namespace
+
 KubeApi::Answer KubeApi::handle(const std::string& cluster, const std::string& path, bool watch,
                                 bool as_table, const std::string& authorization) {
   const std::string prefix = "Bearer ";
@@ -288,11 +331,16 @@ KubeApi::Answer KubeApi::handle(const std::string& cluster, const std::string& p
                   status_json(404, "NotFound", "the server could not find the requested resource"));
   }
   if (path == "/apis/kueue.x-k8s.io/v1beta1") {
-    return answer(
-        200, {{"kind", "APIResourceList"},
-              {"apiVersion", "v1"},
-              {"groupVersion", std::string(kKueue) + "/v1beta1"},
-              {"resources", json::array({resource("workloads", "Workload", "workload", {"wl"})})}});
+    return answer(200,
+                  {{"kind", "APIResourceList"},
+                   {"apiVersion", "v1"},
+                   {"groupVersion", std::string(kKueue) + "/v1beta1"},
+                   {"resources", json::array({resource("workloads", "Workload", "workload", {"wl"}),
+                                              cluster_queue_resource()})}});
+  }
+  if (path.rfind("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", 0) == 0 &&
+      (path.size() == 42 || path[42] == '/')) {
+    return cluster_queue_answer(sim_, cluster, path.substr(42), watch);
   }
   if (path == "/apis/jobset.x-k8s.io/v1alpha2") {
     return answer(200, {{"kind", "APIResourceList"},

@@ -8,6 +8,16 @@
 //       WorkloadList / Workload: one Kueue Workload per row of `xpk workload list`, shaped so
 //       that xpk 1.13's reading of it gives that very row (kube_api.cc says how)
 //   GET /apis/jobset.x-k8s.io/v1alpha2[/namespaces/<ns>]/jobsets[/<name>]     JobSets
+//   GET /apis/kueue.x-k8s.io/v1beta1/clusterqueues[/cluster-queue]   the one ClusterQueue xpk
+//       creates, `cluster-queue`: spec.resourceGroups[].flavors[].resources[].nominalQuota and
+//       status.flavorsUsage / flavorsReservation[].resources[].total from the simulated
+//       capacity (FleetSimulator::cluster_queue): a flavor "1x<type>" per device type of
+//       `capacity` (its slots x chips per slice), and one per GKE accelerator label of
+//       `topology` (its blocks' chips), whose free contiguous runs are published in the
+//       annotation falcon.dev/free-blocks ({"<flavor>": [<chips of each free run>]}). A real
+//       cluster has no such annotation unless a controller publishes it from its node pools
+//       (cloud.google.com/gke-nodepool, cloud.google.com/gke-tpu-topology) and pods, or from
+//       Kueue's Topology-Aware Scheduling; without it falcon leaves fragmentation unknown
 //   `?watch=true` on a list: the current objects as ADDED events, then the stream ends (a
 //   watch that times out at once); `as=Table` in Accept: a meta.k8s.io/v1 Table with the
 //   CRDs' printer columns, as the real API server answers kubectl.

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "falcon/accelerator_types.h"
 #include "util/time_format.h"
 
 namespace falcon::fleet {
@@ -169,6 +170,16 @@ struct FleetSimulator::Workload {
   bool failed = false;
   std::vector<Pod> pods;
   std::size_t lines_written = 0;
+  // Slice-shaped capacity (FleetCluster::topology): the GKE accelerator label whose blocks it
+  // takes, the chips of one slice, and where its slices were placed while it runs.
+  std::string topology_label;
+  int slice_chips = 0;
+  struct Placement {
+    int block = 0;
+    int offset = 0;
+    int chips = 0;
+  };
+  std::vector<Placement> placed;
 
   bool queued() const { return reserved_ns < 0; }
   bool running() const { return reserved_ns >= 0 && finished_ns < 0; }
@@ -190,6 +201,24 @@ struct FleetSimulator::Cluster {
   std::mt19937_64 flaky_rng;
   std::set<std::string> kubeconfigs;
   std::string endpoint_ip;
+
+  // label -> block -> chip in use, from the running workloads' placements.
+  std::map<std::string, std::vector<std::vector<char>>> occupancy() const {
+    std::map<std::string, std::vector<std::vector<char>>> out;
+    for (const auto& [label, blocks] : spec.topology) {
+      auto& o = out[label];
+      for (int size : blocks) o.emplace_back(static_cast<std::size_t>(size), 0);
+    }
+    for (const auto& w : workloads) {
+      if (!w->running() || w->topology_label.empty()) continue;
+      auto& o = out[w->topology_label];
+      for (const auto& p : w->placed) {
+        if (p.block >= static_cast<int>(o.size())) continue;
+        for (int i = p.offset; i < p.offset + p.chips; ++i) o[p.block][i] = 1;
+      }
+    }
+    return out;
+  }
 
   std::optional<std::string> capacity_key(const std::string& device_type) const {
     if (spec.capacity.count(device_type)) return device_type;
@@ -225,6 +254,7 @@ FleetSimulator::FleetSimulator(FleetConfig config, std::shared_ptr<SimClock> clo
     : config_(std::move(config)), clock_(std::move(clock)), sink_(std::move(sink)) {
   if (!clock_) throw std::invalid_argument("FleetSimulator needs a clock");
   if (!sink_) sink_ = std::make_shared<NullLogSink>();
+  start_ns_ = clock_->now_ns();
   for (const auto& spec : config_.clusters) {
     auto c = std::make_unique<Cluster>();
     c->spec = spec;
@@ -320,11 +350,23 @@ std::optional<std::string> FleetSimulator::resolve(const std::string& project,
   return matches.front()->name;
 }
 
+bool FleetSimulator::down_locked(const Cluster& c, std::int64_t now) const {
+  const ClusterBehaviour& b = c.spec.behaviour;
+  if (b.unreachable) return true;
+  const FlapSpec& f = b.flap;
+  if (f.period_s <= 0) return false;
+  const std::int64_t period = clock_->span_ns(f.period_s * kSecond);
+  const std::int64_t down = clock_->span_ns(f.down_s * kSecond);
+  if (period <= 0) return false;
+  const std::int64_t t = now - start_ns_ + clock_->span_ns(f.offset_s * kSecond);
+  return ((t % period) + period) % period < down;
+}
+
 std::optional<KubectlFailure> FleetSimulator::kubectl_fate_locked(Cluster& c) {
   ++c.kubectl_calls;
   const ClusterBehaviour& b = c.spec.behaviour;
   std::optional<KubectlFailure> failure;
-  if (b.unreachable) {
+  if (down_locked(c, clock_->now_ns())) {
     failure = KubectlFailure{
         fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout\n",
                     c.endpoint_ip),
@@ -401,6 +443,39 @@ void set_scripts(W& w, std::int64_t start_ns) {
 
 }  // namespace
 
+namespace {
+
+// First fit: each slice of `w` in the first free run of its chips within one block. Marks
+// `blocks` and records the placement; false (nothing marked) when a slice does not fit.
+template <typename W>
+bool place_slices(W& w, std::vector<std::vector<char>>& blocks) {
+  auto trial = blocks;
+  decltype(w.placed) placed;
+  const int slices = w.device_class == DeviceClass::kGpu ? 1 : std::max(1, w.request.num_slices);
+  for (int s = 0; s < slices; ++s) {
+    bool done = false;
+    for (std::size_t b = 0; b < trial.size() && !done; ++b) {
+      int run = 0;
+      for (std::size_t i = 0; i < trial[b].size(); ++i) {
+        run = trial[b][i] ? 0 : run + 1;
+        if (run == w.slice_chips) {
+          const int start = static_cast<int>(i) + 1 - run;
+          for (int k = start; k <= static_cast<int>(i); ++k) trial[b][k] = 1;
+          placed.push_back({static_cast<int>(b), start, run});
+          done = true;
+          break;
+        }
+      }
+    }
+    if (!done) return false;
+  }
+  blocks = std::move(trial);
+  w.placed = std::move(placed);
+  return true;
+}
+
+}  // namespace
+
 void FleetSimulator::flush(std::vector<LogRun> runs) {
   for (auto& run : runs) {
     entries_written_ += run.lines.size();
@@ -414,6 +489,7 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
     Cluster& c = *cp;
     const auto admit = [&](std::int64_t t) {
       std::map<std::string, int> in_use;
+      auto blocks = c.occupancy();
       std::vector<Workload*> queued;
       for (auto& w : c.workloads) {
         if (w->running()) ++in_use[w->capacity_key];
@@ -427,6 +503,7 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
       });
       for (Workload* w : queued) {
         if (in_use[w->capacity_key] >= c.spec.capacity.at(w->capacity_key)) continue;
+        if (!w->topology_label.empty() && !place_slices(*w, blocks[w->topology_label])) continue;
         ++in_use[w->capacity_key];
         w->reserved_ns = t;
         w->started_ns = t + clock_->span_ns(c.spec.behaviour.admission_delay_s * kSecond);
@@ -575,6 +652,14 @@ CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& requ
                                                 : w->workers * w->request.num_slices;
   w->plan = make_plan(config_.defaults, config_.logs, request.env);
   w->run_ns = clock_->span_ns(w->plan.duration_ns);
+  if (const auto canonical = canonical_accelerator_type(request.device_type)) {
+    if (const XpkAcceleratorType* t = find_xpk_accelerator_type(*canonical);
+        t && c.spec.topology.count(t->gke_accelerator)) {
+      w->topology_label = t->gke_accelerator;
+      w->slice_chips = w->device_class == DeviceClass::kGpu ? t->chips_per_vm * w->request.num_nodes
+                                                            : t->chips_per_vm * t->vms_per_slice;
+    }
+  }
   w->sequence = next_sequence_++;
   w->seed = hash_string(fmt::format("{}/{}/{}/{}", c.spec.project, c.spec.cluster_id,
                                     request.namespace_, request.workload),
@@ -619,7 +704,7 @@ ExistsOutcome FleetSimulator::exists(const std::string& cluster_name, const std:
   Entries out = advance_locked(clock_->now_ns());
   Cluster& c = cluster_locked(cluster_name);
   ExistsOutcome outcome;
-  if (c.spec.behaviour.unreachable) {
+  if (down_locked(c, clock_->now_ns())) {
     outcome.failure = KubectlFailure{
         fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout\n",
                     c.endpoint_ip),
@@ -662,6 +747,115 @@ DeleteOutcome FleetSimulator::remove(const std::string& cluster_name, const std:
   lock.unlock();
   flush(std::move(out));
   return outcome;
+}
+
+// --- Kueue's ClusterQueue (slice-shaped capacity, issue 15).
+
+FleetSimulator::ClusterQueueView FleetSimulator::cluster_queue(const std::string& cluster_name) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster& c = cluster_locked(cluster_name);
+  ClusterQueueView view;
+  if (down_locked(c, now)) {
+    view.failure = KubectlFailure{
+        fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout\n",
+                    c.endpoint_ip),
+        1};
+  } else if (!c.spec.behaviour.kueue) {
+    view.failure = no_workloads_resource();
+  } else {
+    using nlohmann::json;
+    json flavors = json::array();
+    json usage = json::array();
+    json covered = json::array();
+    const auto add = [&](const std::string& flavor, const std::string& resource, long long quota,
+                         long long used) {
+      flavors.push_back({{"name", flavor},
+                         {"resources", json::array({{{"name", resource},
+                                                     {"nominalQuota", std::to_string(quota)}}})}});
+      usage.push_back({{"name", flavor},
+                       {"resources", json::array({{{"name", resource},
+                                                   {"total", std::to_string(used)},
+                                                   {"borrowed", "0"}}})}});
+      if (std::find(covered.begin(), covered.end(), resource) == covered.end()) {
+        covered.push_back(resource);
+      }
+    };
+    // Device types without topology: xpk's flavor "1x<type>", one slice per workload slot.
+    for (const auto& [type, slots] : c.spec.capacity) {
+      const auto canonical = canonical_accelerator_type(type);
+      const XpkAcceleratorType* t = canonical ? find_xpk_accelerator_type(*canonical) : nullptr;
+      if (!t || t->device_class == DeviceClass::kCpu || c.spec.topology.count(t->gke_accelerator)) {
+        continue;
+      }
+      const long long chips = static_cast<long long>(t->chips_per_vm) * t->vms_per_slice;
+      long long used = 0;
+      for (const auto& w : c.workloads) {
+        if (w->running() && w->capacity_key == type) {
+          used += w->device_class == DeviceClass::kGpu
+                      ? static_cast<long long>(t->chips_per_vm) * w->request.num_nodes
+                      : chips * w->request.num_slices;
+        }
+      }
+      add("1x" + *canonical, accelerator_resource(t->device_class), chips * slots, used);
+    }
+    // Topology blocks: one flavor per GKE accelerator label, and the free runs of each block.
+    json free_blocks = json::object();
+    const auto occupancy = c.occupancy();
+    for (const auto& [label, blocks] : c.spec.topology) {
+      long long quota = 0;
+      long long used = 0;
+      json runs = json::array();
+      const auto& o = occupancy.at(label);
+      for (std::size_t b = 0; b < o.size(); ++b) {
+        quota += static_cast<long long>(o[b].size());
+        int run = 0;
+        for (std::size_t i = 0; i <= o[b].size(); ++i) {
+          if (i < o[b].size() && !o[b][i]) {
+            ++run;
+            continue;
+          }
+          if (i < o[b].size()) ++used;
+          if (run > 0) runs.push_back(run);
+          run = 0;
+        }
+      }
+      const bool gpu = label.rfind("nvidia-", 0) == 0;
+      add(label, gpu ? "nvidia.com/gpu" : "google.com/tpu", quota, used);
+      free_blocks[label] = runs;
+    }
+    json metadata = {{"name", "cluster-queue"},
+                     {"uid", fmt::format("{:016x}", hash_string(c.spec.name + "/cluster-queue"))},
+                     {"resourceVersion", "1"},
+                     {"creationTimestamp", format_k8s_time(start_ns_)}};
+    if (!free_blocks.empty()) {
+      metadata["annotations"] = {{"falcon.dev/free-blocks", free_blocks.dump()}};
+    }
+    int pending = 0;
+    int admitted = 0;
+    for (const auto& w : c.workloads) {
+      if (w->queued()) ++pending;
+      if (w->running()) ++admitted;
+    }
+    view.object = {{"apiVersion", "kueue.x-k8s.io/v1beta1"},
+                   {"kind", "ClusterQueue"},
+                   {"metadata", metadata},
+                   {"spec",
+                    {{"namespaceSelector", json::object()},
+                     {"queueingStrategy", "BestEffortFIFO"},
+                     {"resourceGroups",
+                      json::array({{{"coveredResources", covered}, {"flavors", flavors}}})}}},
+                   {"status",
+                    {{"flavorsReservation", usage},
+                     {"flavorsUsage", usage},
+                     {"pendingWorkloads", pending},
+                     {"reservingWorkloads", admitted},
+                     {"admittedWorkloads", admitted}}}};
+  }
+  lock.unlock();
+  flush(std::move(out));
+  return view;
 }
 
 void FleetSimulator::record_kubeconfig(const std::string& cluster_name,

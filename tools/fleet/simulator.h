@@ -177,6 +177,17 @@ class FleetSimulator {
   bool kueue_installed(const std::string& cluster) const;
   void set_kueue(const std::string& cluster, bool installed);
 
+  // Kueue's ClusterQueue `cluster-queue` of the cluster, as xpk sets it up, from its simulated
+  // capacity (docs in kube_api.h): nominal quota and usage per flavor of the accelerator
+  // resource, and the free runs of its topology blocks in the annotation
+  // falcon.dev/free-blocks. Fails as a list does when the cluster is down (not counted as a
+  // kubectl call). Throws std::out_of_range for an unknown cluster.
+  struct ClusterQueueView {
+    std::optional<KubectlFailure> failure;
+    nlohmann::json object;  // the ClusterQueue (kueue.x-k8s.io/v1beta1)
+  };
+  ClusterQueueView cluster_queue(const std::string& cluster);
+
   // Remembers that an xpk process used `kubeconfig` for the cluster (shown in state()).
   void record_kubeconfig(const std::string& cluster, const std::string& kubeconfig);
 
@@ -202,6 +213,8 @@ class FleetSimulator {
   Cluster& cluster_locked(const std::string& name);
   const Cluster& cluster_locked(const std::string& name) const;
   std::optional<KubectlFailure> kubectl_fate_locked(Cluster& c);
+  // Unreachable now: behaviour.unreachable, or down in its flap schedule.
+  bool down_locked(const Cluster& c, std::int64_t now) const;
   CreateResult create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
                              std::int64_t now, std::vector<LogRun>& out);
   void flush(std::vector<LogRun> runs);
@@ -212,6 +225,7 @@ class FleetSimulator {
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Cluster>> clusters_;
   std::uint64_t next_sequence_ = 1;
+  std::int64_t start_ns_ = 0;  // the clock when the fleet started (flap schedules)
   std::atomic<std::size_t> entries_written_{0};
 };
 
