@@ -655,7 +655,8 @@ void add_job_ref_command(CLI::App* job, Context& ctx, const std::string& name,
 }  // namespace
 
 void add_job_commands(CLI::App& app, Context& ctx) {
-  CLI::App* job = app.add_subcommand("job", "xpk workloads: submit, status, cancel, list, logs");
+  CLI::App* job =
+      app.add_subcommand("job", "xpk workloads: submit, status, cancel, list, logs, recoveries");
   job->require_subcommand(1);
   add_submit(job, ctx);
   add_job_ref_command(job, ctx, "status", "state of one workload", run_status);
