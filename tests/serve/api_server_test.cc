@@ -22,6 +22,7 @@
 
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
+#include "falcon/supervisor.h"
 #include "falcon/workload_manager.h"
 #include "serve/select_answer.h"
 #include "support/fake_clock.h"
@@ -408,6 +409,75 @@ TEST_F(ApiServerTest, HugeBodiesGet413AndTheServerStaysUp) {
   EXPECT_EQ(body(r)["error"]["type"], "PayloadTooLarge");
   httplib::Client fresh("127.0.0.1", port_);
   EXPECT_EQ(fresh.Get("/healthz")->status, 200);
+}
+
+TEST_F(ApiServerTest, ManagedSubmitsAreRecordedListedCancelledAndTheirRecoveriesShown) {
+  start();
+  const std::string spec =
+      R"("spec": {"name": "train", "docker_image": "gcr.io/p/i:1", "command": ["python3"],
+                  "accelerator_type": "v4-64"})";
+  auto r =
+      post("/v1/workloads", "{\"cluster\": \"tpu-a\", " + spec +
+                                R"(, "managed": {"max_recoveries": 2, "stable_after_s": 1.5}})");
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(body(r)["managed"]["max_recoveries"], 2);
+  EXPECT_EQ(body(r)["managed"]["stable_after_s"], 1.5);
+  const auto stored = store_->get_managed("train");
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->state, kManagedStarting);
+  EXPECT_EQ(stored->stable_after, std::chrono::milliseconds(1500));
+  EXPECT_FALSE(stored->recover_on_failure);
+  // The same name again: 409.
+  r = post("/v1/workloads", "{\"cluster\": \"tpu-a\", " + spec + R"(, "managed": {}})");
+  EXPECT_EQ(r->status, 409) << r->body;
+  // Bad options name their field.
+  for (const auto& [managed, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"max_recoveries": -1})", "managed.max_recoveries"},
+           {R"({"stable_after_s": "5m"})", "managed.stable_after_s"},
+           {R"({"recover_on_failure": 1})", "managed.recover_on_failure"},
+           {R"({"retries": 1})", "managed.retries"},
+           {R"([])", "managed"}}) {
+    r = post("/v1/workloads",
+             "{\"cluster\": \"tpu-a\", " + spec + ", \"managed\": " + managed + "}");
+    EXPECT_EQ(r->status, 400) << managed;
+    EXPECT_THAT(r->body, HasSubstr(field)) << managed;
+  }
+
+  r = client_->Get("/v1/managed");
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_EQ(body(r)["managed"].size(), 1u);
+  EXPECT_EQ(body(r)["managed"][0]["incarnation"], "train");
+  EXPECT_EQ(body(r)["managed"][0]["cluster"], "tpu-a");
+  EXPECT_EQ(body(r)["managed"][0]["recoveries"], 0);
+
+  RecoveryRecord rec;
+  rec.incident_id = "train-1";
+  rec.workload = "train";
+  rec.cluster = "tpu-a";
+  rec.to_cluster = "tpu-b";
+  rec.replacement = "train-r1";
+  rec.classification = kIncidentInfrastructure;
+  rec.cause = "cluster tpu-a unreachable for 61s";
+  rec.t_violation = clock_->now();
+  rec.detected = clock_->now() + std::chrono::seconds(61);
+  rec.outcome = "open";
+  store_->put_recovery(rec);
+  r = client_->Get("/v1/recoveries?workload=train");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json inc = body(r)["recoveries"][0];
+  EXPECT_EQ(inc["from_cluster"], "tpu-a");
+  EXPECT_EQ(inc["replacement"], "train-r1");
+  EXPECT_EQ(inc["phases"]["detection_s"], 61.0);
+  EXPECT_TRUE(inc["t_recovered"].is_null());
+  EXPECT_TRUE(inc["svrt_s"].is_null());
+  EXPECT_EQ(body(client_->Get("/v1/recoveries?workload=other"))["recoveries"].size(), 0u);
+  EXPECT_EQ(client_->Get("/v1/recoveries?limit=0")->status, 400);
+
+  // Cancelling the current incarnation lets the supervisor know.
+  r = client_->Delete("/v1/workloads/tpu-a/train");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["managed"], "train");
+  EXPECT_EQ(store_->get_managed("train")->state, kManagedCancelled);
 }
 
 TEST_F(ApiServerTest, SubmitStatusCancelAndTheirErrorStatuses) {
