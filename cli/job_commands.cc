@@ -13,6 +13,8 @@
 #include "cli/cli.h"
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
+#include "falcon/state_store.h"
+#include "falcon/supervisor.h"
 
 namespace falcon::cli {
 namespace {
@@ -32,6 +34,15 @@ struct SubmitArgs {
   std::string namespace_;
   std::vector<std::string> xpk_args;
   std::vector<std::string> command;
+  // --managed and its options (run through a server: the supervisor lives there).
+  bool managed = false;
+  std::optional<int> max_recoveries;
+  std::string stable_after;
+  bool recover_on_failure = false;
+};
+
+struct RecoveriesArgs {
+  std::string workload;
 };
 
 struct JobRef {
@@ -183,13 +194,72 @@ std::string workload_path(const JobRef& ref) {
          ApiClient::segment(ref.workload);
 }
 
+// "300", "300s", "5m", "1.5h": seconds. Throws UsageError naming --stable-after.
+double parse_duration_s(const std::string& flag, const std::string& text) {
+  double unit = 1;
+  std::string number = text;
+  if (!number.empty()) {
+    switch (number.back()) {
+      case 's':
+        number.pop_back();
+        break;
+      case 'm':
+        unit = 60;
+        number.pop_back();
+        break;
+      case 'h':
+        unit = 3600;
+        number.pop_back();
+        break;
+      default:
+        break;
+    }
+  }
+  double value = -1;
+  std::size_t used = 0;
+  try {
+    value = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (number.empty() || used != number.size() || !(value >= 0) || value * unit > 7 * 86400.0) {
+    throw UsageError(fmt::format(
+        "{}: '{}' is not a duration like 300, 90s, 5m or 1h (at most 7 days)", flag, text));
+  }
+  return value * unit;
+}
+
+// The body's "managed" object, or null without --managed.
+nlohmann::json managed_body(const SubmitArgs& a) {
+  if (!a.managed) {
+    if (a.max_recoveries || !a.stable_after.empty() || a.recover_on_failure) {
+      throw UsageError(
+          "--max-recoveries, --stable-after and --recover-on-failure go with --managed");
+    }
+    return nullptr;
+  }
+  nlohmann::json m = nlohmann::json::object();
+  if (a.max_recoveries) m["max_recoveries"] = *a.max_recoveries;
+  if (!a.stable_after.empty())
+    m["stable_after_s"] = parse_duration_s("--stable-after", a.stable_after);
+  if (a.recover_on_failure) m["recover_on_failure"] = true;
+  return m;
+}
+
 int run_submit(Context& ctx, const SubmitArgs& a) {
   const WorkloadSpec spec = spec_from(a);
+  const nlohmann::json managed = managed_body(a);
+  if (!managed.is_null() && !ctx.remote()) {
+    throw UsageError(
+        "--managed needs a falcon server: the supervisor that heals managed workloads runs in "
+        "`falcon serve`; pass --server URL or set FALCON_SERVER (docs/self-healing.md)");
+  }
   SubmitOutcome out;
   std::string cluster = a.cluster;
   if (ctx.remote()) {
     nlohmann::json body = {{"spec", spec}};
     if (!cluster.empty()) body["cluster"] = cluster;
+    if (!managed.is_null()) body["managed"] = managed;
     const nlohmann::json answer = ctx.api().post("/v1/workloads", body);
     out.handle = answer.at("handle").get<WorkloadHandle>();
     if (const auto it = answer.find("selection"); it != answer.end() && !it->is_null()) {
@@ -205,10 +275,56 @@ int run_submit(Context& ctx, const SubmitArgs& a) {
   if (ctx.json) {
     print_json(out);
   } else {
-    std::cout << fmt::format("submitted {} to cluster {} (namespace {}) at {}\n",
-                             out.handle.workload_name, out.handle.cluster, out.handle.namespace_,
-                             out.handle.submitted_at);
+    std::cout << fmt::format(
+        "submitted {} to cluster {} (namespace {}) at {}{}\n", out.handle.workload_name,
+        out.handle.cluster, out.handle.namespace_, out.handle.submitted_at,
+        managed.is_null() ? "" : ", managed: the server's supervisor heals it");
   }
+  return kExitOk;
+}
+
+std::string seconds_cell(const nlohmann::json& v) {
+  if (!v.is_number()) return "-";
+  const double s = v.get<double>();
+  return s >= 100 ? fmt::format("{:.0f}s", s) : fmt::format("{:.1f}s", s);
+}
+
+std::string text_cell(const nlohmann::json& v) {
+  return v.is_string() && !v.get<std::string>().empty() ? v.get<std::string>() : "-";
+}
+
+int run_recoveries(Context& ctx, const RecoveriesArgs& a) {
+  const std::optional<std::string> workload =
+      a.workload.empty() ? std::nullopt : std::optional(a.workload);
+  nlohmann::json recoveries = nlohmann::json::array();
+  if (ctx.remote()) {
+    recoveries = ctx.api()
+                     .get("/v1/recoveries" + ApiClient::query({{"workload", workload}}))
+                     .at("recoveries");
+  } else {
+    const auto store = ctx.fabric().state_store();
+    for (const RecoveryRecord& r : store->list_recoveries(1000, workload)) {
+      recoveries.push_back(recovery_json(r));
+    }
+  }
+  if (ctx.json) {
+    print_json({{"recoveries", recoveries}});
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const nlohmann::json& r : recoveries) {
+    const nlohmann::json& p = r.at("phases");
+    rows.push_back({text_cell(r.at("id")), text_cell(r.at("workload")), text_cell(r.at("kind")),
+                    text_cell(r.at("from_cluster")) + "->" + text_cell(r.at("to_cluster")),
+                    text_cell(r.at("replacement")), seconds_cell(r.at("svrt_s")),
+                    seconds_cell(p.at("detection_s")), seconds_cell(p.at("decision_s")),
+                    seconds_cell(p.at("submit_s")), seconds_cell(p.at("admission_s")),
+                    seconds_cell(p.at("stability_s")), text_cell(r.at("outcome")),
+                    text_cell(r.at("cause"))});
+  }
+  print_table({"INCIDENT", "WORKLOAD", "KIND", "FROM->TO", "REPLACEMENT", "SVRT", "DETECT",
+               "DECIDE", "SUBMIT", "ADMIT", "STABLE", "OUTCOME", "CAUSE"},
+              rows);
   return kExitOk;
 }
 
@@ -462,7 +578,28 @@ void add_submit(CLI::App* job, Context& ctx) {
                   "extra argument passed verbatim to xpk workload create, repeatable")
       ->allow_extra_args(false);
   cmd->add_option("command", a->command, "the command to run, after --")->required();
+  cmd->add_flag("--managed", a->managed,
+                "hand the workload to the server's supervisor, which recovers it on another "
+                "cluster when the platform loses it (needs --server; docs/self-healing.md)");
+  cmd->add_option("--max-recoveries", a->max_recoveries,
+                  "with --managed: recoveries allowed (default supervisor.max_recoveries, 3)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--stable-after", a->stable_after,
+                  "with --managed: a replacement RUNNING this long is recovered (300, 90s, 5m; "
+                  "default supervisor.stable_after_s, 5m)");
+  cmd->add_flag("--recover-on-failure", a->recover_on_failure,
+                "with --managed: recover the workload's own failures (non-zero exit) too");
   bind(cmd, ctx, a, run_submit);
+}
+
+void add_recoveries(CLI::App* job, Context& ctx) {
+  auto a = std::make_shared<RecoveriesArgs>();
+  CLI::App* cmd = job->add_subcommand(
+      "recoveries",
+      "recovery incidents of managed workloads, newest first: kind, clusters, replacement, SVRT "
+      "and its phases (detection, decision, submit, admission, stability), outcome");
+  cmd->add_option("workload", a->workload, "a managed workload's name (default: all)");
+  bind(cmd, ctx, a, run_recoveries);
 }
 
 void add_list(CLI::App* job, Context& ctx) {
@@ -526,6 +663,7 @@ void add_job_commands(CLI::App& app, Context& ctx) {
   add_list(job, ctx);
   add_logs(job, ctx);
   add_export_logs(job, ctx);
+  add_recoveries(job, ctx);
 }
 
 }  // namespace falcon::cli

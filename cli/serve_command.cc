@@ -17,6 +17,7 @@
 #include "falcon/api_server.h"
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
+#include "falcon/supervisor.h"
 
 namespace falcon::cli {
 namespace {
@@ -148,6 +149,16 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   std::shared_ptr<ControlPlane> control =
       make_fabric_control_plane(fabric, store, make_system_clock());
   options.control = control;
+  // The supervisor of managed workloads: acts only while it holds the store's `supervisor` lease.
+  SupervisorOptions supervisor_options;
+  supervisor_options.control = control;
+  supervisor_options.store = store;
+  supervisor_options.settings = config->supervisor;
+  supervisor_options.on_event = [&log](const std::string& level, const std::string& message) {
+    log.write(level == "error" ? "error" : level == "warn" ? "warn" : "info", message);
+  };
+  auto supervisor = std::make_shared<Supervisor>(std::move(supervisor_options));
+  options.supervisor = supervisor;
   std::unique_ptr<ApiServer> server;
   int bound = 0;
   try {
@@ -165,6 +176,16 @@ int run_serve(Context& ctx, const ServeArgs& args) {
                        {"state", store->location()},
                        {"auth", tokens ? "bearer tokens" : "none (loopback)"},
                        {"tls", !args.tls_cert.empty()}});
+  if (config->supervisor.enabled) {
+    log.info("supervisor started",
+             {{"holder", supervisor->holder()},
+              {"replicas", store->backend() == "sqlite"
+                               ? "one (SQLite: run one falcon serve per database)"
+                               : "any number; one acts at a time (lease 'supervisor')"}});
+  } else {
+    log.info("supervisor disabled (supervisor.enabled: false): managed workloads are not healed");
+  }
+  supervisor->start();  // its passes do nothing while disabled (a reload may enable it)
 
   std::atomic<bool> served{false};
   std::mutex done_mutex;
@@ -186,6 +207,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
     if (signal_number != SIGHUP) break;
     try {
       reload_control_plane(*control);
+      supervisor->set_settings(fabric->config()->supervisor);
       const ConfigInfo info = control->config_info();
       log.info(
           "configuration reloaded",
@@ -204,6 +226,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   const auto grace = std::chrono::seconds(serve.shutdown_grace_s);
   log.info("stopping", {{"signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM"},
                         {"grace_s", serve.shutdown_grace_s}});
+  supervisor->stop();  // releases the lease: another replica takes over at once
   server->stop(grace);
   {
     std::unique_lock lock(done_mutex);

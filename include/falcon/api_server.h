@@ -43,6 +43,7 @@ namespace falcon {
 
 class StateStore;
 class ClusterFabric;
+class Supervisor;
 
 // A cluster's cached probe as the API shows it: the health monitor's (result, backend,
 // duration, age, consecutive failures, next probe, from_cache).
@@ -89,6 +90,16 @@ class ControlPlane {
   // Selects from probes no older than the configured maximum age, records the decision.
   // Throws NoAvailableClusterError.
   virtual SelectOutcome select(const std::string& accelerator_type) = 0;
+  // The same, never choosing a cluster of `excluded` (a recovery's failed cluster): those count
+  // as unreachable candidates ("excluded: ..."). The default selects and refuses an excluded
+  // answer with NoAvailableClusterError.
+  virtual SelectOutcome select_excluding(const std::string& accelerator_type,
+                                         const std::vector<std::string>& excluded);
+  // Feeds a failure of `cluster` to its circuit breaker (a recovery's failed cluster). The
+  // default: nothing.
+  virtual void record_cluster_failure(const std::string& cluster);
+  // The defaults of a managed submission (repos.yaml `supervisor:`). The default: built-in ones.
+  virtual SupervisorSettings supervisor_defaults() const { return {}; }
 
   virtual WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) = 0;
   virtual WorkloadHandle handle_for(const std::string& cluster,
@@ -170,6 +181,9 @@ struct ApiServerOptions {
   std::string tls_cert;                  // both set: HTTPS
   std::string tls_key;
   std::function<void(const RequestLogEntry&)> on_request;
+  // The supervisor of managed workloads, for /metrics (null: no supervisor metrics). Managed
+  // submissions and the recoveries routes work without it (they use the store).
+  std::shared_ptr<Supervisor> supervisor;
   // Told about background work (exports) that failed, for the log.
   std::function<void(const std::string&)> on_event;
 };

@@ -147,6 +147,23 @@ struct ServeSettings {
   bool operator==(const ServeSettings&) const = default;
 };
 
+// The supervisor of managed workloads in `falcon serve` (repos.yaml `supervisor:`,
+// docs/self-healing.md). Times in seconds; decimals allowed (tests scale time down).
+struct SupervisorSettings {
+  bool enabled = true;              // false: managed workloads are recorded but nobody heals them
+  double interval_s = 10;           // how often every managed workload is checked
+  double lease_ttl_s = 30;          // the `supervisor` lease; renewed every min(interval, ttl/3)
+  double unreachable_grace_s = 60;  // cluster unreachable this long: an infrastructure incident
+  double readmit_grace_s = 120;     // evicted (RUNNING, then QUEUED) and not readmitted this long
+  double fencing_lease_s = 300;     // the old cluster unreachable this long counts as the old gone
+  double backoff_s = 5;             // first delay after a failed replacement submit; doubles ...
+  double backoff_max_s = 300;       // ... up to this
+  int max_submit_attempts = 5;      // replacement submits tried per incident
+  int max_recoveries = 3;           // default of `job submit --managed --max-recoveries`
+  double stable_after_s = 300;      // default of `--stable-after`: RUNNING this long = recovered
+  bool operator==(const SupervisorSettings&) const = default;
+};
+
 struct FabricConfig {
   std::string source_path;              // the file it was read from
   std::vector<ClusterConfig> clusters;  // in file order
@@ -155,6 +172,7 @@ struct FabricConfig {
   SelectionSettings selection;
   ServeSettings serve;
   ProbeSettings probe;
+  SupervisorSettings supervisor;
   bool operator==(const FabricConfig&) const = default;
 };
 

@@ -51,7 +51,7 @@ namespace falcon {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // The newest schema this binary knows; a database at a higher version is refused.
-inline constexpr int kStateSchemaVersion = 1;
+inline constexpr int kStateSchemaVersion = 2;
 
 struct StateStoreOptions {
   // Connections kept per store object. A call waits for a free one when all are busy.
@@ -172,21 +172,24 @@ struct ExportRecord {
   bool operator==(const ExportRecord&) const = default;
 };
 
-// One recovery incident of a managed workload (issue 16): its phases give the SVRT,
-// recovered - t_violation.
+// One recovery incident of a managed workload (issue 16, docs/self-healing.md): its phases give
+// the SVRT, recovered - t_violation.
 struct RecoveryRecord {
-  std::string incident_id;  // chosen by the supervisor, unique
-  std::string workload;     // the managed workload's original name
-  std::string cluster;      // where it failed
-  int attempts = 0;
+  std::string incident_id;               // chosen by the supervisor, unique
+  std::string workload;                  // the managed workload's original name
+  std::string cluster;                   // where it failed (the failed incarnation's cluster)
+  std::string to_cluster;                // where the replacement was submitted ("" until decided)
+  std::string replacement;               // the replacement's name, <name>-r<k> ("" until decided)
+  std::string cause;                     // what was observed, for people
+  int attempts = 0;                      // submit attempts of the replacement
   std::optional<StoreTime> t_violation;  // first observation of the failure
   std::optional<StoreTime> detected;
   std::optional<StoreTime> decided;
   std::optional<StoreTime> submitted;
   std::optional<StoreTime> admitted;   // the replacement went QUEUED -> RUNNING
   std::optional<StoreTime> recovered;  // RUNNING for the stability window
-  std::string classification;          // infrastructure | application | ...
-  std::string outcome;                 // open | recovered | gave_up | ...
+  std::string classification;          // the incident's kind: infrastructure | application
+  std::string outcome;                 // open | recovered | gave_up | not_recovered | ...
   std::string detail_json = "{}";      // JSON: replacement names, reasons, ...
   bool operator==(const RecoveryRecord&) const = default;
 };
@@ -217,7 +220,26 @@ struct Lease {
   std::int64_t token = 0;
   StoreTime acquired_at;
   StoreTime expires_at;
+  StoreTime heartbeat_at;  // the holder's last acquire or renew
   bool operator==(const Lease&) const = default;
+};
+
+// A workload handed to the supervisor (issue 16, docs/self-healing.md): what to submit again
+// when it is lost, its recovery options, and where its current incarnation runs.
+struct ManagedWorkloadRecord {
+  std::string name;        // the original name; incarnations are <name>, <name>-r1, <name>-r2, ...
+  WorkloadSpec spec;       // as first submitted (spec.name == name)
+  int max_recoveries = 3;  // recoveries allowed in all
+  std::chrono::milliseconds stable_after{300000};  // a replacement RUNNING this long: recovered
+  bool recover_on_failure = false;                 // recover application failures too
+  std::string incarnation;                         // the current incarnation's name
+  std::string cluster;                             // ... and its cluster
+  std::string state;  // starting | running | recovering | completed | failed | gave_up | cancelled
+  int attempts = 0;   // recoveries started so far
+  StoreTime created_at;
+  StoreTime updated_at;
+  std::string detail_json = "{}";  // JSON object: the supervisor's working memory
+  bool operator==(const ManagedWorkloadRecord&) const = default;
 };
 
 class StateStore {
@@ -325,6 +347,20 @@ class StateStore {
   virtual std::vector<RecoveryRecord> list_recoveries(
       int limit, const std::optional<std::string>& workload = std::nullopt) = 0;
 
+  // --- Managed workloads.
+
+  // Stores a new managed workload; false (nothing changed) when one of that name exists.
+  // Throws std::invalid_argument for an empty name or incarnation, or a detail_json that is not
+  // a JSON object.
+  virtual bool create_managed(const ManagedWorkloadRecord& record) = 0;
+  // Replaces the stored record of record.name; false when there is none.
+  virtual bool update_managed(const ManagedWorkloadRecord& record) = 0;
+  virtual bool delete_managed(const std::string& name) = 0;
+  virtual std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) = 0;
+  // At most `limit` (1..1000) records ordered by name; only those in `states` when not empty.
+  virtual std::vector<ManagedWorkloadRecord> list_managed(
+      int limit, const std::vector<std::string>& states = {}) = 0;
+
   // --- Circuit breakers.
 
   virtual std::optional<BreakerState> get_breaker(const std::string& key) = 0;
@@ -344,7 +380,10 @@ class StateStore {
 
   // Takes lease `name` for `holder` until now + ttl when it is free, expired (expires_at <= now)
   // or already held by `holder` (then it is renewed and keeps its token). Returns the lease as
-  // stored, or nullopt when another holder has it. Atomic across processes.
+  // stored, or nullopt when another holder has it. Atomic across processes: one statement
+  // (INSERT ... ON CONFLICT DO UPDATE ... WHERE holder = me OR expired), so two processes on one
+  // PostgreSQL never both hold it. On SQLite the same holds for processes on one machine; a
+  // SQLite store serves one `falcon serve` replica (docs/self-healing.md).
   virtual std::optional<Lease> acquire_lease(const std::string& name, const std::string& holder,
                                              std::chrono::milliseconds ttl, StoreTime now) = 0;
   // Extends the lease to now + ttl only if `holder` holds it and it has not expired; nullopt

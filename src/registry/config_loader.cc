@@ -357,6 +357,20 @@ class Section {
     return static_cast<int>(*n);
   }
 
+  // Reads true or false into *dst. False when absent or bad.
+  bool read_bool(std::string_view key, bool* dst) {
+    const auto node = take(key);
+    if (!node) return false;
+    if (!node->IsScalar() || (node->Scalar() != "true" && node->Scalar() != "false")) {
+      problems_.add(*node, field(key),
+                    fmt::format("must be true or false, got {}",
+                                node->IsScalar() ? quote_value(node->Scalar()) : kind_name(*node)));
+      return false;
+    }
+    *dst = node->Scalar() == "true";
+    return true;
+  }
+
   // Reads a decimal number in [min, max] into *dst. False when absent or bad.
   bool read_double(std::string_view key, double min, double max, double* dst) {
     const auto node = take(key);
@@ -845,6 +859,35 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   }
 }
 
+void parse_supervisor(Problems& problems, const std::optional<YAML::Node>& node,
+                      SupervisorSettings& out) {
+  auto s = settings_section(problems, node, "supervisor");
+  if (!s) return;
+  constexpr double kMaxS = 7 * 86400.0;
+  s->read_bool("enabled", &out.enabled);
+  s->read_double("interval_s", 0.01, 3600.0, &out.interval_s);
+  s->read_double("lease_ttl_s", 0.05, 3600.0, &out.lease_ttl_s);
+  s->read_double("unreachable_grace_s", 0.0, kMaxS, &out.unreachable_grace_s);
+  s->read_double("readmit_grace_s", 0.0, kMaxS, &out.readmit_grace_s);
+  s->read_double("fencing_lease_s", 0.0, kMaxS, &out.fencing_lease_s);
+  s->read_double("backoff_s", 0.0, 3600.0, &out.backoff_s);
+  s->read_double("backoff_max_s", 0.0, 86400.0, &out.backoff_max_s);
+  s->read_int("max_submit_attempts", 1, 100, &out.max_submit_attempts);
+  s->read_int("max_recoveries", 0, 1000, &out.max_recoveries);
+  s->read_double("stable_after_s", 0.0, kMaxS, &out.stable_after_s);
+  s->finish();
+  if (out.fencing_lease_s < out.unreachable_grace_s) {
+    problems.add((*node)["fencing_lease_s"], "supervisor.fencing_lease_s",
+                 fmt::format("must be at least unreachable_grace_s ({}), got {}",
+                             out.unreachable_grace_s, out.fencing_lease_s));
+  }
+  if (out.backoff_max_s < out.backoff_s) {
+    problems.add(
+        (*node)["backoff_max_s"], "supervisor.backoff_max_s",
+        fmt::format("must be at least backoff_s ({}), got {}", out.backoff_s, out.backoff_max_s));
+  }
+}
+
 void parse_probe(Problems& problems, const std::optional<YAML::Node>& node, ProbeSettings& out) {
   auto s = settings_section(problems, node, "probe");
   if (!s) return;
@@ -942,6 +985,7 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
   parse_selection(problems, s.take("selection"), config.selection);
   parse_serve(problems, s.take("serve"), config.serve);
   parse_probe(problems, s.take("probe"), config.probe);
+  parse_supervisor(problems, s.take("supervisor"), config.supervisor);
   s.finish();
   if (problems.count() > 0) problems.raise();
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "falcon/fabric.h"
 #include "falcon/gcs_uri.h"
 #include "falcon/state_store.h"
+#include "falcon/supervisor.h"
 #include "falcon/workload_manager.h"
 #include "serve/prometheus_text.h"
 #include "serve/select_answer.h"
@@ -112,6 +114,42 @@ std::vector<std::string> string_list_field(const json& obj, const std::string& f
     out.push_back(item.get<std::string>());
   }
   return out;
+}
+
+// The body's "managed": {"max_recoveries", "stable_after_s", "recover_on_failure"}, each
+// optional (defaults: the server's supervisor settings are applied by the caller).
+ManageOptions parse_managed(const json& obj, const SupervisorSettings& defaults) {
+  static const std::set<std::string> kFields = {"max_recoveries", "stable_after_s",
+                                                "recover_on_failure"};
+  if (!obj.is_object()) throw bad_request("managed: must be a JSON object");
+  for (const auto& [key, value] : obj.items()) {
+    if (!kFields.contains(key)) {
+      throw bad_request(
+          fmt::format("unknown field 'managed.{}' (known: {})", key, fmt::join(kFields, ", ")));
+    }
+  }
+  ManageOptions o;
+  o.max_recoveries = defaults.max_recoveries;
+  o.stable_after = std::chrono::milliseconds(
+      static_cast<std::int64_t>(std::llround(defaults.stable_after_s * 1000.0)));
+  if (const auto it = obj.find("max_recoveries"); it != obj.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > 1000) {
+      throw bad_request("managed.max_recoveries: must be an integer 0..1000");
+    }
+    o.max_recoveries = it->get<int>();
+  }
+  if (const auto it = obj.find("stable_after_s"); it != obj.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 7 * 86400.0) {
+      throw bad_request("managed.stable_after_s: must be a number of seconds 0..604800");
+    }
+    o.stable_after = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::llround(it->get<double>() * 1000)));
+  }
+  if (const auto it = obj.find("recover_on_failure"); it != obj.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw bad_request("managed.recover_on_failure: must be true or false");
+    o.recover_on_failure = it->get<bool>();
+  }
+  return o;
 }
 
 WorkloadSpec parse_spec(const json& obj) {
@@ -286,6 +324,20 @@ ProbeSnapshot ControlPlane::fresh_probe(const std::string& cluster) {
 }
 
 std::vector<BreakerReport> ControlPlane::breakers(const std::string&) const { return {}; }
+
+SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type,
+                                             const std::vector<std::string>& excluded) {
+  SelectOutcome outcome = select(accelerator_type);
+  if (std::find(excluded.begin(), excluded.end(), outcome.selection.selected_cluster) !=
+      excluded.end()) {
+    throw NoAvailableClusterError(fmt::format("no cluster for {} but the excluded {}",
+                                              accelerator_type, outcome.selection.selected_cluster),
+                                  accelerator_type, outcome.selection.probe_results);
+  }
+  return outcome;
+}
+
+void ControlPlane::record_cluster_failure(const std::string&) {}
 
 struct ApiServer::Impl {
   ApiServerOptions options;
@@ -589,10 +641,14 @@ void ApiServer::Impl::add_routes() {
   // --- Workloads.
   route("POST", "/v1/workloads", "/v1/workloads", [this](const auto& req, auto& res) {
     check_params(req, {});
-    const json body = parse_body(req, {"cluster", "spec"});
+    const json body = parse_body(req, {"cluster", "spec", "managed"});
     const auto cluster_field = string_field(body, "cluster", "", false);
     if (!body.contains("spec")) throw bad_request("spec: required");
     const WorkloadSpec spec = parse_spec(body["spec"]);
+    std::optional<ManageOptions> managed;
+    if (const auto it = body.find("managed"); it != body.end() && !it->is_null()) {
+      managed = parse_managed(*it, control().supervisor_defaults());
+    }
     json out = json::object();
     std::string cluster;
     if (cluster_field) {
@@ -610,7 +666,16 @@ void ApiServer::Impl::add_routes() {
       out["selection_id"] = outcome.selection_id;
       out["selection"] = outcome.selection;
     }
-    out["handle"] = control().submit(cluster, spec);
+    if (managed) {
+      out["handle"] = submit_managed(control(), store(), *options.clock, cluster, spec, *managed);
+      out["managed"] = {
+          {"name", spec.name},
+          {"max_recoveries", managed->max_recoveries},
+          {"stable_after_s", static_cast<double>(managed->stable_after.count()) / 1000.0},
+          {"recover_on_failure", managed->recover_on_failure}};
+    } else {
+      out["handle"] = control().submit(cluster, spec);
+    }
     send_json(res, 201, out);
   });
   route("GET", "/v1/workloads", "/v1/workloads", [this](const auto& req, auto& res) {
@@ -691,9 +756,40 @@ void ApiServer::Impl::add_routes() {
         [this](const auto& req, auto& res) {
           check_params(req, {});
           const WorkloadHandle handle = control().handle_for(req.matches[1], req.matches[2]);
+          // A managed workload's incarnation cancelled by a person: the supervisor lets it go.
+          std::optional<std::string> managed_name;
+          for (ManagedWorkloadRecord& m : store().list_managed(
+                   1000, {kManagedStarting, kManagedRunning, kManagedRecovering})) {
+            if (m.incarnation != handle.workload_name || m.cluster != handle.cluster) continue;
+            m.state = kManagedCancelled;
+            m.updated_at = now();
+            store().update_managed(m);
+            managed_name = m.name;
+          }
           const bool cancelled = control().cancel(handle);
-          send_json(res, 200, {{"handle", handle}, {"cancelled", cancelled}});
+          json out = {{"handle", handle}, {"cancelled", cancelled}};
+          if (managed_name) out["managed"] = *managed_name;
+          send_json(res, 200, out);
         });
+  route("GET", "/v1/managed", "/v1/managed", [this](const auto& req, auto& res) {
+    check_params(req, {"state"});
+    std::vector<std::string> states;
+    if (const auto state = param(req, "state")) states.push_back(*state);
+    json out = json::array();
+    for (const ManagedWorkloadRecord& m : store().list_managed(1000, states)) {
+      out.push_back(managed_json(m));
+    }
+    send_json(res, 200, {{"managed", out}});
+  });
+  route("GET", "/v1/recoveries", "/v1/recoveries", [this](const auto& req, auto& res) {
+    check_params(req, {"workload", "limit"});
+    const int limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(100));
+    json out = json::array();
+    for (const RecoveryRecord& r : store().list_recoveries(limit, param(req, "workload"))) {
+      out.push_back(recovery_json(r));
+    }
+    send_json(res, 200, {{"recoveries", out}});
+  });
   route("GET", "/v1/workloads/{cluster}/{name}/events", workload_path + "/events",
         [this](const auto& req, auto& res) {
           check_params(req, {"limit"});
@@ -1050,6 +1146,8 @@ std::string ApiServer::Impl::metrics() const {
     out.family("falcon_exports_running", "gauge", "Log exports running in the background");
     out.sample("falcon_exports_running", {}, static_cast<double>(exports->running.size()));
   }
+
+  if (options.supervisor) options.supervisor->write_metrics(out);
 
   std::lock_guard lock(metrics_mutex);
   out.family("falcon_selections_total", "counter", "Selections by outcome");

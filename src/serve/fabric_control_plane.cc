@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/api_server.h"
+#include "falcon/circuit_breaker.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/health_monitor.h"
@@ -93,19 +95,45 @@ class FabricControlPlane final : public ControlPlane {
   }
 
   SelectOutcome select(const std::string& accelerator_type) override {
+    return select_excluding(accelerator_type, {});
+  }
+
+  SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
+
+  void record_cluster_failure(const std::string& cluster) override {
+    CircuitBreakers(store_, fabric_->config()->selection.breaker, clock_)
+        .record_failure(breaker_key(cluster));
+  }
+
+  SelectOutcome select_excluding(const std::string& accelerator_type,
+                                 const std::vector<std::string>& excluded) override {
     const auto max_age = std::chrono::seconds(fabric_->config()->serve.max_probe_age_s);
+    // An excluded cluster is a candidate that cannot be chosen: unreachable, saying why.
+    auto excluded_result = [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
+      if (std::find(excluded.begin(), excluded.end(), c.name) == excluded.end()) {
+        return std::nullopt;
+      }
+      ClusterProbeResult r;
+      r.cluster = c.name;
+      r.reachable = false;
+      r.error = "excluded: the cluster a managed workload is being recovered from";
+      r.probed_at = format_iso8601(clock_->now());
+      return r;
+    };
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
     SelectOutcome outcome;
     outcome.selection = fabric_->select_cluster(
         accelerator_type,
         [&](const ClusterConfig& c) {
+          if (auto r = excluded_result(c)) return *r;
           MonitoredProbe p = monitor_->fresh(c, max_age);
           std::lock_guard lock(used_mutex);
           used[c.name] = p;
           return p.result;
         },
         [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
+          if (auto r = excluded_result(c)) return r;
           auto p = monitor_->cached(c.name, max_age);
           if (!p) return std::nullopt;
           std::lock_guard lock(used_mutex);

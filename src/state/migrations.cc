@@ -142,6 +142,32 @@ CREATE TABLE store_meta (
 );
 )sql";
 
+// Version 2 (issue 16, self-healing): managed workloads; a recovery's destination, replacement
+// and cause; a lease's last heartbeat.
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE managed_workloads (
+  name TEXT PRIMARY KEY,
+  spec_json TEXT NOT NULL,
+  max_recoveries {int} NOT NULL,
+  stable_after_ms {int} NOT NULL,
+  recover_on_failure {int} NOT NULL,
+  incarnation TEXT NOT NULL,
+  cluster TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts {int} NOT NULL,
+  created_at_ms {int} NOT NULL,
+  updated_at_ms {int} NOT NULL,
+  detail_json TEXT NOT NULL
+);
+CREATE INDEX managed_workloads_by_state ON managed_workloads (state, name);
+
+ALTER TABLE recoveries ADD COLUMN to_cluster TEXT NOT NULL DEFAULT '';
+ALTER TABLE recoveries ADD COLUMN replacement TEXT NOT NULL DEFAULT '';
+ALTER TABLE recoveries ADD COLUMN cause TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE leases ADD COLUMN heartbeat_at_ms {int} NOT NULL DEFAULT 0;
+)sql";
+
 constexpr const char* kVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version {int} PRIMARY KEY,
@@ -171,8 +197,10 @@ const std::vector<Migration>& migrations() {
        "initial: submissions, selections, probes, events, exports, recoveries, breakers, "
        "leases",
        kSchemaV1},
+      {2, "self-healing: managed workloads, recovery destinations and causes, lease heartbeats",
+       kSchemaV2},
   };
-  static_assert(kStateSchemaVersion == 1, "add the migration for the new schema version");
+  static_assert(kStateSchemaVersion == 2, "add the migration for the new schema version");
   return all;
 }
 

@@ -220,22 +220,63 @@ ExportRecord export_from(const SqlRow& row) {
 
 constexpr const char* kRecoveryColumns =
     "incident_id, workload, cluster, attempts, t_violation_ms, detected_ms, decided_ms, "
-    "submitted_ms, admitted_ms, recovered_ms, classification, outcome, detail_json";
+    "submitted_ms, admitted_ms, recovered_ms, classification, outcome, detail_json, to_cluster, "
+    "replacement, cause";
 
 RecoveryRecord recovery_from(const SqlRow& row) {
-  return RecoveryRecord{.incident_id = row.text(0),
-                        .workload = row.text(1),
-                        .cluster = row.text(2),
-                        .attempts = to_int(row.int64(3)),
-                        .t_violation = opt_time(row, 4),
-                        .detected = opt_time(row, 5),
-                        .decided = opt_time(row, 6),
-                        .submitted = opt_time(row, 7),
-                        .admitted = opt_time(row, 8),
-                        .recovered = opt_time(row, 9),
-                        .classification = row.text(10),
-                        .outcome = row.text(11),
-                        .detail_json = row.text(12)};
+  RecoveryRecord r{.incident_id = row.text(0),
+                   .workload = row.text(1),
+                   .cluster = row.text(2),
+                   .attempts = to_int(row.int64(3)),
+                   .t_violation = opt_time(row, 4),
+                   .detected = opt_time(row, 5),
+                   .decided = opt_time(row, 6),
+                   .submitted = opt_time(row, 7),
+                   .admitted = opt_time(row, 8),
+                   .recovered = opt_time(row, 9),
+                   .classification = row.text(10),
+                   .outcome = row.text(11),
+                   .detail_json = row.text(12)};
+  r.to_cluster = row.text(13);
+  r.replacement = row.text(14);
+  r.cause = row.text(15);
+  return r;
+}
+
+constexpr const char* kManagedColumns =
+    "name, spec_json, max_recoveries, stable_after_ms, recover_on_failure, incarnation, cluster, "
+    "state, attempts, created_at_ms, updated_at_ms, detail_json";
+
+ManagedWorkloadRecord managed_from(const SqlRow& row) {
+  ManagedWorkloadRecord m;
+  m.name = row.text(0);
+  m.spec = nlohmann::json::parse(row.text(1)).get<WorkloadSpec>();
+  m.max_recoveries = to_int(row.int64(2));
+  m.stable_after = std::chrono::milliseconds(row.int64(3));
+  m.recover_on_failure = row.int64(4) != 0;
+  m.incarnation = row.text(5);
+  m.cluster = row.text(6);
+  m.state = row.text(7);
+  m.attempts = to_int(row.int64(8));
+  m.created_at = from_ms(row.int64(9));
+  m.updated_at = from_ms(row.int64(10));
+  m.detail_json = row.text(11);
+  return m;
+}
+
+std::vector<SqlValue> managed_values(const ManagedWorkloadRecord& m) {
+  return {m.name,
+          nlohmann::json(m.spec).dump(),
+          std::int64_t{m.max_recoveries},
+          static_cast<std::int64_t>(m.stable_after.count()),
+          std::int64_t{m.recover_on_failure ? 1 : 0},
+          m.incarnation,
+          m.cluster,
+          m.state,
+          std::int64_t{m.attempts},
+          to_ms(m.created_at),
+          to_ms(m.updated_at),
+          m.detail_json};
 }
 
 constexpr const char* kBreakerColumns =
@@ -251,14 +292,16 @@ BreakerState breaker_from(const SqlRow& row) {
                       .version = row.int64(6)};
 }
 
-constexpr const char* kLeaseColumns = "name, holder, token, acquired_at_ms, expires_at_ms";
+constexpr const char* kLeaseColumns =
+    "name, holder, token, acquired_at_ms, expires_at_ms, heartbeat_at_ms";
 
 Lease lease_from(const SqlRow& row) {
   return Lease{.name = row.text(0),
                .holder = row.text(1),
                .token = row.int64(2),
                .acquired_at = from_ms(row.int64(3)),
-               .expires_at = from_ms(row.int64(4))};
+               .expires_at = from_ms(row.int64(4)),
+               .heartbeat_at = from_ms(row.int64(5))};
 }
 
 void check_lease_args(const std::string& name, const std::string& holder,
@@ -869,7 +912,9 @@ void SqlStateStore::put_recovery(const RecoveryRecord& r) {
   write("put_recovery", [&](SqlConnection& c) {
     c.query(
         fmt::format("INSERT INTO recoveries ({}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-                    "$11, $12, $13) ON CONFLICT (incident_id) DO UPDATE SET workload = "
+                    "$11, $12, $13, $14, $15, $16) ON CONFLICT (incident_id) DO UPDATE SET "
+                    "to_cluster = excluded.to_cluster, replacement = excluded.replacement, "
+                    "cause = excluded.cause, workload = "
                     "excluded.workload, cluster = excluded.cluster, attempts = excluded.attempts, "
                     "t_violation_ms = excluded.t_violation_ms, detected_ms = excluded.detected_ms, "
                     "decided_ms = excluded.decided_ms, submitted_ms = excluded.submitted_ms, "
@@ -879,7 +924,8 @@ void SqlStateStore::put_recovery(const RecoveryRecord& r) {
                     kRecoveryColumns),
         {r.incident_id, r.workload, r.cluster, std::int64_t{r.attempts}, opt_ms(r.t_violation),
          opt_ms(r.detected), opt_ms(r.decided), opt_ms(r.submitted), opt_ms(r.admitted),
-         opt_ms(r.recovered), r.classification, r.outcome, r.detail_json});
+         opt_ms(r.recovered), r.classification, r.outcome, r.detail_json, r.to_cluster,
+         r.replacement, r.cause});
   });
 }
 
@@ -907,6 +953,88 @@ std::vector<RecoveryRecord> SqlStateStore::list_recoveries(
                            {std::int64_t{limit}});
     std::vector<RecoveryRecord> out;
     for (const auto& row : rows) out.push_back(recovery_from(row));
+    return out;
+  });
+}
+
+// --- Managed workloads.
+
+namespace {
+
+void check_managed(const ManagedWorkloadRecord& m) {
+  require_nonempty(m.name, "managed workload name");
+  require_nonempty(m.incarnation, "managed workload incarnation");
+  require_json(m.detail_json, "managed workload detail_json", /*object_only=*/true);
+  if (m.max_recoveries < 0) {
+    throw std::invalid_argument(
+        fmt::format("managed workload '{}': max_recoveries must be >= 0", m.name));
+  }
+  if (m.stable_after.count() < 0) {
+    throw std::invalid_argument(
+        fmt::format("managed workload '{}': stable_after must be >= 0", m.name));
+  }
+}
+
+}  // namespace
+
+bool SqlStateStore::create_managed(const ManagedWorkloadRecord& m) {
+  check_managed(m);
+  return write("create_managed", [&](SqlConnection& c) {
+    return !c.query(fmt::format("INSERT INTO managed_workloads ({}) VALUES ($1, $2, $3, $4, $5, "
+                                "$6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO NOTHING "
+                                "RETURNING name",
+                                kManagedColumns),
+                    managed_values(m))
+                .empty();
+  });
+}
+
+bool SqlStateStore::update_managed(const ManagedWorkloadRecord& m) {
+  check_managed(m);
+  return write("update_managed", [&](SqlConnection& c) {
+    return !c.query(
+                 "UPDATE managed_workloads SET spec_json = $2, max_recoveries = $3, "
+                 "stable_after_ms = $4, recover_on_failure = $5, incarnation = $6, cluster = $7, "
+                 "state = $8, attempts = $9, created_at_ms = $10, updated_at_ms = $11, "
+                 "detail_json = $12 WHERE name = $1 RETURNING name",
+                 managed_values(m))
+                .empty();
+  });
+}
+
+bool SqlStateStore::delete_managed(const std::string& name) {
+  return write("delete_managed", [&](SqlConnection& c) {
+    return !c.query("DELETE FROM managed_workloads WHERE name = $1 RETURNING name", {name}).empty();
+  });
+}
+
+std::optional<ManagedWorkloadRecord> SqlStateStore::get_managed(const std::string& name) {
+  return read("get_managed", [&](SqlConnection& c) -> std::optional<ManagedWorkloadRecord> {
+    const SqlRows rows = c.query(
+        fmt::format("SELECT {} FROM managed_workloads WHERE name = $1", kManagedColumns), {name});
+    if (rows.empty()) return std::nullopt;
+    return managed_from(rows.front());
+  });
+}
+
+std::vector<ManagedWorkloadRecord> SqlStateStore::list_managed(
+    int limit, const std::vector<std::string>& states) {
+  require_limit(limit, kMaxPage, "list_managed");
+  return read("list_managed", [&](SqlConnection& c) {
+    std::vector<SqlValue> values{std::int64_t{limit}};
+    std::string where;
+    for (const std::string& state : states) {
+      values.push_back(state);
+      where += fmt::format("{}${}", where.empty() ? " WHERE state IN (" : ", ", values.size());
+    }
+    if (!where.empty()) where += ")";
+    std::vector<ManagedWorkloadRecord> out;
+    for (const auto& row :
+         c.query(fmt::format("SELECT {} FROM managed_workloads{} ORDER BY name LIMIT $1",
+                             kManagedColumns, where),
+                 values)) {
+      out.push_back(managed_from(row));
+    }
     return out;
   });
 }
@@ -979,7 +1107,8 @@ std::optional<Lease> SqlStateStore::acquire_lease(const std::string& name,
     // lease had expired.
     const SqlRows rows = c.query(
         fmt::format(
-            "INSERT INTO leases ({0}) VALUES ($1, $2, 1, $3, $4) ON CONFLICT (name) DO UPDATE SET "
+            "INSERT INTO leases ({0}) VALUES ($1, $2, 1, $3, $4, $3) ON CONFLICT (name) DO UPDATE "
+            "SET heartbeat_at_ms = excluded.heartbeat_at_ms, "
             "token = CASE WHEN leases.holder = excluded.holder AND leases.expires_at_ms > "
             "excluded.acquired_at_ms THEN leases.token ELSE leases.token + 1 END, "
             "acquired_at_ms = CASE WHEN leases.holder = excluded.holder AND leases.expires_at_ms "
@@ -999,8 +1128,8 @@ std::optional<Lease> SqlStateStore::renew_lease(const std::string& name, const s
   check_lease_args(name, holder, ttl);
   return write("renew_lease", [&](SqlConnection& c) -> std::optional<Lease> {
     const SqlRows rows =
-        c.query(fmt::format("UPDATE leases SET expires_at_ms = $4 WHERE name = $1 AND holder = $2 "
-                            "AND expires_at_ms > $3 RETURNING {}",
+        c.query(fmt::format("UPDATE leases SET expires_at_ms = $4, heartbeat_at_ms = $3 WHERE "
+                            "name = $1 AND holder = $2 AND expires_at_ms > $3 RETURNING {}",
                             kLeaseColumns),
                 {name, holder, to_ms(now), to_ms(now + ttl)});
     if (rows.empty()) return std::nullopt;

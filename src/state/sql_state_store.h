@@ -63,6 +63,13 @@ class SqlStateStore final : public StateStore {
   std::vector<RecoveryRecord> list_recoveries(int limit,
                                               const std::optional<std::string>& workload) override;
 
+  bool create_managed(const ManagedWorkloadRecord& record) override;
+  bool update_managed(const ManagedWorkloadRecord& record) override;
+  bool delete_managed(const std::string& name) override;
+  std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) override;
+  std::vector<ManagedWorkloadRecord> list_managed(int limit,
+                                                  const std::vector<std::string>& states) override;
+
   std::optional<BreakerState> get_breaker(const std::string& key) override;
   std::vector<BreakerState> list_breakers() override;
   bool compare_and_set_breaker(const BreakerState& next) override;

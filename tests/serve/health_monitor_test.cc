@@ -426,6 +426,15 @@ class FailingStore final : public StateStore {
   std::vector<RecoveryRecord> list_recoveries(int, const std::optional<std::string>&) override {
     fail("list_recoveries");
   }
+  bool create_managed(const ManagedWorkloadRecord&) override { fail("create_managed"); }
+  bool update_managed(const ManagedWorkloadRecord&) override { fail("update_managed"); }
+  bool delete_managed(const std::string&) override { fail("delete_managed"); }
+  std::optional<ManagedWorkloadRecord> get_managed(const std::string&) override {
+    fail("get_managed");
+  }
+  std::vector<ManagedWorkloadRecord> list_managed(int, const std::vector<std::string>&) override {
+    fail("list_managed");
+  }
   std::optional<BreakerState> get_breaker(const std::string&) override { fail("get_breaker"); }
   std::vector<BreakerState> list_breakers() override { fail("list_breakers"); }
   bool compare_and_set_breaker(const BreakerState&) override { fail("cas"); }

@@ -26,6 +26,7 @@
 
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
+#include "state/migrations.h"
 #include "state/postgres_connection.h"
 #include "state/sql_connection.h"
 #include "state/sqlite_connection.h"
@@ -583,6 +584,47 @@ TEST_P(StateStoreConcurrency, ProcessesOpeningAFreshDatabaseAtOnceMigrateItOnce)
   auto conn = raw_connection(url);
   EXPECT_EQ(conn->query("SELECT count(*) FROM schema_migrations", {}).at(0).int64(0),
             kStateSchemaVersion);
+}
+
+TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTwoKeepingItsRows) {
+  const std::string url = fresh_url();
+  {
+    // A database as a falcon of schema version 1 left it, with a recovery and a lease.
+    auto conn = raw_connection(url);
+    const auto& dialect = dialect_of(url);
+    conn->execute(state::render_migration(
+        "CREATE TABLE schema_migrations (version {int} PRIMARY KEY, name TEXT NOT NULL, "
+        "applied_at_ms {int} NOT NULL)",
+        dialect));
+    conn->execute(state::render_migration(state::migrations().at(0).sql, dialect));
+    conn->query("INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (1, 'v1', 0)",
+                {});
+    conn->query(
+        "INSERT INTO recoveries (incident_id, workload, cluster, attempts, classification, "
+        "outcome, detail_json) VALUES ('old-1', 'train', 'tpu-a', 1, 'infrastructure', 'open', "
+        "'{}')",
+        {});
+    conn->query(
+        "INSERT INTO leases (name, holder, token, acquired_at_ms, expires_at_ms) VALUES "
+        "('supervisor', 'old-replica', 3, 0, 1000)",
+        {});
+  }
+  auto store = open_state_store(url);
+  EXPECT_EQ(store->schema_version(), 2);
+  const auto old = store->get_recovery("old-1");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->cluster, "tpu-a");
+  EXPECT_EQ(old->to_cluster, "");
+  EXPECT_EQ(old->replacement, "");
+  EXPECT_EQ(old->cause, "");
+  const auto lease = store->get_lease("supervisor");
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->token, 3);
+  EXPECT_EQ(lease->heartbeat_at, StoreTime{});
+  // The new table is there and usable.
+  EXPECT_TRUE(store->list_managed(10).empty());
+  auto conn = raw_connection(url);
+  EXPECT_EQ(conn->query("SELECT max(version) FROM schema_migrations", {}).at(0).int64(0), 2);
 }
 
 TEST_P(StateStoreConcurrency, ASchemaNewerThanThisBinaryIsRefusedNamingBothVersions) {

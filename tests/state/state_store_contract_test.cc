@@ -535,6 +535,9 @@ TEST_P(StateStoreContract, RecoveriesAreReplacedByIncidentAndReadBackPerWorkload
   r.admitted = at_ms(9000);
   r.recovered = at_ms(309000);
   r.outcome = "recovered";
+  r.to_cluster = "tpu-b";
+  r.replacement = "train-r1";
+  r.cause = "cluster tpu-a unreachable for 60s";
   r.detail_json = R"({"replacement":"train-r1"})";
   store_->put_recovery(r);
   store_->put_recovery({.incident_id = "inc-2", .workload = "other", .attempts = 0});
@@ -555,6 +558,76 @@ TEST_P(StateStoreContract, TimesAreKeptToTheMillisecond) {
   const StoreTime t = at_ms(1234) + std::chrono::microseconds(567);
   store_->put_recovery({.incident_id = "i", .workload = "w", .t_violation = t});
   EXPECT_EQ(store_->get_recovery("i")->t_violation, at_ms(1234));
+}
+
+// --- Managed workloads.
+
+ManagedWorkloadRecord managed(const std::string& name) {
+  ManagedWorkloadRecord m;
+  m.name = name;
+  m.spec.name = name;
+  m.spec.docker_image = "gcr.io/p/train:1";
+  m.spec.command = {"python3", "train.py"};
+  m.spec.accelerator_type = "tpu-v4-64";
+  m.spec.env = {{"STEPS", "100"}};
+  m.max_recoveries = 2;
+  m.stable_after = std::chrono::milliseconds(30000);
+  m.recover_on_failure = true;
+  m.incarnation = name;
+  m.cluster = "tpu-a";
+  m.state = "starting";
+  m.created_at = at_ms(0);
+  m.updated_at = at_ms(0);
+  return m;
+}
+
+TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAndDeleted) {
+  ManagedWorkloadRecord a = managed("train-a");
+  EXPECT_TRUE(store_->create_managed(a));
+  EXPECT_FALSE(store_->create_managed(managed("train-a")));  // the name is taken
+  EXPECT_EQ(store_->get_managed("train-a"), a);
+  EXPECT_FALSE(store_->get_managed("nope"));
+
+  a.incarnation = "train-a-r1";
+  a.cluster = "tpu-b";
+  a.state = "recovering";
+  a.attempts = 1;
+  a.updated_at = at_ms(5000);
+  a.detail_json = R"({"incident":"train-a-1"})";
+  EXPECT_TRUE(store_->update_managed(a));
+  EXPECT_EQ(store_->get_managed("train-a"), a);
+  EXPECT_FALSE(store_->update_managed(managed("ghost")));
+
+  ManagedWorkloadRecord b = managed("train-b");
+  b.state = "completed";
+  ASSERT_TRUE(store_->create_managed(b));
+  std::vector<std::string> names;
+  for (const auto& m : store_->list_managed(10)) names.push_back(m.name);
+  EXPECT_THAT(names, ElementsAre("train-a", "train-b"));
+  names.clear();
+  for (const auto& m : store_->list_managed(10, {"starting", "recovering"})) {
+    names.push_back(m.name);
+  }
+  EXPECT_THAT(names, ElementsAre("train-a"));
+  EXPECT_EQ(store_->list_managed(1).size(), 1u);
+  EXPECT_THROW(store_->list_managed(0), std::invalid_argument);
+
+  EXPECT_TRUE(store_->delete_managed("train-b"));
+  EXPECT_FALSE(store_->delete_managed("train-b"));
+  EXPECT_EQ(store_->list_managed(10).size(), 1u);
+
+  ManagedWorkloadRecord bad = managed("bad");
+  bad.detail_json = "[1]";
+  EXPECT_THROW(store_->create_managed(bad), std::invalid_argument);
+  bad = managed("");
+  EXPECT_THROW(store_->create_managed(bad), std::invalid_argument);
+}
+
+TEST_P(StateStoreContract, AManagedWorkloadSurvivesReopening) {
+  ASSERT_TRUE(store_->create_managed(managed("kept")));
+  store_.reset();
+  store_ = open();
+  EXPECT_EQ(store_->get_managed("kept"), managed("kept"));
 }
 
 // --- Circuit breakers.
@@ -602,6 +675,7 @@ TEST_P(StateStoreContract, ALeaseHasOneHolderUntilItExpires) {
   EXPECT_EQ(a->token, 1);
   EXPECT_EQ(a->acquired_at, at_ms(0));
   EXPECT_EQ(a->expires_at, at_ms(10000));
+  EXPECT_EQ(a->heartbeat_at, at_ms(0));
   EXPECT_FALSE(store_->acquire_lease("supervisor", "replica-b", 10s, at_ms(9999)));
   EXPECT_TRUE(store_->acquire_lease("other-lease", "replica-b", 10s, at_ms(0)));
 
@@ -622,6 +696,7 @@ TEST_P(StateStoreContract, RenewingKeepsTheTokenAndFailsOnceExpired) {
   EXPECT_EQ(renewed->token, 1);
   EXPECT_EQ(renewed->acquired_at, at_ms(0));
   EXPECT_EQ(renewed->expires_at, at_ms(18000));
+  EXPECT_EQ(renewed->heartbeat_at, at_ms(8000));  // the holder's last heartbeat
   // Acquiring what one already holds renews it too.
   EXPECT_EQ(store_->acquire_lease("l", "me", 10s, at_ms(9000))->token, 1);
   EXPECT_FALSE(store_->renew_lease("l", "me", 10s, at_ms(19000)));

@@ -1,0 +1,193 @@
+// The supervisor of managed workloads in `falcon serve` (issue 16, docs/self-healing.md).
+//
+// A managed workload is one the supervisor brings back when the platform loses it: it watches
+// the current incarnation (`<name>`, then `<name>-r1`, `<name>-r2`, ...) through the workload
+// list of its cluster, classifies what went wrong (classify() below, pure), and recovers an
+// infrastructure failure on another cluster: circuit-breaker failure for the old cluster, cancel
+// the old incarnation where reachable, select again without that cluster, submit
+// `<name>-r<k>` with FALCON_RECOVERY_COUNT=k and FALCON_PREVIOUS_WORKLOAD=<old name> in its
+// environment, bounded attempts with exponential back-off.
+//
+// Never two live copies: the replacement is submitted only once the old incarnation is known to
+// be gone (cancel confirmed, not listed, or finished) or its cluster has been unreachable for
+// supervisor.fencing_lease_s (then it is fenced: cancelled as soon as its cluster answers again).
+//
+// Every incident is a RecoveryRecord in the state store with its SVRT phases. Replicas: only the
+// holder of the store lease `supervisor` acts; the others wait for it to lapse.
+//
+//   falcon::Supervisor sup({.control = control, .store = store, .clock = clock,
+//                           .settings = config->supervisor});
+//   sup.start();   // the loop: every interval_s, take/renew the lease, check every workload
+//   ...
+//   sup.stop();    // releases the lease so another replica takes over at once
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "falcon/clock.h"
+#include "falcon/config.h"
+#include "falcon/model.h"
+#include "falcon/state_store.h"
+
+namespace falcon {
+
+class ControlPlane;
+namespace serve {
+class PrometheusText;
+}  // namespace serve
+
+inline constexpr const char* kIncidentInfrastructure = "infrastructure";
+inline constexpr const char* kIncidentApplication = "application";
+
+// The lease the acting replica holds.
+inline constexpr const char* kSupervisorLease = "supervisor";
+
+// Managed workload states.
+inline constexpr const char* kManagedStarting = "starting";      // submitted, not seen RUNNING
+inline constexpr const char* kManagedRunning = "running";        // seen RUNNING
+inline constexpr const char* kManagedRecovering = "recovering";  // an incident is being handled
+inline constexpr const char* kManagedCompleted = "completed";
+inline constexpr const char* kManagedFailed = "failed";  // application failure, not recovered
+inline constexpr const char* kManagedGaveUp = "gave_up";
+inline constexpr const char* kManagedCancelled = "cancelled";
+bool is_active_managed_state(const std::string& state);
+
+// --- The classifier (pure).
+
+// One look at an incarnation.
+struct IncarnationObservation {
+  StoreTime at;
+  bool reachable = true;         // the cluster answered its workload list
+  std::string error;             // why not
+  bool listed = false;           // the incarnation is on that list
+  std::string state;             // QUEUED | RUNNING | COMPLETED | FAILED (when listed)
+  std::optional<int> exit_code;  // FAILED: the failure's EXIT_CODE from the logs, when known
+};
+
+// What is remembered of an incarnation between looks. A time_since_epoch() of zero: not set.
+struct IncarnationMemory {
+  bool was_running = false;
+  StoreTime running_since{};      // RUNNING continuously since
+  StoreTime unreachable_since{};  // the cluster has not answered since
+  StoreTime requeued_since{};     // QUEUED again after RUNNING (evicted / preempted) since
+};
+
+enum class Verdict {
+  kHealthy,         // QUEUED (never ran), RUNNING
+  kPending,         // something is wrong, within its grace period
+  kCompleted,       // finished successfully
+  kInfrastructure,  // recover
+  kApplication,     // the workload's own failure: recover only with recover_on_failure
+};
+const char* to_string(Verdict v);
+
+struct Classification {
+  Verdict verdict = Verdict::kHealthy;
+  std::string cause;         // for people: "cluster tpu-a unreachable for 61s: ..."
+  StoreTime violation_at{};  // the first observation of the failure (pending and incidents)
+};
+
+// Folds `obs` into `memory` and classifies, with supervisor.unreachable_grace_s and
+// supervisor.readmit_grace_s:
+//   unreachable for >= unreachable_grace_s                       infrastructure
+//   RUNNING, then QUEUED again for >= readmit_grace_s (evicted)   infrastructure
+//   not listed any more (deleted by the platform, or never made)  infrastructure
+//   FAILED with EXIT_CODE 137 or 143 (workers killed: SIGKILL, SIGTERM, no application failure)
+//                                                                infrastructure
+//   FAILED with another exit code, or none readable              application
+//   COMPLETED                                                    completed
+// `cluster` names the cluster in causes.
+Classification classify(IncarnationMemory& memory, const IncarnationObservation& obs,
+                        const SupervisorSettings& settings, const std::string& cluster);
+
+// --- SVRT.
+
+// The phases of an incident in seconds; null where an end is not reached.
+struct SvrtPhases {
+  std::optional<double> svrt;       // recovered - t_violation
+  std::optional<double> detection;  // detected - t_violation
+  std::optional<double> decision;   // decided - detected
+  std::optional<double> submit;     // submitted - decided
+  std::optional<double> admission;  // admitted - submitted
+  std::optional<double> stability;  // recovered - admitted
+};
+SvrtPhases svrt_phases(const RecoveryRecord& r);
+
+// A recovery as the API shows it: {id, workload, kind, cause, from_cluster, to_cluster,
+// replacement, t_violation ... t_recovered (RFC 3339 UTC or null), svrt_s, phases:
+// {detection_s, decision_s, submit_s, admission_s, stability_s}, attempts, outcome}.
+nlohmann::json recovery_json(const RecoveryRecord& r);
+// {name, incarnation, cluster, state, recoveries (attempts), max_recoveries, stable_after_s,
+//  recover_on_failure, accelerator_type, created_at, updated_at}.
+nlohmann::json managed_json(const ManagedWorkloadRecord& m);
+
+// --- Admission.
+
+struct ManageOptions {
+  int max_recoveries = 3;
+  std::chrono::milliseconds stable_after{300000};
+  bool recover_on_failure = false;
+};
+
+// A managed workload's name leaves room for "-r<k>" within xpk's 40 characters.
+inline constexpr std::size_t kMaxManagedNameLength = 36;
+
+// Hands `spec` to the supervisor and submits it to `cluster`: the managed record is stored
+// first (state starting), then the workload submitted; a failed submit deletes the record and
+// rethrows. Throws WorkloadSubmitError ("... already exists", the API's 409) when the name is
+// managed already, InvalidWorkloadSpecError for a name longer than kMaxManagedNameLength, and
+// what ControlPlane::submit throws.
+WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Clock& clock,
+                              const std::string& cluster, const WorkloadSpec& spec,
+                              const ManageOptions& options);
+
+// --- The supervisor.
+
+struct SupervisorOptions {
+  std::shared_ptr<ControlPlane> control;  // required
+  std::shared_ptr<StateStore> store;      // required
+  std::shared_ptr<Clock> clock;           // null: the system clock
+  SupervisorSettings settings;
+  std::string holder;  // this replica's name in the lease; empty: <hostname>:<pid>:<random>
+  // Told what the supervisor does (incidents, recoveries, lease changes): level, message.
+  std::function<void(const std::string&, const std::string&)> on_event;
+};
+
+class Supervisor {
+ public:
+  explicit Supervisor(SupervisorOptions options);
+  ~Supervisor();  // stop()
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Starts the loop (idempotent): every interval_s (and at least every lease_ttl_s / 3) run_once.
+  void start();
+  // Ends the loop, waits for a pass in progress, releases the lease (idempotent).
+  void stop();
+  // One pass at the clock's now: takes or renews the lease; holding it, checks every managed
+  // workload (in name order) and advances its state machine. Returns whether this replica holds
+  // the lease. Losing the lease mid-pass stops the pass before the next action.
+  bool run_once();
+
+  bool leader() const;
+  const std::string& holder() const;
+  void set_settings(const SupervisorSettings& settings);  // after a reload
+
+  // falcon_recovery_phase_seconds{phase}, falcon_recoveries_total{kind,outcome},
+  // falcon_supervisor_leader.
+  void write_metrics(serve::PrometheusText& out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace falcon

@@ -1,0 +1,985 @@
+// The supervisor of managed workloads (include/falcon/supervisor.h, docs/self-healing.md).
+#include "falcon/supervisor.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/api_server.h"
+#include "falcon/errors.h"
+#include "falcon/workload_manager.h"
+#include "serve/prometheus_text.h"
+#include "util/time_format.h"
+
+namespace falcon {
+
+using nlohmann::json;
+
+namespace {
+
+bool is_set(StoreTime t) { return t.time_since_epoch().count() != 0; }
+
+double seconds_between(StoreTime from, StoreTime to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+std::chrono::milliseconds to_duration(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000.0)));
+}
+
+std::int64_t to_ms(StoreTime t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+}
+
+StoreTime from_ms(std::int64_t ms) { return StoreTime(std::chrono::milliseconds(ms)); }
+
+std::string seconds_text(double s) {
+  return s >= 10 ? fmt::format("{:.0f}s", s) : fmt::format("{:.1f}s", s);
+}
+
+json time_or_null(const std::optional<StoreTime>& t) {
+  return t ? json(format_iso8601(*t)) : json(nullptr);
+}
+
+json seconds_or_null(const std::optional<double>& s) {
+  return s ? json(std::round(*s * 1000.0) / 1000.0) : json(nullptr);
+}
+
+std::optional<double> span(const std::optional<StoreTime>& from,
+                           const std::optional<StoreTime>& to) {
+  if (!from || !to) return std::nullopt;
+  return seconds_between(*from, *to);
+}
+
+std::string default_holder() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::random_device rd;
+  return fmt::format("{}:{}:{:08x}", host[0] ? host : "falcon", ::getpid(), rd());
+}
+
+}  // namespace
+
+bool is_active_managed_state(const std::string& state) {
+  return state == kManagedStarting || state == kManagedRunning || state == kManagedRecovering;
+}
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kHealthy:
+      return "healthy";
+    case Verdict::kPending:
+      return "pending";
+    case Verdict::kCompleted:
+      return "completed";
+    case Verdict::kInfrastructure:
+      return kIncidentInfrastructure;
+    case Verdict::kApplication:
+      return kIncidentApplication;
+  }
+  return "healthy";
+}
+
+// --- The classifier.
+
+Classification classify(IncarnationMemory& memory, const IncarnationObservation& obs,
+                        const SupervisorSettings& settings, const std::string& cluster) {
+  Classification c;
+  if (!obs.reachable) {
+    if (!is_set(memory.unreachable_since)) memory.unreachable_since = obs.at;
+    const double down = seconds_between(memory.unreachable_since, obs.at);
+    c.violation_at = memory.unreachable_since;
+    c.cause = fmt::format("cluster {} unreachable for {}: {}", cluster, seconds_text(down),
+                          obs.error.empty() ? "no answer" : obs.error);
+    c.verdict = down >= settings.unreachable_grace_s ? Verdict::kInfrastructure : Verdict::kPending;
+    return c;
+  }
+  memory.unreachable_since = StoreTime{};
+  if (!obs.listed) {
+    c.verdict = Verdict::kInfrastructure;
+    c.violation_at = obs.at;
+    c.cause =
+        fmt::format("no longer listed on cluster {} (deleted or evicted by the platform)", cluster);
+    return c;
+  }
+  if (obs.state == "RUNNING") {
+    if (!is_set(memory.running_since)) memory.running_since = obs.at;
+    memory.was_running = true;
+    memory.requeued_since = StoreTime{};
+    return c;
+  }
+  memory.running_since = StoreTime{};
+  if (obs.state == "QUEUED") {
+    if (!memory.was_running) return c;  // waiting for its first admission
+    if (!is_set(memory.requeued_since)) memory.requeued_since = obs.at;
+    const double queued = seconds_between(memory.requeued_since, obs.at);
+    c.violation_at = memory.requeued_since;
+    c.cause =
+        fmt::format("evicted on cluster {}: QUEUED again after RUNNING, not readmitted for {}",
+                    cluster, seconds_text(queued));
+    c.verdict = queued >= settings.readmit_grace_s ? Verdict::kInfrastructure : Verdict::kPending;
+    return c;
+  }
+  if (obs.state == "COMPLETED") {
+    c.verdict = Verdict::kCompleted;
+    return c;
+  }
+  if (obs.state == "FAILED") {
+    c.violation_at = obs.at;
+    if (obs.exit_code && (*obs.exit_code == 137 || *obs.exit_code == 143)) {
+      c.verdict = Verdict::kInfrastructure;
+      c.cause = fmt::format(
+          "workers killed by the platform on cluster {} (EXIT_CODE={}, no application failure)",
+          cluster, *obs.exit_code);
+    } else {
+      c.verdict = Verdict::kApplication;
+      c.cause = obs.exit_code ? fmt::format("the workload failed on cluster {} with EXIT_CODE={}",
+                                            cluster, *obs.exit_code)
+                              : fmt::format(
+                                    "the workload failed on cluster {}; no exit code could be read "
+                                    "from its logs",
+                                    cluster);
+    }
+    return c;
+  }
+  // UNKNOWN or a state this code does not know: treat as not listed after the unreachable grace.
+  if (!is_set(memory.unreachable_since)) memory.unreachable_since = obs.at;
+  const double unknown = seconds_between(memory.unreachable_since, obs.at);
+  c.violation_at = memory.unreachable_since;
+  c.cause = fmt::format("state {} on cluster {} for {}", obs.state, cluster, seconds_text(unknown));
+  c.verdict =
+      unknown >= settings.unreachable_grace_s ? Verdict::kInfrastructure : Verdict::kPending;
+  return c;
+}
+
+// --- SVRT.
+
+SvrtPhases svrt_phases(const RecoveryRecord& r) {
+  return SvrtPhases{.svrt = span(r.t_violation, r.recovered),
+                    .detection = span(r.t_violation, r.detected),
+                    .decision = span(r.detected, r.decided),
+                    .submit = span(r.decided, r.submitted),
+                    .admission = span(r.submitted, r.admitted),
+                    .stability = span(r.admitted, r.recovered)};
+}
+
+json recovery_json(const RecoveryRecord& r) {
+  const SvrtPhases p = svrt_phases(r);
+  return {{"id", r.incident_id},
+          {"workload", r.workload},
+          {"kind", r.classification},
+          {"cause", r.cause},
+          {"from_cluster", r.cluster},
+          {"to_cluster", r.to_cluster.empty() ? json(nullptr) : json(r.to_cluster)},
+          {"replacement", r.replacement.empty() ? json(nullptr) : json(r.replacement)},
+          {"t_violation", time_or_null(r.t_violation)},
+          {"t_detected", time_or_null(r.detected)},
+          {"t_decided", time_or_null(r.decided)},
+          {"t_submitted", time_or_null(r.submitted)},
+          {"t_admitted", time_or_null(r.admitted)},
+          {"t_recovered", time_or_null(r.recovered)},
+          {"svrt_s", seconds_or_null(p.svrt)},
+          {"phases",
+           {{"detection_s", seconds_or_null(p.detection)},
+            {"decision_s", seconds_or_null(p.decision)},
+            {"submit_s", seconds_or_null(p.submit)},
+            {"admission_s", seconds_or_null(p.admission)},
+            {"stability_s", seconds_or_null(p.stability)}}},
+          {"attempts", r.attempts},
+          {"outcome", r.outcome}};
+}
+
+json managed_json(const ManagedWorkloadRecord& m) {
+  return {{"name", m.name},
+          {"incarnation", m.incarnation},
+          {"cluster", m.cluster},
+          {"state", m.state},
+          {"recoveries", m.attempts},
+          {"max_recoveries", m.max_recoveries},
+          {"stable_after_s", static_cast<double>(m.stable_after.count()) / 1000.0},
+          {"recover_on_failure", m.recover_on_failure},
+          {"accelerator_type", m.spec.accelerator_type},
+          {"created_at", format_iso8601(m.created_at)},
+          {"updated_at", format_iso8601(m.updated_at)}};
+}
+
+// --- Admission.
+
+WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Clock& clock,
+                              const std::string& cluster, const WorkloadSpec& spec,
+                              const ManageOptions& options) {
+  if (spec.name.size() > kMaxManagedNameLength) {
+    throw InvalidWorkloadSpecError(
+        fmt::format("managed workload name '{}' is {} characters; at most {} (its replacements "
+                    "are named <name>-r<k> within xpk's 40)",
+                    spec.name, spec.name.size(), kMaxManagedNameLength),
+        cluster, spec.name);
+  }
+  if (options.max_recoveries < 0) {
+    throw std::invalid_argument("managed.max_recoveries: must be >= 0");
+  }
+  if (options.stable_after.count() < 0) {
+    throw std::invalid_argument("managed.stable_after_s: must be >= 0");
+  }
+  ManagedWorkloadRecord record;
+  record.name = spec.name;
+  record.spec = spec;
+  record.max_recoveries = options.max_recoveries;
+  record.stable_after = options.stable_after;
+  record.recover_on_failure = options.recover_on_failure;
+  record.incarnation = spec.name;
+  record.cluster = cluster;
+  record.state = kManagedStarting;
+  record.created_at = clock.now();
+  record.updated_at = record.created_at;
+  if (!store.create_managed(record)) {
+    throw WorkloadSubmitError(
+        fmt::format("managed workload '{}' already exists (GET /v1/managed)", spec.name), cluster,
+        spec.name, std::nullopt, "");
+  }
+  try {
+    return control.submit(cluster, spec);
+  } catch (...) {
+    try {
+      store.delete_managed(spec.name);
+    } catch (const std::exception&) {
+      // The supervisor finds the incarnation missing and recovers it: nothing is lost.
+    }
+    throw;
+  }
+}
+
+// --- The supervisor.
+
+namespace {
+
+// The memory kept in a managed record's detail_json.
+struct Detail {
+  IncarnationMemory memory;
+  std::string incident;  // the open incident ("" when none)
+  int incidents = 0;     // incidents opened so far (their ids: <name>-<n>)
+  std::string phase;     // recovering: fencing | deciding | submitting
+  std::string old_name;  // the incarnation being replaced
+  std::string old_cluster;
+  std::string to_cluster;  // submitting: where
+  std::string replacement;
+  int submit_attempts = 0;
+  StoreTime next_attempt{};
+  StoreTime fence_since{};  // the old cluster has not answered a cancel since
+  std::vector<std::pair<std::string, std::string>> fenced;  // (cluster, name) to cancel later
+
+  static Detail parse(const std::string& text) {
+    Detail d;
+    const json j = json::parse(text, nullptr, false);
+    if (!j.is_object()) return d;
+    auto ms = [&](const json& o, const char* k) {
+      return o.contains(k) && o[k].is_number_integer() ? from_ms(o[k].get<std::int64_t>())
+                                                       : StoreTime{};
+    };
+    if (const auto it = j.find("memory"); it != j.end() && it->is_object()) {
+      d.memory.was_running = it->value("was_running", false);
+      d.memory.running_since = ms(*it, "running_since_ms");
+      d.memory.unreachable_since = ms(*it, "unreachable_since_ms");
+      d.memory.requeued_since = ms(*it, "requeued_since_ms");
+    }
+    d.incident = j.value("incident", std::string());
+    d.incidents = j.value("incidents", 0);
+    d.phase = j.value("phase", std::string());
+    d.old_name = j.value("old_name", std::string());
+    d.old_cluster = j.value("old_cluster", std::string());
+    d.to_cluster = j.value("to_cluster", std::string());
+    d.replacement = j.value("replacement", std::string());
+    d.submit_attempts = j.value("submit_attempts", 0);
+    d.next_attempt = ms(j, "next_attempt_ms");
+    d.fence_since = ms(j, "fence_since_ms");
+    if (const auto it = j.find("fenced"); it != j.end() && it->is_array()) {
+      for (const json& f : *it) {
+        d.fenced.emplace_back(f.value("cluster", std::string()), f.value("name", std::string()));
+      }
+    }
+    return d;
+  }
+
+  std::string dump() const {
+    json j = json::object();
+    json m = {{"was_running", memory.was_running}};
+    if (is_set(memory.running_since)) m["running_since_ms"] = to_ms(memory.running_since);
+    if (is_set(memory.unreachable_since)) {
+      m["unreachable_since_ms"] = to_ms(memory.unreachable_since);
+    }
+    if (is_set(memory.requeued_since)) m["requeued_since_ms"] = to_ms(memory.requeued_since);
+    j["memory"] = m;
+    j["incidents"] = incidents;
+    if (!incident.empty()) j["incident"] = incident;
+    if (!phase.empty()) j["phase"] = phase;
+    if (!old_name.empty()) j["old_name"] = old_name;
+    if (!old_cluster.empty()) j["old_cluster"] = old_cluster;
+    if (!to_cluster.empty()) j["to_cluster"] = to_cluster;
+    if (!replacement.empty()) j["replacement"] = replacement;
+    if (submit_attempts > 0) j["submit_attempts"] = submit_attempts;
+    if (is_set(next_attempt)) j["next_attempt_ms"] = to_ms(next_attempt);
+    if (is_set(fence_since)) j["fence_since_ms"] = to_ms(fence_since);
+    if (!fenced.empty()) {
+      json f = json::array();
+      for (const auto& [c, n] : fenced) f.push_back({{"cluster", c}, {"name", n}});
+      j["fenced"] = f;
+    }
+    return j.dump();
+  }
+};
+
+// Histogram buckets of recovery phases (seconds).
+constexpr std::array<double, 14> kPhaseBounds = {0.5, 1,   2,   5,    10,   30,   60,
+                                                 120, 300, 600, 1200, 1800, 3600, 7200};
+constexpr std::array<const char*, 6> kPhases = {"detection", "decision",  "submit",
+                                                "admission", "stability", "svrt"};
+
+struct PhaseHistogram {
+  std::array<std::uint64_t, kPhaseBounds.size()> buckets{};
+  std::uint64_t count = 0;
+  double sum = 0;
+  void observe(double s) {
+    ++count;
+    sum += s;
+    for (std::size_t i = 0; i < kPhaseBounds.size(); ++i) {
+      if (s <= kPhaseBounds[i]) {
+        ++buckets[i];
+        return;
+      }
+    }
+  }
+};
+
+// A lost lease, thrown out of a pass.
+struct LostLease {};
+
+}  // namespace
+
+struct Supervisor::Impl {
+  SupervisorOptions options;
+  std::string holder;
+
+  mutable std::mutex mutex;  // settings, leader, metrics, loop state
+  std::condition_variable wake;
+  SupervisorSettings settings;
+  bool leader = false;
+  std::int64_t token = 0;
+  StoreTime renewed_at{};
+  std::map<std::string, PhaseHistogram> phases;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> outcomes;  // (kind, outcome)
+
+  std::mutex pass_mutex;  // one pass at a time
+  std::thread loop;
+  bool running = false;
+  bool stopping = false;
+
+  // Per pass: each cluster's workload list (or why it could not be read).
+  struct Listing {
+    bool ok = false;
+    std::string error;
+    std::map<std::string, WorkloadInfo> workloads;
+  };
+  std::map<std::string, Listing> listings;
+
+  explicit Impl(SupervisorOptions o) : options(std::move(o)) {
+    if (!options.control) throw std::invalid_argument("Supervisor: no control plane");
+    if (!options.store) throw std::invalid_argument("Supervisor: no state store");
+    if (!options.clock) options.clock = make_system_clock();
+    holder = options.holder.empty() ? default_holder() : options.holder;
+    settings = options.settings;
+  }
+
+  SupervisorSettings current_settings() const {
+    std::lock_guard lock(mutex);
+    return settings;
+  }
+
+  void event(const std::string& level, const std::string& message) const {
+    if (options.on_event) options.on_event(level, message);
+  }
+
+  StoreTime now() const { return options.clock->now(); }
+  ControlPlane& control() const { return *options.control; }
+  StateStore& store() const { return *options.store; }
+
+  // --- The lease.
+
+  bool take_lease(const SupervisorSettings& s) {
+    std::optional<Lease> lease;
+    try {
+      lease = store().acquire_lease(kSupervisorLease, holder, to_duration(s.lease_ttl_s), now());
+    } catch (const std::exception& e) {
+      event("warn", fmt::format("supervisor: cannot take or renew the lease: {}", e.what()));
+    }
+    std::lock_guard lock(mutex);
+    const bool was = leader;
+    leader = lease.has_value();
+    if (lease) {
+      if (!was || lease->token != token) {
+        event("info",
+              fmt::format("supervisor: {} now supervises (lease token {})", holder, lease->token));
+      }
+      token = lease->token;
+      renewed_at = now();
+    } else if (was) {
+      event("warn", fmt::format("supervisor: {} lost the lease; it stops acting", holder));
+    }
+    return leader;
+  }
+
+  // Before an action: renews the lease when a third of its TTL has passed; throws LostLease
+  // when it is gone.
+  void ensure_leader(const SupervisorSettings& s) {
+    StoreTime last;
+    {
+      std::lock_guard lock(mutex);
+      if (!leader) throw LostLease{};
+      last = renewed_at;
+    }
+    if (seconds_between(last, now()) < s.lease_ttl_s / 3.0) return;
+    std::optional<Lease> lease;
+    try {
+      lease = store().renew_lease(kSupervisorLease, holder, to_duration(s.lease_ttl_s), now());
+    } catch (const std::exception& e) {
+      event("warn", fmt::format("supervisor: cannot renew the lease: {}", e.what()));
+    }
+    std::lock_guard lock(mutex);
+    if (!lease || lease->token != token) {
+      leader = false;
+      event("warn", fmt::format("supervisor: {} lost the lease; it stops acting", holder));
+      throw LostLease{};
+    }
+    renewed_at = now();
+  }
+
+  // --- Observing.
+
+  const Listing& listing(const std::string& cluster) {
+    auto it = listings.find(cluster);
+    if (it != listings.end()) return it->second;
+    Listing l;
+    try {
+      for (WorkloadInfo& w : control().list_live(cluster, std::nullopt)) {
+        std::string name = w.name;
+        l.workloads.emplace(std::move(name), std::move(w));
+      }
+      l.ok = true;
+    } catch (const std::exception& e) {
+      l.error = e.what();
+    }
+    return listings.emplace(cluster, std::move(l)).first->second;
+  }
+
+  IncarnationObservation observe(const std::string& cluster, const std::string& name) {
+    IncarnationObservation obs;
+    const Listing& l = listing(cluster);
+    obs.at = now();
+    obs.reachable = l.ok;
+    obs.error = l.error;
+    if (!l.ok) return obs;
+    const auto it = l.workloads.find(name);
+    obs.listed = it != l.workloads.end();
+    if (!obs.listed) return obs;
+    obs.state = it->second.state;
+    if (obs.state == "FAILED") {
+      try {
+        obs.exit_code = control().status(control().handle_for(cluster, name)).exit_code;
+      } catch (const std::exception&) {
+        // No exit code: classified as an application failure (the conservative side).
+      }
+    }
+    return obs;
+  }
+
+  // --- Incidents.
+
+  RecoveryRecord incident_record(const ManagedWorkloadRecord& m, const Detail& d) {
+    if (auto r = store().get_recovery(d.incident)) return *r;
+    RecoveryRecord r;
+    r.incident_id = d.incident;
+    r.workload = m.name;
+    r.outcome = "open";
+    return r;
+  }
+
+  void close_incident(RecoveryRecord& r, const std::string& outcome) {
+    r.outcome = outcome;
+    store().put_recovery(r);
+    std::lock_guard lock(mutex);
+    ++outcomes[{r.classification, outcome}];
+    if (outcome == "recovered") {
+      const SvrtPhases p = svrt_phases(r);
+      const std::array<std::optional<double>, 6> values = {p.detection, p.decision,  p.submit,
+                                                           p.admission, p.stability, p.svrt};
+      for (std::size_t i = 0; i < kPhases.size(); ++i) {
+        if (values[i]) phases[kPhases[i]].observe(std::max(0.0, *values[i]));
+      }
+    }
+  }
+
+  void save(ManagedWorkloadRecord& m, const Detail& d) {
+    m.detail_json = d.dump();
+    m.updated_at = now();
+    // A cancel through the API (DELETE of the incarnation) wins over this pass's view.
+    if (const auto stored = store().get_managed(m.name);
+        stored && stored->state == kManagedCancelled && m.state != kManagedCancelled) {
+      return;
+    }
+    store().update_managed(m);
+  }
+
+  // --- The state machine of one managed workload.
+
+  void step(ManagedWorkloadRecord& m, const SupervisorSettings& s) {
+    Detail d = Detail::parse(m.detail_json);
+    cancel_fenced(m, d, s);
+    if (m.state == kManagedStarting || m.state == kManagedRunning) {
+      watch(m, d, s);
+    }
+    if (m.state == kManagedRecovering) recover(m, d, s);
+  }
+
+  // The current incarnation is supposed to be live: look at it.
+  void watch(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    const IncarnationObservation obs = observe(m.cluster, m.incarnation);
+    const Classification c = classify(d.memory, obs, s, m.cluster);
+    switch (c.verdict) {
+      case Verdict::kHealthy:
+      case Verdict::kPending: {
+        if (obs.listed && obs.state == "RUNNING") {
+          m.state = kManagedRunning;
+          if (!d.incident.empty()) {
+            RecoveryRecord r = incident_record(m, d);
+            bool changed = false;
+            if (!r.admitted) {
+              r.admitted = d.memory.running_since;
+              changed = true;
+            }
+            const double stable = seconds_between(d.memory.running_since, obs.at);
+            if (stable * 1000.0 >= static_cast<double>(m.stable_after.count())) {
+              r.recovered = obs.at;
+              close_incident(r, "recovered");
+              event("info", fmt::format("supervisor: {} recovered as {} on {}: SVRT {}", m.name,
+                                        m.incarnation, m.cluster,
+                                        seconds_text(svrt_phases(r).svrt.value_or(0))));
+              d.incident.clear();
+            } else if (changed) {
+              store().put_recovery(r);
+            }
+          }
+        }
+        save(m, d);
+        return;
+      }
+      case Verdict::kCompleted: {
+        m.state = kManagedCompleted;
+        if (!d.incident.empty()) {
+          RecoveryRecord r = incident_record(m, d);
+          if (!r.admitted) r.admitted = obs.at;
+          r.recovered = obs.at;
+          close_incident(r, "recovered");
+          d.incident.clear();
+        }
+        save(m, d);
+        event("info",
+              fmt::format("supervisor: {} completed ({} on {})", m.name, m.incarnation, m.cluster));
+        return;
+      }
+      case Verdict::kInfrastructure:
+      case Verdict::kApplication:
+        open_incident(m, d, c, obs.at);
+        return;
+    }
+  }
+
+  void open_incident(ManagedWorkloadRecord& m, Detail& d, const Classification& c, StoreTime at) {
+    const bool infrastructure = c.verdict == Verdict::kInfrastructure;
+    if (!d.incident.empty()) {
+      // The replacement failed before it was recovered: that incident ends here.
+      RecoveryRecord previous = incident_record(m, d);
+      close_incident(previous, "failed_again");
+      d.incident.clear();
+    }
+    ++d.incidents;
+    d.incident = fmt::format("{}-{}", m.name, d.incidents);
+    RecoveryRecord r;
+    r.incident_id = d.incident;
+    r.workload = m.name;
+    r.cluster = m.cluster;
+    r.classification = infrastructure ? kIncidentInfrastructure : kIncidentApplication;
+    r.cause = c.cause;
+    r.t_violation = c.violation_at;
+    r.detected = at;
+    r.outcome = "open";
+    r.detail_json = json({{"incarnation", m.incarnation}}).dump();
+    event("warn", fmt::format("supervisor: incident {} ({}): {} ({})", r.incident_id,
+                              r.classification, c.cause, m.incarnation));
+    if (infrastructure) control().record_cluster_failure(m.cluster);
+    if (!infrastructure && !m.recover_on_failure) {
+      m.state = kManagedFailed;
+      d.incident.clear();
+      close_incident(r, "not_recovered");
+      save(m, d);
+      return;
+    }
+    if (m.attempts >= m.max_recoveries) {
+      m.state = kManagedGaveUp;
+      r.cause += fmt::format("; max_recoveries ({}) reached", m.max_recoveries);
+      d.incident.clear();
+      close_incident(r, "gave_up");
+      save(m, d);
+      event("error", fmt::format("supervisor: {} gave up: max_recoveries ({}) reached", m.name,
+                                 m.max_recoveries));
+      return;
+    }
+    ++m.attempts;
+    m.state = kManagedRecovering;
+    d.phase = "fencing";
+    d.old_name = m.incarnation;
+    d.old_cluster = m.cluster;
+    d.fence_since = d.memory.unreachable_since;  // an unreachable cluster's clock started then
+    d.to_cluster.clear();
+    d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
+    d.submit_attempts = 0;
+    d.next_attempt = StoreTime{};
+    r.replacement = d.replacement;
+    store().put_recovery(r);
+    save(m, d);
+  }
+
+  // Cancels incarnations fenced earlier, once their cluster answers.
+  void cancel_fenced(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    if (d.fenced.empty()) return;
+    std::vector<std::pair<std::string, std::string>> left;
+    for (const auto& [cluster, name] : d.fenced) {
+      if (!listing(cluster).ok) {
+        left.emplace_back(cluster, name);
+        continue;
+      }
+      ensure_leader(s);
+      try {
+        control().cancel(control().handle_for(cluster, name));
+        event("warn", fmt::format("supervisor: cancelled fenced incarnation {} on {} (its cluster "
+                                  "answers again)",
+                                  name, cluster));
+      } catch (const WorkloadNotFoundError&) {
+      } catch (const std::exception&) {
+        left.emplace_back(cluster, name);
+      }
+    }
+    if (left.size() != d.fenced.size()) {
+      d.fenced = std::move(left);
+      save(m, d);
+    }
+  }
+
+  void recover(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    if (d.phase == "fencing" && !fence(m, d, s)) return;
+    for (;;) {
+      if (d.phase == "deciding" && !decide(m, d, s)) return;
+      if (d.phase != "submitting") return;
+      if (submit(m, d, s)) return;
+      // A failed submit goes back to deciding (after its back-off).
+    }
+  }
+
+  // Waits for the old incarnation to be gone; true once it is (or fenced).
+  bool fence(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    ensure_leader(s);
+    std::string how;
+    try {
+      control().cancel(control().handle_for(d.old_cluster, d.old_name));
+      how = "cancel confirmed";
+    } catch (const WorkloadNotFoundError&) {
+      how = "not listed";
+    } catch (const UnknownClusterError&) {
+      how = "its cluster was removed from the configuration";
+    } catch (const std::exception& e) {
+      // Not confirmed. A listing that answers without it, or with it finished, is as good.
+      const Listing& l = listing(d.old_cluster);
+      if (l.ok) {
+        const auto it = l.workloads.find(d.old_name);
+        if (it == l.workloads.end()) {
+          how = "not listed";
+        } else if (is_terminal_state(it->second.state)) {
+          how = "status " + it->second.state;
+        }
+      }
+      if (how.empty()) {
+        if (!is_set(d.fence_since)) d.fence_since = now();
+        const double waited = seconds_between(d.fence_since, now());
+        if (waited < s.fencing_lease_s) {
+          save(m, d);
+          return false;
+        }
+        how = fmt::format("fenced: cluster {} unreachable for {} (fencing_lease_s {}): {}",
+                          d.old_cluster, seconds_text(waited), s.fencing_lease_s, e.what());
+        d.fenced.emplace_back(d.old_cluster, d.old_name);
+      }
+    }
+    RecoveryRecord r = incident_record(m, d);
+    json detail = json::parse(r.detail_json, nullptr, false);
+    if (!detail.is_object()) detail = json::object();
+    detail["old_gone"] = how;
+    r.detail_json = detail.dump();
+    store().put_recovery(r);
+    d.phase = "deciding";
+    save(m, d);
+    return true;
+  }
+
+  void backoff(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s,
+               const std::string& why, bool give_up) {
+    ++d.submit_attempts;
+    RecoveryRecord r = incident_record(m, d);
+    r.attempts = d.submit_attempts;
+    if (give_up || d.submit_attempts >= s.max_submit_attempts) {
+      r.cause += fmt::format("; replacement not submitted after {} attempt{}: {}",
+                             d.submit_attempts, d.submit_attempts == 1 ? "" : "s", why);
+      m.state = kManagedGaveUp;
+      d.incident.clear();
+      d.phase.clear();
+      close_incident(r, "gave_up");
+      save(m, d);
+      event("error", fmt::format("supervisor: {} gave up: {}", m.name, why));
+      return;
+    }
+    const double delay =
+        std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, d.submit_attempts - 1));
+    d.next_attempt = now() + to_duration(delay);
+    d.phase = "deciding";
+    store().put_recovery(r);
+    save(m, d);
+    event("warn", fmt::format("supervisor: {} attempt {} failed ({}); next in {}", d.replacement,
+                              d.submit_attempts, why, seconds_text(delay)));
+  }
+
+  // Chooses the replacement's cluster; true when chosen.
+  bool decide(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    if (is_set(d.next_attempt) && now() < d.next_attempt) return false;
+    ensure_leader(s);
+    std::string cluster;
+    try {
+      cluster = control()
+                    .select_excluding(m.spec.accelerator_type, {d.old_cluster})
+                    .selection.selected_cluster;
+    } catch (const NoAvailableClusterError& e) {
+      backoff(m, d, s, e.what(), false);
+      return false;
+    }
+    RecoveryRecord r = incident_record(m, d);
+    r.decided = now();
+    r.to_cluster = cluster;
+    r.replacement = d.replacement;
+    store().put_recovery(r);
+    d.to_cluster = cluster;
+    d.phase = "submitting";  // the intent is stored before the submit
+    save(m, d);
+    return true;
+  }
+
+  // Submits the replacement; true when it is submitted (or the workload is done with).
+  bool submit(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    ensure_leader(s);
+    // After a hand-over the previous leader may have submitted it already: adopt it then.
+    bool exists = false;
+    {
+      const Listing& l = listing(d.to_cluster);
+      exists = l.ok && l.workloads.contains(d.replacement);
+    }
+    if (!exists) {
+      WorkloadSpec spec = m.spec;
+      spec.name = d.replacement;
+      spec.env["FALCON_RECOVERY_COUNT"] = std::to_string(m.attempts);
+      spec.env["FALCON_PREVIOUS_WORKLOAD"] = d.old_name;
+      try {
+        control().submit(d.to_cluster, spec);
+      } catch (const InvalidWorkloadSpecError& e) {
+        backoff(m, d, s, e.what(), true);
+        return true;
+      } catch (const WorkloadSubmitError& e) {
+        if (std::string_view(e.what()).find("already exists") == std::string_view::npos) {
+          backoff(m, d, s, e.what(), false);
+          return false;
+        }
+      } catch (const std::exception& e) {
+        backoff(m, d, s, e.what(), false);
+        return false;
+      }
+    }
+    RecoveryRecord r = incident_record(m, d);
+    r.submitted = now();
+    r.attempts = d.submit_attempts + 1;
+    store().put_recovery(r);
+    event("info", fmt::format("supervisor: {} submitted to {} (replacing {} on {})", d.replacement,
+                              d.to_cluster, d.old_name, d.old_cluster));
+    m.incarnation = d.replacement;
+    m.cluster = d.to_cluster;
+    m.state = kManagedStarting;
+    d.memory = IncarnationMemory{};
+    d.phase.clear();
+    d.old_name.clear();
+    d.old_cluster.clear();
+    d.to_cluster.clear();
+    d.replacement.clear();
+    d.submit_attempts = 0;
+    d.next_attempt = StoreTime{};
+    d.fence_since = StoreTime{};
+    save(m, d);
+    return true;
+  }
+
+  // --- A pass.
+
+  bool run_once() {
+    std::lock_guard pass(pass_mutex);
+    const SupervisorSettings s = current_settings();
+    if (!s.enabled) {
+      std::lock_guard lock(mutex);
+      leader = false;
+      return false;
+    }
+    if (!take_lease(s)) return false;
+    listings.clear();
+    std::vector<ManagedWorkloadRecord> all;
+    try {
+      all = store().list_managed(1000);
+    } catch (const std::exception& e) {
+      event("warn", fmt::format("supervisor: cannot read the managed workloads: {}", e.what()));
+      return true;
+    }
+    for (ManagedWorkloadRecord& m : all) {
+      if (!is_active_managed_state(m.state) &&
+          m.detail_json.find("\"fenced\"") == std::string::npos)
+        continue;
+      try {
+        step(m, s);
+      } catch (const LostLease&) {
+        return false;
+      } catch (const std::exception& e) {
+        event("warn", fmt::format("supervisor: {}: {}", m.name, e.what()));
+      }
+    }
+    listings.clear();
+    std::lock_guard lock(mutex);
+    return leader;
+  }
+
+  void release() {
+    bool was = false;
+    {
+      std::lock_guard lock(mutex);
+      was = leader;
+      leader = false;
+    }
+    if (!was) return;
+    try {
+      store().release_lease(kSupervisorLease, holder, now());
+    } catch (const std::exception&) {
+      // It lapses after its TTL.
+    }
+  }
+};
+
+Supervisor::Supervisor(SupervisorOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Supervisor::~Supervisor() { stop(); }
+
+void Supervisor::start() {
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->running) return;
+  impl_->running = true;
+  impl_->stopping = false;
+  impl_->loop = std::thread([this] {
+    for (;;) {
+      try {
+        impl_->run_once();
+      } catch (const std::exception& e) {
+        impl_->event("warn", fmt::format("supervisor: pass failed: {}", e.what()));
+      }
+      const SupervisorSettings s = impl_->current_settings();
+      const double wait = std::min(s.interval_s, s.lease_ttl_s / 3.0);
+      std::unique_lock guard(impl_->mutex);
+      const auto deadline = impl_->options.clock->steady_now() + to_duration(wait);
+      if (impl_->options.clock->wait_until(guard, impl_->wake, deadline,
+                                           [this] { return impl_->stopping; })) {
+        return;
+      }
+    }
+  });
+}
+
+void Supervisor::stop() {
+  std::thread loop;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->running) {
+      impl_->running = false;
+      impl_->stopping = true;
+      impl_->wake.notify_all();
+      loop = std::move(impl_->loop);
+    }
+  }
+  if (loop.joinable()) loop.join();
+  std::lock_guard pass(impl_->pass_mutex);
+  impl_->release();
+}
+
+bool Supervisor::run_once() { return impl_->run_once(); }
+
+bool Supervisor::leader() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->leader;
+}
+
+const std::string& Supervisor::holder() const { return impl_->holder; }
+
+void Supervisor::set_settings(const SupervisorSettings& settings) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->settings = settings;
+}
+
+void Supervisor::write_metrics(serve::PrometheusText& out) const {
+  std::lock_guard lock(impl_->mutex);
+  out.family("falcon_supervisor_leader", "gauge",
+             "1 when this replica holds the supervisor lease and heals managed workloads");
+  out.sample("falcon_supervisor_leader", {}, impl_->leader ? 1.0 : 0.0);
+  out.family("falcon_recoveries_total", "counter",
+             "Recovery incidents this replica closed, by kind and outcome");
+  for (const auto& [key, n] : impl_->outcomes) {
+    out.sample("falcon_recoveries_total", {{"kind", key.first}, {"outcome", key.second}},
+               static_cast<double>(n));
+  }
+  out.family("falcon_recovery_phase_seconds", "histogram",
+             "Recovered incidents' phases (detection, decision, submit, admission, stability) "
+             "and their SVRT (phase=svrt)");
+  for (const auto& [phase, h] : impl_->phases) {
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < kPhaseBounds.size(); ++i) {
+      cumulative += h.buckets[i];
+      out.sample("falcon_recovery_phase_seconds_bucket",
+                 {{"phase", phase}, {"le", fmt::format("{}", kPhaseBounds[i])}},
+                 static_cast<double>(cumulative));
+    }
+    out.sample("falcon_recovery_phase_seconds_bucket", {{"phase", phase}, {"le", "+Inf"}},
+               static_cast<double>(h.count));
+    out.sample("falcon_recovery_phase_seconds_sum", {{"phase", phase}}, h.sum);
+    out.sample("falcon_recovery_phase_seconds_count", {{"phase", phase}},
+               static_cast<double>(h.count));
+  }
+}
+
+}  // namespace falcon

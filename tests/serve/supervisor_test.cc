@@ -1,0 +1,598 @@
+// The supervisor of managed workloads on the fake clock: the classifier (pure), SVRT phases,
+// and the per-workload state machine over a simulated control plane and a real SQLite store:
+// platform kills, application failures, unreachable clusters and fencing, evictions, transient
+// submit failures with back-off, max_recoveries, and two replicas sharing the lease.
+#include "falcon/supervisor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/api_server.h"
+#include "falcon/errors.h"
+#include "falcon/workload_manager.h"
+#include "serve/prometheus_text.h"
+#include "support/fake_clock.h"
+#include "support/temp_dir.h"
+
+namespace falcon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeClock;
+using ::testing::HasSubstr;
+
+SupervisorSettings fast_settings() {
+  SupervisorSettings s;
+  s.interval_s = 1;
+  s.lease_ttl_s = 10;
+  s.unreachable_grace_s = 5;
+  s.readmit_grace_s = 5;
+  s.fencing_lease_s = 20;
+  s.backoff_s = 2;
+  s.backoff_max_s = 8;
+  s.max_submit_attempts = 4;
+  return s;
+}
+
+// --- The classifier.
+
+IncarnationObservation seen(StoreTime at, const std::string& state,
+                            std::optional<int> exit_code = std::nullopt) {
+  IncarnationObservation o;
+  o.at = at;
+  o.listed = true;
+  o.state = state;
+  o.exit_code = exit_code;
+  return o;
+}
+
+IncarnationObservation unreachable(StoreTime at) {
+  IncarnationObservation o;
+  o.at = at;
+  o.reachable = false;
+  o.error = "dial tcp: i/o timeout";
+  return o;
+}
+
+const StoreTime t0 = StoreTime(std::chrono::seconds(1776067200));
+
+TEST(Classify, PlatformKillsAreInfrastructureAndOwnExitsAreApplication) {
+  const auto s = fast_settings();
+  for (int code : {137, 143}) {
+    IncarnationMemory m;
+    const auto c = classify(m, seen(t0, "FAILED", code), s, "tpu-a");
+    EXPECT_EQ(c.verdict, Verdict::kInfrastructure) << code;
+    EXPECT_THAT(c.cause, HasSubstr("EXIT_CODE=" + std::to_string(code)));
+    EXPECT_EQ(c.violation_at, t0);
+  }
+  IncarnationMemory m;
+  auto c = classify(m, seen(t0, "FAILED", 1), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kApplication);
+  EXPECT_THAT(c.cause, HasSubstr("EXIT_CODE=1"));
+  c = classify(m, seen(t0, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kApplication);
+  EXPECT_THAT(c.cause, HasSubstr("no exit code"));
+  EXPECT_EQ(classify(m, seen(t0, "COMPLETED"), s, "tpu-a").verdict, Verdict::kCompleted);
+}
+
+TEST(Classify, AnUnreachableClusterIsAnIncidentOnlyAfterTheGraceCountedFromTheFirstFailure) {
+  const auto s = fast_settings();
+  IncarnationMemory m;
+  EXPECT_EQ(classify(m, seen(t0, "RUNNING"), s, "tpu-a").verdict, Verdict::kHealthy);
+  auto c = classify(m, unreachable(t0 + 1s), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kPending);
+  c = classify(m, unreachable(t0 + 5s), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kPending);  // 4 s down
+  c = classify(m, unreachable(t0 + 6s), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kInfrastructure);
+  EXPECT_EQ(c.violation_at, t0 + 1s);
+  EXPECT_THAT(c.cause, HasSubstr("cluster tpu-a unreachable for 5.0s: dial tcp"));
+  // Answering again resets the clock.
+  EXPECT_EQ(classify(m, seen(t0 + 7s, "RUNNING"), s, "tpu-a").verdict, Verdict::kHealthy);
+  EXPECT_EQ(classify(m, unreachable(t0 + 8s), s, "tpu-a").verdict, Verdict::kPending);
+}
+
+TEST(Classify, QueuedAgainAfterRunningIsAnEvictionOnceNotReadmittedWithinTheGrace) {
+  const auto s = fast_settings();
+  IncarnationMemory m;
+  EXPECT_EQ(classify(m, seen(t0, "QUEUED"), s, "a").verdict, Verdict::kHealthy);  // first wait
+  EXPECT_EQ(classify(m, seen(t0 + 100s, "QUEUED"), s, "a").verdict, Verdict::kHealthy);
+  EXPECT_EQ(classify(m, seen(t0 + 101s, "RUNNING"), s, "a").verdict, Verdict::kHealthy);
+  EXPECT_EQ(m.running_since, t0 + 101s);
+  EXPECT_EQ(classify(m, seen(t0 + 110s, "QUEUED"), s, "a").verdict, Verdict::kPending);
+  // Readmitted in time: nothing happened.
+  EXPECT_EQ(classify(m, seen(t0 + 112s, "RUNNING"), s, "a").verdict, Verdict::kHealthy);
+  EXPECT_EQ(classify(m, seen(t0 + 120s, "QUEUED"), s, "a").verdict, Verdict::kPending);
+  const auto c = classify(m, seen(t0 + 125s, "QUEUED"), s, "a");
+  EXPECT_EQ(c.verdict, Verdict::kInfrastructure);
+  EXPECT_EQ(c.violation_at, t0 + 120s);
+  EXPECT_THAT(c.cause, HasSubstr("evicted"));
+}
+
+TEST(Classify, AWorkloadNoLongerListedIsGone) {
+  IncarnationMemory m;
+  IncarnationObservation o;
+  o.at = t0;
+  o.listed = false;
+  const auto c = classify(m, o, fast_settings(), "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kInfrastructure);
+  EXPECT_THAT(c.cause, HasSubstr("no longer listed"));
+}
+
+TEST(Svrt, PhasesAreTheDifferencesOfTheTimesAndNullUntilReached) {
+  RecoveryRecord r;
+  r.t_violation = t0;
+  r.detected = t0 + 5s;
+  r.decided = t0 + 6s;
+  r.submitted = t0 + 8s;
+  auto p = svrt_phases(r);
+  EXPECT_DOUBLE_EQ(*p.detection, 5);
+  EXPECT_DOUBLE_EQ(*p.decision, 1);
+  EXPECT_DOUBLE_EQ(*p.submit, 2);
+  EXPECT_FALSE(p.admission);
+  EXPECT_FALSE(p.svrt);
+  r.admitted = t0 + 20s;
+  r.recovered = t0 + 50s;
+  p = svrt_phases(r);
+  EXPECT_DOUBLE_EQ(*p.admission, 12);
+  EXPECT_DOUBLE_EQ(*p.stability, 30);
+  EXPECT_DOUBLE_EQ(*p.svrt, 50);
+  const auto j = recovery_json(r);
+  EXPECT_EQ(j["svrt_s"], 50.0);
+  EXPECT_EQ(j["phases"]["admission_s"], 12.0);
+  EXPECT_EQ(j["t_violation"], "2026-04-13T08:00:00.000Z");
+  EXPECT_TRUE(j["to_cluster"].is_null());
+}
+
+// --- The state machine, over a simulated control plane.
+
+class SimControl final : public ControlPlane {
+ public:
+  struct Workload {
+    std::string state = "QUEUED";
+    std::optional<int> exit_code;
+    WorkloadSpec spec;
+  };
+  struct Cluster {
+    bool reachable = true;
+    std::map<std::string, Workload> workloads;
+  };
+
+  mutable std::mutex mutex;
+  std::vector<std::string> order = {"tpu-a", "tpu-b", "tpu-c"};
+  std::map<std::string, Cluster> sim = {{"tpu-a", {}}, {"tpu-b", {}}, {"tpu-c", {}}};
+  std::vector<std::pair<std::string, std::string>> submits;  // (cluster, name)
+  std::vector<std::pair<std::string, std::string>> cancels;
+  std::vector<std::string> breaker_failures;
+  int failing_submits = 0;  // the next N submits fail (transient)
+
+  void set(const std::string& c, const std::string& name, const std::string& state,
+           std::optional<int> exit_code = std::nullopt) {
+    std::lock_guard lock(mutex);
+    sim.at(c).workloads[name].state = state;
+    sim.at(c).workloads[name].exit_code = exit_code;
+  }
+  void reach(const std::string& c, bool reachable) {
+    std::lock_guard lock(mutex);
+    sim.at(c).reachable = reachable;
+  }
+  // Live copies of `prefix`* across reachable and unreachable clusters (not finished).
+  int live_copies(const std::string& prefix) const {
+    std::lock_guard lock(mutex);
+    int n = 0;
+    for (const auto& [c, cl] : sim) {
+      for (const auto& [name, w] : cl.workloads) {
+        if (name.rfind(prefix, 0) == 0 && !is_terminal_state(w.state)) ++n;
+      }
+    }
+    return n;
+  }
+  std::optional<WorkloadSpec> spec_of(const std::string& c, const std::string& name) const {
+    std::lock_guard lock(mutex);
+    const auto& w = sim.at(c).workloads;
+    if (!w.contains(name)) return std::nullopt;
+    return w.at(name).spec;
+  }
+
+  std::vector<ClusterConfig> clusters() const override { return {}; }
+  std::optional<ProbeSnapshot> cached_probe(const std::string&) const override {
+    return std::nullopt;
+  }
+  SelectOutcome select(const std::string& accelerator) override {
+    return select_excluding(accelerator, {});
+  }
+  SelectOutcome select_excluding(const std::string& accelerator,
+                                 const std::vector<std::string>& excluded) override {
+    std::lock_guard lock(mutex);
+    for (const std::string& c : order) {
+      if (std::find(excluded.begin(), excluded.end(), c) != excluded.end()) continue;
+      if (!sim.at(c).reachable) continue;
+      SelectOutcome o;
+      o.selection.selected_cluster = c;
+      o.selection_id = 1;
+      return o;
+    }
+    throw NoAvailableClusterError("every cluster is excluded or unreachable", accelerator, {});
+  }
+  void record_cluster_failure(const std::string& c) override {
+    std::lock_guard lock(mutex);
+    breaker_failures.push_back(c);
+  }
+  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
+    std::lock_guard lock(mutex);
+    if (failing_submits > 0) {
+      --failing_submits;
+      throw WorkloadSubmitError("xpk workload create failed: TLS handshake timeout", c, spec.name,
+                                1, "");
+    }
+    auto& cl = sim.at(c);
+    if (!cl.reachable) throw WorkloadSubmitError("Unable to connect", c, spec.name, 1, "");
+    if (cl.workloads.contains(spec.name)) {
+      throw WorkloadSubmitError("workload " + spec.name + " already exists", c, spec.name, 1, "");
+    }
+    cl.workloads[spec.name].spec = spec;
+    submits.emplace_back(c, spec.name);
+    return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
+  }
+  WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
+    return {w, c, "default", ""};
+  }
+  WorkloadStatus status(const WorkloadHandle& h) override {
+    std::lock_guard lock(mutex);
+    const auto& cl = sim.at(h.cluster);
+    if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
+    const auto it = cl.workloads.find(h.workload_name);
+    if (it == cl.workloads.end()) throw WorkloadNotFoundError(h.cluster, h.workload_name);
+    WorkloadStatus s;
+    s.workload_name = h.workload_name;
+    s.state = it->second.state;
+    s.exit_code = it->second.exit_code;
+    return s;
+  }
+  bool cancel(const WorkloadHandle& h) override {
+    std::lock_guard lock(mutex);
+    auto& cl = sim.at(h.cluster);
+    if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
+    if (cl.workloads.erase(h.workload_name) == 0) {
+      throw WorkloadNotFoundError(h.cluster, h.workload_name);
+    }
+    cancels.emplace_back(h.cluster, h.workload_name);
+    return true;
+  }
+  std::vector<WorkloadInfo> list_live(const std::string& c,
+                                      const std::optional<std::string>&) const override {
+    std::lock_guard lock(mutex);
+    const auto& cl = sim.at(c);
+    if (!cl.reachable) throw XpkCommandError("Unable to connect to the server", c, 1, "");
+    std::vector<WorkloadInfo> out;
+    for (const auto& [name, w] : cl.workloads) out.push_back({name, w.state, "v4-64", {}});
+    return out;
+  }
+  LogLines read_log(const WorkloadHandle&, int, const LogFilter&, int) const override {
+    throw std::logic_error("not used");
+  }
+  void follow_log(const WorkloadHandle&, int, const LogFilter&, int, const std::function<bool()>&,
+                  const std::function<void(const std::string&)>&) const override {}
+  LogExportResult export_logs(const WorkloadHandle&, const LogFilter&, const std::string&, int,
+                              const std::function<void(const ExportProgress&)>&) const override {
+    throw std::logic_error("not used");
+  }
+  ConfigInfo config_info() const override { return {}; }
+  ProbeCacheStats cache_stats() const override { return {}; }
+  bool ready() const override { return true; }
+};
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = open_state_store("sqlite://" + (dir_.path() / "falcon.db").string());
+  }
+
+  std::unique_ptr<Supervisor> make(const std::string& holder,
+                                   SupervisorSettings s = fast_settings()) {
+    return std::make_unique<Supervisor>(SupervisorOptions{
+        .control = control_, .store = store_, .clock = clock_, .settings = s, .holder = holder});
+  }
+
+  WorkloadSpec spec(const std::string& name) {
+    WorkloadSpec s;
+    s.name = name;
+    s.docker_image = "gcr.io/p/train:1";
+    s.command = {"python3", "train.py"};
+    s.accelerator_type = "v4-64";
+    s.env = {{"STEPS", "100"}};
+    return s;
+  }
+
+  void manage(const std::string& name,
+              ManageOptions o = {
+                  .max_recoveries = 3, .stable_after = 30s, .recover_on_failure = false}) {
+    submit_managed(*control_, *store_, *clock_, "tpu-a", spec(name), o);
+    control_->submits.clear();  // the tests count the supervisor's submits
+  }
+
+  ManagedWorkloadRecord record(const std::string& name) { return *store_->get_managed(name); }
+
+  // Advances the clock by `step` and runs a pass, `n` times.
+  void run(Supervisor& s, int n, std::chrono::milliseconds step = 1s) {
+    for (int i = 0; i < n; ++i) {
+      clock_->advance(step);
+      s.run_once();
+    }
+  }
+
+  testing::TempDir dir_;
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<SimControl> control_ = std::make_shared<SimControl>();
+  std::shared_ptr<StateStore> store_;
+};
+
+TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
+  auto sup = make("replica-a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 2);
+  EXPECT_EQ(record("train").state, kManagedRunning);
+
+  control_->set("tpu-a", "train", "FAILED", 137);  // a node failed: workers exit 137
+  const StoreTime killed_seen = clock_->now() + 1s;
+  run(*sup, 1);
+  // Detected, the old one cancelled (confirmed), tpu-a excluded, tpu-b chosen, submitted.
+  ManagedWorkloadRecord m = record("train");
+  EXPECT_EQ(m.state, kManagedStarting);
+  EXPECT_EQ(m.incarnation, "train-r1");
+  EXPECT_EQ(m.cluster, "tpu-b");
+  EXPECT_EQ(m.attempts, 1);
+  EXPECT_THAT(control_->breaker_failures, ::testing::ElementsAre("tpu-a"));
+  ASSERT_EQ(control_->cancels.size(), 1u);
+  EXPECT_EQ(control_->cancels[0], std::make_pair(std::string("tpu-a"), std::string("train")));
+  const auto replacement = control_->spec_of("tpu-b", "train-r1");
+  ASSERT_TRUE(replacement);
+  EXPECT_EQ(replacement->env.at("FALCON_RECOVERY_COUNT"), "1");
+  EXPECT_EQ(replacement->env.at("FALCON_PREVIOUS_WORKLOAD"), "train");
+  EXPECT_EQ(replacement->env.at("STEPS"), "100");
+  EXPECT_EQ(replacement->docker_image, "gcr.io/p/train:1");
+
+  auto incidents = store_->list_recoveries(10, "train");
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_EQ(incidents[0].classification, kIncidentInfrastructure);
+  EXPECT_EQ(incidents[0].outcome, "open");
+  EXPECT_EQ(incidents[0].t_violation, killed_seen);
+  EXPECT_EQ(incidents[0].replacement, "train-r1");
+  EXPECT_EQ(incidents[0].to_cluster, "tpu-b");
+  EXPECT_TRUE(incidents[0].submitted);
+  EXPECT_FALSE(incidents[0].admitted);
+
+  run(*sup, 3);  // queued for 3 s
+  control_->set("tpu-b", "train-r1", "RUNNING");
+  run(*sup, 1);
+  const StoreTime admitted = clock_->now();
+  EXPECT_EQ(store_->get_recovery("train-1")->admitted, admitted);
+  run(*sup, 29);
+  EXPECT_EQ(store_->get_recovery("train-1")->outcome, "open");  // 29 s stable of 30
+  run(*sup, 1);
+  const RecoveryRecord r = *store_->get_recovery("train-1");
+  EXPECT_EQ(r.outcome, "recovered");
+  const SvrtPhases p = svrt_phases(r);
+  EXPECT_DOUBLE_EQ(*p.detection, 0);
+  EXPECT_DOUBLE_EQ(*p.admission, 4);
+  EXPECT_DOUBLE_EQ(*p.stability, 30);
+  EXPECT_DOUBLE_EQ(*p.svrt, 34);
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(control_->live_copies("train"), 1);
+
+  serve::PrometheusText text;
+  sup->write_metrics(text);
+  EXPECT_THAT(text.text(), HasSubstr("falcon_supervisor_leader 1"));
+  EXPECT_THAT(
+      text.text(),
+      HasSubstr("falcon_recoveries_total{kind=\"infrastructure\",outcome=\"recovered\"} 1"));
+  EXPECT_THAT(text.text(), HasSubstr("falcon_recovery_phase_seconds_sum{phase=\"svrt\"} 34"));
+  EXPECT_THAT(text.text(),
+              HasSubstr("falcon_recovery_phase_seconds_bucket{phase=\"stability\",le=\"30\"} 1"));
+
+  control_->set("tpu-b", "train-r1", "COMPLETED", 0);
+  run(*sup, 1);
+  EXPECT_EQ(record("train").state, kManagedCompleted);
+}
+
+TEST_F(SupervisorTest, AnApplicationFailureIsRecordedButNotRecoveredUnlessAsked) {
+  auto sup = make("a");
+  manage("bad");
+  manage("retry", {.max_recoveries = 2, .stable_after = 0s, .recover_on_failure = true});
+  control_->set("tpu-a", "bad", "FAILED", 1);
+  control_->set("tpu-a", "retry", "FAILED", 2);
+  run(*sup, 1);
+  EXPECT_EQ(record("bad").state, kManagedFailed);
+  const auto bad = store_->list_recoveries(10, "bad");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].classification, kIncidentApplication);
+  EXPECT_EQ(bad[0].outcome, "not_recovered");
+  EXPECT_THAT(bad[0].cause, HasSubstr("EXIT_CODE=1"));
+  ASSERT_EQ(control_->submits.size(), 1u);  // only retry-r1
+  EXPECT_EQ(control_->submits[0].second, "retry-r1");
+
+  EXPECT_EQ(record("retry").incarnation, "retry-r1");
+  control_->set("tpu-b", "retry-r1", "RUNNING");
+  run(*sup, 1);
+  const auto retry = store_->list_recoveries(10, "retry");
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].classification, kIncidentApplication);
+  EXPECT_EQ(retry[0].outcome, "recovered");  // stable_after 0: recovered when seen RUNNING
+}
+
+TEST_F(SupervisorTest, AnUnreachableClusterIsFencedBeforeTheReplacementAndCleanedUpLater) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  run(*sup, 5);  // down for 4 s since the first failed look: within unreachable_grace_s (5)
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_TRUE(store_->list_recoveries(10).empty());
+  run(*sup, 1);  // 5 s: an incident; the old one cannot be cancelled
+  EXPECT_EQ(record("train").state, kManagedRecovering);
+  ASSERT_EQ(store_->list_recoveries(10).size(), 1u);
+  // Never two copies: nothing is submitted while the old one may still run, until the fencing
+  // lease (20 s from the first failed look) has passed.
+  run(*sup, 14);
+  EXPECT_TRUE(control_->submits.empty());
+  EXPECT_EQ(record("train").state, kManagedRecovering);
+  run(*sup, 1);
+  ASSERT_EQ(control_->submits.size(), 1u);
+  EXPECT_EQ(control_->submits[0], std::make_pair(std::string("tpu-b"), std::string("train-r1")));
+  const RecoveryRecord r = store_->list_recoveries(10)[0];
+  EXPECT_THAT(r.detail_json, HasSubstr("fenced: cluster tpu-a unreachable for 20s"));
+  EXPECT_DOUBLE_EQ(*svrt_phases(r).detection, 5);
+  EXPECT_DOUBLE_EQ(*svrt_phases(r).decision, 15);
+
+  // tpu-a comes back with the old incarnation still there: it is cancelled at once.
+  control_->reach("tpu-a", true);
+  run(*sup, 1);
+  EXPECT_FALSE(control_->spec_of("tpu-a", "train"));
+  EXPECT_EQ(control_->live_copies("train"), 1);
+}
+
+TEST_F(SupervisorTest, AnEvictionNotReadmittedInTimeIsRecovered) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "QUEUED");  // preempted: back in the queue
+  run(*sup, 5);
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  run(*sup, 1);
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  const auto r = store_->list_recoveries(10)[0];
+  EXPECT_THAT(r.cause, HasSubstr("evicted"));
+  EXPECT_FALSE(control_->spec_of("tpu-a", "train"));  // cancelled before the replacement
+}
+
+TEST_F(SupervisorTest, TransientSubmitFailuresBackOffThenGiveUp) {
+  auto sup = make("a");
+  manage("flaky");
+  manage("doomed");
+  control_->set("tpu-a", "flaky", "FAILED", 137);
+  control_->failing_submits = 1;  // flaky's first replacement submit fails
+  run(*sup, 1);
+  EXPECT_EQ(record("flaky").state, kManagedRecovering);
+  // doomed's first look came after: it submitted fine. Now make every submit fail for doomed-r2.
+  run(*sup, 2);  // back-off 2 s: flaky retried and submitted
+  EXPECT_EQ(record("flaky").incarnation, "flaky-r1");
+  EXPECT_EQ(store_->get_recovery("flaky-1")->attempts, 2);
+
+  control_->set("tpu-a", "doomed", "FAILED", 143);
+  control_->failing_submits = 100;
+  const StoreTime start = clock_->now();
+  for (int i = 0; i < 40 && record("doomed").state != kManagedGaveUp; ++i) run(*sup, 1);
+  EXPECT_EQ(record("doomed").state, kManagedGaveUp);
+  const RecoveryRecord r = *store_->get_recovery("doomed-1");
+  EXPECT_EQ(r.outcome, "gave_up");
+  EXPECT_EQ(r.attempts, 4);
+  EXPECT_THAT(r.cause, HasSubstr("not submitted after 4 attempts"));
+  // Back-off 2 + 4 + 8 s between the four attempts.
+  EXPECT_GE(clock_->now() - start, 14s);
+}
+
+TEST_F(SupervisorTest, MaxRecoveriesIsABound) {
+  auto sup = make("a");
+  manage("train", {.max_recoveries = 1, .stable_after = 0s, .recover_on_failure = false});
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  control_->set("tpu-b", "train-r1", "FAILED", 137);
+  run(*sup, 1);
+  EXPECT_EQ(record("train").state, kManagedGaveUp);
+  const auto all = store_->list_recoveries(10, "train");
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].outcome, "gave_up");
+  EXPECT_THAT(all[0].cause, HasSubstr("max_recoveries (1) reached"));
+  EXPECT_EQ(all[1].outcome, "failed_again");
+}
+
+TEST_F(SupervisorTest, OneOfTwoReplicasActsAndTheOtherTakesOverWhenItsLeaseLapses) {
+  auto a = make("replica-a");
+  auto b = make("replica-b");
+  manage("train");
+  EXPECT_TRUE(a->run_once());
+  EXPECT_FALSE(b->run_once());
+  control_->set("tpu-a", "train", "FAILED", 137);
+  clock_->advance(1s);
+  EXPECT_FALSE(b->run_once());  // b does nothing
+  EXPECT_TRUE(control_->submits.empty());
+  EXPECT_TRUE(a->run_once());
+  EXPECT_EQ(control_->submits.size(), 1u);
+  // a dies (stops renewing); b takes over once the lease (10 s) lapses, not before.
+  clock_->advance(9s);
+  EXPECT_FALSE(b->run_once());
+  clock_->advance(1s);
+  EXPECT_TRUE(b->run_once());
+  EXPECT_TRUE(b->leader());
+  // a, back from a pause, finds the lease gone and stops acting.
+  control_->set("tpu-b", "train-r1", "FAILED", 137);
+  EXPECT_FALSE(a->run_once());
+  EXPECT_EQ(control_->submits.size(), 1u);
+  EXPECT_TRUE(b->run_once());
+  EXPECT_EQ(control_->submits.size(), 2u);
+  EXPECT_EQ(record("train").incarnation, "train-r2");
+  // A graceful stop hands over at once.
+  b->stop();
+  EXPECT_TRUE(a->run_once());
+}
+
+TEST_F(SupervisorTest, ANewLeaderAdoptsAReplacementThePreviousOneSubmittedWithoutRecordingIt) {
+  auto a = make("replica-a");
+  manage("train");
+  control_->set("tpu-a", "train", "FAILED", 137);
+  control_->failing_submits = 1;
+  a->run_once();  // detected, cancelled, decided tpu-b; the submit failed: back-off
+  ManagedWorkloadRecord m = record("train");
+  ASSERT_EQ(m.state, kManagedRecovering);
+  // As if a had submitted train-r1 to tpu-b and died before recording it.
+  nlohmann::json d = nlohmann::json::parse(m.detail_json);
+  d["phase"] = "submitting";
+  d["to_cluster"] = "tpu-b";
+  m.detail_json = d.dump();
+  store_->update_managed(m);
+  control_->submit("tpu-b", [&] {
+    auto s = spec("train-r1");
+    return s;
+  }());
+  const std::size_t before = control_->submits.size();
+  clock_->advance(11s);  // a's lease lapses
+  auto b = make("replica-b");
+  EXPECT_TRUE(b->run_once());
+  EXPECT_EQ(control_->submits.size(), before);  // adopted, not submitted twice
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  EXPECT_EQ(record("train").state, kManagedStarting);
+  EXPECT_EQ(control_->live_copies("train"), 1);
+}
+
+TEST_F(SupervisorTest, ManagedNamesAreUniqueAndShortEnoughForTheirReplacements) {
+  manage("train");
+  EXPECT_THROW(manage("train"), WorkloadSubmitError);
+  EXPECT_THROW(manage(std::string(37, 'a')), InvalidWorkloadSpecError);
+  // A submit that fails leaves no managed record behind.
+  control_->failing_submits = 1;
+  EXPECT_THROW(manage("other"), WorkloadSubmitError);
+  EXPECT_FALSE(store_->get_managed("other"));
+}
+
+TEST_F(SupervisorTest, ADisabledSupervisorNeverTakesTheLease) {
+  auto s = fast_settings();
+  s.enabled = false;
+  auto sup = make("a", s);
+  manage("train");
+  control_->set("tpu-a", "train", "FAILED", 137);
+  EXPECT_FALSE(sup->run_once());
+  EXPECT_FALSE(store_->get_lease(kSupervisorLease));
+  EXPECT_EQ(record("train").state, kManagedStarting);
+}
+
+}  // namespace
+}  // namespace falcon
