@@ -38,6 +38,7 @@ Prints progress on stderr and, last, one JSON object on stdout (--json) or a Mar
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import math
 import os
@@ -59,15 +60,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEVICE = "tpu-v4-8"
 
-# Production values (seconds) and what the bench divides by --scale.
+# Production values (seconds): the supervisor's defaults (docs/self-healing.md) and serve's
+# probe interval; the bench divides each by --scale.
 PROD = {
-    "interval_s": 30,          # supervisor pass (detection interval)
-    "unreachable_grace_s": 120,
+    "interval_s": 10,          # supervisor pass (detection interval)
+    "unreachable_grace_s": 60,
     "readmit_grace_s": 120,
     "fencing_lease_s": 300,
     "stable_after_s": 300,     # --stable-after default (5 min)
+    "backoff_s": 5,
+    "backoff_max_s": 300,
     "probe_interval_s": 30,    # serve's health loop
 }
+# The replicas' supervision lease is not scaled below this (real seconds): on a loaded 2-core
+# machine a 1 s lease would hand supervision back and forth between healthy replicas.
+MIN_LEASE_TTL_S = 3.0
 HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 30 min (mean)
 
 
@@ -248,14 +255,19 @@ class Chaos:
                   f"  gcloud_binary: {self.bin / 'fleet-gcloud'}",
                   f"  state_dir: {self.work / 'xpk'}",
                   f"  env: {{FALCON_FLEET_URL: \"{self.fleet_url}\"}}",
-                  "serve:", f"  probe_interval_s: {c['probe_interval_s']:g}",
-                  f"  max_probe_age_s: {max(2.0, 4 * c['probe_interval_s']):g}",
+                  "serve:", f"  probe_interval_s: {max(1, round(c['probe_interval_s']))}",
+                  f"  max_probe_age_s: {max(2, round(4 * c['probe_interval_s']))}",
                   "  max_parallel_probes: 8"]
         if not self.args.no_supervisor:
-            lines += ["supervisor:", f"  interval_s: {c['interval_s']:g}",
-                      f"  unreachable_grace_s: {c['unreachable_grace_s']:g}",
-                      f"  readmit_grace_s: {c['readmit_grace_s']:g}",
-                      f"  fencing_lease_s: {c['fencing_lease_s']:g}"]
+            lines += ["supervisor:", f"  interval_s: {c['interval_s']:.3f}",
+                      f"  lease_ttl_s: {max(MIN_LEASE_TTL_S, 30 / self.scale):.3f}",
+                      f"  unreachable_grace_s: {c['unreachable_grace_s']:.3f}",
+                      f"  readmit_grace_s: {c['readmit_grace_s']:.3f}",
+                      f"  fencing_lease_s: {c['fencing_lease_s']:.3f}",
+                      f"  backoff_s: {c['backoff_s']:.3f}",
+                      f"  backoff_max_s: {c['backoff_max_s']:.3f}",
+                      f"  stable_after_s: {c['stable_after_s']:.3f}",
+                      "  max_recoveries: 20"]
         path = self.work / "repos.yaml"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -537,7 +549,7 @@ class Chaos:
             time.sleep(0.5)
         survivor = [k for k, v in replicas.items() if v[0].poll() is None]
         base_url = replicas[survivor[0]][1]
-        st, recs = http("GET", base_url + "/v1/recoveries", timeout=60)
+        st, recs = http("GET", base_url + "/v1/recoveries?limit=1000", timeout=60)
         recoveries = recs.get("recoveries", []) if st == 200 else []
         st2, managed = http("GET", base_url + "/v1/managed", timeout=60)
         self.stop_polling.set()
@@ -605,10 +617,35 @@ class Chaos:
             for k, v in (r.get("phases") or {}).items():
                 if isinstance(v, (int, float)):
                     phases.setdefault(k, []).append(v)
-        by_kind = {}
-        for r in recoveries:
-            if isinstance(r.get("svrt_s"), (int, float)):
-                by_kind.setdefault(r.get("kind") or r.get("cause") or "?", []).append(r["svrt_s"])
+        # Each incident's record: same workload, from its cluster, violation seen after the
+        # fault (within a generous minute of real time).
+        def ts(text):
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() \
+                if text else None
+        used = set()
+        by_kind, fault_to_recovered = {}, []
+        for i in sorted(self.incidents, key=lambda x: x["t"]):
+            best = None
+            for r in recoveries:
+                tv = ts(r.get("t_violation"))
+                if r.get("id") in used or tv is None or r.get("from_cluster") != i["cluster"]:
+                    continue
+                if self.base_of(r.get("workload", "")) != i["base"] and \
+                        r.get("workload") != i["base"]:
+                    continue
+                if i["t"] - 1.0 <= tv <= i["t"] + 60.0 and (best is None or tv < ts(
+                        best.get("t_violation"))):
+                    best = r
+            if best is None:
+                continue
+            used.add(best.get("id"))
+            i["record"] = {k: best.get(k) for k in ("id", "kind", "cause", "outcome", "svrt_s",
+                                                    "to_cluster", "replacement")}
+            if isinstance(best.get("svrt_s"), (int, float)):
+                by_kind.setdefault(i["kind"], []).append(best["svrt_s"])
+                tr = ts(best.get("t_recovered"))
+                if tr:
+                    fault_to_recovered.append(tr - i["t"])
         # Measured building blocks (real seconds): the supervisor's phase medians, else this
         # run's own submits (POST answered) and admissions (first RUNNING poll).
         submit_med = statistics.median(phases["submit_s"]) if phases.get("submit_s") else \
@@ -623,8 +660,14 @@ class Chaos:
         stab = c["stable_after_s"]
 
         def bound(kind):
-            extra = {"kill": c["unreachable_grace_s"] + c["fencing_lease_s"],
-                     "preempt_held": c["readmit_grace_s"]}.get(kind, 0.0)
+            # The kind's own wait before a replacement may be submitted: a killed cluster is
+            # an incident after unreachable_grace_s and fenced after fencing_lease_s (counted
+            # from the same first failed look, so the larger of the two); an eviction after
+            # readmit_grace_s.
+            extra = {"kill": max(c["unreachable_grace_s"], c["fencing_lease_s"]),
+                     "preempt_held": c["readmit_grace_s"],
+                     # two injected create failures: two more submits and their back-offs
+                     "flaky_node": 2 * submit_med + 3 * c["backoff_s"]}.get(kind, 0.0)
             return (c["interval_s"] + extra + decision_med + submit_med + admission_med +
                     stab) * 1.1
         # Baselines on the same recoverable incidents (real seconds).
@@ -672,9 +715,14 @@ class Chaos:
             "svrt_sim_s": {"p50": pctl(svrt, 50) * scale, "p95": pctl(svrt, 95) * scale},
             "phases_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95)}
                               for k, v in phases.items()},
+            "fault_to_recovered_real_s": {"p50": pctl(fault_to_recovered, 50),
+                                          "p95": pctl(fault_to_recovered, 95),
+                                          "n": len(fault_to_recovered)},
+            "unmatched_records": [r for r in recoveries if r.get("id") not in used][:10],
+            "incidents": self.incidents if self.args.keep else [],
             "svrt_by_kind_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95), "n": len(v),
                                         "bound": bound(k)} for k, v in by_kind.items()},
-            "bound_real_s": {k: bound(k) for k in ("node", "preempt_held", "kill")},
+            "bound_real_s": {k: bound(k) for k in ("node", "flaky_node", "preempt_held", "kill")},
             "measured_blocks_real_s": {"decision": decision_med, "submit": submit_med,
                                        "admission": admission_med, "stability": stab},
             "baseline_human": {"recovered": len(recoverable),
