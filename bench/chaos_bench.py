@@ -184,10 +184,17 @@ class Postgres:
                     raise RuntimeError("postgres exited: " +
                                        (self.dir.parent / "postgres.log").read_text()[-2000:])
                 time.sleep(0.1)
-        subprocess.run(prefix + [str(b / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p",
-                                 str(self.port), "-U", "falcon", "-d", "postgres", "-c",
-                                 "CREATE DATABASE chaos"],
-                       check=True, stdout=subprocess.DEVNULL)
+        # The port answers before the server accepts sessions ("starting up"): retry.
+        for attempt in range(300):
+            r = subprocess.run(prefix + [str(b / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p",
+                                         str(self.port), "-U", "falcon", "-d", "postgres", "-c",
+                                         "CREATE DATABASE chaos"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode == 0:
+                break
+            if attempt == 299 or self.proc.poll() is not None:
+                raise RuntimeError(f"CREATE DATABASE failed: {r.stderr.strip()}")
+            time.sleep(0.1)
         return f"postgresql://falcon@127.0.0.1:{self.port}/chaos"
 
 
@@ -228,7 +235,7 @@ class Chaos:
         ready = self.work / "fleet.json"
         self.fleet = self.procs.spawn(
             [str(self.bin / "falcon-fleet"), "--fleet", str(self.work / "fleet.yaml"), "--port",
-             "0", "--ready-file", str(ready), "--no-auth"],
+             "0", "--ready-file", str(ready), "--token-file", str(self.work / "fleet.token")],
             stdout=open(self.work / "fleet.log", "wb"), stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
         for _ in range(1200):
@@ -255,6 +262,12 @@ class Chaos:
                   f"  gcloud_binary: {self.bin / 'fleet-gcloud'}",
                   f"  state_dir: {self.work / 'xpk'}",
                   f"  env: {{FALCON_FLEET_URL: \"{self.fleet_url}\"}}",
+                  # The supervisor reads a FAILED run's EXIT_CODE from Cloud Logging: the
+                  # fleet's.
+                  "gcp:", f"  logging_endpoint: {self.fleet_url}",
+                  f"  storage_endpoint: {self.fleet_url}",
+                  f"  access_token_file: {self.work / 'fleet.token'}",
+                  "  logging_reads_per_minute: 100000",
                   "serve:", f"  probe_interval_s: {max(1, round(c['probe_interval_s']))}",
                   f"  max_probe_age_s: {max(2, round(4 * c['probe_interval_s']))}",
                   "  max_parallel_probes: 8"]
@@ -597,8 +610,11 @@ class Chaos:
         for i in self.incidents:
             if i["recoverable"]:
                 continue
+            # A replacement that ran before the workload's next fault (if any).
+            nxt = min([j["t"] for j in self.incidents if j["base"] == i["base"] and
+                       j["t"] > i["t"]] or [float("inf")])
             later = [n for n, t in self.first_running.items()
-                     if self.base_of(n) == i["base"] and n != i["name"] and t > i["t"]]
+                     if self.base_of(n) == i["base"] and n != i["name"] and i["t"] < t < nxt]
             if later:
                 wrong.append((i["kind"], i["base"], later))
         # Lost: a managed workload (not an application failure) with no live incarnation now.
