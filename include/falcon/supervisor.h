@@ -51,6 +51,7 @@ inline constexpr const char* kIncidentApplication = "application";
 inline constexpr const char* kSupervisorLease = "supervisor";
 
 // Managed workload states.
+inline constexpr const char* kManagedSubmitting = "submitting";  // first submit under way
 inline constexpr const char* kManagedStarting = "starting";      // submitted, not seen RUNNING
 inline constexpr const char* kManagedRunning = "running";        // seen RUNNING
 inline constexpr const char* kManagedRecovering = "recovering";  // an incident is being handled
@@ -137,11 +138,16 @@ struct ManageOptions {
   bool recover_on_failure = false;
 };
 
+// How long a record may stay `submitting` (its server died during the submit) before the
+// supervisor treats it as `starting` (and a missing incarnation as lost).
+inline constexpr std::chrono::minutes kSubmittingGrace{10};
+
 // A managed workload's name leaves room for "-r<k>" within xpk's 40 characters.
 inline constexpr std::size_t kMaxManagedNameLength = 36;
 
 // Hands `spec` to the supervisor and submits it to `cluster`: the managed record is stored
-// first (state starting), then the workload submitted; a failed submit deletes the record and
+// first (state submitting, which the supervisor leaves alone for kSubmittingGrace), then the
+// workload submitted and the record moved to starting; a failed submit deletes the record and
 // rethrows. Throws WorkloadSubmitError ("... already exists", the API's 409) when the name is
 // managed already, InvalidWorkloadSpecError for a name longer than kMaxManagedNameLength, and
 // what ControlPlane::submit throws.

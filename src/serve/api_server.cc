@@ -759,7 +759,8 @@ void ApiServer::Impl::add_routes() {
           // A managed workload's incarnation cancelled by a person: the supervisor lets it go.
           std::optional<std::string> managed_name;
           for (ManagedWorkloadRecord& m : store().list_managed(
-                   1000, {kManagedStarting, kManagedRunning, kManagedRecovering})) {
+                   1000,
+                   {kManagedSubmitting, kManagedStarting, kManagedRunning, kManagedRecovering})) {
             if (m.incarnation != handle.workload_name || m.cluster != handle.cluster) continue;
             m.state = kManagedCancelled;
             m.updated_at = now();

@@ -73,7 +73,8 @@ std::string default_holder() {
 }  // namespace
 
 bool is_active_managed_state(const std::string& state) {
-  return state == kManagedStarting || state == kManagedRunning || state == kManagedRecovering;
+  return state == kManagedSubmitting || state == kManagedStarting || state == kManagedRunning ||
+         state == kManagedRecovering;
 }
 
 const char* to_string(Verdict v) {
@@ -241,7 +242,7 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
   record.recover_on_failure = options.recover_on_failure;
   record.incarnation = spec.name;
   record.cluster = cluster;
-  record.state = kManagedStarting;
+  record.state = kManagedSubmitting;
   record.created_at = clock.now();
   record.updated_at = record.created_at;
   if (!store.create_managed(record)) {
@@ -250,7 +251,18 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
         spec.name, std::nullopt, "");
   }
   try {
-    return control.submit(cluster, spec);
+    WorkloadHandle handle = control.submit(cluster, spec);
+    try {
+      if (auto stored = store.get_managed(spec.name);
+          stored && stored->state == kManagedSubmitting) {
+        stored->state = kManagedStarting;
+        stored->updated_at = clock.now();
+        store.update_managed(*stored);
+      }
+    } catch (const std::exception&) {
+      // The supervisor takes it as starting after kSubmittingGrace.
+    }
+    return handle;
   } catch (...) {
     try {
       store.delete_managed(spec.name);
@@ -543,6 +555,11 @@ struct Supervisor::Impl {
   // --- The state machine of one managed workload.
 
   void step(ManagedWorkloadRecord& m, const SupervisorSettings& s) {
+    if (m.state == kManagedSubmitting) {
+      // Its first submit is under way in an API request; left alone unless that server died.
+      if (now() - m.updated_at < kSubmittingGrace) return;
+      m.state = kManagedStarting;
+    }
     Detail d = Detail::parse(m.detail_json);
     cancel_fenced(m, d, s);
     if (m.state == kManagedStarting || m.state == kManagedRunning) {
@@ -954,8 +971,9 @@ void Supervisor::set_settings(const SupervisorSettings& settings) {
 
 void Supervisor::write_metrics(serve::PrometheusText& out) const {
   std::lock_guard lock(impl_->mutex);
-  out.family("falcon_supervisor_leader", "gauge",
-             "1 when this replica holds the supervisor lease and heals managed workloads");
+  out.family(
+      "falcon_supervisor_leader", "gauge",
+      "Whether this replica holds the supervisor lease and heals managed workloads (0 or 1)");
   out.sample("falcon_supervisor_leader", {}, impl_->leader ? 1.0 : 0.0);
   out.family("falcon_recoveries_total", "counter",
              "Recovery incidents this replica closed, by kind and outcome");

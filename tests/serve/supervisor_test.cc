@@ -388,7 +388,7 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
 
   serve::PrometheusText text;
   sup->write_metrics(text);
-  EXPECT_THAT(text.text(), HasSubstr("falcon_supervisor_leader 1"));
+  EXPECT_THAT(text.text(), HasSubstr("\nfalcon_supervisor_leader 1\n"));
   EXPECT_THAT(
       text.text(),
       HasSubstr("falcon_recoveries_total{kind=\"infrastructure\",outcome=\"recovered\"} 1"));
@@ -533,7 +533,14 @@ TEST_F(SupervisorTest, OneOfTwoReplicasActsAndTheOtherTakesOverWhenItsLeaseLapse
   clock_->advance(1s);
   EXPECT_TRUE(b->run_once());
   EXPECT_TRUE(b->leader());
-  // a, back from a pause, finds the lease gone and stops acting.
+  serve::PrometheusText text;
+  a->write_metrics(text);
+  EXPECT_THAT(text.text(), HasSubstr("\nfalcon_supervisor_leader 1\n"));  // not told yet
+  EXPECT_FALSE(a->run_once());
+  serve::PrometheusText after;
+  a->write_metrics(after);
+  EXPECT_THAT(after.text(), HasSubstr("\nfalcon_supervisor_leader 0\n"));
+  // a, back from a pause, found the lease gone and stopped acting.
   control_->set("tpu-b", "train-r1", "FAILED", 137);
   EXPECT_FALSE(a->run_once());
   EXPECT_EQ(control_->submits.size(), 1u);
@@ -581,6 +588,27 @@ TEST_F(SupervisorTest, ManagedNamesAreUniqueAndShortEnoughForTheirReplacements) 
   control_->failing_submits = 1;
   EXPECT_THROW(manage("other"), WorkloadSubmitError);
   EXPECT_FALSE(store_->get_managed("other"));
+}
+
+TEST_F(SupervisorTest, AFirstSubmitStillUnderWayIsNotTakenForALostWorkload) {
+  auto sup = make("a");
+  // As POST /v1/workloads leaves it while xpk creates the workload: recorded, not listed yet.
+  ManagedWorkloadRecord m;
+  m.name = "train";
+  m.spec = spec("train");
+  m.incarnation = "train";
+  m.cluster = "tpu-a";
+  m.state = kManagedSubmitting;
+  m.created_at = m.updated_at = clock_->now();
+  ASSERT_TRUE(store_->create_managed(m));
+  run(*sup, 5);
+  EXPECT_EQ(record("train").state, kManagedSubmitting);
+  EXPECT_TRUE(store_->list_recoveries(10).empty());
+  // Its server died during the submit: after the grace the missing workload is recovered.
+  clock_->advance(kSubmittingGrace);
+  run(*sup, 1);
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  EXPECT_THAT(store_->list_recoveries(10)[0].cause, HasSubstr("no longer listed"));
 }
 
 TEST_F(SupervisorTest, ADisabledSupervisorNeverTakesTheLease) {
