@@ -429,7 +429,6 @@ class Chaos:
         if kind == "app":
             return None  # app failures were scheduled at submit time
         if not managed:
-            log(f"{kind}: no idle running workload to hit, skipped")
             return None
         if kind == "kill":
             by_cluster = {}
@@ -524,11 +523,13 @@ class Chaos:
             while app_idx < len(app_times) and app_times[app_idx] - 4.0 <= time.time() - t_start:
                 name = f"chaos-a{app_idx:03d}"
                 fail_in = max(1.0, app_times[app_idx] - (time.time() - t_start))
+                where = self.healthy_cluster()
                 self.submit(replicas[self.leader(replicas) or "B"][1], name,
                             {"FLEET_DURATION_S": f"{fail_in * self.scale:.0f}",
-                             "FLEET_EXIT_CODE": "1"}, self.healthy_cluster())
+                             "FLEET_EXIT_CODE": "1"}, where)
                 bases_app.add(name)
                 self.incidents.append({"kind": "app", "base": name, "name": name,
+                                       "cluster": where,
                                        "t": t_start + app_times[app_idx], "recoverable": False,
                                        "open": False})
                 self.faults += 1
@@ -546,6 +547,11 @@ class Chaos:
             if kind == "app":
                 continue
             recs = self.inject(kind, t_rel, bases_app)
+            if recs is None and time.time() - t_start < a.duration + 60:
+                # Every candidate is still recovering from an earlier fault: try again shortly.
+                pending.append((t_rel + 1.0, kind))
+                pending.sort()
+                continue
             if recs:
                 self.faults += 1
                 ev += 1
@@ -568,6 +574,10 @@ class Chaos:
         self.stop_polling.set()
         poller.join()
         load1 = os.getloadavg()
+        (self.work / "raw.json").write_text(json.dumps(
+            {"incidents": self.incidents, "recoveries": recoveries,
+             "first_running": self.first_running, "double_runs": self.double_runs,
+             "cluster_revived": self.cluster_revived}, default=str))
         return self.report(recoveries, managed if st2 == 200 else {}, submits, bases_app,
                            killed_replica, load0, load1, time.time() - t_start)
 
@@ -644,7 +654,7 @@ class Chaos:
             best = None
             for r in recoveries:
                 tv = ts(r.get("t_violation"))
-                if r.get("id") in used or tv is None or r.get("from_cluster") != i["cluster"]:
+                if r.get("id") in used or tv is None or r.get("from_cluster") != i.get("cluster"):
                     continue
                 if self.base_of(r.get("workload", "")) != i["base"] and \
                         r.get("workload") != i["base"]:
@@ -775,7 +785,7 @@ def main():
     ap.add_argument("--scale", type=float, default=30.0)
     ap.add_argument("--clusters", type=int, default=6)
     ap.add_argument("--slots", type=int, default=16, help="tpu-v4-8 slots per cluster")
-    ap.add_argument("--workloads", type=int, default=24, help="long-running managed workloads")
+    ap.add_argument("--workloads", type=int, default=40, help="long-running managed workloads")
     ap.add_argument("--poll", type=float, default=0.25, help="fleet state poll period (real s)")
     ap.add_argument("--down-range", type=float, nargs=2, default=[6.0, 20.0],
                     help="real seconds a killed cluster stays down (uniform)")
