@@ -681,6 +681,71 @@ disable_update_check = true
         finally:
             self.stop_proc(fleet)
 
+    # --- chaos (issue 16) -------------------------------------------------------------------------
+
+    def bench_chaos(self):
+        """X1-X3: self-healing under >= 100 randomized faults (bench/chaos_bench.py)."""
+        faults = 100
+        duration = 150
+        argv = [sys.executable, str(ROOT / "bench" / "chaos_bench.py"), "--build",
+                str(self.build), "--seed", "16", "--faults", str(faults), "--duration",
+                str(duration), "--json"]  # its scratch under /tmp: PostgreSQL runs as `postgres`
+        cmd = f"`python3 bench/chaos_bench.py --build build/release --seed 16 --faults {faults} " \
+              f"--duration {duration}`"
+        try:
+            out = run(argv, capture=True)
+        except RuntimeError as e:
+            self.row("X1", "Chaos: self-healing under randomized faults", f"failed: {e}", "", "",
+                     "", "**not met**", cmd)
+            self.target("Chaos: 100% of recoverable incidents recovered, 0 double runs, 0 lost",
+                        False, str(e))
+            return
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        log(f"chaos: {json.dumps(r)}")
+        met = r["met"]
+        s = r["svrt_real_s"]
+        sc = r["scale"]
+        phases = ", ".join(f"{k.replace('_s', '')} {v['p50'] * sc:.0f}/{v['p95'] * sc:.0f} s"
+                           for k, v in sorted(r["phases_real_s"].items()))
+        by_kind = "; ".join(f"{k}: p95 {v['p95'] * sc:.0f} s (bound {v['bound'] * sc:.0f} s, "
+                            f"n={v['n']})" for k, v in sorted(r["svrt_by_kind_real_s"].items()))
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(r["incidents_by_kind"].items()))
+        h, n = r["baseline_human"], r["baseline_naive"]
+        ok1 = met["recovered_all"] and met["double_runs_zero"] and met["lost_zero"] and \
+            met["no_wrong_recoveries"]
+        self.row("X1", f"Chaos: {r['faults']} faults from seed {r['seed']} ({kinds}) on "
+                 f"{r['clusters']} clusters, {r['managed_workloads']} managed workloads, two "
+                 f"`falcon serve` replicas on one PostgreSQL, replica {r['killed_replica']} "
+                 f"SIGKILLed half way; time scale {sc:g}",
+                 f"**{r['recovered']}/{r['recoverable']} recovered**, "
+                 f"**{r['double_runs']} double runs** ({r['polls']} fleet polls), "
+                 f"**{len(r['lost'])} lost**, {len(r['wrong_recoveries'])} wrong recoveries "
+                 f"(application failures, readmitted preemptions)",
+                 f"naive retry on the same cluster: {n['recovered']}/{r['recoverable']} "
+                 f"recovered, {n['application_failures_rerun']} application failures rerun; "
+                 f"no supervisor: {h['recovered']}/{r['recoverable']} (a person notices)", "",
+                 "100% of recoverable recovered, 0 double runs, 0 lost",
+                 "met" if ok1 else "**not met**", cmd)
+        self.target("Chaos: 100% of recoverable incidents recovered, 0 double runs, 0 lost", ok1,
+                    f"{r['recovered']}/{r['recoverable']}, {r['double_runs']} double runs, "
+                    f"{len(r['lost'])} lost")
+        b = r["bound_real_s"]
+        self.row("X2", "Chaos: SVRT (t_violation → replacement RUNNING for the stability window), "
+                 "simulated seconds (real × scale)",
+                 f"**p50 {s['p50'] * sc:.0f} s, p95 {s['p95'] * sc:.0f} s** ({s['n']} "
+                 f"recoveries); phases p50/p95: {phases}; by kind: {by_kind}",
+                 f"no supervisor (notice ~ exp., mean 30 min): p50 {h['p50_sim_s']:.0f} s, "
+                 f"p95 {h['p95_sim_s']:.0f} s; naive retry: p50 {n['p50_sim_s']:.0f} s, "
+                 f"p95 {n['p95_sim_s']:.0f} s",
+                 f"{h['p95_sim_s'] / max(1e-9, s['p95'] * sc):.1f}× faster at p95 than no "
+                 "supervisor",
+                 "p95 ≤ (interval + grace of the kind + selection + submit + admission + "
+                 f"stability) × 1.1: node {b['node'] * sc:.0f} s, preemption "
+                 f"{b['preempt_held'] * sc:.0f} s, cluster kill {b['kill'] * sc:.0f} s",
+                 "met" if met["p95_within_bound"] else "**not met**", cmd)
+        self.target("Chaos: SVRT p95 within the detection + selection + submit + admission + "
+                    "stability bound (+10%) per fault kind", met["p95_within_bound"], by_kind)
+
     # --- selection -----------------------------------------------------------------------------
 
     def bench_selection(self):
@@ -1342,7 +1407,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,quota,startup,trace")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,quota,startup,trace,chaos")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
                     help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
     ap.add_argument("--gcloud-export-ranks", type=int, default=0,
@@ -1392,6 +1457,8 @@ def main():
         b.bench_quota()
     if want("trace"):
         b.bench_trace()
+    if want("chaos"):
+        b.bench_chaos()
     load_end = "{:.1f}".format(os.getloadavg()[0])
     b.print_table(load_start, load_end, time.time() - t0)
     b.closing()

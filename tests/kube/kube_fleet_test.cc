@@ -273,5 +273,52 @@ TEST_F(KubeFleetTest, KubectlReadsTheFleetsWorkloadsAndJobSets) {
   EXPECT_THAT(jobsets.stdout_text, HasSubstr("waiting-3"));
 }
 
+TEST_F(KubeFleetTest, KubectlSeesAnEvictionAndAKilledCluster) {
+  const std::string kubectl = "/usr/bin/kubectl";
+  if (!std::filesystem::exists(kubectl)) GTEST_SKIP() << "no kubectl on this machine";
+  auto& sim = fleet_.service().simulator();
+  std::string victim;
+  for (const auto& row : sim.list("tpu-a").rows) {
+    if (row.state == "RUNNING") victim = row.name;
+  }
+  ASSERT_FALSE(victim.empty());
+  fleet::EvictRequest evict;
+  evict.cluster = "tpu-a";
+  evict.workload = victim;
+  evict.readmit = false;
+  sim.evict(evict);
+
+  const std::string kubeconfig = config_.xpk.state_dir + "/kube/tpu-a/config";
+  CommandSpec spec;
+  spec.argv = {kubectl, "--kubeconfig", kubeconfig, "get", "workloads", "-A", "-o", "json"};
+  spec.timeout = std::chrono::seconds(60);
+  const auto got = runner_->run(spec);
+  ASSERT_TRUE(got.ok()) << got.stderr_text;
+  bool seen = false;
+  const nlohmann::json listed = nlohmann::json::parse(got.stdout_text);
+  for (const auto& item : listed["items"]) {
+    if (item["metadata"]["ownerReferences"][0]["name"] != victim) continue;
+    seen = true;
+    std::vector<std::string> types;
+    for (const auto& c : item["status"]["conditions"]) {
+      types.push_back(c["type"].get<std::string>() + "=" + c["status"].get<std::string>());
+    }
+    EXPECT_THAT(types, ::testing::Contains("Evicted=True"));
+    EXPECT_THAT(types, ::testing::Contains("Preempted=True"));
+    EXPECT_FALSE(item["status"].contains("admission"));
+    const auto row = kube::workload_row(item);
+    EXPECT_EQ(row.status, "Unknown");
+    EXPECT_EQ(xpk::map_row_state(row), "QUEUED");
+  }
+  EXPECT_TRUE(seen);
+
+  sim.kill_cluster("tpu-a", fleet::KillMode::kKeep);
+  const auto down = runner_->run(spec);
+  EXPECT_FALSE(down.ok());
+  EXPECT_THAT(down.stderr_text, HasSubstr("i/o timeout"));
+  sim.revive_cluster("tpu-a");
+  EXPECT_TRUE(runner_->run(spec).ok());
+}
+
 }  // namespace
 }  // namespace falcon

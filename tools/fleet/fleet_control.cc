@@ -97,6 +97,56 @@ std::string FleetControl::kube_ca_data() const {
   return kube_ca_data_;
 }
 
+nlohmann::json FleetControl::fault(const std::string& route, const nlohmann::json& body) {
+  const std::string cluster = str(body, "cluster");
+  try {
+    if (route == "clusters:kill") {
+      const std::string mode = opt<std::string>(body, "workloads", "keep");
+      if (mode != "keep" && mode != "fail") {
+        throw ControlError(400,
+                           "field 'workloads' must be \"keep\" (only the control plane is "
+                           "unreachable) or \"fail\" (the nodes went too)");
+      }
+      sim_.kill_cluster(cluster, mode == "fail" ? KillMode::kFail : KillMode::kKeep);
+      return {{"cluster", cluster}, {"unreachable", true}, {"workloads", mode}};
+    }
+    if (route == "clusters:revive") {
+      sim_.revive_cluster(cluster);
+      return {{"cluster", cluster}, {"unreachable", false}};
+    }
+    if (route == "clusters:failCreates") {
+      const auto it = body.find("count");
+      if (it == body.end() || !it->is_number_integer()) {
+        throw ControlError(400, "field 'count' must be an integer (0 clears)");
+      }
+      const int pending = sim_.fail_next_creates(cluster, it->get<int>());
+      return {{"cluster", cluster}, {"failing_creates", pending}};
+    }
+    if (route == "workloads:evict") {
+      EvictRequest req;
+      req.cluster = cluster;
+      req.workload = str(body, "workload");
+      req.readmit = opt<bool>(body, "readmit", true);
+      req.readmit_after_s = opt<double>(body, "readmit_after_s", 0.0);
+      req.preemptor_uid = opt<std::string>(body, "preemptor_uid", "");
+      const FaultResult r = sim_.evict(req);
+      return {{"cluster", cluster}, {"workload", r.workload}, {"state", r.state}};
+    }
+    // nodes:fail
+    NodeFailRequest req;
+    req.cluster = cluster;
+    req.workload = opt<std::string>(body, "workload", "");
+    req.node = opt<std::string>(body, "node", "");
+    req.slice = opt<int>(body, "slice", 0);
+    req.worker = opt<int>(body, "worker", 0);
+    req.exit_code = opt<int>(body, "exit_code", 137);
+    const FaultResult r = sim_.fail_node(req);
+    return {{"cluster", cluster}, {"workload", r.workload}, {"state", r.state}, {"pods", r.pods}};
+  } catch (const FaultError& e) {
+    throw ControlError(e.status(), e.what());
+  }
+}
+
 nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::json& body) {
   if (!body.is_object()) throw ControlError(400, "the request body must be a JSON object");
   if (route == "xpk") {
@@ -118,6 +168,10 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     } catch (const std::out_of_range& e) {
       throw ControlError(400, e.what());
     }
+  }
+  if (route == "clusters:kill" || route == "clusters:revive" || route == "clusters:failCreates" ||
+      route == "workloads:evict" || route == "nodes:fail") {
+    return fault(route, body);
   }
   if (route == "clock:advance") {
     const double seconds = opt<double>(body, "seconds", 0.0);
@@ -189,7 +243,7 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     const FleetCluster& c = sim_.cluster(*name);
     const std::string kubeconfig = opt<std::string>(body, "kubeconfig", "");
     if (!kubeconfig.empty()) sim_.record_kubeconfig(*name, kubeconfig);
-    const ClusterBehaviour& b = c.behaviour;
+    const ClusterBehaviour b = sim_.behaviour(*name);  // as it is now (clusters:kill)
     const int slow = b.slow ? b.slow_latency_ms : 0;
     std::string error;
     if (b.unreachable) {

@@ -30,6 +30,17 @@
 //   POST /fleet/v1/clusters:kueue      {cluster (fleet name), installed} -> {cluster, kueue}:
 //                                      installs or removes the cluster's Kueue CRDs
 //
+// Faults (simulator.h says what each does; `cluster` is the fleet name; 404 for an unknown
+// cluster or workload, 400 for a workload in no state to take the fault):
+//   POST /fleet/v1/clusters:kill       {cluster, workloads? "keep"|"fail"} -> {cluster,
+//                                      unreachable, workloads}
+//   POST /fleet/v1/clusters:revive     {cluster} -> {cluster, unreachable}
+//   POST /fleet/v1/workloads:evict     {cluster, workload, readmit? true, readmit_after_s? 0,
+//                                      preemptor_uid?} -> {cluster, workload, state}
+//   POST /fleet/v1/nodes:fail          {cluster, node | workload + slice? 0 + worker? 0,
+//                                      exit_code? 137|143} -> {cluster, workload, state, pods}
+//   POST /fleet/v1/clusters:failCreates {cluster, count} -> {cluster, failing_creates}
+//
 // Errors: HTTP 400 (bad JSON or fields) / 404 (unknown route) with {"error": {"message"}}.
 #pragma once
 
@@ -72,6 +83,7 @@ class FleetControl {
   void set_kube_endpoint(std::string url, std::string ca_data);
 
  private:
+  nlohmann::json fault(const std::string& route, const nlohmann::json& body);
   std::string server_url() const;
   std::string kube_base_url() const;
   std::string kube_ca_data() const;

@@ -158,6 +158,15 @@ json workload_object(const WorkloadRow& row) {
       conditions.push_back(condition("PodsReady", "PodsReady", message, time));
     }
   }
+  if (!row.conditions.empty()) {
+    // An evicted workload: the simulator's own list (Evicted, Preempted, Requeued, ...).
+    conditions = json::array();
+    for (const auto& c : row.conditions) {
+      json one = condition(c.type, c.reason, c.message, c.time);
+      one["status"] = c.status ? "True" : "False";
+      conditions.push_back(std::move(one));
+    }
+  }
   if (!conditions.empty()) status["conditions"] = conditions;
   return {
       {"apiVersion", std::string(kKueue) + "/v1beta1"},

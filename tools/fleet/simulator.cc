@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
 
@@ -15,6 +16,7 @@ namespace falcon::fleet {
 namespace {
 
 constexpr std::int64_t kSecond = 1'000'000'000;
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 constexpr std::size_t kGenerateBatch = 50'000;
 
 int priority_rank(const std::string& priority) {
@@ -136,6 +138,8 @@ struct Condition {
   const char* type;
   std::string message;
   std::int64_t time_ns;
+  bool status = true;
+  const char* reason = "";
 };
 
 }  // namespace
@@ -180,6 +184,14 @@ struct FleetSimulator::Workload {
     int chips = 0;
   };
   std::vector<Placement> placed;
+  // Faults.
+  int evictions = 0;
+  std::int64_t evicted_ns = -1;    // the last eviction
+  std::int64_t readmit_at_ns = 0;  // 0: may be admitted; kNever: held; else not before then
+  std::string evict_message;
+  int failed_slice = 0;   // the slice whose job failed first (JobSet's message)
+  int platform_exit = 0;  // 137/143: a worker killed by the platform (fail_node)
+  bool lost = false;      // ended with its cluster's nodes (kill_cluster, KillMode::kFail)
 
   bool queued() const { return reserved_ns < 0; }
   bool running() const { return reserved_ns >= 0 && finished_ns < 0; }
@@ -190,7 +202,11 @@ struct FleetSimulator::Workload {
     if (running()) return "RUNNING";
     return failed ? "FAILED" : "COMPLETED";
   }
-  int exit_code() const { return plan.outcome == Outcome::kFail ? plan.exit_code : 0; }
+  int exit_code() const {
+    if (platform_exit != 0) return platform_exit;
+    if (lost) return 137;
+    return plan.outcome == Outcome::kFail ? plan.exit_code : 0;
+  }
 };
 
 struct FleetSimulator::Cluster {
@@ -201,6 +217,8 @@ struct FleetSimulator::Cluster {
   std::mt19937_64 flaky_rng;
   std::set<std::string> kubeconfigs;
   std::string endpoint_ip;
+  bool down = false;        // killed with KillMode::kFail: no nodes, no admission
+  int failing_creates = 0;  // the next creates that fail (fail_next_creates)
 
   // label -> block -> chip in use, from the running workloads' placements.
   std::map<std::string, std::vector<std::vector<char>>> occupancy() const {
@@ -318,6 +336,19 @@ void FleetSimulator::set_kueue(const std::string& name, bool installed) {
   std::lock_guard lock(mu_);
   cluster_locked(name).spec.behaviour.kueue = installed;
 }
+
+ClusterBehaviour FleetSimulator::behaviour(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  return cluster_locked(name).spec.behaviour;
+}
+
+namespace {
+
+std::string known_cluster_message(const std::string& name) {
+  return "no cluster named '" + name + "' in the fleet";
+}
+
+}  // namespace
 
 namespace {
 
@@ -475,6 +506,211 @@ bool place_slices(W& w, std::vector<std::vector<char>>& blocks) {
 }
 
 }  // namespace
+void FleetSimulator::kill_cluster(const std::string& name, KillMode mode) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster* c = nullptr;
+  for (auto& cp : clusters_) {
+    if (cp->spec.name == name) c = cp.get();
+  }
+  if (!c) throw FaultError(404, known_cluster_message(name));
+  c->spec.behaviour.unreachable = true;
+  if (mode == KillMode::kFail) {
+    c->down = true;
+    for (auto& w : c->workloads) {
+      if (!w->running()) continue;
+      // The nodes are gone: no last lines, the JobSet fails (xpk's --max-restarts 0).
+      for (auto& pod : w->pods) {
+        emit_pod_lines(*w, pod, now, false, out);
+        pod.emitted = pod.script.line_count();
+        pod.terminated = true;
+      }
+      if (w->started_ns > now) w->started_ns = now;
+      w->finished_ns = now;
+      w->failed = true;
+      w->lost = true;
+    }
+  }
+  lock.unlock();
+  flush(std::move(out));
+}
+
+void FleetSimulator::revive_cluster(const std::string& name) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster* c = nullptr;
+  for (auto& cp : clusters_) {
+    if (cp->spec.name == name) c = cp.get();
+  }
+  if (!c) throw FaultError(404, known_cluster_message(name));
+  c->spec.behaviour.unreachable = false;
+  c->down = false;
+  Entries more = advance_locked(now);  // admission resumes
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  lock.unlock();
+  flush(std::move(out));
+}
+
+FleetSimulator::Workload& FleetSimulator::running_workload_locked(Cluster& c,
+                                                                  const std::string& name,
+                                                                  const char* fault) {
+  Workload* w = c.find(name, nullptr);
+  if (!w) {
+    throw FaultError(404, fmt::format("no workload named '{}' on cluster '{}'", name, c.spec.name));
+  }
+  if (!w->running()) {
+    throw FaultError(400, fmt::format("{}: workload '{}' on cluster '{}' is {}, not RUNNING", fault,
+                                      name, c.spec.name, w->state()));
+  }
+  return *w;
+}
+
+FaultResult FleetSimulator::evict(const EvictRequest& request) {
+  if (!(request.readmit_after_s >= 0) || request.readmit_after_s > 1e9) {
+    throw FaultError(400, "readmit_after_s must be a number of seconds between 0 and 1e9");
+  }
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster* c = nullptr;
+  for (auto& cp : clusters_) {
+    if (cp->spec.name == request.cluster) c = cp.get();
+  }
+  if (!c) throw FaultError(404, known_cluster_message(request.cluster));
+  Workload& w = running_workload_locked(*c, request.workload, "evict");
+  terminate_pods(w, now, out);  // Kueue suspends the JobSet: the pods get SIGTERM
+  const std::string uid =
+      request.preemptor_uid.empty()
+          ? fmt::format("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+                        static_cast<std::uint32_t>(mix64(w.seed + 1)), mix64(w.seed + 2) & 0xFFFF,
+                        mix64(w.seed + 3) & 0xFFF, mix64(w.seed + 4) & 0xFFF,
+                        mix64(w.seed + 5) & 0xFFFFFFFFFFFFull)
+          : request.preemptor_uid;
+  w.evict_message = fmt::format(
+      "Preempted to accommodate a workload (UID: {}, JobUID: UNKNOWN) due to prioritization in "
+      "the ClusterQueue; preemptor path: /cluster-queue; preemptee path: /cluster-queue",
+      uid);
+  ++w.evictions;
+  w.evicted_ns = now;
+  w.reserved_ns = -1;
+  w.started_ns = -1;
+  w.readmit_at_ns =
+      request.readmit
+          ? std::max<std::int64_t>(1, now + clock_->span_ns(static_cast<std::int64_t>(
+                                                std::llround(request.readmit_after_s * 1e9))))
+          : kNever;
+  // The JobSet's jobs are recreated on readmission: new pods (new names), a run from scratch.
+  w.seed = mix64(w.seed + 0x9e3779b97f4a7c15ull);
+  make_pods(*c, w);
+  FaultResult result{w.request.workload, w.state(), {}};
+  Entries more = advance_locked(now);  // its slot goes to the next queued workload
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  result.state = w.state();
+  lock.unlock();
+  flush(std::move(out));
+  return result;
+}
+
+FaultResult FleetSimulator::fail_node(const NodeFailRequest& request) {
+  if (request.exit_code != 137 && request.exit_code != 143) {
+    throw FaultError(400, fmt::format("exit_code must be 137 (SIGKILL) or 143 (SIGTERM), not {}",
+                                      request.exit_code));
+  }
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  Cluster* c = nullptr;
+  for (auto& cp : clusters_) {
+    if (cp->spec.name == request.cluster) c = cp.get();
+  }
+  if (!c) throw FaultError(404, known_cluster_message(request.cluster));
+  Workload* w = nullptr;
+  std::vector<std::size_t> victims;
+  if (!request.node.empty()) {
+    for (auto& wp : c->workloads) {
+      for (std::size_t i = 0; i < wp->pods.size(); ++i) {
+        if (wp->pods[i].writer.pod().node_name == request.node) {
+          w = wp.get();
+          victims.push_back(i);
+        }
+      }
+      if (w) break;
+    }
+    if (!w) {
+      throw FaultError(
+          404, fmt::format("no pod on node '{}' in cluster '{}'", request.node, c->spec.name));
+    }
+    if (!w->running()) {
+      throw FaultError(400, fmt::format("fail_node: workload '{}' on node '{}' is {}, not RUNNING",
+                                        w->request.workload, request.node, w->state()));
+    }
+  } else {
+    if (request.workload.empty()) {
+      throw FaultError(400, "fail_node needs a 'node' or a 'workload' (with slice and worker)");
+    }
+    w = &running_workload_locked(*c, request.workload, "fail_node");
+    for (std::size_t i = 0; i < w->pods.size(); ++i) {
+      const PodIdentity& id = w->pods[i].writer.pod();
+      if (id.slice == request.slice && id.worker == request.worker) victims.push_back(i);
+    }
+    if (victims.empty()) {
+      throw FaultError(404, fmt::format("workload '{}' has no worker {} in slice {}",
+                                        request.workload, request.worker, request.slice));
+    }
+  }
+  if (w->started_ns > now) {
+    throw FaultError(400, fmt::format("fail_node: the pods of '{}' have not started yet (admitted "
+                                      "at {})",
+                                      w->request.workload, format_k8s_time(w->started_ns)));
+  }
+  FaultResult result;
+  result.workload = w->request.workload;
+  // The platform kills the worker: its script's `EXIT_CODE=$?` line reports the signal.
+  for (std::size_t i : victims) {
+    auto& pod = w->pods[i];
+    emit_pod_lines(*w, pod, now - 2, false, out);
+    if (pod.emitted < pod.script.line_count()) {
+      std::int64_t at = now - 1;
+      if (pod.emitted > 0) at = std::max(at, pod.script.line(pod.emitted - 1).time_ns + 1);
+      append_line(out, pod.writer, PodScript::termination_line(at, 0));
+      LogLine exit = PodScript::termination_line(at, 1);
+      exit.text = fmt::format("EXIT_CODE={}", request.exit_code);
+      append_line(out, pod.writer, std::move(exit));
+      w->lines_written += 2;
+    }
+    pod.emitted = pod.script.line_count();
+    pod.terminated = true;
+    result.pods.push_back(pod.writer.pod().pod_name);
+  }
+  // JobSet fails (no restarts left) and stops the other workers: SIGTERM.
+  terminate_pods(*w, now, out);
+  w->failed_slice = w->pods[victims.front()].writer.pod().slice;
+  w->platform_exit = request.exit_code;
+  w->finished_ns = now;
+  w->failed = true;
+  result.state = w->state();
+  Entries more = advance_locked(now);
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  lock.unlock();
+  flush(std::move(out));
+  return result;
+}
+
+int FleetSimulator::fail_next_creates(const std::string& name, int count) {
+  if (count < 0 || count > 1'000'000) {
+    throw FaultError(400, "count must be between 0 and 1000000");
+  }
+  std::lock_guard lock(mu_);
+  for (auto& cp : clusters_) {
+    if (cp->spec.name == name) {
+      cp->failing_creates = count;
+      return count;
+    }
+  }
+  throw FaultError(404, known_cluster_message(name));
+}
 
 void FleetSimulator::flush(std::vector<LogRun> runs) {
   for (auto& run : runs) {
@@ -491,9 +727,12 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
       std::map<std::string, int> in_use;
       auto blocks = c.occupancy();
       std::vector<Workload*> queued;
+      if (c.down) return;
       for (auto& w : c.workloads) {
         if (w->running()) ++in_use[w->capacity_key];
-        if (w->queued()) queued.push_back(w.get());
+        if (!w->queued()) continue;
+        if (w->readmit_at_ns > 0 && w->readmit_at_ns <= t) w->readmit_at_ns = 0;
+        if (w->readmit_at_ns == 0) queued.push_back(w.get());
       }
       std::stable_sort(queued.begin(), queued.end(), [](const Workload* a, const Workload* b) {
         const int pa = priority_rank(a->request.priority);
@@ -510,11 +749,18 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
         if (!w->plan.pregenerate) set_scripts(*w, w->started_ns);
       }
     };
-    admit(now);
+    // Events in time order up to now (runs ending, evicted workloads becoming admissible),
+    // each followed by an admission pass at its instant; then one at now.
     for (;;) {
       Workload* next = nullptr;
+      std::int64_t readmit = kNever;  // the next evicted workload's readmission time
       for (auto& w : c.workloads) {
         if (w->running() && (!next || w->end_ns() < next->end_ns())) next = w.get();
+        if (w->queued() && w->readmit_at_ns > 0) readmit = std::min(readmit, w->readmit_at_ns);
+      }
+      if (readmit <= now && (!next || readmit < next->end_ns())) {
+        admit(readmit);
+        continue;
       }
       if (!next || next->end_ns() > now) break;
       const std::int64_t end = next->end_ns();
@@ -523,6 +769,7 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
       next->failed = next->plan.outcome == Outcome::kFail;
       admit(end);
     }
+    admit(now);
     for (auto& w : c.workloads) {
       if (!w->running()) continue;
       for (auto& pod : w->pods) emit_pod_lines(*w, pod, now, false, out);
@@ -567,29 +814,55 @@ ListResult FleetSimulator::list(const std::string& cluster_name) {
       if (w.finished() && !w.failed) row.vms_done = counted ? w.vms : 0;
       // Kueue's conditions, in the order Kueue keeps them.
       std::vector<Condition> conditions;
+      const std::string flavors = fmt::format(
+          "couldn't assign flavors to pod set slice-job: insufficient unused "
+          "quota for {} in flavor {}, {} more needed",
+          accelerator_resource(w.device_class), w.capacity_key,
+          std::max(1, w.vms * std::max(1, chips_per_vm(w.capacity_key, w.device_class))));
+      const bool evicted = w.evictions > 0;
       if (w.queued()) {
         conditions.push_back(
-            {"QuotaReserved",
-             fmt::format(
-                 "couldn't assign flavors to pod set slice-job: insufficient unused "
-                 "quota for {} in flavor {}, {} more needed",
-                 accelerator_resource(w.device_class), w.capacity_key,
-                 std::max(1, w.vms * std::max(1, chips_per_vm(w.capacity_key, w.device_class)))),
-             w.created_ns});
+            {"QuotaReserved", flavors, evicted ? w.evicted_ns : w.created_ns, false, "Pending"});
+        if (evicted) {
+          // Kueue's eviction by preemption: quota released, Evicted and Preempted set at
+          // once, Requeued once the pods have stopped.
+          conditions.push_back({"Admitted", "The workload has no reservation", w.evicted_ns, false,
+                                "NoReservation"});
+          conditions.push_back({"Evicted", w.evict_message, w.evicted_ns, true, "Preempted"});
+          conditions.push_back(
+              {"Preempted", w.evict_message, w.evicted_ns, true, "InClusterQueue"});
+          conditions.push_back(
+              {"Requeued", w.evict_message, w.evicted_ns + kSecond, true, "Preempted"});
+        }
       } else {
-        conditions.push_back(
-            {"QuotaReserved", "Quota reserved in ClusterQueue cluster-queue", w.reserved_ns});
+        conditions.push_back({"QuotaReserved", "Quota reserved in ClusterQueue cluster-queue",
+                              w.reserved_ns, true, "QuotaReserved"});
         if (w.started_ns <= now) {
-          conditions.push_back({"Admitted", "The workload is admitted", w.started_ns});
+          conditions.push_back(
+              {"Admitted", "The workload is admitted", w.started_ns, true, "Admitted"});
+        }
+        if (evicted) {
+          const std::string previously = "Previously: " + w.evict_message;
+          conditions.push_back({"Evicted", previously, w.reserved_ns, false, "QuotaReserved"});
+          conditions.push_back({"Preempted", previously, w.reserved_ns, false, "QuotaReserved"});
+          conditions.push_back({"Requeued", w.evict_message,
+                                std::min(w.evicted_ns + kSecond, w.reserved_ns), true,
+                                "Preempted"});
         }
         if (w.finished()) {
           conditions.push_back(
               {"Finished",
                w.failed ? fmt::format("jobset failed due to reaching max number of restarts "
-                                      "(first failed job: {}-slice-job-0)",
-                                      w.request.workload)
+                                      "(first failed job: {}-slice-job-{})",
+                                      w.request.workload, w.failed_slice)
                         : std::string("jobset completed successfully"),
-               w.finished_ns});
+               w.finished_ns, true, w.failed ? "Failed" : "Succeeded"});
+        }
+      }
+      if (evicted) {
+        for (const auto& cond : conditions) {
+          row.conditions.push_back(
+              {cond.type, cond.status, cond.reason, cond.message, format_k8s_time(cond.time_ns)});
         }
       }
       const Condition* shown = &conditions.back();  // v1.7: conditions[-1]
@@ -601,6 +874,10 @@ ListResult FleetSimulator::list(const std::string& cluster_name) {
         }
       }
       row.status = shown->type;
+      if (style == TableStyle::kV19 && *row.status != "Admitted" && *row.status != "Evicted" &&
+          *row.status != "QuotaReserved" && *row.status != "Finished") {
+        row.status = "Unknown";  // v1.9+ names only these four
+      }
       row.message = shown->message;
       row.status_time = format_k8s_time(shown->time_ns);
       result.rows.push_back(std::move(row));
@@ -623,10 +900,44 @@ CreateOutcome FleetSimulator::create(const std::string& cluster_name, const Crea
   Cluster& c = cluster_locked(cluster_name);
   CreateOutcome outcome;
   outcome.failure = kubectl_fate_locked(c);
+  if (!outcome.failure && c.failing_creates > 0) {
+    // A transient API-server failure during `kubectl apply` (fail_next_creates).
+    --c.failing_creates;
+    ++c.kubectl_failures;
+    outcome.failure =
+        KubectlFailure{"Unable to connect to the server: net/http: TLS handshake timeout\n", 1};
+  }
   if (!outcome.failure) outcome.result = create_locked(c, request, overwrite, now, out);
   lock.unlock();
   flush(std::move(out));
   return outcome;
+}
+
+void FleetSimulator::make_pods(const Cluster& c, Workload& w) {
+  w.pods.clear();
+  const std::string container = container_name(w.device_class, w.request.docker_name);
+  const int slices = w.device_class == DeviceClass::kGpu ? 1 : w.request.num_slices;
+  const int workers = w.device_class == DeviceClass::kGpu ? w.request.num_nodes : w.workers;
+  int index = 0;
+  for (int s = 0; s < slices; ++s) {
+    for (int k = 0; k < workers; ++k, ++index) {
+      const std::uint64_t pod_seed = mix64(w.seed + static_cast<std::uint64_t>(index) + 1);
+      PodIdentity id;
+      id.project = c.spec.project;
+      id.location = c.spec.location;
+      id.cluster_name = c.spec.cluster_id;
+      id.namespace_name = w.request.namespace_;
+      id.workload = w.request.workload;
+      id.pod_name = make_pod_name(w.request.workload, s, k, pod_seed);
+      id.container_name = container;
+      id.node_name = node_name(c.spec.cluster_id, s, mix64(w.seed + 7 * s), pod_seed);
+      id.slice = s;
+      id.worker = k;
+      id.omit_completion_index =
+          w.plan.omit_index_every > 0 && (index + 1) % w.plan.omit_index_every == 0;
+      w.pods.emplace_back(id);
+    }
+  }
 }
 
 CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
@@ -665,29 +976,7 @@ CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& requ
                                     request.namespace_, request.workload),
                         w->sequence);
   w->created_ns = now;
-  const std::string container = container_name(w->device_class, request.docker_name);
-  const int slices = w->device_class == DeviceClass::kGpu ? 1 : w->request.num_slices;
-  const int workers = w->device_class == DeviceClass::kGpu ? w->request.num_nodes : w->workers;
-  int index = 0;
-  for (int s = 0; s < slices; ++s) {
-    for (int k = 0; k < workers; ++k, ++index) {
-      const std::uint64_t pod_seed = mix64(w->seed + static_cast<std::uint64_t>(index) + 1);
-      PodIdentity id;
-      id.project = c.spec.project;
-      id.location = c.spec.location;
-      id.cluster_name = c.spec.cluster_id;
-      id.namespace_name = request.namespace_;
-      id.workload = request.workload;
-      id.pod_name = make_pod_name(request.workload, s, k, pod_seed);
-      id.container_name = container;
-      id.node_name = node_name(c.spec.cluster_id, s, mix64(w->seed + 7 * s), pod_seed);
-      id.slice = s;
-      id.worker = k;
-      id.omit_completion_index =
-          w->plan.omit_index_every > 0 && (index + 1) % w->plan.omit_index_every == 0;
-      w->pods.emplace_back(id);
-    }
-  }
+  make_pods(c, *w);
   if (w->plan.pregenerate) {
     set_scripts(*w, now + clock_->span_ns(c.spec.behaviour.admission_delay_s * kSecond));
     for (auto& pod : w->pods) emit_pod_lines(*w, pod, 0, true, out);
@@ -976,6 +1265,8 @@ nlohmann::json FleetSimulator::state() {
     cj["location"] = c.spec.location;
     cj["capacity"] = c.spec.capacity;
     cj["unreachable"] = c.spec.behaviour.unreachable;
+    cj["down"] = c.down;
+    cj["failing_creates"] = c.failing_creates;
     cj["kueue"] = c.spec.behaviour.kueue;
     cj["kubectl_calls"] = c.kubectl_calls;
     cj["kubectl_failures"] = c.kubectl_failures;
@@ -1015,6 +1306,15 @@ nlohmann::json FleetSimulator::state() {
       wj["exit_code"] = w.finished() ? nlohmann::json(w.exit_code()) : nlohmann::json(nullptr);
       wj["env_warnings"] = w.plan.warnings;
       wj["log_lines_written"] = w.lines_written;
+      wj["evictions"] = w.evictions;
+      wj["evicted_ns"] = w.evicted_ns;
+      wj["readmit_at_ns"] =
+          w.readmit_at_ns == kNever ? nlohmann::json(nullptr) : nlohmann::json(w.readmit_at_ns);
+      wj["held"] = w.readmit_at_ns == kNever;
+      wj["evict_message"] = w.evict_message;
+      wj["failed_slice"] = w.failed_slice;
+      wj["platform_exit"] = w.platform_exit;
+      wj["lost"] = w.lost;
       nlohmann::json pods = nlohmann::json::array();
       for (const auto& pod : w.pods) {
         const PodIdentity& id = pod.writer.pod();
@@ -1022,6 +1322,7 @@ nlohmann::json FleetSimulator::state() {
                         {"slice", id.slice},
                         {"worker", id.worker},
                         {"container", id.container_name},
+                        {"node", id.node_name},
                         {"omit_completion_index", id.omit_completion_index},
                         {"lines_emitted", pod.emitted},
                         {"lines_planned", pod.script.line_count()},
@@ -1058,6 +1359,9 @@ void FleetSimulator::restore(const nlohmann::json& state) {
       c->workloads.clear();
       c->kubectl_calls = cj.value("kubectl_calls", std::uint64_t{0});
       c->kubectl_failures = cj.value("kubectl_failures", std::uint64_t{0});
+      c->spec.behaviour.unreachable = cj.value("unreachable", c->spec.behaviour.unreachable);
+      c->down = cj.value("down", false);
+      c->failing_creates = cj.value("failing_creates", 0);
       for (const auto& wj : cj.at("workloads")) {
         auto w = std::make_unique<Workload>();
         CreateRequest& r = w->request;
@@ -1088,6 +1392,16 @@ void FleetSimulator::restore(const nlohmann::json& state) {
         w->started_ns = wj.at("started_ns").get<std::int64_t>();
         w->finished_ns = wj.at("finished_ns").get<std::int64_t>();
         w->failed = wj.at("failed").get<bool>();
+        w->evictions = wj.value("evictions", 0);
+        w->evicted_ns = wj.value("evicted_ns", std::int64_t{-1});
+        w->readmit_at_ns = wj.value("held", false) ? kNever
+                           : wj.contains("readmit_at_ns") && wj["readmit_at_ns"].is_number()
+                               ? wj["readmit_at_ns"].get<std::int64_t>()
+                               : 0;
+        w->evict_message = wj.value("evict_message", std::string());
+        w->failed_slice = wj.value("failed_slice", 0);
+        w->platform_exit = wj.value("platform_exit", 0);
+        w->lost = wj.value("lost", false);
         next_sequence_ = std::max(next_sequence_, w->sequence + 1);
         for (const auto& pj : wj.at("pods")) {
           PodIdentity id;
@@ -1101,8 +1415,9 @@ void FleetSimulator::restore(const nlohmann::json& state) {
           id.slice = pj.at("slice").get<int>();
           id.worker = pj.at("worker").get<int>();
           id.omit_completion_index = pj.at("omit_completion_index").get<bool>();
-          id.node_name = node_name(c->spec.cluster_id, id.slice, mix64(w->seed + 7 * id.slice),
-                                   mix64(w->seed + w->pods.size() + 1));
+          id.node_name = pj.value(
+              "node", node_name(c->spec.cluster_id, id.slice, mix64(w->seed + 7 * id.slice),
+                                mix64(w->seed + w->pods.size() + 1)));
           Workload::Pod pod(id);
           pod.emitted = pj.at("lines_emitted").get<std::size_t>();
           pod.terminated = pj.at("terminated").get<bool>();

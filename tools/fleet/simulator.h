@@ -11,6 +11,23 @@
 //   finished rows stay listed until ttlSecondsAfterFinished (default 12 h) has passed.
 // Deleting a workload removes it at once; running pods print their SIGTERM lines.
 //
+// Faults (the control API's chaos routes, fleet_control.h):
+//   kill_cluster / revive_cluster   the control plane stops answering (as behaviour.unreachable:
+//                                   every kubectl call and the Kubernetes API fail); with
+//                                   KillMode::kFail its nodes go too: running workloads end
+//                                   FAILED at once (no last log lines: the nodes vanished) and
+//                                   nothing is admitted until it is revived
+//   evict                           Kueue preempts a workload: its pods get SIGTERM
+//   (EXIT_CODE=143),
+//                                   it goes back to QUEUED with Evicted/Preempted/Requeued
+//                                   conditions and is readmitted (from scratch, new pods) after
+//                                   readmit_after_s, or never
+//   fail_node                       the platform kills the worker on a node (EXIT_CODE=137 or 143,
+//                                   no application error); JobSet (xpk's --max-restarts 0) fails
+//                                   the workload, its other workers get SIGTERM
+//   fail_next_creates               the next N creates (`kubectl apply`) fail with a TLS
+//                                   handshake timeout, as a transient API-server failure prints
+//
 // Run parameters come from the fleet file's defaults, overridden per workload by `--env`:
 //   FLEET_DURATION_S=<seconds>    simulated running time (decimal allowed)
 //   FLEET_OUTCOME=succeed|fail
@@ -36,6 +53,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,6 +104,17 @@ struct WorkloadRow {
   std::optional<std::string> message;
   std::optional<std::string> status_time;
   std::string state;  // the simulator's truth: QUEUED | RUNNING | COMPLETED | FAILED
+  // Every Kueue condition, in the Workload's order, when the workload has been evicted (the
+  // Kubernetes API shows them as they are); empty otherwise (kube_api.cc derives them from the
+  // shown one).
+  struct Condition {
+    std::string type;
+    bool status = true;
+    std::string reason;
+    std::string message;
+    std::string time;  // RFC 3339, seconds, Z
+  };
+  std::vector<Condition> conditions;
 };
 
 // A kubectl call that failed (unreachable or flaky cluster): what kubectl printed on stderr.
@@ -132,6 +161,46 @@ struct GenerateRequest {
 struct GenerateResult {
   std::size_t written = 0;
   std::vector<std::string> pod_names;  // in `ranks` order
+};
+
+// What becomes of a killed cluster's workloads.
+enum class KillMode {
+  kKeep,  // only the control plane is gone: workloads run on, unseen (behaviour.unreachable)
+  kFail,  // the nodes went with it: running workloads fail, nothing is admitted until revived
+};
+
+struct EvictRequest {
+  std::string cluster;
+  std::string workload;
+  bool readmit = true;         // false: stays QUEUED (its quota held by the preemptor)
+  double readmit_after_s = 0;  // simulated seconds before Kueue may admit it again
+  std::string preemptor_uid;   // in the message; default: a UID derived from the workload
+};
+
+struct NodeFailRequest {
+  std::string cluster;
+  std::string workload;  // with slice/worker, or empty with `node`
+  std::string node;      // a node name from state() (pods[].node)
+  int slice = 0;
+  int worker = 0;
+  int exit_code = 137;  // 137 (SIGKILL) or 143 (SIGTERM)
+};
+
+struct FaultResult {
+  std::string workload;
+  std::string state;              // the workload's state afterwards
+  std::vector<std::string> pods;  // the pods killed by the platform (fail_node)
+};
+
+// A fault that cannot be applied: the message says why (unknown cluster/workload, not running).
+class FaultError : public std::runtime_error {
+ public:
+  FaultError(int status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  int status() const { return status_; }  // 400 or 404
+
+ private:
+  int status_;
 };
 
 class FleetSimulator {
@@ -187,6 +256,18 @@ class FleetSimulator {
     nlohmann::json object;  // the ClusterQueue (kueue.x-k8s.io/v1beta1)
   };
   ClusterQueueView cluster_queue(const std::string& cluster);
+  // The cluster's behaviour as it is now (kill/revive change `unreachable`). Throws
+  // std::out_of_range for an unknown cluster.
+  ClusterBehaviour behaviour(const std::string& cluster) const;
+
+  // Faults (see the top of this file). All throw FaultError (404 unknown cluster or workload,
+  // 400 a workload in no state to take the fault).
+  void kill_cluster(const std::string& cluster, KillMode mode);
+  void revive_cluster(const std::string& cluster);
+  FaultResult evict(const EvictRequest& request);
+  FaultResult fail_node(const NodeFailRequest& request);
+  // The next `count` creates on the cluster fail (0 clears); returns how many are pending.
+  int fail_next_creates(const std::string& cluster, int count);
 
   // Remembers that an xpk process used `kubeconfig` for the cluster (shown in state()).
   void record_kubeconfig(const std::string& cluster, const std::string& kubeconfig);
@@ -218,6 +299,8 @@ class FleetSimulator {
   CreateResult create_locked(Cluster& c, const CreateRequest& request, bool overwrite,
                              std::int64_t now, std::vector<LogRun>& out);
   void flush(std::vector<LogRun> runs);
+  void make_pods(const Cluster& c, Workload& w);
+  Workload& running_workload_locked(Cluster& c, const std::string& name, const char* fault);
 
   FleetConfig config_;
   std::shared_ptr<SimClock> clock_;

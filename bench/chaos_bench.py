@@ -1,0 +1,812 @@
+#!/usr/bin/env python3
+"""The chaos benchmark (issue 16): self-healing workloads under randomized faults.
+
+    python3 bench/chaos_bench.py --build build/release [--seed 16] [--faults 100] [--keep]
+                                 [--no-supervisor] [--json]
+
+Starts a throwaway PostgreSQL, a time-scaled local fleet (falcon-fleet) of several clusters,
+and TWO `falcon serve` replicas on that one database; submits managed workloads through the
+API (`POST /v1/workloads` with `managed`), then injects faults from a fixed seed through the
+fleet's control API (cluster killed and revived, Kueue preemption with and without
+readmission, a node whose worker the platform kills, flaky creates together with a node
+failure, and application failures that must NOT be recovered), kills one replica (the one
+supervising, SIGKILL) half way, and reads the fleet's own state every `--poll` seconds to
+find double runs (two live incarnations of one managed workload: QUEUED or RUNNING, on any
+clusters) and, at the end, lost workloads (a workload that should run with no live
+incarnation). SVRT and its phases come from the supervisor's `GET /v1/recoveries`.
+
+Time scaling: every duration is the production value divided by `--scale` (default 30): the
+fleet runs at time_scale 30 and the supervisor's interval, grace periods, lease and stability
+window are configured at 1/30 of their defaults, so the run takes a few minutes. SVRT is
+reported in real seconds and, multiplied back, in simulated (production) seconds.
+
+Baselines, on the same incidents:
+- no supervisor: the workload is recovered when a person notices. Assumption (documented, not
+  measured): the time to notice is exponential with a mean of 30 minutes (seeded draws, one per
+  incident), then the person selects, submits and waits as the supervisor does (the phase
+  medians measured in this run).
+- naive retry on the same cluster: a loop that polls as often as the supervisor and resubmits a
+  FAILED workload on its own cluster. Replayed on this run's timeline: a killed cluster accepts
+  the resubmit only once revived (its revive time here), a preempted workload whose quota stays
+  with the preemptor is never seen FAILED (so never retried), transient create failures cost a
+  poll each, and an application failure is rerun (counted as a wrong recovery).
+
+With --no-supervisor the workloads are submitted unmanaged (for checking the bench itself
+before the supervisor exists): nothing is recovered and the targets are reported as not met.
+Prints progress on stderr and, last, one JSON object on stdout (--json) or a Markdown summary.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEVICE = "tpu-v4-8"
+
+# Production values (seconds): the supervisor's defaults (docs/self-healing.md) and serve's
+# probe interval; the bench divides each by --scale.
+PROD = {
+    "interval_s": 10,          # supervisor pass (detection interval)
+    "unreachable_grace_s": 60,
+    "readmit_grace_s": 120,
+    "fencing_lease_s": 300,
+    "stable_after_s": 300,     # --stable-after default (5 min)
+    "backoff_s": 5,
+    "backoff_max_s": 300,
+    "probe_interval_s": 30,    # serve's health loop
+}
+# The replicas' supervision lease is not scaled below this (real seconds): on a loaded 2-core
+# machine a 1 s lease would hand supervision back and forth between healthy replicas.
+MIN_LEASE_TTL_S = 3.0
+HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 30 min (mean)
+
+
+def log(msg: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def pctl(xs, p):
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = (len(s) - 1) * p / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return s[lo] if lo == hi else s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None, timeout=60):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, method=method, data=data,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            text = r.read()
+            return r.status, (json.loads(text) if text else {})
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        try:
+            return e.code, json.loads(text)
+        except json.JSONDecodeError:
+            return e.code, {"error": {"message": text.decode(errors="replace")}}
+
+
+class Procs:
+    """Children in their own process groups, ended (with what they started) at exit."""
+
+    def __init__(self):
+        self.live = []
+
+    def spawn(self, argv, **kw):
+        p = subprocess.Popen(argv, start_new_session=True, **kw)
+        self.live.append(p)
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, timeout=30):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, sig)
+            except OSError:
+                pass
+            try:
+                p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    def stop_all(self):
+        for p in reversed(self.live):
+            self.stop(p)
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster (initdb, postgres on a loopback port, trust auth). As
+    root it runs as the `postgres` user, as tests/support/postgres_server.cc does."""
+
+    def __init__(self, procs: Procs, work: Path):
+        self.procs, self.dir = procs, work / "pg"
+        self.proc = None
+        self.port = 0
+
+    def bin_dir(self) -> Path:
+        for d in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+            if (d / "initdb").exists():
+                return d
+        raise RuntimeError("no PostgreSQL server binaries under /usr/lib/postgresql "
+                           "(scripts/setup.sh installs postgresql-15)")
+
+    def start(self) -> str:
+        b = self.bin_dir()
+        self.dir.mkdir(parents=True)
+        prefix = []
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            os.chmod(self.dir.parent, 0o755)
+            prefix = ["runuser", "-u", "postgres", "--"]
+        subprocess.run(prefix + [str(b / "initdb"), "-D", str(self.dir / "data"), "-U", "falcon",
+                                 "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.port = free_port()
+        self.proc = self.procs.spawn(
+            prefix + [str(b / "postgres"), "-D", str(self.dir / "data"), "-p", str(self.port),
+                      "-k", str(self.dir), "-c", "listen_addresses=127.0.0.1",
+                      "-c", "max_connections=200", "-c", "fsync=off",
+                      "-c", "full_page_writes=off", "-c", "log_min_messages=warning"],
+            stdout=subprocess.DEVNULL, stderr=open(self.dir.parent / "postgres.log", "wb"))
+        for _ in range(600):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("postgres exited: " +
+                                       (self.dir.parent / "postgres.log").read_text()[-2000:])
+                time.sleep(0.1)
+        # The port answers before the server accepts sessions ("starting up"): retry.
+        for attempt in range(300):
+            r = subprocess.run(prefix + [str(b / "psql"), "-X", "-q", "-h", "127.0.0.1", "-p",
+                                         str(self.port), "-U", "falcon", "-d", "postgres", "-c",
+                                         "CREATE DATABASE chaos"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if r.returncode == 0:
+                break
+            if attempt == 299 or self.proc.poll() is not None:
+                raise RuntimeError(f"CREATE DATABASE failed: {r.stderr.strip()}")
+            time.sleep(0.1)
+        return f"postgresql://falcon@127.0.0.1:{self.port}/chaos"
+
+
+class Chaos:
+    def __init__(self, args):
+        self.args = args
+        self.build = Path(args.build).resolve()
+        self.bin = self.build / "bin"
+        self.scale = float(args.scale)
+        self.work = Path(tempfile.mkdtemp(prefix="falcon-chaos-", dir=args.tmpdir))
+        os.chmod(self.work, 0o755)
+        self.procs = Procs()
+        self.rng = random.Random(args.seed)
+        self.cfg = {k: v / self.scale for k, v in PROD.items()}
+        self.clusters = [f"c{i}" for i in range(args.clusters)]
+        self.lock = threading.Lock()
+        # Ground truth from the fleet polls.
+        self.polls = 0
+        self.double_polls = 0
+        self.double_runs = {}        # base -> first (time, names)
+        self.first_running = {}      # incarnation name -> first time seen RUNNING (real)
+        self.live_now = {}           # base -> [(name, cluster, state)]
+        self.cluster_revived = {}    # cluster -> [(killed_at, revived_at)]
+        self.incidents = []
+        self.faults = 0
+        self.stop_polling = threading.Event()
+
+    # --- processes ------------------------------------------------------------------------------
+
+    def start_fleet(self):
+        lines = [f"time_scale: {self.scale:g}", "defaults: {duration_s: 1000000, steps: 20}",
+                 "clusters:"]
+        for name in self.clusters:
+            lines += [f"  {name}:", "    project: chaos-project", "    zone: us-central2-b",
+                      f"    cluster_id: {name}",
+                      f"    capacity: {{{DEVICE}: {self.args.slots}}}"]
+        (self.work / "fleet.yaml").write_text("\n".join(lines) + "\n")
+        ready = self.work / "fleet.json"
+        self.fleet = self.procs.spawn(
+            [str(self.bin / "falcon-fleet"), "--fleet", str(self.work / "fleet.yaml"), "--port",
+             "0", "--ready-file", str(ready), "--token-file", str(self.work / "fleet.token")],
+            stdout=open(self.work / "fleet.log", "wb"), stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL)
+        for _ in range(1200):
+            if ready.exists() and ready.stat().st_size > 0:
+                try:
+                    self.fleet_url = json.loads(ready.read_text())["url"]
+                    return
+                except (json.JSONDecodeError, KeyError):
+                    pass
+            if self.fleet.poll() is not None:
+                raise RuntimeError("falcon-fleet exited: " + (self.work / "fleet.log").read_text())
+            time.sleep(0.05)
+        raise RuntimeError("falcon-fleet did not become ready")
+
+    def repos_yaml(self) -> Path:
+        c = self.cfg
+        lines = ["clusters:"]
+        for name in self.clusters:
+            lines += [f"  {name}:", "    project: chaos-project", "    zone: us-central2-b",
+                      f"    cluster_id: {name}",
+                      f"    accelerator_types: [{{type: {DEVICE}, device_class: tpu, priority: 1}}]",
+                      f"    max_queue_depth: {self.args.slots}", "    probe_timeout_s: 30"]
+        lines += ["xpk:", f"  binary: {self.bin / 'fleet-xpk'}",
+                  f"  gcloud_binary: {self.bin / 'fleet-gcloud'}",
+                  f"  state_dir: {self.work / 'xpk'}",
+                  f"  env: {{FALCON_FLEET_URL: \"{self.fleet_url}\"}}",
+                  # The supervisor reads a FAILED run's EXIT_CODE from Cloud Logging: the
+                  # fleet's.
+                  "gcp:", f"  logging_endpoint: {self.fleet_url}",
+                  f"  storage_endpoint: {self.fleet_url}",
+                  f"  access_token_file: {self.work / 'fleet.token'}",
+                  "  logging_reads_per_minute: 100000",
+                  "serve:", f"  probe_interval_s: {max(1, round(c['probe_interval_s']))}",
+                  f"  max_probe_age_s: {max(2, round(4 * c['probe_interval_s']))}",
+                  "  max_parallel_probes: 8"]
+        if not self.args.no_supervisor:
+            lines += ["supervisor:", f"  interval_s: {c['interval_s']:.3f}",
+                      f"  lease_ttl_s: {max(MIN_LEASE_TTL_S, 30 / self.scale):.3f}",
+                      f"  unreachable_grace_s: {c['unreachable_grace_s']:.3f}",
+                      f"  readmit_grace_s: {c['readmit_grace_s']:.3f}",
+                      f"  fencing_lease_s: {c['fencing_lease_s']:.3f}",
+                      f"  backoff_s: {c['backoff_s']:.3f}",
+                      f"  backoff_max_s: {c['backoff_max_s']:.3f}",
+                      f"  stable_after_s: {c['stable_after_s']:.3f}",
+                      "  max_recoveries: 20"]
+        path = self.work / "repos.yaml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start_serve(self, name, repos, state):
+        logf = self.work / f"{name}.log"
+        env = {**os.environ, "FALCON_FLEET_URL": self.fleet_url}
+        proc = self.procs.spawn([str(self.bin / "falcon"), "--config", str(repos), "serve",
+                                 "--listen", "127.0.0.1:0", "--state", state],
+                                stdout=subprocess.DEVNULL, stderr=open(logf, "wb"),
+                                stdin=subprocess.DEVNULL, env=env)
+        deadline = time.time() + 180
+        base = None
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"falcon serve ({name}) exited: " + logf.read_text()[-3000:])
+            m = re.search(r"listening on (http://\S+)", logf.read_text(errors="replace"))
+            if m:
+                base = m.group(1)
+                st, _ = http("GET", base + "/readyz", timeout=5)
+                if st == 200:
+                    return proc, base
+            time.sleep(0.2)
+        raise RuntimeError(f"falcon serve ({name}) did not become ready")
+
+    # --- fleet ----------------------------------------------------------------------------------
+
+    def fleet_state(self):
+        st, s = http("GET", self.fleet_url + "/fleet/v1/state", timeout=30)
+        if st != 200:
+            raise RuntimeError(f"fleet state: {st} {s}")
+        return s
+
+    def control(self, route, body):
+        st, r = http("POST", self.fleet_url + "/fleet/v1/" + route, body, timeout=30)
+        if st != 200:
+            raise RuntimeError(f"fleet {route} {body}: {st} {r.get('error', r)}")
+        return r
+
+    def base_of(self, name):
+        m = re.match(r"^(chaos-[a-z]\d{3})(-r\d+)?$", name)
+        return m.group(1) if m else None
+
+    def poll_loop(self):
+        while not self.stop_polling.is_set():
+            t = time.time()
+            try:
+                s = self.fleet_state()
+            except Exception as e:  # noqa: BLE001  (the fleet is ours; report and go on)
+                log(f"poll failed: {e}")
+                time.sleep(self.args.poll)
+                continue
+            live = {}
+            for c in s["clusters"]:
+                for w in c["workloads"]:
+                    base = self.base_of(w["name"])
+                    if base is None:
+                        continue
+                    if w["state"] == "RUNNING" and w["name"] not in self.first_running:
+                        self.first_running[w["name"]] = t
+                    if w["state"] in ("QUEUED", "RUNNING"):
+                        live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
+            with self.lock:
+                self.polls += 1
+                self.live_now = live
+                doubled = {b: v for b, v in live.items() if len(v) > 1}
+                if doubled:
+                    self.double_polls += 1
+                    for b, v in doubled.items():
+                        self.double_runs.setdefault(b, (t, v))
+            self.stop_polling.wait(max(0.0, self.args.poll - (time.time() - t)))
+
+    def running_on(self):
+        """base -> (incarnation, cluster) for workloads RUNNING now (last poll)."""
+        with self.lock:
+            out = {}
+            for b, v in self.live_now.items():
+                running = [x for x in v if x[2] == "RUNNING"]
+                if len(v) == 1 and running:
+                    out[b] = (running[0][0], running[0][1])
+            return out
+
+    # --- the run --------------------------------------------------------------------------------
+
+    def submit(self, base_url, name, env, cluster, managed=True):
+        """POST /v1/workloads on `cluster` (the bench spreads its own submissions; recoveries
+        are placed by the supervisor). Retries the transient create failures the bench itself
+        injects (clusters:failCreates)."""
+        spec = {"name": name, "docker_image": "gcr.io/chaos-project/trainer:1",
+                "command": ["python3", "train.py"], "accelerator_type": DEVICE, "env": env}
+        body = {"cluster": cluster, "spec": spec}
+        if managed and not self.args.no_supervisor:
+            body["managed"] = {"max_recoveries": 20,
+                               "stable_after_s": self.cfg["stable_after_s"],
+                               "recover_on_failure": False}
+        t0 = time.time()
+        for attempt in range(6):
+            st, r = http("POST", base_url + "/v1/workloads", body, timeout=300)
+            if st == 201:
+                return t0, time.time(), r
+            if "TLS handshake timeout" not in json.dumps(r):
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"submit {name} on {cluster}: {st} {r}")
+
+    def healthy_cluster(self):
+        down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+        return self.rng.choice([c for c in self.clusters if c not in down])
+
+    def plan(self):
+        """The fault schedule from the seed: kinds and times (real seconds from the start)."""
+        n = self.args.faults
+        kinds = (["kill"] * max(1, n * 8 // 100) + ["preempt_held"] * (n * 20 // 100) +
+                 ["preempt_readmit"] * (n * 10 // 100) + ["node"] * (n * 30 // 100) +
+                 ["flaky_node"] * (n * 14 // 100))
+        kinds += ["app"] * (n - len(kinds))
+        self.rng.shuffle(kinds)
+        gap = self.args.duration / n
+        return [(i * gap + self.rng.uniform(0, gap * 0.5), k) for i, k in enumerate(kinds)]
+
+    def leader(self, replicas):
+        """The replica that supervises now, from its /metrics (falcon_supervisor_leader 1), or
+        the first live one."""
+        for name, (proc, base) in replicas.items():
+            if proc.poll() is not None:
+                continue
+            try:
+                with urllib.request.urlopen(base + "/metrics", timeout=10) as r:
+                    text = r.read().decode()
+                if re.search(r"^falcon_supervisor_(?:is_)?leader(?:\{[^}]*\})? 1(?:\.0)?$", text,
+                             re.M):
+                    return name
+            except OSError:
+                pass
+        for name, (proc, _) in replicas.items():
+            if proc.poll() is None:
+                return name
+        return None
+
+    def inject(self, kind, t_rel, bases_app):
+        """Applies one fault; returns the incident record(s)."""
+        now = time.time()
+        running = self.running_on()
+        busy = {i["base"] for i in self.incidents if i.get("open")}
+        managed = {b: v for b, v in running.items() if b not in bases_app and b not in busy}
+        if kind == "app":
+            return None  # app failures were scheduled at submit time
+        if not managed:
+            return None
+        if kind == "kill":
+            by_cluster = {}
+            for b, (n, c) in managed.items():
+                by_cluster.setdefault(c, []).append((b, n))
+            down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+            app_clusters = {v[1] for b, v in running.items() if b in bases_app}
+            choices = sorted(c for c in by_cluster if c not in down and c not in app_clusters)
+            if not choices:
+                log("kill: every candidate cluster is down or hosts an application-failure run")
+                return None
+            cluster = self.rng.choice(choices)
+            self.control("clusters:kill", {"cluster": cluster, "workloads": "fail"})
+            down_for = self.rng.uniform(*self.args.down_range)
+            self.cluster_revived.setdefault(cluster, []).append([now, None])
+            threading.Timer(down_for, self.revive, args=(cluster,)).start()
+            return [{"kind": "kill", "base": b, "name": n, "cluster": cluster, "t": now,
+                     "recoverable": True, "open": True} for b, n in by_cluster[cluster]]
+        base = self.rng.choice(sorted(managed))
+        name, cluster = managed[base]
+        rec = {"kind": kind, "base": base, "name": name, "cluster": cluster, "t": now,
+               "open": True}
+        if kind == "preempt_held":
+            self.control("workloads:evict", {"cluster": cluster, "workload": name,
+                                             "readmit": False})
+            rec["recoverable"] = True
+        elif kind == "preempt_readmit":
+            # Readmitted well within the supervisor's bound: not to be recovered.
+            self.control("workloads:evict", {"cluster": cluster, "workload": name,
+                                             "readmit": True,
+                                             "readmit_after_s": PROD["readmit_grace_s"] / 4})
+            rec["recoverable"] = False
+        elif kind in ("node", "flaky_node"):
+            if kind == "flaky_node":
+                for c in self.clusters:
+                    self.control("clusters:failCreates", {"cluster": c, "count": 2})
+                rec["flaky_creates"] = 2
+            self.control("nodes:fail", {"cluster": cluster, "workload": name,
+                                        "exit_code": self.rng.choice([137, 137, 143])})
+            rec["recoverable"] = True
+        return [rec]
+
+    def revive(self, cluster):
+        try:
+            self.control("clusters:revive", {"cluster": cluster})
+        except Exception as e:  # noqa: BLE001
+            log(f"revive {cluster}: {e}")
+        with self.lock:
+            self.cluster_revived[cluster][-1][1] = time.time()
+
+    def run(self):
+        a = self.args
+        log(f"work dir {self.work}; seed {a.seed}; scale {self.scale:g}; config {self.cfg}")
+        load0 = os.getloadavg()
+        pg = Postgres(self.procs, self.work)
+        state = pg.start()
+        log(f"postgres at {state}")
+        self.start_fleet()
+        repos = self.repos_yaml()
+        replicas = {"A": self.start_serve("serve-a", repos, state)}
+        replicas["B"] = self.start_serve("serve-b", repos, state)
+        log(f"replicas {[(k, v[1]) for k, v in replicas.items()]}")
+        poller = threading.Thread(target=self.poll_loop, daemon=True)
+        poller.start()
+
+        schedule = self.plan()
+        kinds = [k for _, k in schedule]
+        n_app = kinds.count("app")
+        # Managed workloads that run until the end, and the ones whose application fails at
+        # its scheduled time (submitted shortly before it).
+        submits = []
+        for i in range(a.workloads):
+            name = f"chaos-m{i:03d}"
+            submits.append(self.submit(replicas["A"][1], name, {"FLEET_DURATION_S": "1000000"},
+                                       self.clusters[i % len(self.clusters)]))
+        log(f"{a.workloads} managed workloads submitted; waiting for them to run")
+        deadline = time.time() + 120
+        while len(self.running_on()) < a.workloads and time.time() < deadline:
+            time.sleep(0.2)
+        log(f"{len(self.running_on())} running")
+        bases_app = set()
+        app_times = [t for t, k in schedule if k == "app"]
+        t_start = time.time()
+        killed_replica = None
+        kill_at = a.duration / 2
+        app_idx = 0
+        pending = sorted(schedule)
+        ev = 0
+        while pending:
+            t_rel, kind = pending[0]
+            # Application failures: submitted (managed) 2 simulated minutes before they fail.
+            while app_idx < len(app_times) and app_times[app_idx] - 4.0 <= time.time() - t_start:
+                name = f"chaos-a{app_idx:03d}"
+                fail_in = max(1.0, app_times[app_idx] - (time.time() - t_start))
+                where = self.healthy_cluster()
+                self.submit(replicas[self.leader(replicas) or "B"][1], name,
+                            {"FLEET_DURATION_S": f"{fail_in * self.scale:.0f}",
+                             "FLEET_EXIT_CODE": "1"}, where)
+                bases_app.add(name)
+                self.incidents.append({"kind": "app", "base": name, "name": name,
+                                       "cluster": where,
+                                       "t": t_start + app_times[app_idx], "recoverable": False,
+                                       "open": False})
+                self.faults += 1
+                app_idx += 1
+            if killed_replica is None and time.time() - t_start >= kill_at:
+                killed_replica = self.leader(replicas)
+                log(f"killing replica {killed_replica} (the supervising one) with SIGKILL")
+                self.procs.stop(replicas[killed_replica][0], sig=signal.SIGKILL)
+                self.replica_killed_at = time.time()
+            wait = t_rel - (time.time() - t_start)
+            if wait > 0:
+                time.sleep(min(wait, 0.1))
+                continue
+            pending.pop(0)
+            if kind == "app":
+                continue
+            recs = self.inject(kind, t_rel, bases_app)
+            if recs is None and time.time() - t_start < a.duration + 60:
+                # Every candidate is still recovering from an earlier fault: try again shortly.
+                pending.append((t_rel + 1.0, kind))
+                pending.sort()
+                continue
+            if recs:
+                self.faults += 1
+                ev += 1
+                self.incidents += recs
+                log(f"fault {self.faults}: {kind} on {recs[0]['cluster']} "
+                    f"({', '.join(r['name'] for r in recs)})")
+            self.close_incidents()
+        settle = self.cfg["stable_after_s"] + self.cfg["fencing_lease_s"] + \
+            self.cfg["unreachable_grace_s"] + max(a.down_range) + 10
+        log(f"{self.faults} faults injected; settling for {settle:.0f} s")
+        end = time.time() + settle
+        while time.time() < end:
+            self.close_incidents()
+            time.sleep(0.5)
+        survivor = [k for k, v in replicas.items() if v[0].poll() is None]
+        base_url = replicas[survivor[0]][1]
+        st, recs = http("GET", base_url + "/v1/recoveries?limit=1000", timeout=60)
+        recoveries = recs.get("recoveries", []) if st == 200 else []
+        st2, managed = http("GET", base_url + "/v1/managed", timeout=60)
+        self.stop_polling.set()
+        poller.join()
+        load1 = os.getloadavg()
+        (self.work / "raw.json").write_text(json.dumps(
+            {"incidents": self.incidents, "recoveries": recoveries,
+             "first_running": self.first_running, "double_runs": self.double_runs,
+             "cluster_revived": self.cluster_revived}, default=str))
+        return self.report(recoveries, managed if st2 == 200 else {}, submits, bases_app,
+                           killed_replica, load0, load1, time.time() - t_start)
+
+    def close_incidents(self):
+        """An incident is closed once a newer incarnation of its workload has run (so the next
+        fault may hit it again)."""
+        with self.lock:
+            for i in self.incidents:
+                if not i.get("open"):
+                    continue
+                if i["kind"] == "preempt_readmit" and time.time() - i["t"] > \
+                        self.cfg["readmit_grace_s"] * 2:
+                    i["open"] = False
+                    continue
+                for name, t in self.first_running.items():
+                    if self.base_of(name) == i["base"] and name != i["name"] and t > i["t"]:
+                        i["open"] = False
+                        break
+
+    # --- results --------------------------------------------------------------------------------
+
+    def report(self, recoveries, managed, submits, bases_app, killed_replica, load0, load1,
+               elapsed):
+        scale = self.scale
+        # Recovered, by the fleet's truth: a newer incarnation ran and was still live after the
+        # stability window (or at the end).
+        rec_by_base = {}
+        for r in recoveries:
+            rec_by_base.setdefault(self.base_of(r.get("workload", "")) or r.get("workload"),
+                                   []).append(r)
+        recoverable = [i for i in self.incidents if i["recoverable"]]
+        recovered = []
+        for i in recoverable:
+            later = [(t, n) for n, t in self.first_running.items()
+                     if self.base_of(n) == i["base"] and n != i["name"] and t > i["t"]]
+            if later:
+                i["replacement_running_at"] = min(later)[0]
+                recovered.append(i)
+        wrong = []
+        for i in self.incidents:
+            if i["recoverable"]:
+                continue
+            # A replacement that ran before the workload's next fault (if any).
+            nxt = min([j["t"] for j in self.incidents if j["base"] == i["base"] and
+                       j["t"] > i["t"]] or [float("inf")])
+            later = [n for n, t in self.first_running.items()
+                     if self.base_of(n) == i["base"] and n != i["name"] and i["t"] < t < nxt]
+            if later:
+                wrong.append((i["kind"], i["base"], later))
+        # Lost: a managed workload (not an application failure) with no live incarnation now.
+        final = self.fleet_state()
+        live = {}
+        for c in final["clusters"]:
+            for w in c["workloads"]:
+                b = self.base_of(w["name"])
+                if b and w["state"] in ("QUEUED", "RUNNING"):
+                    live.setdefault(b, []).append(w["name"])
+        expected = [f"chaos-m{i:03d}" for i in range(self.args.workloads)]
+        lost = [b for b in expected if b not in live]
+        svrt = [r["svrt_s"] for r in recoveries if isinstance(r.get("svrt_s"), (int, float))]
+        phases = {}
+        for r in recoveries:
+            for k, v in (r.get("phases") or {}).items():
+                if isinstance(v, (int, float)):
+                    phases.setdefault(k, []).append(v)
+        # Each incident's record: same workload, from its cluster, violation seen after the
+        # fault (within a generous minute of real time).
+        def ts(text):
+            return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() \
+                if text else None
+        used = set()
+        by_kind, fault_to_recovered = {}, []
+        for i in sorted(self.incidents, key=lambda x: x["t"]):
+            best = None
+            for r in recoveries:
+                tv = ts(r.get("t_violation"))
+                if r.get("id") in used or tv is None or r.get("from_cluster") != i.get("cluster"):
+                    continue
+                if self.base_of(r.get("workload", "")) != i["base"] and \
+                        r.get("workload") != i["base"]:
+                    continue
+                if i["t"] - 1.0 <= tv <= i["t"] + 60.0 and (best is None or tv < ts(
+                        best.get("t_violation"))):
+                    best = r
+            if best is None:
+                continue
+            used.add(best.get("id"))
+            i["record"] = {k: best.get(k) for k in ("id", "kind", "cause", "outcome", "svrt_s",
+                                                    "to_cluster", "replacement")}
+            if isinstance(best.get("svrt_s"), (int, float)):
+                by_kind.setdefault(i["kind"], []).append(best["svrt_s"])
+                tr = ts(best.get("t_recovered"))
+                if tr:
+                    fault_to_recovered.append(tr - i["t"])
+        # Measured building blocks (real seconds): the supervisor's phase medians, else this
+        # run's own submits (POST answered) and admissions (first RUNNING poll).
+        submit_med = statistics.median(phases["submit_s"]) if phases.get("submit_s") else \
+            statistics.median(t1 - t0 for t0, t1, _ in submits)
+        admission_med = statistics.median(phases["admission_s"]) if phases.get("admission_s") \
+            else statistics.median(max(0.0, self.first_running.get(r.get("workload_name", ""),
+                                                                   t1) - t1)
+                                   for _, t1, r in submits)
+        decision_med = statistics.median(phases["decision_s"]) if phases.get("decision_s") \
+            else 0.0
+        c = self.cfg
+        stab = c["stable_after_s"]
+
+        def bound(kind):
+            # The kind's own wait before a replacement may be submitted: a killed cluster is
+            # an incident after unreachable_grace_s and fenced after fencing_lease_s (counted
+            # from the same first failed look, so the larger of the two); an eviction after
+            # readmit_grace_s.
+            extra = {"kill": max(c["unreachable_grace_s"], c["fencing_lease_s"]),
+                     "preempt_held": c["readmit_grace_s"],
+                     # two injected create failures: two more submits and their back-offs
+                     "flaky_node": 2 * submit_med + 3 * c["backoff_s"]}.get(kind, 0.0)
+            return (c["interval_s"] + extra + decision_med + submit_med + admission_med +
+                    stab) * 1.1
+        # Baselines on the same recoverable incidents (real seconds).
+        brng = random.Random(self.args.seed + 1)
+        human = []
+        for i in recoverable:
+            notice = brng.expovariate(1.0 / (HUMAN_NOTICE_MEAN_S / scale))
+            human.append(notice + decision_med + submit_med + admission_med + stab)
+        naive, naive_recovered, naive_reruns = [], 0, 0
+        for i in recoverable:
+            k = i["kind"]
+            detect = c["interval_s"]
+            if k == "kill":
+                spans = self.cluster_revived.get(i["cluster"], [])
+                rev = next((s[1] for s in spans if s[0] <= i["t"] + 1 and s[1]), None)
+                if rev is None:
+                    continue
+                naive.append(max(detect, rev - i["t"]) + submit_med + admission_med + stab)
+            elif k == "preempt_held":
+                continue  # QUEUED, never FAILED: a retry loop never fires; quota held
+            elif k == "flaky_node":
+                naive.append(detect + i.get("flaky_creates", 0) * c["interval_s"] + submit_med +
+                             admission_med + stab)
+            else:
+                naive.append(detect + submit_med + admission_med + stab)
+            naive_recovered += 1
+        naive_reruns = sum(1 for i in self.incidents if i["kind"] == "app")
+        kinds = {}
+        for i in self.incidents:
+            kinds[i["kind"]] = kinds.get(i["kind"], 0) + 1
+        out = {
+            "seed": self.args.seed, "scale": scale, "clusters": len(self.clusters),
+            "managed_workloads": self.args.workloads, "faults": self.faults,
+            "workload_incidents": len(self.incidents), "incidents_by_kind": kinds,
+            "recoverable": len(recoverable), "recovered": len(recovered),
+            "recovered_by_kind": {k: [sum(1 for i in recovered if i["kind"] == k),
+                                      sum(1 for i in recoverable if i["kind"] == k)]
+                                  for k in sorted({i["kind"] for i in recoverable})},
+            "wrong_recoveries": wrong,
+            "double_runs": len(self.double_runs), "double_run_polls": self.double_polls,
+            "double_run_examples": list(self.double_runs.items())[:5],
+            "polls": self.polls, "lost": lost,
+            "recovery_records": len(recoveries),
+            "svrt_real_s": {"p50": pctl(svrt, 50), "p95": pctl(svrt, 95), "n": len(svrt)},
+            "svrt_sim_s": {"p50": pctl(svrt, 50) * scale, "p95": pctl(svrt, 95) * scale},
+            "phases_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95)}
+                              for k, v in phases.items()},
+            "fault_to_recovered_real_s": {"p50": pctl(fault_to_recovered, 50),
+                                          "p95": pctl(fault_to_recovered, 95),
+                                          "n": len(fault_to_recovered)},
+            "unmatched_records": [r for r in recoveries if r.get("id") not in used][:10],
+            "incidents": self.incidents if self.args.keep else [],
+            "svrt_by_kind_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95), "n": len(v),
+                                        "bound": bound(k)} for k, v in by_kind.items()},
+            "bound_real_s": {k: bound(k) for k in ("node", "flaky_node", "preempt_held", "kill")},
+            "measured_blocks_real_s": {"decision": decision_med, "submit": submit_med,
+                                       "admission": admission_med, "stability": stab},
+            "baseline_human": {"recovered": len(recoverable),
+                               "p50_sim_s": pctl(human, 50) * scale,
+                               "p95_sim_s": pctl(human, 95) * scale,
+                               "assumption": "notice ~ exponential, mean 30 min"},
+            "baseline_naive": {"recovered": naive_recovered,
+                               "p50_sim_s": pctl(naive, 50) * scale,
+                               "p95_sim_s": pctl(naive, 95) * scale,
+                               "application_failures_rerun": naive_reruns},
+            "killed_replica": killed_replica,
+            "load": [round(load0[0], 1), round(load1[0], 1)],
+            "elapsed_s": elapsed, "config_real_s": self.cfg,
+        }
+        all_kinds_ok = all(v["p95"] <= v["bound"] for k, v in out["svrt_by_kind_real_s"].items()
+                           if k in ("node", "preempt_held", "kill", "flaky_node"))
+        out["met"] = {
+            "recovered_all": len(recovered) == len(recoverable) and len(recoverable) > 0,
+            "double_runs_zero": len(self.double_runs) == 0,
+            "lost_zero": not lost,
+            "no_wrong_recoveries": not wrong,
+            "p95_within_bound": bool(svrt) and all_kinds_ok,
+        }
+        return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--build", default=str(ROOT / "build/release"))
+    ap.add_argument("--seed", type=int, default=16)
+    ap.add_argument("--faults", type=int, default=100, help="faults to inject (>= 100 for the row)")
+    ap.add_argument("--duration", type=float, default=150.0,
+                    help="real seconds over which the faults are spread")
+    ap.add_argument("--scale", type=float, default=30.0)
+    ap.add_argument("--clusters", type=int, default=6)
+    ap.add_argument("--slots", type=int, default=16, help="tpu-v4-8 slots per cluster")
+    ap.add_argument("--workloads", type=int, default=40, help="long-running managed workloads")
+    ap.add_argument("--poll", type=float, default=0.25, help="fleet state poll period (real s)")
+    ap.add_argument("--down-range", type=float, nargs=2, default=[6.0, 20.0],
+                    help="real seconds a killed cluster stays down (uniform)")
+    ap.add_argument("--no-supervisor", action="store_true")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--tmpdir", default=None)
+    args = ap.parse_args()
+    ch = Chaos(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        out = ch.run()
+    finally:
+        ch.stop_polling.set()
+        ch.procs.stop_all()
+        if args.keep:
+            log(f"scratch directory kept: {ch.work}")
+        else:
+            shutil.rmtree(ch.work, ignore_errors=True)
+    print(json.dumps(out, indent=None if args.json else 2, default=str))
+
+
+if __name__ == "__main__":
+    main()
