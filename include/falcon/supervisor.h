@@ -94,6 +94,9 @@ struct Classification {
   Verdict verdict = Verdict::kHealthy;
   std::string cause;         // for people: "cluster tpu-a unreachable for 61s: ..."
   StoreTime violation_at{};  // the first observation of the failure (pending and incidents)
+  // The cluster itself failed (it stopped answering), not only this workload on it (a node
+  // failure, a preemption, a deletion): only such incidents count in the cluster's breaker.
+  bool cluster_fault = false;
 };
 
 // Folds `obs` into `memory` and classifies, with supervisor.unreachable_grace_s and

@@ -105,6 +105,7 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
     c.cause = fmt::format("cluster {} unreachable for {}: {}", cluster, seconds_text(down),
                           obs.error.empty() ? "no answer" : obs.error);
     c.verdict = down >= settings.unreachable_grace_s ? Verdict::kInfrastructure : Verdict::kPending;
+    c.cluster_fault = true;
     return c;
   }
   memory.unreachable_since = StoreTime{};
@@ -643,7 +644,10 @@ struct Supervisor::Impl {
     r.detail_json = json({{"incarnation", m.incarnation}}).dump();
     event("warn", fmt::format("supervisor: incident {} ({}): {} ({})", r.incident_id,
                               r.classification, c.cause, m.incarnation));
-    if (infrastructure) control().record_cluster_failure(m.cluster);
+    // A workload-level fault (a node, a preemption) says nothing about the cluster's health: at
+    // a high fault rate counting those opened every breaker and left nowhere to recover to. The
+    // replacement's selection excludes the old cluster either way.
+    if (infrastructure && c.cluster_fault) control().record_cluster_failure(m.cluster);
     if (!infrastructure && !m.recover_on_failure) {
       m.state = kManagedFailed;
       d.incident.clear();

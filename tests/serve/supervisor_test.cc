@@ -348,7 +348,8 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
   EXPECT_EQ(m.incarnation, "train-r1");
   EXPECT_EQ(m.cluster, "tpu-b");
   EXPECT_EQ(m.attempts, 1);
-  EXPECT_THAT(control_->breaker_failures, ::testing::ElementsAre("tpu-a"));
+  // A node failure is the workload's, not the cluster's: tpu-a's breaker is not fed.
+  EXPECT_THAT(control_->breaker_failures, ::testing::IsEmpty());
   ASSERT_EQ(control_->cancels.size(), 1u);
   EXPECT_EQ(control_->cancels[0], std::make_pair(std::string("tpu-a"), std::string("train")));
   const auto replacement = control_->spec_of("tpu-b", "train-r1");
@@ -438,6 +439,7 @@ TEST_F(SupervisorTest, AnUnreachableClusterIsFencedBeforeTheReplacementAndCleane
   run(*sup, 1);  // 5 s: an incident; the old one cannot be cancelled
   EXPECT_EQ(record("train").state, kManagedRecovering);
   ASSERT_EQ(store_->list_recoveries(10).size(), 1u);
+  EXPECT_THAT(control_->breaker_failures, ::testing::ElementsAre("tpu-a"));  // the cluster failed
   // Never two copies: nothing is submitted while the old one may still run, until the fencing
   // lease (20 s from the first failed look) has passed.
   run(*sup, 14);
