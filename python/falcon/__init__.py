@@ -33,6 +33,7 @@ from ._falcon import __version__
 from ._model import (
     AcceleratorSlot,
     ClusterConfig,
+    AcceleratorCapacity,
     ClusterProbeResult,
     CandidateScore,
     ClusterSelection,
@@ -63,6 +64,7 @@ __all__ = [
     "WorkloadState",
     "AcceleratorSlot",
     "ClusterConfig",
+    "AcceleratorCapacity",
     "ClusterProbeResult",
     "CandidateScore",
     "ClusterSelection",

@@ -250,6 +250,32 @@ def _probe_backend(value: Optional[str]) -> Optional[str]:
 
 
 @dataclass(frozen=True)
+class AcceleratorCapacity(_Value):
+    """Free quota of one Kueue ResourceFlavor of a cluster, in chips (docs/selection.md)."""
+
+    flavor: str
+    device_type: str = ""  #: the xpk type the flavor is named for ("v4-64"); "" if none
+    accelerator: str = ""  #: the GKE accelerator label it stands for
+    resource: str = ""  #: "google.com/tpu" | "nvidia.com/gpu"
+    nominal: float = 0.0  #: nominalQuota over the ClusterQueue's resource groups
+    used: float = 0.0  #: the larger of usage and reservation
+    largest_free_block: Optional[float] = None  #: None when the cluster does not say
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "AcceleratorCapacity":
+        r = _Reader(cls.__name__, d, tuple(cls.__dataclass_fields__))
+        return cls(
+            flavor=r.text("flavor"),
+            device_type=r.text("device_type", ""),
+            accelerator=r.text("accelerator", ""),
+            resource=r.text("resource", ""),
+            nominal=r.real("nominal", 0.0),
+            used=r.real("used", 0.0),
+            largest_free_block=r.opt_real("largest_free_block"),
+        )
+
+
+@dataclass(frozen=True)
 class ClusterProbeResult(_Value):
     """The outcome of probing one cluster (``xpk workload list``)."""
 
@@ -259,6 +285,8 @@ class ClusterProbeResult(_Value):
     running_count: Optional[int]  #: RUNNING workloads; None when unreachable
     error: Optional[str]  #: why it is unreachable; None when reachable
     probed_at: str
+    #: free quota per Kueue flavor (the kube probe backend); empty when not known
+    capacity: list[AcceleratorCapacity] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterProbeResult":
@@ -270,6 +298,7 @@ class ClusterProbeResult(_Value):
             running_count=r.opt_num("running_count"),
             error=r.opt_text("error"),
             probed_at=r.text("probed_at"),
+            capacity=r.items("capacity", AcceleratorCapacity) if "capacity" in d else [],
         )
 
 
@@ -284,6 +313,11 @@ class ClusterSignals(_Value):
     health: Optional[float] = None  #: share of successful probes and submits, 0..1
     health_samples: int = 0
     latency_ms: Optional[float] = None  #: mean probe duration over the window
+    slice_chips: Optional[float] = None  #: the request's slice, in chips
+    free_chips: Optional[float] = None  #: free chips of the matching Kueue flavors
+    nominal_chips: Optional[float] = None  #: their nominal quota
+    largest_free_block: Optional[float] = None  #: the largest block one slice can take whole
+    fragmentation: Optional[float] = None  #: 1 - largest free block / free chips
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSignals":
@@ -296,6 +330,11 @@ class ClusterSignals(_Value):
             health=r.opt_real("health"),
             health_samples=r.num("health_samples", 0),
             latency_ms=r.opt_real("latency_ms"),
+            slice_chips=r.opt_real("slice_chips"),
+            free_chips=r.opt_real("free_chips"),
+            nominal_chips=r.opt_real("nominal_chips"),
+            largest_free_block=r.opt_real("largest_free_block"),
+            fragmentation=r.opt_real("fragmentation"),
         )
 
 

@@ -932,6 +932,10 @@ void ApiServer::Impl::logs(const httplib::Request& req, httplib::Response& res) 
   };
   res.set_header("Cache-Control", "no-store");
   if (follow) {
+    // cpp-httplib compresses a text/* answer the client accepts compressed (Accept-Encoding:
+    // curl, browsers), and its compressor holds the lines back until a buffer fills: a follow
+    // is never compressed. The request is the server's own object, given to handlers as const.
+    const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
     if (filter.tail_lines) throw bad_request("query parameter tail: not with follow=true");
     auto control_ptr = options.control;
     auto stop_flag = this->stop_flag;

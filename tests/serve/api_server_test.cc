@@ -596,16 +596,26 @@ TEST_F(ApiServerTest, LogsAsTextOrServerSentEventsWithTheirParameters) {
 TEST_F(ApiServerTest, FollowStreamsLinesAndStopsWhenTheClientGoesAway) {
   start();
   std::string received;
+  std::string encoding = "unset";
   std::atomic<bool> give_up{false};
   std::thread reader([&] {
     httplib::Client c("127.0.0.1", port_);
-    c.Get("/v1/workloads/tpu-a/run-1/logs?follow=true", [&](const char* data, size_t n) {
-      received.append(data, n);
-      return received.find("second\n") == std::string::npos;  // disconnect after two lines
-    });
+    // As curl and browsers ask: a compressor would hold the lines back until its buffer fills.
+    c.set_decompress(false);
+    c.Get(
+        "/v1/workloads/tpu-a/run-1/logs?follow=true", {{"Accept-Encoding", "gzip, deflate, br"}},
+        [&](const httplib::Response& r) {
+          encoding = r.get_header_value("Content-Encoding");
+          return true;
+        },
+        [&](const char* data, size_t n) {
+          received.append(data, n);
+          return received.find("second\n") == std::string::npos;  // disconnect after two lines
+        });
     give_up = true;
   });
   reader.join();
+  EXPECT_EQ(encoding, "");  // a follow is never compressed
   EXPECT_EQ(received, "first\nsecond\n");
   // The server notices on its next write check; the follow must end without a shutdown.
   for (int i = 0; i < 500 && !control_->follow_stopped; ++i) {

@@ -109,8 +109,7 @@ function logViewer(ctx, cluster, name) {
     const mine = controller;
     const params = {rank: rank.value || 0, slice: slice.value || 0, grep: grep.value.trim()};
     if (followMode) {
-      // Server-sent events: cpp-httplib gzips text/plain for a browser (Accept-Encoding), which
-      // holds a stream's lines back in the compressor; text/event-stream is never compressed.
+      // Server-sent events: one event per line, never compressed.
       params.follow = true;
       params.format = 'sse';
       follow.textContent = 'Stop following';
