@@ -132,9 +132,11 @@ TEST_F(CliFleetTest, ClusterSelectExplainsEveryCandidateAndReplaysTheDecision) {
   r = falcon({"cluster", "select", "--replay-selection", "999999"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.stderr_text, HasSubstr("no selection 999999"));
-  EXPECT_EQ(
-      falcon({"cluster", "select", "--accelerator", "tpu-v4-64", "--policy", "score"}).exit_code,
-      2);
+  // --policy decides a live selection too.
+  const auto live =
+      falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64", "--policy", "score"});
+  EXPECT_EQ(live["policy"], "score");
+  EXPECT_FALSE(live["selected_cluster"].get<std::string>().empty());
 }
 
 TEST_F(CliFleetTest, ClusterSelectWithNoAvailableClusterExitsFourWithEveryProbe) {
