@@ -29,7 +29,7 @@ SPEC_FIELDS = {
                       "default_namespace", "gcs_bucket", "max_queue_depth", "probe_timeout_s",
                       "labels", "location", "probe_backend"],
     "ClusterProbeResult": ["cluster", "reachable", "queue_depth", "running_count", "error",
-                           "probed_at"],
+                           "probed_at", "capacity"],
     "ClusterSelection": ["selected_cluster", "accelerator", "candidates", "probe_results",
                          "reason", "decided_at", "selection_id", "policy", "scores"],
     "WorkloadSpec": ["name", "docker_image", "command", "accelerator_type", "priority", "env",
@@ -149,3 +149,23 @@ def test_exception_classes_carry_their_attributes():
     for name in ("ClusterUnreachableError", "WorkloadNotFoundError", "CommandStartError",
                  "StateStoreError", "XpkCommandError"):
         assert type(_from_native(name, "m", "{}")).__name__ == name
+
+
+def test_probe_capacity_and_capacity_signals_read_back():
+    p = falcon.ClusterProbeResult.from_dict({
+        "cluster": "tpu-a", "reachable": True, "queue_depth": 0, "running_count": 1,
+        "error": None, "probed_at": "2026-12-01T10:00:00.000Z",
+        "capacity": [{"flavor": "1xv4-64", "device_type": "v4-64",
+                      "accelerator": "tpu-v4-podslice", "resource": "google.com/tpu",
+                      "nominal": 128, "used": 64, "largest_free_block": 32}]})
+    assert p.capacity == [falcon.AcceleratorCapacity(
+        "1xv4-64", "v4-64", "tpu-v4-podslice", "google.com/tpu", 128.0, 64.0, 32.0)]
+    # Without capacity (the xpk backend) the field is absent from the JSON.
+    assert falcon.ClusterProbeResult.from_dict({
+        "cluster": "tpu-a", "reachable": False, "queue_depth": None, "running_count": None,
+        "error": "down", "probed_at": "2026-12-01T10:00:00.000Z"}).capacity == []
+    s = falcon.ClusterSignals.from_dict({"slice_chips": 32, "free_chips": 64,
+                                         "largest_free_block": 16, "fragmentation": 0.75})
+    assert (s.slice_chips, s.fragmentation) == (32.0, 0.75)
+    with pytest.raises(ValueError, match="AcceleratorCapacity.nominal"):
+        falcon.AcceleratorCapacity.from_dict({"flavor": "f", "nominal": "lots"})
