@@ -510,11 +510,7 @@ void FleetSimulator::kill_cluster(const std::string& name, KillMode mode) {
   std::unique_lock lock(mu_);
   const std::int64_t now = clock_->now_ns();
   Entries out = advance_locked(now);
-  Cluster* c = nullptr;
-  for (auto& cp : clusters_) {
-    if (cp->spec.name == name) c = cp.get();
-  }
-  if (!c) throw FaultError(404, known_cluster_message(name));
+  Cluster* c = &fault_cluster_locked(name);
   c->spec.behaviour.unreachable = true;
   if (mode == KillMode::kFail) {
     c->down = true;
@@ -540,17 +536,20 @@ void FleetSimulator::revive_cluster(const std::string& name) {
   std::unique_lock lock(mu_);
   const std::int64_t now = clock_->now_ns();
   Entries out = advance_locked(now);
-  Cluster* c = nullptr;
-  for (auto& cp : clusters_) {
-    if (cp->spec.name == name) c = cp.get();
-  }
-  if (!c) throw FaultError(404, known_cluster_message(name));
+  Cluster* c = &fault_cluster_locked(name);
   c->spec.behaviour.unreachable = false;
   c->down = false;
   Entries more = advance_locked(now);  // admission resumes
   out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   lock.unlock();
   flush(std::move(out));
+}
+
+FleetSimulator::Cluster& FleetSimulator::fault_cluster_locked(const std::string& name) {
+  for (auto& cp : clusters_) {
+    if (cp->spec.name == name) return *cp;
+  }
+  throw FaultError(404, known_cluster_message(name));
 }
 
 FleetSimulator::Workload& FleetSimulator::running_workload_locked(Cluster& c,
@@ -574,11 +573,7 @@ FaultResult FleetSimulator::evict(const EvictRequest& request) {
   std::unique_lock lock(mu_);
   const std::int64_t now = clock_->now_ns();
   Entries out = advance_locked(now);
-  Cluster* c = nullptr;
-  for (auto& cp : clusters_) {
-    if (cp->spec.name == request.cluster) c = cp.get();
-  }
-  if (!c) throw FaultError(404, known_cluster_message(request.cluster));
+  Cluster* c = &fault_cluster_locked(request.cluster);
   Workload& w = running_workload_locked(*c, request.workload, "evict");
   terminate_pods(w, now, out);  // Kueue suspends the JobSet: the pods get SIGTERM
   const std::string uid =
@@ -621,11 +616,7 @@ FaultResult FleetSimulator::fail_node(const NodeFailRequest& request) {
   std::unique_lock lock(mu_);
   const std::int64_t now = clock_->now_ns();
   Entries out = advance_locked(now);
-  Cluster* c = nullptr;
-  for (auto& cp : clusters_) {
-    if (cp->spec.name == request.cluster) c = cp.get();
-  }
-  if (!c) throw FaultError(404, known_cluster_message(request.cluster));
+  Cluster* c = &fault_cluster_locked(request.cluster);
   Workload* w = nullptr;
   std::vector<std::size_t> victims;
   if (!request.node.empty()) {
@@ -703,13 +694,8 @@ int FleetSimulator::fail_next_creates(const std::string& name, int count) {
     throw FaultError(400, "count must be between 0 and 1000000");
   }
   std::lock_guard lock(mu_);
-  for (auto& cp : clusters_) {
-    if (cp->spec.name == name) {
-      cp->failing_creates = count;
-      return count;
-    }
-  }
-  throw FaultError(404, known_cluster_message(name));
+  fault_cluster_locked(name).failing_creates = count;
+  return count;
 }
 
 void FleetSimulator::flush(std::vector<LogRun> runs) {

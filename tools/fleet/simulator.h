@@ -300,6 +300,8 @@ class FleetSimulator {
                              std::int64_t now, std::vector<LogRun>& out);
   void flush(std::vector<LogRun> runs);
   void make_pods(const Cluster& c, Workload& w);
+  // The cluster named `name`, or FaultError 404 naming the known ones.
+  Cluster& fault_cluster_locked(const std::string& name);
   Workload& running_workload_locked(Cluster& c, const std::string& name, const char* fault);
 
   FleetConfig config_;
