@@ -1,5 +1,10 @@
 #include "falcon/model.h"
 
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "falcon/accelerator_types.h"
@@ -14,12 +19,55 @@ json optional_to_json(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
 
+template <typename T>
+constexpr bool kIsInteger = std::is_integral_v<T> && !std::is_same_v<T, bool>;
+
+// nlohmann converts any JSON number to an integer with a plain cast: 2.5 becomes 2 and 5e21
+// is undefined behaviour. A model integer is read only from a JSON integer in its type's range.
+template <typename T>
+T integer_from_json(const json& j) {
+  static_assert(kIsInteger<T>);
+  using limits = std::numeric_limits<T>;
+  if (j.is_number_unsigned()) {
+    const auto u = j.get<std::uint64_t>();
+    if (std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (j.is_number_integer()) {
+    const auto s = j.get<std::int64_t>();
+    if (std::in_range<T>(s)) return static_cast<T>(s);
+  }
+  throw json::type_error::create(302,
+                                 "must be an integer in [" + std::to_string(limits::min()) + ", " +
+                                     std::to_string(limits::max()) + "], not " + j.dump(),
+                                 &j);
+}
+
+template <typename T>
+struct is_integer_vector : std::false_type {};
+template <typename E>
+struct is_integer_vector<std::vector<E>> : std::bool_constant<kIsInteger<E>> {};
+
+// get<T>() with the integer rule above, also for the elements of a vector of integers.
+template <typename T>
+T read(const json& j) {
+  if constexpr (kIsInteger<T>) {
+    return integer_from_json<T>(j);
+  } else if constexpr (is_integer_vector<T>::value) {
+    if (!j.is_array()) throw json::type_error::create(302, "must be an array of integers", &j);
+    T out;
+    out.reserve(j.size());
+    for (const auto& e : j) out.push_back(integer_from_json<typename T::value_type>(e));
+    return out;
+  } else {
+    return j.get<T>();
+  }
+}
+
 // Reads an optional field: absent or null gives nullopt.
 template <typename T>
 std::optional<T> optional_from_json(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return std::nullopt;
-  return it->get<T>();
+  return read<T>(*it);
 }
 
 // Reads a field that may be absent (then `fallback`), but must have the right type if present.
@@ -27,7 +75,7 @@ template <typename T>
 T value_or(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  return it->get<T>();
+  return read<T>(*it);
 }
 
 }  // namespace
@@ -97,7 +145,7 @@ void to_json(json& j, const AcceleratorSlot& v) {
 void from_json(const json& j, AcceleratorSlot& v) {
   j.at("type").get_to(v.type);
   j.at("device_class").get_to(v.device_class);
-  j.at("priority").get_to(v.priority);
+  v.priority = read<int>(j.at("priority"));
 }
 
 void to_json(json& j, const ClusterConfig& v) {
@@ -124,8 +172,8 @@ void from_json(const json& j, ClusterConfig& v) {
   j.at("accelerator_slots").get_to(v.accelerator_slots);
   j.at("default_namespace").get_to(v.default_namespace);
   j.at("gcs_bucket").get_to(v.gcs_bucket);
-  j.at("max_queue_depth").get_to(v.max_queue_depth);
-  j.at("probe_timeout_s").get_to(v.probe_timeout_s);
+  v.max_queue_depth = read<int>(j.at("max_queue_depth"));
+  v.probe_timeout_s = read<int>(j.at("probe_timeout_s"));
   v.labels = value_or<std::map<std::string, std::string>>(j, "labels", {});
   v.location = value_or<std::string>(j, "location", v.zone);
   v.probe_backend.reset();
@@ -234,7 +282,7 @@ void to_json(json& j, const CandidateScore& v) {
 }
 void from_json(const json& j, CandidateScore& v) {
   j.at("cluster").get_to(v.cluster);
-  j.at("priority").get_to(v.priority);
+  v.priority = read<int>(j.at("priority"));
   v.max_queue_depth = value_or<int>(j, "max_queue_depth", 5);
   j.at("eligible").get_to(v.eligible);
   v.skip_reason = optional_from_json<std::string>(j, "skip_reason").value_or("");
@@ -355,7 +403,7 @@ void to_json(json& j, const LogExportResult& v) {
 void from_json(const json& j, LogExportResult& v) {
   j.at("workload_name").get_to(v.workload_name);
   j.at("cluster").get_to(v.cluster);
-  j.at("exported_ranks").get_to(v.exported_ranks);
+  v.exported_ranks = read<std::vector<int>>(j.at("exported_ranks"));
   v.gcs_uris.clear();
   for (const auto& [key, uri] : j.at("gcs_uris").items()) {
     std::size_t used = 0;

@@ -160,6 +160,37 @@ TEST(ModelJson, MissingRequiredFieldThrows) {
       json::exception);
 }
 
+// nlohmann casts any number to int; a float out of range was undefined behaviour (found by
+// fuzz/model_json_fuzz.cc). Integers are read only from JSON integers that fit.
+TEST(ModelJson, IntegerFieldsTakeOnlyIntegersThatFit) {
+  const auto probe = [](const char* queue_depth) {
+    return json::parse(
+               std::string(R"({"cluster":"c","reachable":true,"probed_at":"t","queue_depth":)") +
+               queue_depth + "}")
+        .get<ClusterProbeResult>();
+  };
+  EXPECT_EQ(probe("7").queue_depth, 7);
+  EXPECT_EQ(probe("2147483647").queue_depth, 2147483647);
+  for (const char* bad : {"5e21", "2.5", "7.0", "2147483648", "-2147483649", "18446744073709551615",
+                          "\"7\"", "true"}) {
+    EXPECT_THROW(probe(bad), json::exception) << bad;
+  }
+  try {
+    probe("5e21");
+  } catch (const json::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("must be an integer in [-2147483648, 2147483647]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(json::parse(R"({"workload_name":"w","cluster":"c","exported_ranks":[0,1.5],)"
+                           R"("gcs_uris":{},"exported_at":"t"})")
+                   .get<LogExportResult>(),
+               json::exception);
+  EXPECT_THROW(json::parse(R"({"type":"v5p-8","device_class":"tpu","priority":1e300})")
+                   .get<AcceleratorSlot>(),
+               json::exception);
+}
+
 TEST(Errors, CarryTheirDetails) {
   NoAvailableClusterError e("no cluster supports x", "x", {{"a", false, {}, {}, "down", "t"}});
   json details;
