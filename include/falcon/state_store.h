@@ -51,7 +51,7 @@ namespace falcon {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // The newest schema this binary knows; a database at a higher version is refused.
-inline constexpr int kStateSchemaVersion = 2;
+inline constexpr int kStateSchemaVersion = 3;
 
 struct StateStoreOptions {
   // Connections kept per store object. A call waits for a free one when all are busy.
@@ -117,6 +117,9 @@ struct SubmissionsImportResult {
 struct SelectionRecord {
   std::int64_t id = 0;
   ClusterSelection selection;  // stored whole as JSON: later fields survive without a migration
+  // Non-zero for a decision made again on exactly the inputs of selection `same_as` (a reused
+  // decision, serve.select_reuse_ms): its selection is that one's, with this decided_at and id.
+  std::int64_t same_as = 0;
   bool operator==(const SelectionRecord&) const = default;
 };
 
@@ -288,6 +291,13 @@ class StateStore {
   // selection with selection_id set to its id. Throws std::invalid_argument for a decided_at that
   // does not parse.
   virtual std::int64_t record_selection(const ClusterSelection& selection) = 0;
+  // Stores a decision that repeats selection `same_as` (same probes, histories, breakers and
+  // policy, so the same explanation): a row of its own with its decided_at, sharing the stored
+  // explanation instead of writing it again. Returns its id; reads give same_as's selection with
+  // this id and decided_at. Throws std::invalid_argument for a same_as that is not a stored
+  // decision made afresh, or a decided_at that does not parse.
+  virtual std::int64_t record_repeated_selection(std::int64_t same_as,
+                                                 const std::string& decided_at) = 0;
   virtual std::optional<SelectionRecord> get_selection(std::int64_t id) = 0;
   // The newest `limit` (1..1000) decisions, newest first, of one accelerator type when given.
   virtual std::vector<SelectionRecord> list_selections(

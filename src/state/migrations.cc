@@ -168,6 +168,12 @@ ALTER TABLE recoveries ADD COLUMN cause TEXT NOT NULL DEFAULT '';
 ALTER TABLE leases ADD COLUMN heartbeat_at_ms {int} NOT NULL DEFAULT 0;
 )sql";
 
+// Version 3 (issue 13, decisions at volume): a decision repeated on the same inputs points at
+// the one it repeats instead of storing its explanation again (selection_json is then '').
+constexpr const char* kSchemaV3 = R"sql(
+ALTER TABLE selections ADD COLUMN same_as {int};
+)sql";
+
 constexpr const char* kVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version {int} PRIMARY KEY,
@@ -199,8 +205,9 @@ const std::vector<Migration>& migrations() {
        kSchemaV1},
       {2, "self-healing: managed workloads, recovery destinations and causes, lease heartbeats",
        kSchemaV2},
+      {3, "repeated decisions share their explanation (selections.same_as)", kSchemaV3},
   };
-  static_assert(kStateSchemaVersion == 2, "add the migration for the new schema version");
+  static_assert(kStateSchemaVersion == 3, "add the migration for the new schema version");
   return all;
 }
 

@@ -571,12 +571,28 @@ SubmissionsImportResult SqlStateStore::import_submissions_jsonl(const std::files
 // and wakes their callers; decisions arriving meanwhile queue for the next batch. Nothing is
 // answered before its batch committed, and a failed batch fails each of its callers.
 std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) {
-  constexpr std::size_t kMaxBatch = 512;
   PendingSelection pending;
   pending.decided_ms = parse_time_field(selection.decided_at, "decided_at");
   pending.accelerator = selection.accelerator;
   pending.selected_cluster = selection.selected_cluster;
   pending.json = to_json_text(selection);
+  return commit_selection(pending);
+}
+
+std::int64_t SqlStateStore::record_repeated_selection(std::int64_t same_as,
+                                                      const std::string& decided_at) {
+  if (same_as <= 0) {
+    throw std::invalid_argument(
+        fmt::format("record_repeated_selection: same_as must be a selection id, not {}", same_as));
+  }
+  PendingSelection pending;
+  pending.decided_ms = parse_time_field(decided_at, "decided_at");
+  pending.same_as = same_as;
+  return commit_selection(pending);
+}
+
+std::int64_t SqlStateStore::commit_selection(PendingSelection& pending) {
+  constexpr std::size_t kMaxBatch = 512;
   std::unique_lock lock(selection_mutex_);
   selection_queue_.push_back(&pending);
   while (!pending.done) {
@@ -609,6 +625,16 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
       std::vector<std::int64_t> out;
       out.reserve(batch.size());
       for (const PendingSelection* p : batch) {
+        if (p->same_as != 0) {
+          // 0 (no row) when same_as is not a decision made afresh: that caller's error alone.
+          const SqlRows rows = c.query(
+              "INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
+              "selection_json, same_as) SELECT accelerator, selected_cluster, $1, '', id FROM "
+              "selections WHERE id = $2 AND same_as IS NULL RETURNING id",
+              {p->decided_ms, p->same_as});
+          out.push_back(rows.empty() ? 0 : rows.front().int64(0));
+          continue;
+        }
         out.push_back(
             c.query("INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
                     "selection_json) VALUES ($1, $2, $3, $4) RETURNING id",
@@ -625,6 +651,10 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
   for (std::size_t i = 0; i < batch.size(); ++i) {
     if (error) {
       batch[i]->error = error;
+    } else if (ids[i] == 0) {
+      batch[i]->error = std::make_exception_ptr(std::invalid_argument(fmt::format(
+          "record_repeated_selection: selection {} is not a stored decision made afresh",
+          batch[i]->same_as)));
     } else {
       batch[i]->id = ids[i];
     }
@@ -634,16 +664,24 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
 
 namespace {
 
+// A repeated decision's row has no JSON of its own: it reads the one it repeats.
+constexpr const char* kSelectionColumns =
+    "SELECT s.id, COALESCE(b.selection_json, s.selection_json), s.decided_at_ms, s.same_as FROM "
+    "selections s LEFT JOIN selections b ON b.id = s.same_as ";
+
 SelectionRecord selection_from(const SqlRow& row) {
   SelectionRecord r;
   r.id = row.int64(0);
+  r.same_as = row.opt_int64(3).value_or(0);
   try {
     r.selection = nlohmann::json::parse(row.text(1)).get<ClusterSelection>();
   } catch (const nlohmann::json::exception& e) {
-    throw SqlError(
-        fmt::format("selection {} holds JSON that does not read back: {}", r.id, e.what()));
+    throw SqlError(fmt::format("selection {} holds JSON that does not read back{}: {}", r.id,
+                               r.same_as ? fmt::format(" (from selection {})", r.same_as) : "",
+                               e.what()));
   }
   r.selection.selection_id = r.id;  // stored before the id existed
+  if (r.same_as != 0) r.selection.decided_at = iso(row.int64(2));
   return r;
 }
 
@@ -651,7 +689,7 @@ SelectionRecord selection_from(const SqlRow& row) {
 
 std::optional<SelectionRecord> SqlStateStore::get_selection(std::int64_t id) {
   return read("get_selection", [&](SqlConnection& c) -> std::optional<SelectionRecord> {
-    const SqlRows rows = c.query("SELECT id, selection_json FROM selections WHERE id = $1", {id});
+    const SqlRows rows = c.query(std::string(kSelectionColumns) + "WHERE s.id = $1", {id});
     if (rows.empty()) return std::nullopt;
     return selection_from(rows.front());
   });
@@ -662,14 +700,11 @@ std::vector<SelectionRecord> SqlStateStore::list_selections(
   require_limit(limit, kMaxPage, "list_selections");
   return read("list_selections", [&](SqlConnection& c) {
     const SqlRows rows =
-        accelerator ? c.query(
-                          "SELECT id, selection_json FROM selections WHERE accelerator = $1 "
-                          "ORDER BY id DESC LIMIT $2",
-                          {*accelerator, std::int64_t{limit}})
-                    : c.query(
-                          "SELECT id, selection_json FROM selections ORDER BY id DESC "
-                          "LIMIT $1",
-                          {std::int64_t{limit}});
+        accelerator ? c.query(std::string(kSelectionColumns) +
+                                  "WHERE s.accelerator = $1 ORDER BY s.id DESC LIMIT $2",
+                              {*accelerator, std::int64_t{limit}})
+                    : c.query(std::string(kSelectionColumns) + "ORDER BY s.id DESC LIMIT $1",
+                              {std::int64_t{limit}});
     std::vector<SelectionRecord> out;
     for (const auto& row : rows) out.push_back(selection_from(row));
     return out;

@@ -33,6 +33,8 @@ class SqlStateStore final : public StateStore {
   SubmissionsImportResult import_submissions_jsonl(const std::filesystem::path& file) override;
 
   std::int64_t record_selection(const ClusterSelection& selection) override;
+  std::int64_t record_repeated_selection(std::int64_t same_as,
+                                         const std::string& decided_at) override;
   std::optional<SelectionRecord> get_selection(std::int64_t id) override;
   std::vector<SelectionRecord> list_selections(
       int limit, const std::optional<std::string>& accelerator) override;
@@ -97,12 +99,15 @@ class SqlStateStore final : public StateStore {
     std::string selected_cluster;
     std::int64_t decided_ms = 0;
     std::string json;
+    std::int64_t same_as = 0;  // a repeated decision: accelerator, cluster and json come from it
     std::int64_t id = 0;
     std::exception_ptr error;
     bool done = false;
   };
   // Writes `batch` in one transaction and marks each done (with its id, or the error).
   void commit_selections(const std::vector<PendingSelection*>& batch);
+  // Queues `pending` for the next group commit and waits until it is written (or failed).
+  std::int64_t commit_selection(PendingSelection& pending);
 
   const SqlDialect& dialect_;
   std::string location_;

@@ -386,6 +386,9 @@ class FailingStore final : public StateStore {
     fail("import");
   }
   std::int64_t record_selection(const ClusterSelection&) override { fail("record_selection"); }
+  std::int64_t record_repeated_selection(std::int64_t, const std::string&) override {
+    fail("record_repeated_selection");
+  }
   std::optional<SelectionRecord> get_selection(std::int64_t) override { fail("get_selection"); }
   std::vector<SelectionRecord> list_selections(int, const std::optional<std::string>&) override {
     fail("list_selections");

@@ -610,7 +610,7 @@ TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTwoKeepingItsRows) 
         {});
   }
   auto store = open_state_store(url);
-  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_EQ(store->schema_version(), kStateSchemaVersion);
   const auto old = store->get_recovery("old-1");
   ASSERT_TRUE(old);
   EXPECT_EQ(old->cluster, "tpu-a");

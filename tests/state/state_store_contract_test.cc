@@ -336,6 +336,41 @@ TEST_P(StateStoreContract, SelectionsListNewestFirstAndByAccelerator) {
   EXPECT_THROW(store_->list_selections(0), std::invalid_argument);
 }
 
+TEST_P(StateStoreContract, ARepeatedDecisionSharesTheExplanationWithItsOwnIdAndTime) {
+  ClusterSelection s = selection("tpu-v4-64", "tpu-b", 1000);
+  s.reason = "selected tpu-b: the one with room";
+  const auto base = store_->record_selection(s);
+  store_->record_selection(selection("a100", "gpu-x", 1500));
+  const auto again = store_->record_repeated_selection(base, iso_at(2000));
+  const auto third = store_->record_repeated_selection(base, iso_at(3000));
+  EXPECT_GT(again, base);
+  EXPECT_GT(third, again);
+
+  const auto read = store_->get_selection(again);
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->same_as, base);
+  ClusterSelection expected = s;
+  expected.selection_id = again;
+  expected.decided_at = iso_at(2000);
+  EXPECT_EQ(read->selection, expected);
+  EXPECT_EQ(store_->get_selection(base)->same_as, 0);
+  EXPECT_EQ(store_->get_selection(base)->selection.decided_at, s.decided_at);
+
+  std::vector<std::pair<std::int64_t, std::int64_t>> listed;  // id, same_as
+  for (const auto& r : store_->list_selections(10, "tpu-v4-64"))
+    listed.emplace_back(r.id, r.same_as);
+  EXPECT_THAT(listed,
+              ElementsAre(std::pair(third, base), std::pair(again, base), std::pair(base, 0)));
+  EXPECT_EQ(store_->list_selections(1).front().selection.decided_at, iso_at(3000));
+
+  // Only a decision made afresh can be repeated; the failed call stores nothing.
+  EXPECT_THROW(store_->record_repeated_selection(again, iso_at(4000)), std::invalid_argument);
+  EXPECT_THROW(store_->record_repeated_selection(987654, iso_at(4000)), std::invalid_argument);
+  EXPECT_THROW(store_->record_repeated_selection(0, iso_at(4000)), std::invalid_argument);
+  EXPECT_THROW(store_->record_repeated_selection(base, "yesterday"), std::invalid_argument);
+  EXPECT_EQ(store_->list_selections(10).size(), 4u);
+}
+
 TEST_P(StateStoreContract, AFailedDecisionWithNoClusterIsKeptToo) {
   ClusterSelection s = selection("tpu-v4-64", "", 1000);
   s.reason = "no cluster available: every candidate is full or unreachable";
