@@ -567,8 +567,8 @@ disable_update_check = true
         return float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
 
     def wrk(self, url, seconds, connections, script):
-        out = run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script),
-                   url], capture=True)
+        out = run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency"]
+                  + (["-s", str(script)] if script else []) + [url], capture=True)
         text = out.stdout
         r = {"text": text}
         m = re.search(r"Requests/sec:\s+([\d.]+)", text)
@@ -608,7 +608,7 @@ disable_update_check = true
                                          headers={"Content-Type": "application/json"})
             with urllib.request.urlopen(req, timeout=60) as resp:
                 first = json.loads(resp.read())
-            cached = sum(1 for p in first["candidate_probes"] if p["from_cache"])
+            cached = sum(1 for p in first["probe_ages"] if p["from_cache"])
             cpu0 = sum(int(x) for x in Path(f"/proc/{serve.pid}/stat").read_text()
                        .rsplit(")", 1)[1].split()[11:13])
             load0 = os.getloadavg()[0]
@@ -616,6 +616,10 @@ disable_update_check = true
             load1 = os.getloadavg()[0]
             cpu1 = sum(int(x) for x in Path(f"/proc/{serve.pid}/stat").read_text()
                        .rsplit(")", 1)[1].split()[11:13])
+            # The HTTP layer's ceiling on this machine now: the same server answering GET /healthz
+            # (no body, no store) under the same load generator.
+            floor = self.wrk(base + "/healthz", seconds, connections, None)
+            log(f"serve healthz: {floor['text']}")
             tick = os.sysconf("SC_CLK_TCK")
             serve_cpu_ms = (cpu1 - cpu0) / tick * 1000 / max(1, w["requests"])
             log(f"serve select: {w['text']}")
@@ -623,6 +627,8 @@ disable_update_check = true
                 metrics = resp.read().decode()
             m = re.search(r'^falcon_selections_total\{outcome="selected"\} (\d+)', metrics, re.M)
             selected = int(m.group(1)) if m else -1
+            m = re.search(r'^falcon_selections_total\{outcome="repeated"\} (\d+)', metrics, re.M)
+            repeated = int(m.group(1)) if m else -1
             self.stop_proc(serve)
             # The spec's selection: every candidate probed for each decision (the CLI).
             walls = []
@@ -638,7 +644,9 @@ disable_update_check = true
                      f"**{fmt_int(w['rps'])} req/s**, p50 {w['p50']:.2f} ms, "
                      f"**p99 {w['p99']:.2f} ms**; {w['requests']} requests, {w['non2xx']} non-2xx; "
                      f"{serve_cpu_ms:.3f} ms serve CPU/request; {cached}/{n} candidates from the "
-                     f"cache; load {load0:.1f} → {load1:.1f}",
+                     f"cache; {selected:,} decided afresh, {repeated:,} repeats "
+                     f"(serve.select_reuse_ms); load {load0:.1f} → {load1:.1f}. Same server, "
+                     f"`GET /healthz`: {fmt_int(floor['rps'])} req/s, p99 {floor['p99']:.2f} ms",
                      f"uncached (`falcon cluster select`, {n} probes through fleet-xpk): "
                      f"{uncached:.2f} s = {1 / uncached:.2f} decisions/s",
                      f"**{w['rps'] * uncached:,.0f}×**",

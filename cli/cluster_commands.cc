@@ -365,7 +365,8 @@ int run_cluster_replay(Context& ctx, const SelectArgs& a) {
 int run_cluster_select_remote(Context& ctx, const SelectArgs& a) {
   nlohmann::json answer;
   try {
-    answer = ctx.api().post("/v1/select", {{"accelerator_type", a.accelerator}});
+    // explain: the whole decision, so the output is the local command's.
+    answer = ctx.api().post("/v1/select", {{"accelerator_type", a.accelerator}, {"explain", true}});
   } catch (const ApiError& e) {
     if (!ctx.json && e.type() == "NoAvailableClusterError") {
       const nlohmann::json& details = e.error();

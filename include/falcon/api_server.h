@@ -57,6 +57,10 @@ struct SelectOutcome {
   ClusterSelection selection;
   std::int64_t selection_id = 0;
   std::vector<ProbeSnapshot> candidates;
+  // Non-zero when this decision repeats selection `same_as` (ControlPlane::select_brief):
+  // `selection` then has no candidates, probe_results or scores (GET /v1/selections/{id} has
+  // them), and each of `candidates` only its cluster, reachable, age_ms and from_cache.
+  std::int64_t same_as = 0;
 };
 
 // The configuration in force (GET /v1/config).
@@ -90,6 +94,11 @@ class ControlPlane {
   // Selects from probes no older than the configured maximum age, records the decision.
   // Throws NoAvailableClusterError.
   virtual SelectOutcome select(const std::string& accelerator_type) = 0;
+  // select() for an answer that needs only the chosen cluster, the decision's id and the
+  // candidates' probes (the default POST /v1/select): an implementation may repeat its last
+  // decision for the accelerator while nothing that decision read has changed, recording the
+  // repeat as a decision of its own (same_as). The default: select().
+  virtual SelectOutcome select_brief(const std::string& accelerator_type);
   // The same, never choosing a cluster of `excluded` (a recovery's failed cluster): those count
   // as unreachable candidates ("excluded: ..."). The default selects and refuses an excluded
   // answer with NoAvailableClusterError.

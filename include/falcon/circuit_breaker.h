@@ -76,9 +76,10 @@ class CircuitBreakers {
   // nullopt when a call on `key` may go through now (claiming the half-open trial when one is
   // due), else why not.
   std::optional<std::string> admit(const std::string& key) const;
-  // Feed a call's outcome. A success on a closed breaker with nothing to reset writes nothing.
-  void record_success(const std::string& key) const;
-  void record_failure(const std::string& key) const;
+  // Feed a call's outcome; true when the stored state changed. A success on a closed breaker
+  // with nothing to reset writes nothing.
+  bool record_success(const std::string& key) const;
+  bool record_failure(const std::string& key) const;
   // The stored state (a closed breaker with version 0 when none is stored).
   BreakerState get(const std::string& key) const;
 
@@ -86,7 +87,7 @@ class CircuitBreakers {
 
  private:
   template <typename Step>
-  void update(const std::string& key, Step step) const;
+  bool update(const std::string& key, Step step) const;
 
   std::shared_ptr<StateStore> store_;
   BreakerSettings settings_;

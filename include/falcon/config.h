@@ -157,6 +157,9 @@ struct ServeSettings {
   int probe_interval_s = 30;  // each cluster is probed this often
   double probe_jitter = 0.1;  // 0..0.5: intervals are scaled by 1 +/- this
   int max_probe_age_s = 60;   // select never decides on an older probe
+  // A brief POST /v1/select repeats the last decision for its accelerator while nothing it read
+  // has changed, for at most this long (docs/serve.md); 0 decides every request afresh.
+  int select_reuse_ms = 1000;
   int unreachable_backoff_max_s = 600;  // cap of the doubling interval of an unreachable cluster
   int max_parallel_probes = 8;          // loop probes running at once
   int probe_retention_full_h = 24;      // probes younger than this are all kept

@@ -27,6 +27,7 @@
 // have filled up in between; the caller retries or selects again (as the spec says).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -146,6 +147,24 @@ class ClusterFabric {
   ClusterSelection select_cluster(const std::string& accelerator_type,
                                   const HealthMonitor::ProbeFunction& probe,
                                   const CachedProbeFunction& cached) const;
+  // What such a decision depended on besides its probes, for a caller that reuses decisions
+  // (`falcon serve`, serve.select_reuse_ms).
+  struct SelectionBasis {
+    std::uint64_t inputs_version = 0;  // selection_inputs_version() as the decision started
+    std::uint64_t data_version = 0;    // selection_data_version() as the decision started
+    // Every candidate's breakers (cluster and cluster x accelerator) were closed and readable:
+    // the decision claimed no half-open trial and hangs on no cool-down.
+    bool breakers_closed = false;
+  };
+  ClusterSelection select_cluster(const std::string& accelerator_type,
+                                  const HealthMonitor::ProbeFunction& probe,
+                                  const CachedProbeFunction& cached, SelectionBasis* basis) const;
+  // Goes up when this fabric changes a circuit breaker (a decision on older breakers may send
+  // work to a cluster now open) and with reload(). Writes of other processes are not counted.
+  std::uint64_t selection_inputs_version() const;
+  // Goes up with every other write of this fabric that a decision reads: probes and submit
+  // outcomes in the histories (newer data, not a broken cluster).
+  std::uint64_t selection_data_version() const;
   // The circuit breakers of `cluster`: its own, then one per accelerator slot, as stored (closed
   // when never written). Empty when the state store cannot be opened. Throws
   // UnknownClusterError.

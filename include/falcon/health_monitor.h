@@ -110,6 +110,10 @@ class HealthMonitor {
   std::optional<MonitoredProbe> cached(const std::string& cluster,
                                        std::chrono::milliseconds max_age);
 
+  // Goes up whenever a cached result changes (a probe finished, the watched clusters changed):
+  // an answer built from the cache under an older generation may read differently now.
+  std::uint64_t generation() const;
+
   // Counters for /metrics: probes run by the loop and by fresh(), cache hits and misses.
   struct Stats {
     std::int64_t loop_probes = 0;

@@ -242,7 +242,8 @@ class Client:
     def select_cluster(self, accelerator_type: str) -> ClusterSelection:
         """The best cluster for ``accelerator_type``, decided on probes no older than the
         service's serve.max_probe_age_s. Raises NoAvailableClusterError (.probe_results)."""
-        answer = self._call("POST", "/v1/select", body={"accelerator_type": accelerator_type})
+        answer = self._call("POST", "/v1/select",
+                            body={"accelerator_type": accelerator_type, "explain": True})
         return _known(ClusterSelection, answer)  # type: ignore[no-any-return]
 
     # --- Workloads

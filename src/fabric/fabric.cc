@@ -188,6 +188,7 @@ void ClusterFabric::Impl::build() {
   m->logs = std::make_unique<CloudLogRetriever>(std::move(log_options));
   std::lock_guard<std::mutex> lock(mutex);
   modules = std::move(m);
+  ++inputs_version;
 }
 
 void ClusterFabric::Impl::notice(const std::string& message) const {
@@ -261,7 +262,8 @@ std::unique_ptr<CircuitBreakers> ClusterFabric::Impl::breakers() const {
                                            deps.clock);
 }
 
-ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
+ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate(
+    std::shared_ptr<std::atomic<bool>> touched) const {
   std::shared_ptr<const CircuitBreakers> b = breakers();
   if (!b) return {};
   // Every breaker not closed, read once per decision (one query instead of two per candidate):
@@ -283,7 +285,7 @@ ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
   // breaker_key(cluster, accelerator), with the accelerator's canonical spelling worked out once
   // per decision rather than once per candidate.
   auto canonical = std::make_shared<std::pair<std::string, std::string>>();
-  return [this, b, not_closed, canonical](
+  return [this, b, not_closed, canonical, touched](
              const ClusterConfig& cluster,
              const std::string& accelerator) -> std::optional<std::string> {
     if (canonical->first != accelerator || canonical->second.empty()) {
@@ -293,6 +295,7 @@ ClusterSelector::CandidateGate ClusterFabric::Impl::breaker_gate() const {
     if (not_closed && !not_closed->contains(keys[0]) && !not_closed->contains(keys[1])) {
       return std::nullopt;
     }
+    if (touched) touched->store(true);
     try {
       // Refused by either: say so without claiming the other's trial.
       const auto now = deps.clock->now();
@@ -355,7 +358,12 @@ ClusterSelector::HistoryLoader ClusterFabric::Impl::history_loader() const {
 void ClusterFabric::Impl::history_changed(const std::string& cluster) const {
   std::lock_guard<std::mutex> lock(history_mutex);
   ++history_generations[cluster];
+  ++data_version;
 }
+
+std::uint64_t ClusterFabric::selection_inputs_version() const { return impl_->inputs_version; }
+
+std::uint64_t ClusterFabric::selection_data_version() const { return impl_->data_version; }
 
 void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) const {
   const auto b = breakers();
@@ -363,8 +371,9 @@ void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) con
   // A cluster x accelerator breaker's failures are the history's submit failures.
   history_changed(key.substr(0, key.find('/')));
   try {
-    success ? b->record_success(key) : b->record_failure(key);
+    if (success ? b->record_success(key) : b->record_failure(key)) ++inputs_version;
   } catch (const std::exception& e) {
+    ++inputs_version;  // it may have changed
     notice(fmt::format("cannot record a {} of '{}' in its circuit breaker: {}",
                        success ? "success" : "failure", key, e.what()));
   }
@@ -531,10 +540,24 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
                                                const HealthMonitor::ProbeFunction& probe,
                                                const CachedProbeFunction& cached) const {
+  return select_cluster(accelerator_type, probe, cached, nullptr);
+}
+
+ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
+                                               const HealthMonitor::ProbeFunction& probe,
+                                               const CachedProbeFunction& cached,
+                                               SelectionBasis* basis) const {
   const auto m = impl_->current();
   const FunctionProber asking(probe, cached);
+  // Read before anything the decision reads: a write racing the decision makes it look old.
+  if (basis) {
+    basis->inputs_version = impl_->inputs_version;
+    basis->data_version = impl_->data_version;
+  }
+  auto touched = basis ? std::make_shared<std::atomic<bool>>(false) : nullptr;
+  auto gate = impl_->breaker_gate(touched);
   const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock,
-                                 impl_->breaker_gate(), impl_->history_loader());
+                                 gate, impl_->history_loader());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);
@@ -542,6 +565,8 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
     impl_->record_failed_selection(e);
     throw;
   }
+  // Without breakers (no store) there is nothing to claim or wait for.
+  if (basis) basis->breakers_closed = !touched->load();
   impl_->record_selection(selection);
   return selection;
 }

@@ -1,6 +1,7 @@
 // The facade's insides, shared by fabric.cc and doctor.cc.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -62,7 +63,10 @@ struct ClusterFabric::Impl {
   // The selector's gate: a candidate whose cluster or cluster x accelerator breaker is open is
   // skipped (the half-open trial claimed when one is due). A store failure is noticed and lets
   // the candidate through.
-  ClusterSelector::CandidateGate breaker_gate() const;
+  // When `touched` is given, the gate sets it for a candidate with a breaker that is not closed
+  // (or that could not be read).
+  ClusterSelector::CandidateGate breaker_gate(
+      std::shared_ptr<std::atomic<bool>> touched = nullptr) const;
   // The selector's history: load_cluster_history on the state store over the signal window. A
   // store failure is noticed (once per selection and cluster) and rethrown: the candidate's
   // signals then come from its probe alone. Null without a store.
@@ -88,6 +92,10 @@ struct ClusterFabric::Impl {
   // Bumped by history_changed; an entry loaded under an older generation is not used (a load
   // racing a write cannot keep the older picture).
   mutable std::map<std::string, std::uint64_t, std::less<>> history_generations;
+  // selection_inputs_version(): bumped by a breaker this fabric changed and by build().
+  mutable std::atomic<std::uint64_t> inputs_version{0};
+  // selection_data_version(): bumped by history_changed.
+  mutable std::atomic<std::uint64_t> data_version{0};
   // Feeds a probe (reachable or not) or a submit outcome to a breaker; failures are noticed.
   void feed_breaker(const std::string& key, bool success) const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.

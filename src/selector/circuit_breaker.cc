@@ -121,24 +121,24 @@ std::optional<std::string> CircuitBreakers::admit(const std::string& key) const 
 }
 
 template <typename Step>
-void CircuitBreakers::update(const std::string& key, Step step) const {
+bool CircuitBreakers::update(const std::string& key, Step step) const {
   for (int round = 0; round < kMaxCasRounds; ++round) {
     const BreakerState s = get(key);
     const BreakerState next = step(s, settings_, clock_->now());
-    if (same_state(s, next)) return;  // (get() answers a closed default for no row)
-    if (store_->compare_and_set_breaker(next)) return;
+    if (same_state(s, next)) return false;  // (get() answers a closed default for no row)
+    if (store_->compare_and_set_breaker(next)) return true;
   }
   throw StateStoreError(
       store_->backend(), store_->location(), "compare_and_set_breaker",
       fmt::format("breaker '{}' changed under {} attempts in a row", key, kMaxCasRounds));
 }
 
-void CircuitBreakers::record_success(const std::string& key) const {
-  update(key, breaker_after_success);
+bool CircuitBreakers::record_success(const std::string& key) const {
+  return update(key, breaker_after_success);
 }
 
-void CircuitBreakers::record_failure(const std::string& key) const {
-  update(key, breaker_after_failure);
+bool CircuitBreakers::record_failure(const std::string& key) const {
+  return update(key, breaker_after_failure);
 }
 
 std::string describe_breaker(const BreakerState& s, StoreTime now) {

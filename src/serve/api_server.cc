@@ -335,6 +335,10 @@ ProbeSnapshot ControlPlane::fresh_probe(const std::string& cluster) {
 
 std::vector<BreakerReport> ControlPlane::breakers(const std::string&) const { return {}; }
 
+SelectOutcome ControlPlane::select_brief(const std::string& accelerator_type) {
+  return select(accelerator_type);
+}
+
 SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type,
                                              const std::vector<std::string>& excluded) {
   SelectOutcome outcome = select(accelerator_type);
@@ -641,11 +645,16 @@ void ApiServer::Impl::add_routes() {
   // --- Selection.
   route("POST", "/v1/select", "/v1/select", [this](const auto& req, auto& res) {
     check_params(req, {});
-    const json body = parse_body(req, {"accelerator_type"});
+    const json body = parse_body(req, {"accelerator_type", "explain"});
     const std::string accelerator = *string_field(body, "accelerator_type", "", true);
+    bool explain = false;
+    if (const auto it = body.find("explain"); it != body.end() && !it->is_null()) {
+      if (!it->is_boolean()) throw bad_request("explain: must be true or false");
+      explain = it->get<bool>();
+    }
     SelectOutcome outcome;
     try {
-      outcome = control().select(accelerator);
+      outcome = explain ? control().select(accelerator) : control().select_brief(accelerator);
     } catch (const NoAvailableClusterError&) {
       count_selection("no_cluster");
       throw;
@@ -653,9 +662,11 @@ void ApiServer::Impl::add_routes() {
       count_selection("error");
       throw;
     }
-    count_selection("selected");
+    count_selection(outcome.same_as != 0 ? "repeated" : "selected");
     res.status = 200;
-    res.set_content(serve::select_answer_json(outcome), "application/json");
+    res.set_content(
+        explain ? serve::select_answer_json(outcome) : serve::brief_select_answer_json(outcome),
+        "application/json");
   });
   route("GET", "/v1/selections", "/v1/selections", [this](const auto& req, auto& res) {
     check_params(req, {"limit", "accelerator"});
@@ -1225,8 +1236,10 @@ std::string ApiServer::Impl::metrics() const {
   if (options.supervisor) options.supervisor->write_metrics(out);
 
   std::lock_guard lock(metrics_mutex);
-  out.family("falcon_selections_total", "counter", "Selections by outcome");
-  for (const char* outcome : {"selected", "no_cluster", "error"}) {
+  out.family("falcon_selections_total", "counter",
+             "Selections by outcome (repeated: a brief select that repeated the last decision on "
+             "unchanged inputs)");
+  for (const char* outcome : {"selected", "repeated", "no_cluster", "error"}) {
     const auto it = counters.selections.find(outcome);
     out.sample("falcon_selections_total", {{"outcome", outcome}},
                it == counters.selections.end() ? 0.0 : static_cast<double>(it->second));

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -95,18 +96,105 @@ class FabricControlPlane final : public ControlPlane {
   }
 
   SelectOutcome select(const std::string& accelerator_type) override {
-    return select_excluding(accelerator_type, {});
+    return decide(accelerator_type, {}, nullptr);
+  }
+
+  // Repeats the last decision for `accelerator_type` while it is reusable (serve.select_reuse_ms
+  // in docs/serve.md): made under this configuration, with every candidate's breakers closed,
+  // nothing it read changed since (no probe finished in the monitor, no write of the fabric:
+  // probes, breakers, submissions), younger than select_reuse_ms and every probe it used still
+  // younger than max_probe_age_s. Each repeat is a decision of its own in the store
+  // (record_repeated_selection), its candidates' ages moved on by the time since.
+  //
+  // One caller per accelerator decides afresh at a time. When only newer data made the last
+  // decision old (a probe finished, a submission was recorded), the others repeat it meanwhile:
+  // it still stands on probes within the age bound. When a breaker changed (one may have opened)
+  // or the configuration did, they wait for the new decision.
+  SelectOutcome select_brief(const std::string& accelerator_type) override {
+    const auto config = fabric_->config();
+    if (config->serve.select_reuse_ms <= 0) return select(accelerator_type);
+    std::shared_ptr<const Reusable> last;
+    std::shared_ptr<std::mutex> deciding;
+    {
+      std::lock_guard lock(reuse_mutex_);
+      Slot& slot = reusable_[accelerator_type];
+      if (!slot.deciding) slot.deciding = std::make_shared<std::mutex>();
+      last = slot.last;
+      deciding = slot.deciding;
+    }
+    std::unique_lock decide_lock(*deciding, std::defer_lock);
+    switch (standing(last.get(), *config)) {
+      case Standing::kCurrent:
+        if (auto out = repeat(*last)) return std::move(*out);
+        break;
+      case Standing::kNewerData:
+        if (!decide_lock.try_lock()) {
+          if (auto out = repeat(*last)) return std::move(*out);
+        }
+        break;
+      case Standing::kStale:
+        break;
+    }
+    if (!decide_lock.owns_lock()) {
+      decide_lock.lock();
+      // Another caller may have decided while this one waited.
+      {
+        std::lock_guard lock(reuse_mutex_);
+        last = reusable_[accelerator_type].last;
+      }
+      if (standing(last.get(), *config) == Standing::kCurrent) {
+        if (auto out = repeat(*last)) return std::move(*out);
+      }
+    }
+    const std::uint64_t generation = monitor_->generation();
+    ClusterFabric::SelectionBasis basis;
+    SelectOutcome out = decide(accelerator_type, {}, &basis);
+    std::shared_ptr<Reusable> r;
+    if (basis.breakers_closed) {
+      r = std::make_shared<Reusable>();
+      r->config = config;
+      r->fabric_version = basis.inputs_version;
+      r->data_version = basis.data_version;
+      r->monitor_generation = generation;
+      r->decided = clock_->steady_now();
+      r->base_id = out.selection_id;
+      r->brief.selected_cluster = out.selection.selected_cluster;
+      r->brief.accelerator = out.selection.accelerator;
+      r->brief.reason = out.selection.reason;
+      r->brief.policy = out.selection.policy;
+      // What a brief answer shows of each candidate's probe, and nothing to copy per repeat.
+      r->candidates.reserve(out.candidates.size());
+      for (const ProbeSnapshot& p : out.candidates) {
+        ProbeSnapshot& lite = r->candidates.emplace_back();
+        lite.result.cluster = p.result.cluster;
+        lite.result.reachable = p.result.reachable;
+        lite.age_ms = p.age_ms;
+        r->oldest_probe_ms = std::max(r->oldest_probe_ms, p.age_ms);
+      }
+    }
+    std::lock_guard lock(reuse_mutex_);
+    reusable_[accelerator_type].last = std::move(r);  // null: the next caller decides afresh
+    return out;
   }
 
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
 
   void record_cluster_failure(const std::string& cluster) override {
+    forget_decisions();
     CircuitBreakers(store_, fabric_->config()->selection.breaker, clock_)
         .record_failure(breaker_key(cluster));
   }
 
   SelectOutcome select_excluding(const std::string& accelerator_type,
                                  const std::vector<std::string>& excluded) override {
+    return decide(accelerator_type, excluded, nullptr);
+  }
+
+  // A selection from the monitor's cache (probing now what is older than max_probe_age_s),
+  // recorded; `basis`, when given, says what else it rested on.
+  SelectOutcome decide(const std::string& accelerator_type,
+                       const std::vector<std::string>& excluded,
+                       ClusterFabric::SelectionBasis* basis) {
     const auto max_age = std::chrono::seconds(fabric_->config()->serve.max_probe_age_s);
     // An excluded cluster is a candidate that cannot be chosen: unreachable, saying why.
     auto excluded_result = [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
@@ -138,7 +226,8 @@ class FabricControlPlane final : public ControlPlane {
           if (!p) return std::nullopt;
           std::lock_guard lock(used_mutex);
           return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
-        });
+        },
+        basis);
     outcome.selection_id = outcome.selection.selection_id;
     if (outcome.selection_id == 0) {
       // The decision is not in the store (the fabric logged why): nothing unrecorded is
@@ -232,6 +321,80 @@ class FabricControlPlane final : public ControlPlane {
     config_.content_hash = std::move(hash);
     config_.loaded_at = format_iso8601(clock_->now());
   }
+
+  // The last reusable decision per accelerator (select_brief).
+  struct Reusable {
+    std::shared_ptr<const FabricConfig> config;  // the configuration it was made under
+    std::uint64_t fabric_version = 0;            // ClusterFabric::selection_inputs_version()
+    std::uint64_t data_version = 0;              // ClusterFabric::selection_data_version()
+    std::uint64_t monitor_generation = 0;        // HealthMonitor::generation()
+    std::chrono::steady_clock::time_point decided{};
+    std::int64_t oldest_probe_ms = 0;       // the oldest candidate probe's age when it was made
+    std::int64_t base_id = 0;               // its selection id
+    ClusterSelection brief;                 // without candidates, probe_results and scores
+    std::vector<ProbeSnapshot> candidates;  // cluster, reachable and age_ms only
+  };
+  struct Slot {
+    std::shared_ptr<const Reusable> last;  // null: none to repeat
+    std::shared_ptr<std::mutex> deciding;  // held by the caller deciding afresh
+  };
+  void forget_decisions() {
+    std::lock_guard lock(reuse_mutex_);
+    for (auto& [accelerator, slot] : reusable_) slot.last = nullptr;
+  }
+
+  enum class Standing {
+    kCurrent,    // may be repeated
+    kNewerData,  // within its bounds, but newer probes or histories are in
+    kStale,      // not to be repeated
+  };
+  Standing standing(const Reusable* last, const FabricConfig& config) const {
+    if (!last || last->config.get() != &config ||
+        last->fabric_version != fabric_->selection_inputs_version()) {
+      return Standing::kStale;
+    }
+    const std::int64_t elapsed_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last->decided)
+            .count();
+    const std::int64_t max_age_ms = std::int64_t{config.serve.max_probe_age_s} * 1000;
+    if (elapsed_ms < 0 || elapsed_ms >= config.serve.select_reuse_ms ||
+        last->oldest_probe_ms + elapsed_ms >= max_age_ms) {
+      return Standing::kStale;
+    }
+    return last->monitor_generation == monitor_->generation() &&
+                   last->data_version == fabric_->selection_data_version()
+               ? Standing::kCurrent
+               : Standing::kNewerData;
+  }
+
+  // `last` again, recorded as a decision of its own; nullopt when the decision it repeats is
+  // gone from the store (a replaced database: the caller decides afresh).
+  std::optional<SelectOutcome> repeat(const Reusable& last) {
+    SelectOutcome out;
+    out.selection = last.brief;
+    out.selection.decided_at = format_iso8601(clock_->now());
+    try {
+      out.selection_id = store_->record_repeated_selection(last.base_id, out.selection.decided_at);
+    } catch (const std::invalid_argument&) {
+      forget_decisions();
+      return std::nullopt;
+    }
+    const std::int64_t elapsed_ms = std::max<std::int64_t>(
+        0,
+        std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)
+            .count());
+    out.selection.selection_id = out.selection_id;
+    out.same_as = last.base_id;
+    out.candidates = last.candidates;
+    for (ProbeSnapshot& p : out.candidates) {
+      p.age_ms += elapsed_ms;
+      p.from_cache = true;
+    }
+    return out;
+  }
+
+  mutable std::mutex reuse_mutex_;
+  std::map<std::string, Slot, std::less<>> reusable_;
 
   std::shared_ptr<ClusterFabric> fabric_;
   std::shared_ptr<StateStore> store_;

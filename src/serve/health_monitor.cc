@@ -63,7 +63,8 @@ struct HealthMonitor::Impl {
   ServeSettings settings;
   std::mt19937_64 rng;
   std::map<std::string, std::shared_ptr<Entry>> entries;
-  std::vector<std::string> order;  // watched clusters, in registry order
+  std::atomic<std::uint64_t> generation{0};  // generation(): finish() and set_clusters() bump it
+  std::vector<std::string> order;            // watched clusters, in registry order
   std::optional<SteadyTime> next_downsample;
   bool running = false;
   bool stopping = false;
@@ -147,6 +148,7 @@ struct HealthMonitor::Impl {
     p.consecutive_failures = e.consecutive_failures;
     e.probe = std::move(p);
     e.probed_steady = now;
+    ++generation;
     e.next_due = now + interval_after(e.consecutive_failures);
     e.in_flight = false;
   }
@@ -273,9 +275,12 @@ HealthMonitor::HealthMonitor(ProbeFunction probe, std::shared_ptr<StateStore> st
 
 HealthMonitor::~HealthMonitor() { stop(); }
 
+std::uint64_t HealthMonitor::generation() const { return impl_->generation; }
+
 void HealthMonitor::set_clusters(const std::vector<ClusterConfig>& clusters) {
   {
     std::lock_guard lock(impl_->mutex);
+    ++impl_->generation;
     const SteadyTime now = impl_->clock->steady_now();
     std::map<std::string, std::shared_ptr<Entry>> next;
     std::vector<std::string> order;

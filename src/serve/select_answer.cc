@@ -64,4 +64,43 @@ std::string select_answer_json(const SelectOutcome& outcome) {
   return out;
 }
 
+std::string brief_select_answer_json(const SelectOutcome& outcome) {
+  const ClusterSelection& s = outcome.selection;
+  std::string out;
+  out.reserve(320 + s.reason.size() + outcome.candidates.size() * 80);
+  out += "{\"accelerator\":";
+  append_json_string(out, s.accelerator);
+  out += ",\"decided_at\":";
+  append_json_string(out, s.decided_at);
+  out += ",\"explain\":\"/v1/selections/";
+  append_json_int(out, outcome.selection_id);
+  out += "\",\"policy\":";
+  append_json_string(out, s.policy);
+  out += ",\"probe_ages\":[";
+  for (std::size_t i = 0; i < outcome.candidates.size(); ++i) {
+    const MonitoredProbe& p = outcome.candidates[i];
+    if (i > 0) out += ',';
+    out += "{\"age_ms\":";
+    append_json_int(out, p.age_ms);
+    out += ",\"cluster\":";
+    append_json_string(out, p.result.cluster);
+    out += p.from_cache ? ",\"from_cache\":true" : ",\"from_cache\":false";
+    out += p.result.reachable ? ",\"reachable\":true}" : ",\"reachable\":false}";
+  }
+  out += "],\"reason\":";
+  append_json_string(out, s.reason);
+  out += ",\"same_as\":";
+  if (outcome.same_as == 0) {
+    out += "null";
+  } else {
+    append_json_int(out, outcome.same_as);
+  }
+  out += ",\"selected_cluster\":";
+  append_json_string(out, s.selected_cluster);
+  out += ",\"selection_id\":";
+  append_json_int(out, outcome.selection_id);
+  out += "}\n";
+  return out;
+}
+
 }  // namespace falcon::serve

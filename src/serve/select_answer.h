@@ -14,4 +14,11 @@ namespace falcon::serve {
 void append_json(std::string& out, const MonitoredProbe& v);
 std::string select_answer_json(const SelectOutcome& outcome);
 
+// The brief answer (POST /v1/select without "explain"): the decision without its explanation,
+//   {"accelerator", "decided_at", "explain": "/v1/selections/<id>", "policy",
+//    "probe_ages": [{"age_ms", "cluster", "from_cache", "reachable"}, ...] (every candidate),
+//    "reason", "same_as" (the decision it repeats, or null), "selected_cluster", "selection_id"}
+// and a newline.
+std::string brief_select_answer_json(const SelectOutcome& outcome);
+
 }  // namespace falcon::serve

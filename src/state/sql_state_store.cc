@@ -593,26 +593,46 @@ std::int64_t SqlStateStore::record_repeated_selection(std::int64_t same_as,
 
 std::int64_t SqlStateStore::commit_selection(PendingSelection& pending) {
   constexpr std::size_t kMaxBatch = 512;
-  std::unique_lock lock(selection_mutex_);
-  selection_queue_.push_back(&pending);
-  while (!pending.done) {
+  {
+    std::unique_lock lock(selection_mutex_);
+    selection_queue_.push_back(&pending);
     if (selection_writing_) {
-      selection_done_.wait(lock);
-      continue;
+      // A batch is being written: wait until ours is, or until the writer hands this caller
+      // the next batch.
+      pending.woken.wait(lock, [&] { return pending.state != PendingSelection::kWaiting; });
+      if (pending.state == PendingSelection::kDone) {
+        lock.unlock();
+        if (pending.error) std::rethrow_exception(pending.error);
+        return pending.id;
+      }
     }
     selection_writing_ = true;
-    const std::size_t n = std::min(selection_queue_.size(), kMaxBatch);
-    std::vector<PendingSelection*> batch(selection_queue_.begin(),
-                                         selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
-    selection_queue_.erase(selection_queue_.begin(),
-                           selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
-    lock.unlock();
-    commit_selections(batch);
-    lock.lock();
-    selection_writing_ = false;
-    selection_done_.notify_all();
   }
-  lock.unlock();
+  // The leader: writes every queued decision (its own first among them) in batches until its
+  // own is written, then hands the lead to the oldest caller still waiting.
+  for (;;) {
+    std::vector<PendingSelection*> batch;
+    {
+      std::lock_guard lock(selection_mutex_);
+      if (pending.state == PendingSelection::kDone) break;
+      const std::size_t n = std::min(selection_queue_.size(), kMaxBatch);
+      batch.assign(selection_queue_.begin(),
+                   selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+      selection_queue_.erase(selection_queue_.begin(),
+                             selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    commit_selections(batch);
+  }
+  {
+    std::lock_guard lock(selection_mutex_);
+    if (selection_queue_.empty()) {
+      selection_writing_ = false;
+    } else {
+      PendingSelection* next = selection_queue_.front();
+      next->state = PendingSelection::kLead;
+      next->woken.notify_one();
+    }
+  }
   if (pending.error) std::rethrow_exception(pending.error);
   return pending.id;
 }
@@ -647,18 +667,20 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
   } catch (...) {
     error = std::current_exception();
   }
-  std::lock_guard lock(selection_mutex_);
+  std::lock_guard lock(selection_mutex_);  // see commit_selection
   for (std::size_t i = 0; i < batch.size(); ++i) {
+    PendingSelection* p = batch[i];
     if (error) {
-      batch[i]->error = error;
+      p->error = error;
     } else if (ids[i] == 0) {
-      batch[i]->error = std::make_exception_ptr(std::invalid_argument(fmt::format(
+      p->error = std::make_exception_ptr(std::invalid_argument(fmt::format(
           "record_repeated_selection: selection {} is not a stored decision made afresh",
-          batch[i]->same_as)));
+          p->same_as)));
     } else {
-      batch[i]->id = ids[i];
+      p->id = ids[i];
     }
-    batch[i]->done = true;
+    p->state = PendingSelection::kDone;
+    p->woken.notify_one();
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -102,7 +103,14 @@ class SqlStateStore final : public StateStore {
     std::int64_t same_as = 0;  // a repeated decision: accelerator, cluster and json come from it
     std::int64_t id = 0;
     std::exception_ptr error;
-    bool done = false;
+    // kWaiting until its batch is written (kDone: id or error set) or until it is handed the
+    // lead (kLead: write the next batch). Read and written under selection_mutex_; `woken` is
+    // notified (under it too) when it changes. A condition variable of its own, so a batch
+    // wakes its own callers, each once (the atomic wait of libstdc++ spins with sched_yield
+    // first, which cost more than the work with dozens of callers waiting).
+    int state = kWaiting;
+    std::condition_variable woken;
+    static constexpr int kWaiting = 0, kDone = 1, kLead = 2;
   };
   // Writes `batch` in one transaction and marks each done (with its id, or the error).
   void commit_selections(const std::vector<PendingSelection*>& batch);
@@ -117,10 +125,10 @@ class SqlStateStore final : public StateStore {
 
   // Group commit of decisions: callers queue; one of them (the leader) writes every queued
   // decision in one transaction while the next ones queue; each returns once its own batch
-  // committed (or failed).
+  // committed (or failed). The leader then hands the lead to the oldest waiting caller, so
+  // each caller is woken once, by its own entry.
   std::mutex selection_mutex_;
-  std::condition_variable selection_done_;
-  std::vector<PendingSelection*> selection_queue_;
+  std::deque<PendingSelection*> selection_queue_;
   bool selection_writing_ = false;
 };
 

@@ -72,13 +72,14 @@ TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCance
   httplib::Client c("127.0.0.1", serve.port());
   c.set_read_timeout(120, 0);
 
-  const json first = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}});
+  const json first = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}, {"explain", true}});
   EXPECT_EQ(first["selected_cluster"], "tpu-b");
   EXPECT_EQ(first["candidate_probes"].size(), 3u);
-  const json second = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}});
+  EXPECT_EQ(first["scores"].size(), 3u);
+  const json second = post(c, "/v1/select", {{"accelerator_type", "tpu-v4-64"}});  // brief
   EXPECT_EQ(second["selected_cluster"], "tpu-b");
-  ASSERT_EQ(second["candidate_probes"].size(), 3u);
-  for (const json& p : second["candidate_probes"]) {
+  ASSERT_EQ(second["probe_ages"].size(), 3u);
+  for (const json& p : second["probe_ages"]) {
     EXPECT_TRUE(p["from_cache"].get<bool>()) << p.dump();
     EXPECT_LE(p["age_ms"].get<std::int64_t>(), 60000);
   }

@@ -456,5 +456,91 @@ TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
   stop_control_plane_loop(*control);
 }
 
+// A brief select repeats the last decision while nothing it read changed (serve.select_reuse_ms):
+// each repeat is a decision of its own pointing at the one it repeats, its probe ages moved on.
+TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_db();
+  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = store;
+    return deps;
+  }());
+  auto control = make_fabric_control_plane(f, store, clock_);
+  stop_control_plane_loop(*control);  // nothing probes behind the test's back
+  control->select("tpu-v4-64");       // every candidate probed: the cache is warm
+
+  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(first.same_as, 0);
+  ASSERT_EQ(first.candidates.size(), 2u);
+  const SelectOutcome again = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(again.same_as, first.selection_id);
+  EXPECT_GT(again.selection_id, first.selection_id);
+  EXPECT_EQ(again.selection.selected_cluster, first.selection.selected_cluster);
+  EXPECT_EQ(again.selection.reason, first.selection.reason);
+  ASSERT_EQ(again.candidates.size(), 2u);
+  EXPECT_EQ(again.candidates[0].age_ms, first.candidates[0].age_ms);
+
+  clock_->advance(std::chrono::milliseconds(400));
+  const SelectOutcome later = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(later.same_as, first.selection_id);
+  EXPECT_EQ(later.candidates[1].age_ms, first.candidates[1].age_ms + 400);
+  EXPECT_TRUE(later.candidates[1].from_cache);
+  // The repeat reads back whole: the explanation of the first with its own id and time.
+  const auto stored = store->get_selection(later.selection_id);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->same_as, first.selection_id);
+  EXPECT_EQ(stored->selection.scores, store->get_selection(first.selection_id)->selection.scores);
+  EXPECT_FALSE(stored->selection.scores.empty());
+  EXPECT_EQ(stored->selection.decided_at, later.selection.decided_at);
+
+  // select_reuse_ms (1000) after the first decision: decided afresh.
+  clock_->advance(std::chrono::milliseconds(700));
+  const SelectOutcome expired = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(expired.same_as, 0);
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, expired.selection_id);
+
+  // A breaker written by this server drops the decision; one that is not closed keeps every
+  // decision fresh (a half-open trial is handed to one caller, never repeated).
+  const int failures = f->config()->selection.breaker.failures;
+  control->record_cluster_failure("tpu-a");
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
+  for (int i = 1; i < failures; ++i) control->record_cluster_failure("tpu-a");
+  const SelectOutcome open = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(open.same_as, 0);
+  EXPECT_EQ(open.selection.selected_cluster, "tpu-b");
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
+  // An explained select always decides afresh.
+  EXPECT_EQ(control->select("tpu-v4-64").same_as, 0);
+}
+
+TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge) {
+  write_config("serve:\n  max_probe_age_s: 2\n  select_reuse_ms: 5000\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_db();
+  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = store;
+    return deps;
+  }());
+  auto control = make_fabric_control_plane(f, store, clock_);
+  stop_control_plane_loop(*control);
+  control->select("tpu-v4-64");
+  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  clock_->advance(std::chrono::milliseconds(1000));
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection_id);
+  const auto probes_before = runner_->calls().size();
+  clock_->advance(std::chrono::milliseconds(1500));  // the probes are 2.5 s old now
+  const SelectOutcome fresh = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(fresh.same_as, 0);
+  EXPECT_GT(runner_->calls().size(), probes_before);  // probed again before deciding
+  for (const auto& p : fresh.candidates) EXPECT_LT(p.age_ms, 2000) << p.result.cluster;
+
+  write_config("serve:\n  select_reuse_ms: 0\n");
+  reload_control_plane(*control);
+  control->select_brief("tpu-v4-64");
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
+}
+
 }  // namespace
 }  // namespace falcon

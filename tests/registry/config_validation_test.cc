@@ -417,6 +417,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.probe_interval_s, 30);
   EXPECT_DOUBLE_EQ(serve.probe_jitter, 0.1);
   EXPECT_EQ(serve.max_probe_age_s, 60);
+  EXPECT_EQ(serve.select_reuse_ms, 1000);
   EXPECT_EQ(serve.unreachable_backoff_max_s, 600);
   EXPECT_EQ(serve.max_parallel_probes, 8);
   EXPECT_EQ(serve.probe_retention_full_h, 24);
@@ -430,7 +431,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   const std::string yaml = std::string(kValidCluster) +
                            "serve:\n  listen: '[::1]:0'\n  state: postgresql://falcon@db/falcon\n"
                            "  tokens_file: tokens.yaml\n  probe_interval_s: 15\n"
-                           "  probe_jitter: 0.25\n  max_probe_age_s: 45\n"
+                           "  probe_jitter: 0.25\n  max_probe_age_s: 45\n  select_reuse_ms: 0\n"
                            "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
                            "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
                            "  probe_drop_after_h: 720\n  shutdown_grace_s: 5\n"
@@ -442,6 +443,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   EXPECT_EQ(serve.probe_interval_s, 15);
   EXPECT_DOUBLE_EQ(serve.probe_jitter, 0.25);
   EXPECT_EQ(serve.max_probe_age_s, 45);
+  EXPECT_EQ(serve.select_reuse_ms, 0);
   EXPECT_EQ(serve.unreachable_backoff_max_s, 300);
   EXPECT_EQ(serve.max_parallel_probes, 32);
   EXPECT_EQ(serve.probe_retention_full_h, 12);
@@ -486,6 +488,8 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
   EXPECT_THAT(problems,
               Contains(HasSubstr(
                   "serve.probe_intervall_s: unknown key (did you mean 'probe_interval_s'?)")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  select_reuse_ms: 60001\n"),
+              Contains(HasSubstr("serve.select_reuse_ms: must be between 0 and 60000")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  probe_jitter: lots\n"),
               Contains(HasSubstr("serve.probe_jitter: must be a number, got 'lots'")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  listen: '1.2.3.4:70000'\n"),

@@ -215,7 +215,8 @@ TEST_F(ApiClientTest, JsonAnswersOfGetPostAndDelete) {
   EXPECT_EQ(clusters["clusters"][0]["config"].get<ClusterConfig>(), cluster("tpu-a"));
   EXPECT_TRUE(clusters["clusters"][0]["breakers"].is_array());
 
-  const json decision = c.post("/v1/select", {{"accelerator_type", "tpu-v4-64"}});
+  const json decision =
+      c.post("/v1/select", {{"accelerator_type", "tpu-v4-64"}, {"explain", true}});
   const auto selection = decision.get<ClusterSelection>();
   EXPECT_EQ(selection.selected_cluster, "tpu-a");
   EXPECT_NE(selection.selection_id, 0);

@@ -316,12 +316,29 @@ TEST_F(ApiServerTest, OneClusterWithItsProbeHistorySince) {
 
 TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
   start();
+  // Brief by default: the cluster, the id, every candidate's probe age, where the explanation is.
   auto r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json brief = body(r);
+  EXPECT_EQ(brief["selected_cluster"], "tpu-a");
+  const std::int64_t brief_id = brief["selection_id"];
+  EXPECT_GT(brief_id, 0);
+  EXPECT_EQ(brief["explain"], "/v1/selections/" + std::to_string(brief_id));
+  EXPECT_EQ(brief["same_as"], nullptr);
+  EXPECT_EQ(brief["policy"], "priority");
+  EXPECT_EQ(brief["reason"], "selected tpu-a: reachable, queue_depth=1 <= max=5");
+  EXPECT_EQ(
+      brief["probe_ages"][0],
+      json({{"cluster", "tpu-a"}, {"age_ms", 1500}, {"from_cache", true}, {"reachable", true}}));
+  EXPECT_FALSE(brief.contains("scores"));
+  EXPECT_FALSE(brief.contains("probe_results"));
+
+  r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64", "explain": true})");
   ASSERT_EQ(r->status, 200) << r->body;
   const json j = body(r);
   EXPECT_EQ(j["selected_cluster"], "tpu-a");
   const std::int64_t id = j["selection_id"];
-  EXPECT_GT(id, 0);
+  EXPECT_GT(id, brief_id);
   EXPECT_EQ(j["candidate_probes"][0]["age_ms"], 1500);
   EXPECT_EQ(j["candidate_probes"][0]["from_cache"], true);
 
@@ -336,7 +353,7 @@ TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
   EXPECT_EQ(body(r)["scores"][0]["terms"][0]["signal"], "priority");
   r = client_->Get("/v1/selections?limit=5");
   ASSERT_EQ(r->status, 200);
-  EXPECT_EQ(body(r)["selections"].size(), 1u);
+  EXPECT_EQ(body(r)["selections"].size(), 2u);
   EXPECT_EQ(body(r)["selections"][0]["selection_id"], id);
 
   r = post("/v1/select", R"({"accelerator_type": "h100-80gb-8"})");
@@ -362,6 +379,8 @@ TEST_F(ApiServerTest, BadBodiesAreRefusedNamingTheField) {
       {"/v1/select", R"({"accelerator": "v4-64"})", "unknown field 'accelerator'"},
       {"/v1/select", R"({})", "accelerator_type: required"},
       {"/v1/select", R"({"accelerator_type": 7})", "accelerator_type: must be a string"},
+      {"/v1/select", R"({"accelerator_type": "x", "explain": "yes"})",
+       "explain: must be true or false"},
       {"/v1/workloads", R"({"cluster": "tpu-a"})", "spec: required"},
       {"/v1/workloads", R"({"cluster": "tpu-a", "spec": {"name": "x"}})", "spec.docker_image"},
       {"/v1/workloads",

@@ -380,6 +380,59 @@ TEST_P(StateStoreConcurrency, ConcurrentDecisionsAreAllStoredWithTheirOwnIds) {
   EXPECT_EQ(ids.size(), static_cast<std::size_t>(kThreads * kEach));
 }
 
+// Repeats and fresh decisions share the group commit; a repeat of a decision that is not there
+// fails its own caller only, whatever batch it lands in.
+TEST_P(StateStoreConcurrency, ConcurrentRepeatsShareBatchesAndABadOneFailsAlone) {
+  ClusterSelection base;
+  base.selected_cluster = "tpu-a";
+  base.accelerator = "v4-64";
+  base.reason = "the base";
+  base.decided_at = format_iso8601(at_ms(0));
+  const std::int64_t base_id = store_->record_selection(base);
+  constexpr int kThreads = 8;
+  constexpr int kEach = 40;
+  std::latch start(kThreads);
+  std::vector<std::vector<std::int64_t>> repeats(kThreads);
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int i = 0; i < kEach; ++i) {
+        const auto when = format_iso8601(at_ms(1 + t * kEach + i));
+        if (i % 10 == 9) {
+          try {
+            store_->record_repeated_selection(base_id + 1000000, when);
+          } catch (const std::invalid_argument&) {
+            ++refused;
+          }
+        } else if (i % 10 == 5) {
+          ClusterSelection s = base;
+          s.decided_at = when;
+          store_->record_selection(s);
+        } else {
+          repeats[t].push_back(store_->record_repeated_selection(base_id, when));
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(refused, kThreads * kEach / 10);
+  std::set<std::int64_t> ids;
+  for (const auto& v : repeats) {
+    for (const std::int64_t id : v) {
+      ids.insert(id);
+      const auto back = store_->get_selection(id);
+      ASSERT_TRUE(back) << id;
+      EXPECT_EQ(back->same_as, base_id);
+      EXPECT_EQ(back->selection.reason, "the base");
+    }
+  }
+  EXPECT_EQ(ids.size(), static_cast<std::size_t>(kThreads * kEach * 8 / 10));
+  EXPECT_EQ(store_->list_selections(1000).size(),
+            static_cast<std::size_t>(1 + kThreads * kEach * 9 / 10));
+}
+
 // A batch whose transaction fails fails every caller in it, and nothing of it is stored; every
 // caller answered with an id has its decision stored.
 TEST_P(StateStoreConcurrency, AFailedGroupCommitFailsEachOfItsCallersAndStoresNone) {
@@ -586,7 +639,7 @@ TEST_P(StateStoreConcurrency, ProcessesOpeningAFreshDatabaseAtOnceMigrateItOnce)
             kStateSchemaVersion);
 }
 
-TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTwoKeepingItsRows) {
+TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTheLatestKeepingItsRows) {
   const std::string url = fresh_url();
   {
     // A database as a falcon of schema version 1 left it, with a recovery and a lease.
@@ -608,6 +661,12 @@ TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTwoKeepingItsRows) 
         "INSERT INTO leases (name, holder, token, acquired_at_ms, expires_at_ms) VALUES "
         "('supervisor', 'old-replica', 3, 0, 1000)",
         {});
+    conn->query(
+        "INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, selection_json) "
+        "VALUES ('v4-64', 'tpu-a', 0, '{\"selected_cluster\":\"tpu-a\",\"accelerator\":"
+        "\"v4-64\",\"candidates\":[],\"probe_results\":[],\"reason\":\"old\","
+        "\"decided_at\":\"1970-01-01T00:00:00.000Z\"}')",
+        {});
   }
   auto store = open_state_store(url);
   EXPECT_EQ(store->schema_version(), kStateSchemaVersion);
@@ -623,8 +682,16 @@ TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTwoKeepingItsRows) 
   EXPECT_EQ(lease->heartbeat_at, StoreTime{});
   // The new table is there and usable.
   EXPECT_TRUE(store->list_managed(10).empty());
+  // A decision of version 1 reads back as made afresh, and can be repeated (version 3).
+  const auto decisions = store->list_selections(10);
+  ASSERT_EQ(decisions.size(), 1u);
+  EXPECT_EQ(decisions[0].same_as, 0);
+  EXPECT_EQ(decisions[0].selection.reason, "old");
+  const auto again = store->record_repeated_selection(decisions[0].id, "1970-01-01T00:00:01.000Z");
+  EXPECT_EQ(store->get_selection(again)->same_as, decisions[0].id);
   auto conn = raw_connection(url);
-  EXPECT_EQ(conn->query("SELECT max(version) FROM schema_migrations", {}).at(0).int64(0), 2);
+  EXPECT_EQ(conn->query("SELECT max(version) FROM schema_migrations", {}).at(0).int64(0),
+            kStateSchemaVersion);
 }
 
 TEST_P(StateStoreConcurrency, ASchemaNewerThanThisBinaryIsRefusedNamingBothVersions) {
