@@ -269,6 +269,24 @@ int main(int argc, char** argv) {
     c0 = thread_cpu_ms();
     for (int i = 0; i < m; ++i) store->record_selection(outcome.selection);
     const double record_cpu = (thread_cpu_ms() - c0) / m;
+    // A brief select that repeats the standing decision (serve.select_reuse_ms), its answer,
+    // and the repeat's store write alone.
+    falcon::SelectOutcome brief = control->select_brief(kAccelerator);
+    c0 = thread_cpu_ms();
+    int repeats = 0;
+    for (int i = 0; i < m; ++i) {
+      brief = control->select_brief(kAccelerator);
+      repeats += brief.same_as != 0 ? 1 : 0;
+    }
+    const double brief_cpu = (thread_cpu_ms() - c0) / m;
+    c0 = thread_cpu_ms();
+    std::size_t brief_bytes = 0;
+    for (int i = 0; i < m; ++i) brief_bytes = falcon::serve::brief_select_answer_json(brief).size();
+    const double brief_answer_cpu = (thread_cpu_ms() - c0) / m;
+    const std::string now = falcon::format_iso8601(std::chrono::system_clock::now());
+    c0 = thread_cpu_ms();
+    for (int i = 0; i < m; ++i) store->record_repeated_selection(outcome.selection_id, now);
+    const double repeat_record_cpu = (thread_cpu_ms() - c0) / m;
     std::cout << nlohmann::json{{"row", "select_cached_in_process"},
                                 {"clusters", o.clusters},
                                 {"mean_ms", per * 1000},
@@ -281,6 +299,11 @@ int main(int argc, char** argv) {
                                 {"answer_json_tree_cpu_ms", answer_tree_cpu},
                                 {"stored_json_cpu_ms", stored_cpu},
                                 {"stored_json_tree_cpu_ms", stored_tree_cpu},
+                                {"brief_select_cpu_ms", brief_cpu},
+                                {"brief_repeats", repeats},
+                                {"brief_answer_json_cpu_ms", brief_answer_cpu},
+                                {"brief_answer_json_bytes", brief_bytes},
+                                {"record_repeated_selection_cpu_ms", repeat_record_cpu},
                                 {"checksum_bytes", bytes}}
                      .dump()
               << std::endl;

@@ -271,7 +271,22 @@ int run_submit(Context& ctx, const SubmitArgs& a) {
     cluster = out.selection->selected_cluster;
     if (!ctx.json) std::cerr << out.selection->reason << "\n";
   }
-  if (!ctx.remote()) out.handle = ctx.fabric().submit_workload(cluster, spec);
+  if (!ctx.remote()) {
+    out.handle = ctx.fabric().submit_workload(cluster, spec);
+    if (out.selection && out.selection->selection_id != 0) {
+      // The submission names the decision that chose its cluster, as `falcon serve` records it.
+      try {
+        const auto store = ctx.fabric().state_store();
+        if (auto row = store->find_submission(out.handle.cluster, out.handle.workload_name)) {
+          row->selection_id = out.selection->selection_id;
+          store->record_submission(*row);
+        }
+      } catch (const std::exception& e) {
+        std::cerr << fmt::format("falcon: the submission could not be linked to selection {}: {}\n",
+                                 out.selection->selection_id, e.what());
+      }
+    }
+  }
   if (ctx.json) {
     print_json(out);
   } else {

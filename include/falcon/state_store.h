@@ -76,6 +76,9 @@ struct SubmissionRow {
   std::string docker_image;
   std::string priority;
   std::optional<WorkloadSpec> spec;  // what was asked (a managed workload is resubmitted from it)
+  // The recorded decision that chose the cluster (StateStore::record_selection's id); 0 when
+  // the cluster was given, or the submission predates schema 3.
+  std::int64_t selection_id = 0;
   // Read-only, filled by reads: the latest state recorded by record_workload_event at or after
   // submitted_at, and when it was observed. Null until one is recorded.
   std::optional<std::string> state;

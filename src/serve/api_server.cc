@@ -271,6 +271,7 @@ json submission_json(const SubmissionRow& row) {
             {"cluster_id", row.cluster_id},
             {"docker_image", row.docker_image},
             {"priority", row.priority},
+            {"selection_id", row.selection_id != 0 ? json(row.selection_id) : json(nullptr)},
             {"state", row.state ? json(*row.state) : json(nullptr)},
             {"state_observed_at",
              row.state_observed_at ? json(format_iso8601(*row.state_observed_at)) : json(nullptr)}};
@@ -702,6 +703,7 @@ void ApiServer::Impl::add_routes() {
     }
     json out = json::object();
     std::string cluster;
+    std::int64_t selection_id = 0;
     if (cluster_field) {
       cluster = *cluster_field;
     } else {
@@ -714,18 +716,35 @@ void ApiServer::Impl::add_routes() {
       }
       count_selection("selected");
       cluster = outcome.selection.selected_cluster;
+      selection_id = outcome.selection_id;
       out["selection_id"] = outcome.selection_id;
       out["selection"] = outcome.selection;
     }
+    WorkloadHandle handle;
     if (managed) {
-      out["handle"] = submit_managed(control(), store(), *options.clock, cluster, spec, *managed);
+      handle = submit_managed(control(), store(), *options.clock, cluster, spec, *managed);
+      out["handle"] = handle;
       out["managed"] = {
           {"name", spec.name},
           {"max_recoveries", managed->max_recoveries},
           {"stable_after_s", static_cast<double>(managed->stable_after.count()) / 1000.0},
           {"recover_on_failure", managed->recover_on_failure}};
     } else {
-      out["handle"] = control().submit(cluster, spec);
+      handle = control().submit(cluster, spec);
+      out["handle"] = handle;
+    }
+    if (selection_id != 0) {
+      // The submission names the decision that chose its cluster (the dashboard's "why this
+      // cluster"). Best effort: the workload is submitted either way, and says so.
+      try {
+        if (auto row = store().find_submission(handle.cluster, handle.workload_name)) {
+          row->selection_id = selection_id;
+          store().record_submission(*row);
+        }
+      } catch (const std::exception& e) {
+        out["warning"] = fmt::format("the submission could not be linked to selection {}: {}",
+                                     selection_id, e.what());
+      }
     }
     send_json(res, 201, out);
   });

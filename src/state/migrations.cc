@@ -169,9 +169,11 @@ ALTER TABLE leases ADD COLUMN heartbeat_at_ms {int} NOT NULL DEFAULT 0;
 )sql";
 
 // Version 3 (issue 13, decisions at volume): a decision repeated on the same inputs points at
-// the one it repeats instead of storing its explanation again (selection_json is then '').
+// the one it repeats instead of storing its explanation again (selection_json is then ''); a
+// submission names the decision that chose its cluster (null: the cluster was given).
 constexpr const char* kSchemaV3 = R"sql(
 ALTER TABLE selections ADD COLUMN same_as {int};
+ALTER TABLE submissions ADD COLUMN selection_id {int};
 )sql";
 
 constexpr const char* kVersionTable = R"sql(
@@ -205,7 +207,10 @@ const std::vector<Migration>& migrations() {
        kSchemaV1},
       {2, "self-healing: managed workloads, recovery destinations and causes, lease heartbeats",
        kSchemaV2},
-      {3, "repeated decisions share their explanation (selections.same_as)", kSchemaV3},
+      {3,
+       "repeated decisions share their explanation (selections.same_as); submissions name "
+       "their decision (submissions.selection_id)",
+       kSchemaV3},
   };
   static_assert(kStateSchemaVersion == 3, "add the migration for the new schema version");
   return all;

@@ -111,7 +111,7 @@ void require_limit(int limit, int max, const char* what) {
 constexpr const char* kSubmissionColumns =
     "s.id, s.cluster, s.workload, s.namespace, s.accelerator_type, s.device_class, "
     "s.submitted_at_ms, s.cluster_id, s.project, s.zone, s.docker_image, s.priority, "
-    "s.spec_json, w.state, w.observed_at_ms " FALCON_SUBMISSIONS_FROM;
+    "s.spec_json, w.state, w.observed_at_ms, s.selection_id " FALCON_SUBMISSIONS_FROM;
 constexpr const char* kSubmissionsFrom = FALCON_SUBMISSIONS_FROM;
 #undef FALCON_SUBMISSIONS_FROM
 
@@ -140,21 +140,25 @@ SubmissionRow submission_from(const SqlRow& row) {
   }
   s.state = row.opt_text(13);
   s.state_observed_at = opt_time(row, 14);
+  s.selection_id = row.opt_int64(15).value_or(0);
   return s;
 }
 
 std::vector<SqlValue> submission_values(const SubmissionRow& r, std::int64_t submitted_ms) {
   SqlValue spec = nullptr;
   if (r.spec) spec = nlohmann::json(*r.spec).dump();
+  SqlValue selection = nullptr;
+  if (r.selection_id != 0) selection = r.selection_id;
   return {r.handle.cluster, r.handle.workload_name, r.handle.namespace_, r.accelerator_type,
           r.device_class,   submitted_ms,           r.cluster_id,        r.project,
-          r.zone,           r.docker_image,         r.priority,          spec};
+          r.zone,           r.docker_image,         r.priority,          spec,
+          selection};
 }
 
 constexpr const char* kInsertSubmission =
     "INSERT INTO submissions (cluster, workload, namespace, accelerator_type, device_class, "
-    "submitted_at_ms, cluster_id, project, zone, docker_image, priority, spec_json) VALUES ($1, "
-    "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+    "submitted_at_ms, cluster_id, project, zone, docker_image, priority, spec_json, "
+    "selection_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
 std::string make_cursor(const SubmissionRow& last) {
   return fmt::format("{}{}.{}", kCursorPrefix, parse_time_field(last.handle.submitted_at, "t"),
@@ -420,7 +424,7 @@ std::int64_t SqlStateStore::record_submission(const SubmissionRow& row) {
             "excluded.device_class, submitted_at_ms = excluded.submitted_at_ms, cluster_id = "
             "excluded.cluster_id, project = excluded.project, zone = excluded.zone, "
             "docker_image = excluded.docker_image, priority = excluded.priority, spec_json = "
-            "excluded.spec_json RETURNING id",
+            "excluded.spec_json, selection_id = excluded.selection_id RETURNING id",
         values);
     return ids.at(0).int64(0);
   });

@@ -445,6 +445,7 @@ TEST_F(CliFleetTest, ASecondProcessFindsTheSubmissionInFalconDb) {
   const auto selections = db->list_selections(10, std::string("tpu-v4-64"));
   ASSERT_EQ(selections.size(), 1u);
   EXPECT_EQ(selections[0].selection.selected_cluster, "tpu-b");
+  EXPECT_EQ(row->selection_id, selections[0].id);  // and the submission names it
   EXPECT_EQ(db->latest_probe("tpu-down")->result.reachable, false);
   const auto select = falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64"});
   EXPECT_GT(select["selection_id"].get<std::int64_t>(), selections[0].id);

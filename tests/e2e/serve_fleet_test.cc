@@ -116,6 +116,9 @@ TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCance
   ASSERT_EQ(listed["workloads"].size(), 1u);
   EXPECT_EQ(listed["workloads"][0]["handle"]["workload_name"], "serve-run");
   EXPECT_EQ(listed["workloads"][0]["spec"]["docker_image"], "gcr.io/f/b:1");
+  // The submission names the decision that chose its cluster.
+  EXPECT_EQ(listed["workloads"][0]["selection_id"], submitted["selection_id"]);
+  EXPECT_GT(submitted["selection_id"].get<std::int64_t>(), 0);
   const json live = get(c, "/v1/workloads?live=true&cluster=tpu-b");
   EXPECT_EQ(live["clusters"][0]["workloads"][0]["name"], "serve-run");
 

@@ -110,6 +110,7 @@ TEST_P(StateStoreContract, SubmissionRoundTripsEveryFieldWithItsSpec) {
                           .env = {{"A", "1"}},
                           .namespace_ = "team",
                           .extra_args = {"--x"}};
+  row.selection_id = 42;
   const auto id = store_->record_submission(row);
   EXPECT_GT(id, 0);
   const auto found = store_->find_submission("tpu-a", "llama-8b");

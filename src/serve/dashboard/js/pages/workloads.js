@@ -3,7 +3,6 @@
 // decision that chose it.
 import {api, query} from '../api.js';
 import {h, fill, fmtTime, stateBadge, table, workloadHref, clusterHref, field} from '../util.js';
-import {matchSelections} from '../selections.js';
 
 const STATES = ['', 'QUEUED', 'RUNNING', 'COMPLETED', 'FAILED', 'UNKNOWN'];
 const PAGE_SIZES = [25, 50, 100, 200];
@@ -71,10 +70,12 @@ export async function workloadsPage(ctx, params) {
       : `${first}–${first + d.workloads.length - 1} of ${d.total}`;
     prev.disabled = pageIndex === 0;
     next.disabled = !d.next_cursor;
-    const chosen = new Map();
     const rows = d.workloads.map((r) => {
-      const why = h('td', {class: 'why'}, '…');
-      chosen.set(r.id, why);
+      // The decision that chose the cluster (submissions.selection_id); none: it was given.
+      const why = h('td', {class: 'why'}, r.selection_id
+        ? h('a', {href: `#/decision/${r.selection_id}`, title: 'why this cluster: every candidate and its verdict'},
+          `selection ${r.selection_id}`)
+        : h('span', {class: 'meta'}, 'cluster given (no decision)'));
       return h('tr', {dataset: {workload: r.handle.workload_name}},
         h('td', {}, h('a', {href: workloadHref(r.handle.cluster, r.handle.workload_name)}, r.handle.workload_name)),
         h('td', {}, h('a', {href: clusterHref(r.handle.cluster)}, r.handle.cluster)),
@@ -89,14 +90,6 @@ export async function workloadsPage(ctx, params) {
     results.dataset.renderMs = String(Math.round(performance.now() - started));
     results.dataset.doneAt = String(Math.round(performance.now()));
     results.dataset.loaded = String(mine);
-    // Then the decisions that chose them (a second request, after the rows are on screen).
-    const matches = await matchSelections(d.workloads);
-    if (mine !== generation) return;
-    for (const [id, td] of chosen) {
-      const s = matches.get(id);
-      td.replaceChildren(s ? h('a', {href: `#/decision/${s.selection_id}`, title: s.reason}, `selection ${s.selection_id}: ${s.reason}`)
-        : h('span', {class: 'meta'}, 'cluster given (no decision)'));
-    }
   }
 
   form.addEventListener('submit', (ev) => {
