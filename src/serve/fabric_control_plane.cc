@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -48,8 +49,18 @@ class FabricControlPlane final : public ControlPlane {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
     monitor_ = std::make_unique<HealthMonitor>(
-        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve,
-        to_string(config->probe.backend));
+        [this, f](const ClusterConfig& c) {
+          ClusterProbeResult r;
+          try {
+            r = f->probe_cluster(c);
+          } catch (...) {
+            feed_breaker(c.name, false);
+            throw;
+          }
+          feed_breaker(c.name, r.reachable);
+          return r;
+        },
+        store_, clock_, config->serve, to_string(config->probe.backend));
     monitor_->set_clusters(config->clusters);
     note_config_loaded();
     monitor_->start();
@@ -100,6 +111,30 @@ class FabricControlPlane final : public ControlPlane {
 
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
 
+  // A probe's outcome in the cluster's circuit breaker (key "<cluster>"), as the CLI's probes
+  // feed it: a failure counts; a success resets the count and closes a half-open breaker (its
+  // trial) or an open one whose cool-down is over, but does not cut a cool-down short. Without
+  // this no success ever reached a cluster breaker in `falcon serve`: a trial claimed by a
+  // selection stayed "under way" with nobody running it until it lapsed, refusing every other
+  // decision, and then the next caller claimed the same lapsing trial. A store failure leaves the
+  // breaker as it was (the selection notices store trouble itself).
+  void feed_breaker(const std::string& cluster, bool reachable) const {
+    if (!store_) return;
+    try {
+      const CircuitBreakers breakers(store_, fabric_->config()->selection.breaker, clock_);
+      const std::string key = breaker_key(cluster);
+      if (!reachable) {
+        breakers.record_failure(key);
+        return;
+      }
+      const BreakerState s = breakers.get(key);
+      if (s.state == kBreakerClosed && s.consecutive_failures == 0 && s.trips == 0) return;
+      if (s.state == kBreakerOpen && s.opened_until && clock_->now() < *s.opened_until) return;
+      breakers.record_success(key);
+    } catch (const std::exception&) {
+    }
+  }
+
   void record_cluster_failure(const std::string& cluster) override {
     CircuitBreakers(store_, fabric_->config()->selection.breaker, clock_)
         .record_failure(breaker_key(cluster));
@@ -120,22 +155,47 @@ class FabricControlPlane final : public ControlPlane {
       r.probed_at = format_iso8601(clock_->now());
       return r;
     };
+    // The clusters whose breaker is not closed before this decision: the selection's gate
+    // claims the trial of those it lets through, and the probe this decision uses for such a
+    // candidate is that trial's outcome, fed at once (else the trial would be "under way" with
+    // nobody running it until the health loop's next probe, refusing every other decision).
+    std::set<std::string> not_closed;
+    if (store_) {
+      try {
+        for (const BreakerState& b : store_->list_breakers()) {
+          if (b.state != kBreakerClosed) not_closed.insert(b.key);
+        }
+      } catch (const std::exception&) {
+      }
+    }
+    auto trial_outcome = [&](const ClusterConfig& c, bool reachable) {
+      if (not_closed.contains(breaker_key(c.name))) feed_breaker(c.name, reachable);
+    };
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
     SelectOutcome outcome;
     outcome.selection = fabric_->select_cluster(
         accelerator_type,
         [&](const ClusterConfig& c) {
-          if (auto r = excluded_result(c)) return *r;
+          if (auto r = excluded_result(c)) {
+            // Its trial, if the gate claimed one, ends with what the health loop knows.
+            if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
+            return *r;
+          }
           MonitoredProbe p = monitor_->fresh(c, max_age);
+          if (p.from_cache) trial_outcome(c, p.result.reachable);  // else fed by the probe
           std::lock_guard lock(used_mutex);
           used[c.name] = p;
           return p.result;
         },
         [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
-          if (auto r = excluded_result(c)) return r;
+          if (auto r = excluded_result(c)) {
+            if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
+            return r;
+          }
           auto p = monitor_->cached(c.name, max_age);
           if (!p) return std::nullopt;
+          trial_outcome(c, p->result.reachable);
           std::lock_guard lock(used_mutex);
           return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
         });
