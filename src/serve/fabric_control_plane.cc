@@ -106,7 +106,7 @@ class FabricControlPlane final : public ControlPlane {
   }
 
   SelectOutcome select(const std::string& accelerator_type) override {
-    return select_excluding(accelerator_type, {});
+    return select_among(accelerator_type, {}, false);
   }
 
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
@@ -140,9 +140,34 @@ class FabricControlPlane final : public ControlPlane {
         .record_failure(breaker_key(cluster));
   }
 
+  // The supervisor's decisions. Unlike an API selection they also take a cluster's cached
+  // probe as stale once this control plane has submitted to that cluster since it was made:
+  // a supervisor pass decides for every workload a killed cluster took down, one after the
+  // other, and on the cached queue depth all of them went to the same cluster, far beyond its
+  // free slots, where the replacements waited QUEUED (the chaos benchmark's longest SVRTs).
   SelectOutcome select_excluding(const std::string& accelerator_type,
                                  const std::vector<std::string>& excluded) override {
-    const auto max_age = std::chrono::seconds(fabric_->config()->serve.max_probe_age_s);
+    return select_among(accelerator_type, excluded, true);
+  }
+
+  SelectOutcome select_among(const std::string& accelerator_type,
+                             const std::vector<std::string>& excluded, bool after_own_submits) {
+    const auto config_age =
+        std::chrono::milliseconds(std::chrono::seconds(fabric_->config()->serve.max_probe_age_s));
+    std::map<std::string, std::chrono::steady_clock::time_point> submitted;
+    if (after_own_submits) {
+      std::lock_guard lock(mutex_);
+      submitted = last_submit_;
+    }
+    const auto steady = clock_->steady_now();
+    // The oldest probe of `c` this decision takes.
+    auto age_for = [&](const ClusterConfig& c) {
+      const auto it = submitted.find(c.name);
+      if (it == submitted.end()) return config_age;
+      const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(steady - it->second);
+      return std::clamp(since, std::chrono::milliseconds(0), config_age);
+    };
+    const auto max_age = config_age;
     // An excluded cluster is a candidate that cannot be chosen: unreachable, saying why.
     auto excluded_result = [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
       if (std::find(excluded.begin(), excluded.end(), c.name) == excluded.end()) {
@@ -182,7 +207,7 @@ class FabricControlPlane final : public ControlPlane {
             if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
             return *r;
           }
-          MonitoredProbe p = monitor_->fresh(c, max_age);
+          MonitoredProbe p = monitor_->fresh(c, age_for(c));
           if (p.from_cache) trial_outcome(c, p.result.reachable);  // else fed by the probe
           std::lock_guard lock(used_mutex);
           used[c.name] = p;
@@ -193,7 +218,7 @@ class FabricControlPlane final : public ControlPlane {
             if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
             return r;
           }
-          auto p = monitor_->cached(c.name, max_age);
+          auto p = monitor_->cached(c.name, age_for(c));
           if (!p) return std::nullopt;
           trial_outcome(c, p->result.reachable);
           std::lock_guard lock(used_mutex);
@@ -217,6 +242,10 @@ class FabricControlPlane final : public ControlPlane {
 
   WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) override {
     WorkloadHandle handle = fabric_->submit_workload(cluster, spec);
+    {
+      std::lock_guard lock(mutex_);
+      last_submit_[cluster] = clock_->steady_now();
+    }
     // The fabric recorded the submission; keep what was asked with it, so that it can be
     // submitted again. Best effort: the submission happened either way.
     try {
@@ -299,6 +328,8 @@ class FabricControlPlane final : public ControlPlane {
   std::unique_ptr<HealthMonitor> monitor_;
   mutable std::mutex mutex_;
   ConfigInfo config_;
+  // When this control plane last submitted to each cluster (guarded by mutex_).
+  std::map<std::string, std::chrono::steady_clock::time_point> last_submit_;
 };
 
 std::shared_ptr<ControlPlane> make_fabric_control_plane(std::shared_ptr<ClusterFabric> fabric,

@@ -512,5 +512,37 @@ TEST_F(FabricStateTest, TheControlPlanesProbesFeedTheClusterBreakerAndEndTheTria
   stop_control_plane_loop(*control);
 }
 
+// The supervisor's decisions take a cached probe as stale once the control plane has submitted
+// to that cluster since it was made (its queue depth no longer says what the cluster has); an
+// API selection keeps answering from the cache.
+TEST_F(FabricStateTest, TheSupervisorsDecisionsProbeAgainAClusterSubmittedToSinceItsProbe) {
+  write_config("serve:\n  probe_interval_s: 3600\n  max_probe_age_s: 60\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok("[XPK] Exiting XPK cleanly\n"));
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
+  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = store;
+    return deps;
+  }());
+  auto control = make_fabric_control_plane(f, store, clock_);
+  auto probes_of_a = [&] {
+    return runner_->calls_matching({"workload", "list", "--cluster=tpu-v4-cluster"}).size();
+  };
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
+  const auto first = probes_of_a();
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
+  EXPECT_EQ(probes_of_a(), first);  // cached
+  clock_->advance(std::chrono::seconds(1));
+  control->submit("tpu-a", spec("train-r1"));
+  control->select("tpu-v4-64");
+  EXPECT_EQ(probes_of_a(), first);  // an API selection: still the cache
+  control->select_excluding("tpu-v4-64", {"tpu-b"});
+  EXPECT_EQ(probes_of_a(), first + 1);  // probed again after the submit
+  control->select_excluding("tpu-v4-64", {"tpu-b"});
+  EXPECT_EQ(probes_of_a(), first + 1);  // and that probe is newer than the submit
+  stop_control_plane_loop(*control);
+}
+
 }  // namespace
 }  // namespace falcon
