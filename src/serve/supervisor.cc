@@ -740,14 +740,26 @@ struct Supervisor::Impl {
   bool fence(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     ensure_leader(s);
     std::string how;
+    std::string not_confirmed;  // why the cancel did not confirm it gone
     try {
-      control().cancel(control().handle_for(d.old_cluster, d.old_name));
-      how = "cancel confirmed";
+      const WorkloadHandle old = control().handle_for(d.old_cluster, d.old_name);
+      if (const Listing& l = listing(d.old_cluster); !l.ok) {
+        // Its cluster did not answer this pass: a cancel would fail the same way, and during an
+        // outage it cost one xpk call per workload on that cluster in every pass, delaying the
+        // looks at every other workload.
+        not_confirmed = l.error;
+      } else {
+        control().cancel(old);
+        how = "cancel confirmed";
+      }
     } catch (const WorkloadNotFoundError&) {
       how = "not listed";
     } catch (const UnknownClusterError&) {
       how = "its cluster was removed from the configuration";
     } catch (const std::exception& e) {
+      not_confirmed = e.what();
+    }
+    if (how.empty()) {
       // Not confirmed. A listing that answers without it, or with it finished, is as good.
       const Listing& l = listing(d.old_cluster);
       if (l.ok) {
@@ -766,7 +778,7 @@ struct Supervisor::Impl {
           return false;
         }
         how = fmt::format("fenced: cluster {} unreachable for {} (fencing_lease_s {}): {}",
-                          d.old_cluster, seconds_text(waited), s.fencing_lease_s, e.what());
+                          d.old_cluster, seconds_text(waited), s.fencing_lease_s, not_confirmed);
         d.fenced.emplace_back(d.old_cluster, d.old_name);
       }
     }

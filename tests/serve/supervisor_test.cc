@@ -169,7 +169,8 @@ class SimControl final : public ControlPlane {
   std::vector<std::pair<std::string, std::string>> submits;  // (cluster, name)
   std::vector<std::pair<std::string, std::string>> cancels;
   std::vector<std::string> breaker_failures;
-  int failing_submits = 0;  // the next N submits fail (transient)
+  std::map<std::string, int> cancel_calls;  // by cluster, answered or not
+  int failing_submits = 0;                  // the next N submits fail (transient)
   // What a failing submit says: xpk's create output, which mentions an unrelated "already
   // exists" (its RoleBinding) on every create.
   std::string failing_message =
@@ -264,6 +265,7 @@ class SimControl final : public ControlPlane {
   }
   bool cancel(const WorkloadHandle& h) override {
     std::lock_guard lock(mutex);
+    ++cancel_calls[h.cluster];
     auto& cl = sim.at(h.cluster);
     if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
     if (cl.workloads.erase(h.workload_name) == 0) {
@@ -550,6 +552,28 @@ TEST_F(SupervisorTest, AnOutageFeedsTheClusterBreakerOncePerPassNotOncePerWorklo
 
 // No cluster can take the replacement (all down or excluded): the workload waits, deciding again
 // with back-off, however long it takes; it does not give up after max_submit_attempts.
+// While the old cluster does not answer its workload list, the fencing wait does not try to
+// cancel there (each try was one xpk call per workload per pass during an outage); once it
+// answers, the cancel goes through.
+TEST_F(SupervisorTest, FencingDoesNotCallAClusterThatDidNotAnswerThisPass) {
+  auto sup = make("a");
+  for (const char* name : {"w1", "w2", "w3"}) {
+    manage(name);
+    control_->set("tpu-a", name, "RUNNING");
+  }
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  run(*sup, 10);  // incidents after 5 s, then fencing (lease 20 s)
+  EXPECT_EQ(record("w1").state, kManagedRecovering);
+  EXPECT_EQ(control_->cancel_calls["tpu-a"], 0);
+  control_->reach("tpu-a", true);
+  run(*sup, 1);
+  EXPECT_EQ(control_->cancel_calls["tpu-a"], 3);
+  EXPECT_EQ(control_->live_copies("w1"), 1);
+  EXPECT_EQ(record("w1").incarnation, "w1-r1");
+  EXPECT_THAT(store_->get_recovery("w1-1")->detail_json, HasSubstr("cancel confirmed"));
+}
+
 TEST_F(SupervisorTest, NoAvailableClusterIsWaitedForNotGivenUpOn) {
   auto sup = make("a");
   manage("train");
