@@ -72,10 +72,17 @@ PROD = {
     "backoff_max_s": 300,
     "probe_interval_s": 30,    # serve's health loop
 }
+# The circuit breakers' cool-downs (selection.breaker, whole seconds): scaled like the rest, at
+# least 1 s. Left at their production values (60 s, up to 900 s, real) a breaker opened by one
+# outage kept a cluster out of selection for 30 simulated minutes and more.
+PROD_BREAKER = {"cooldown_s": 60, "cooldown_max_s": 900}
 # The replicas' supervision lease is not scaled below this (real seconds): on a loaded 2-core
 # machine a 1 s lease would hand supervision back and forth between healthy replicas.
 MIN_LEASE_TTL_S = 3.0
 HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 30 min (mean)
+# A fault that finds every candidate workload still recovering from an earlier one is tried
+# again a second later, for up to this long (real seconds) after --duration.
+INJECT_GRACE_S = 150.0
 
 
 def log(msg: str) -> None:
@@ -220,6 +227,10 @@ class Chaos:
         self.cluster_revived = {}    # cluster -> [(killed_at, revived_at)]
         self.incidents = []
         self.faults = 0
+        # max_recoveries of every managed workload: the workload faults planned, an upper
+        # bound on the incidents one workload can see (each fault hits a workload at most
+        # once), so that the supervisor never gives up because of the bench's own fault count.
+        self.max_recoveries = 0
         self.stop_polling = threading.Event()
 
     # --- processes ------------------------------------------------------------------------------
@@ -268,6 +279,10 @@ class Chaos:
                   f"  storage_endpoint: {self.fleet_url}",
                   f"  access_token_file: {self.work / 'fleet.token'}",
                   "  logging_reads_per_minute: 100000",
+                  "selection:", "  breaker:",
+                  f"    cooldown_s: {max(1, round(PROD_BREAKER['cooldown_s'] / self.scale))}",
+                  "    cooldown_max_s: "
+                  f"{max(1, round(PROD_BREAKER['cooldown_max_s'] / self.scale))}",
                   "serve:", f"  probe_interval_s: {max(1, round(c['probe_interval_s']))}",
                   f"  max_probe_age_s: {max(2, round(4 * c['probe_interval_s']))}",
                   "  max_parallel_probes: 8"]
@@ -280,7 +295,10 @@ class Chaos:
                       f"  backoff_s: {c['backoff_s']:.3f}",
                       f"  backoff_max_s: {c['backoff_max_s']:.3f}",
                       f"  stable_after_s: {c['stable_after_s']:.3f}",
-                      "  max_recoveries: 20"]
+                      f"  max_recoveries: {self.max_recoveries}",
+                      # The flaky-create faults leave up to 2 failing creates on every cluster;
+                      # a replacement may meet all of them before one succeeds.
+                      f"  max_submit_attempts: {2 * len(self.clusters) + 1}"]
         path = self.work / "repos.yaml"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -373,7 +391,7 @@ class Chaos:
                 "command": ["python3", "train.py"], "accelerator_type": DEVICE, "env": env}
         body = {"cluster": cluster, "spec": spec}
         if managed and not self.args.no_supervisor:
-            body["managed"] = {"max_recoveries": 20,
+            body["managed"] = {"max_recoveries": self.max_recoveries,
                                "stable_after_s": self.cfg["stable_after_s"],
                                "recover_on_failure": False}
         t0 = time.time()
@@ -441,12 +459,17 @@ class Chaos:
                 log("kill: every candidate cluster is down or hosts an application-failure run")
                 return None
             cluster = self.rng.choice(choices)
+            # Every managed workload live on it is hit, including those still recovering from
+            # an earlier fault (their replacement QUEUED or RUNNING there): a kill takes them all.
+            with self.lock:
+                victims = sorted({(b, n) for b, v in self.live_now.items() for n, c, _ in v
+                                  if c == cluster and b not in bases_app})
             self.control("clusters:kill", {"cluster": cluster, "workloads": "fail"})
             down_for = self.rng.uniform(*self.args.down_range)
             self.cluster_revived.setdefault(cluster, []).append([now, None])
             threading.Timer(down_for, self.revive, args=(cluster,)).start()
             return [{"kind": "kill", "base": b, "name": n, "cluster": cluster, "t": now,
-                     "recoverable": True, "open": True} for b, n in by_cluster[cluster]]
+                     "recoverable": True, "open": True} for b, n in victims]
         base = self.rng.choice(sorted(managed))
         name, cluster = managed[base]
         rec = {"kind": kind, "base": base, "name": name, "cluster": cluster, "t": now,
@@ -487,6 +510,9 @@ class Chaos:
         state = pg.start()
         log(f"postgres at {state}")
         self.start_fleet()
+        schedule = self.plan()
+        kinds = [k for _, k in schedule]
+        self.max_recoveries = sum(1 for k in kinds if k != "app")
         repos = self.repos_yaml()
         replicas = {"A": self.start_serve("serve-a", repos, state)}
         replicas["B"] = self.start_serve("serve-b", repos, state)
@@ -494,8 +520,6 @@ class Chaos:
         poller = threading.Thread(target=self.poll_loop, daemon=True)
         poller.start()
 
-        schedule = self.plan()
-        kinds = [k for _, k in schedule]
         n_app = kinds.count("app")
         # Managed workloads that run until the end, and the ones whose application fails at
         # its scheduled time (submitted shortly before it).
@@ -547,7 +571,7 @@ class Chaos:
             if kind == "app":
                 continue
             recs = self.inject(kind, t_rel, bases_app)
-            if recs is None and time.time() - t_start < a.duration + 60:
+            if recs is None and time.time() - t_start < a.duration + INJECT_GRACE_S:
                 # Every candidate is still recovering from an earlier fault: try again shortly.
                 pending.append((t_rel + 1.0, kind))
                 pending.sort()
@@ -580,6 +604,18 @@ class Chaos:
              "cluster_revived": self.cluster_revived}, default=str))
         return self.report(recoveries, managed if st2 == 200 else {}, submits, bases_app,
                            killed_replica, load0, load1, time.time() - t_start)
+
+    def final_state(self):
+        """The fleet's state for the end-of-run checks, asked a few times: a busy fleet may
+        answer a single request late."""
+        for attempt in range(5):
+            try:
+                return self.fleet_state()
+            except Exception as e:  # noqa: BLE001
+                if attempt == 4:
+                    raise
+                log(f"final fleet state: {e}; asking again")
+                time.sleep(2)
 
     def close_incidents(self):
         """An incident is closed once a newer incarnation of its workload has run (so the next
@@ -627,16 +663,55 @@ class Chaos:
                      if self.base_of(n) == i["base"] and n != i["name"] and i["t"] < t < nxt]
             if later:
                 wrong.append((i["kind"], i["base"], later))
-        # Lost: a managed workload (not an application failure) with no live incarnation now.
-        final = self.fleet_state()
-        live = {}
+        # Lost: a managed workload with no live incarnation now that should have one. Not lost:
+        # one that completed (the fleet lists an incarnation COMPLETED, or the supervisor
+        # recorded it completed) or whose application failed (its record `failed`: an
+        # application failure is not recovered). Every other state without a live incarnation
+        # is lost, `gave_up` included (max_recoveries reached or the replacement not
+        # submittable), and reported with the state and the last incident's cause.
+        final = self.final_state()
+        if self.args.keep:
+            (self.work / "final_state.json").write_text(json.dumps(final))
+        # Each cluster at the end: managed incarnations RUNNING and QUEUED (a replacement
+        # QUEUED at the end waits for a free slot), and whether it is down.
+        per_cluster = {c["name"]: {"running": sum(1 for w in c["workloads"]
+                                                  if self.base_of(w["name"]) and
+                                                  w["state"] == "RUNNING"),
+                                   "queued": sum(1 for w in c["workloads"]
+                                                 if self.base_of(w["name"]) and
+                                                 w["state"] == "QUEUED"),
+                                   "down": c.get("down")}
+                       for c in final["clusters"]}
+        live, completed = {}, set()
         for c in final["clusters"]:
             for w in c["workloads"]:
                 b = self.base_of(w["name"])
                 if b and w["state"] in ("QUEUED", "RUNNING"):
                     live.setdefault(b, []).append(w["name"])
-        expected = [f"chaos-m{i:03d}" for i in range(self.args.workloads)]
-        lost = [b for b in expected if b not in live]
+                elif b and w["state"] == "COMPLETED":
+                    completed.add(b)
+        states = {m.get("name"): m for m in (managed or {}).get("managed", [])}
+        last_cause = {}
+        for r in sorted(recoveries, key=lambda r: r.get("t_detected") or ""):
+            last_cause[r.get("workload")] = (r.get("outcome"), (r.get("cause") or "")[:300])
+        expected = [f"chaos-m{i:03d}" for i in range(self.args.workloads)] + sorted(bases_app)
+        lost, not_lost = [], {"completed": 0, "application_failure": 0}
+        for b in expected:
+            if b in live:
+                continue
+            state = states.get(b, {}).get("state")
+            if b in completed or state == "completed":
+                not_lost["completed"] += 1
+            elif state == "failed":
+                not_lost["application_failure"] += 1
+            else:
+                lost.append({"workload": b, "state": state,
+                             "incarnation": states.get(b, {}).get("incarnation"),
+                             "last_incident": last_cause.get(b)})
+        gave_up = [{"workload": n, "recoveries": m.get("recoveries"),
+                    "max_recoveries": m.get("max_recoveries"),
+                    "last_incident": last_cause.get(n)}
+                   for n, m in sorted(states.items()) if m.get("state") == "gave_up"]
         svrt = [r["svrt_s"] for r in recoveries if isinstance(r.get("svrt_s"), (int, float))]
         phases = {}
         for r in recoveries:
@@ -682,6 +757,13 @@ class Chaos:
                                    for _, t1, r in submits)
         decision_med = statistics.median(phases["decision_s"]) if phases.get("decision_s") \
             else 0.0
+        # "One selection" of the target: the decision phase of the incidents that did not wait
+        # for a fencing lease (an unreachable cluster's decision phase holds that wait, which
+        # the kill's bound adds on its own), else all of them.
+        unfenced = [r["phases"]["decision_s"] for r in recoveries
+                    if isinstance((r.get("phases") or {}).get("decision_s"), (int, float)) and
+                    not re.match(r"^cluster \S+ unreachable", r.get("cause") or "")]
+        selection_med = statistics.median(unfenced) if unfenced else decision_med
         c = self.cfg
         stab = c["stable_after_s"]
 
@@ -694,7 +776,7 @@ class Chaos:
                      "preempt_held": c["readmit_grace_s"],
                      # two injected create failures: two more submits and their back-offs
                      "flaky_node": 2 * submit_med + 3 * c["backoff_s"]}.get(kind, 0.0)
-            return (c["interval_s"] + extra + decision_med + submit_med + admission_med +
+            return (c["interval_s"] + extra + selection_med + submit_med + admission_med +
                     stab) * 1.1
         # Baselines on the same recoverable incidents (real seconds).
         brng = random.Random(self.args.seed + 1)
@@ -735,7 +817,13 @@ class Chaos:
             "wrong_recoveries": wrong,
             "double_runs": len(self.double_runs), "double_run_polls": self.double_polls,
             "double_run_examples": list(self.double_runs.items())[:5],
-            "polls": self.polls, "lost": lost,
+            "polls": self.polls, "lost": lost, "not_lost_without_live": not_lost,
+            "gave_up": gave_up, "max_recoveries": self.max_recoveries,
+            "clusters_at_end": per_cluster,
+            "managed_states": {st: sum(1 for m in states.values() if m.get("state") == st)
+                               for st in sorted({m.get("state") for m in states.values()})},
+            "incidents_per_workload_max": max(
+                [sum(1 for i in self.incidents if i["base"] == b) for b in expected] or [0]),
             "recovery_records": len(recoveries),
             "svrt_real_s": {"p50": pctl(svrt, 50), "p95": pctl(svrt, 95), "n": len(svrt)},
             "svrt_sim_s": {"p50": pctl(svrt, 50) * scale, "p95": pctl(svrt, 95) * scale},
@@ -749,7 +837,8 @@ class Chaos:
             "svrt_by_kind_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95), "n": len(v),
                                         "bound": bound(k)} for k, v in by_kind.items()},
             "bound_real_s": {k: bound(k) for k in ("node", "flaky_node", "preempt_held", "kill")},
-            "measured_blocks_real_s": {"decision": decision_med, "submit": submit_med,
+            "measured_blocks_real_s": {"decision": decision_med, "selection": selection_med,
+                                       "submit": submit_med,
                                        "admission": admission_med, "stability": stab},
             "baseline_human": {"recovered": len(recoverable),
                                "p50_sim_s": pctl(human, 50) * scale,

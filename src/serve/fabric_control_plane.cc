@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -49,8 +50,18 @@ class FabricControlPlane final : public ControlPlane {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
     monitor_ = std::make_unique<HealthMonitor>(
-        [f](const ClusterConfig& c) { return f->probe_cluster(c); }, store_, clock_, config->serve,
-        to_string(config->probe.backend));
+        [this, f](const ClusterConfig& c) {
+          ClusterProbeResult r;
+          try {
+            r = f->probe_cluster(c);
+          } catch (...) {
+            feed_breaker(c.name, false);
+            throw;
+          }
+          feed_breaker(c.name, r.reachable);
+          return r;
+        },
+        store_, clock_, config->serve, to_string(config->probe.backend));
     monitor_->set_clusters(config->clusters);
     note_config_loaded();
     monitor_->start();
@@ -96,7 +107,7 @@ class FabricControlPlane final : public ControlPlane {
   }
 
   SelectOutcome select(const std::string& accelerator_type) override {
-    return decide(accelerator_type, {}, nullptr);
+    return decide(accelerator_type, {}, false, nullptr);
   }
 
   // Repeats the last decision for `accelerator_type` while it is reusable (serve.select_reuse_ms
@@ -148,7 +159,7 @@ class FabricControlPlane final : public ControlPlane {
     }
     const std::uint64_t generation = monitor_->generation();
     ClusterFabric::SelectionBasis basis;
-    SelectOutcome out = decide(accelerator_type, {}, &basis);
+    SelectOutcome out = decide(accelerator_type, {}, false, &basis);
     std::shared_ptr<Reusable> r;
     if (basis.breakers_closed) {
       r = std::make_shared<Reusable>();
@@ -179,23 +190,70 @@ class FabricControlPlane final : public ControlPlane {
 
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
 
+  // A probe's outcome in the cluster's circuit breaker (key "<cluster>"), as the CLI's probes
+  // feed it: a failure counts; a success resets the count and closes a half-open breaker (its
+  // trial) or an open one whose cool-down is over, but does not cut a cool-down short. Without
+  // this no success ever reached a cluster breaker in `falcon serve`: a trial claimed by a
+  // selection stayed "under way" with nobody running it until it lapsed, refusing every other
+  // decision, and then the next caller claimed the same lapsing trial. A store failure leaves the
+  // breaker as it was (the selection notices store trouble itself). A breaker it changes ends
+  // the decisions select_brief would repeat.
+  void feed_breaker(const std::string& cluster, bool reachable) {
+    if (!store_) return;
+    try {
+      const CircuitBreakers breakers(store_, fabric_->config()->selection.breaker, clock_);
+      const std::string key = breaker_key(cluster);
+      if (!reachable) {
+        if (breakers.record_failure(key)) forget_decisions();
+        return;
+      }
+      const BreakerState s = breakers.get(key);
+      if (s.state == kBreakerClosed && s.consecutive_failures == 0 && s.trips == 0) return;
+      if (s.state == kBreakerOpen && s.opened_until && clock_->now() < *s.opened_until) return;
+      if (breakers.record_success(key)) forget_decisions();
+    } catch (const std::exception&) {
+      forget_decisions();  // it may have changed
+    }
+  }
+
   void record_cluster_failure(const std::string& cluster) override {
     forget_decisions();
     CircuitBreakers(store_, fabric_->config()->selection.breaker, clock_)
         .record_failure(breaker_key(cluster));
   }
 
+  // The supervisor's decisions. Unlike an API selection they also take a cluster's cached
+  // probe as stale once this control plane has submitted to that cluster since it was made:
+  // a supervisor pass decides for every workload a killed cluster took down, one after the
+  // other, and on the cached queue depth all of them went to the same cluster, far beyond its
+  // free slots, where the replacements waited QUEUED (the chaos benchmark's longest SVRTs).
   SelectOutcome select_excluding(const std::string& accelerator_type,
                                  const std::vector<std::string>& excluded) override {
-    return decide(accelerator_type, excluded, nullptr);
+    return decide(accelerator_type, excluded, true, nullptr);
   }
 
-  // A selection from the monitor's cache (probing now what is older than max_probe_age_s),
-  // recorded; `basis`, when given, says what else it rested on.
+  // A selection from the monitor's cache (probing now what is older than max_probe_age_s, or
+  // with `after_own_submits` what this control plane submitted to since its probe), recorded;
+  // `basis`, when given, says what else it rested on.
   SelectOutcome decide(const std::string& accelerator_type,
-                       const std::vector<std::string>& excluded,
+                       const std::vector<std::string>& excluded, bool after_own_submits,
                        ClusterFabric::SelectionBasis* basis) {
-    const auto max_age = std::chrono::seconds(fabric_->config()->serve.max_probe_age_s);
+    const auto config_age =
+        std::chrono::milliseconds(std::chrono::seconds(fabric_->config()->serve.max_probe_age_s));
+    std::map<std::string, std::chrono::steady_clock::time_point> submitted;
+    if (after_own_submits) {
+      std::lock_guard lock(mutex_);
+      submitted = last_submit_;
+    }
+    const auto steady = clock_->steady_now();
+    // The oldest probe of `c` this decision takes.
+    auto age_for = [&](const ClusterConfig& c) {
+      const auto it = submitted.find(c.name);
+      if (it == submitted.end()) return config_age;
+      const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(steady - it->second);
+      return std::clamp(since, std::chrono::milliseconds(0), config_age);
+    };
+    const auto max_age = config_age;
     // An excluded cluster is a candidate that cannot be chosen: unreachable, saying why.
     auto excluded_result = [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
       if (std::find(excluded.begin(), excluded.end(), c.name) == excluded.end()) {
@@ -208,22 +266,47 @@ class FabricControlPlane final : public ControlPlane {
       r.probed_at = format_iso8601(clock_->now());
       return r;
     };
+    // The clusters whose breaker is not closed before this decision: the selection's gate
+    // claims the trial of those it lets through, and the probe this decision uses for such a
+    // candidate is that trial's outcome, fed at once (else the trial would be "under way" with
+    // nobody running it until the health loop's next probe, refusing every other decision).
+    std::set<std::string> not_closed;
+    if (store_) {
+      try {
+        for (const BreakerState& b : store_->list_breakers()) {
+          if (b.state != kBreakerClosed) not_closed.insert(b.key);
+        }
+      } catch (const std::exception&) {
+      }
+    }
+    auto trial_outcome = [&](const ClusterConfig& c, bool reachable) {
+      if (not_closed.contains(breaker_key(c.name))) feed_breaker(c.name, reachable);
+    };
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
     SelectOutcome outcome;
     outcome.selection = fabric_->select_cluster(
         accelerator_type,
         [&](const ClusterConfig& c) {
-          if (auto r = excluded_result(c)) return *r;
-          MonitoredProbe p = monitor_->fresh(c, max_age);
+          if (auto r = excluded_result(c)) {
+            // Its trial, if the gate claimed one, ends with what the health loop knows.
+            if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
+            return *r;
+          }
+          MonitoredProbe p = monitor_->fresh(c, age_for(c));
+          if (p.from_cache) trial_outcome(c, p.result.reachable);  // else fed by the probe
           std::lock_guard lock(used_mutex);
           used[c.name] = p;
           return p.result;
         },
         [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
-          if (auto r = excluded_result(c)) return r;
-          auto p = monitor_->cached(c.name, max_age);
+          if (auto r = excluded_result(c)) {
+            if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
+            return r;
+          }
+          auto p = monitor_->cached(c.name, age_for(c));
           if (!p) return std::nullopt;
+          trial_outcome(c, p->result.reachable);
           std::lock_guard lock(used_mutex);
           return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
         },
@@ -246,6 +329,10 @@ class FabricControlPlane final : public ControlPlane {
 
   WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) override {
     WorkloadHandle handle = fabric_->submit_workload(cluster, spec);
+    {
+      std::lock_guard lock(mutex_);
+      last_submit_[cluster] = clock_->steady_now();
+    }
     // The fabric recorded the submission; keep what was asked with it, so that it can be
     // submitted again. Best effort: the submission happened either way.
     try {
@@ -402,6 +489,8 @@ class FabricControlPlane final : public ControlPlane {
   std::unique_ptr<HealthMonitor> monitor_;
   mutable std::mutex mutex_;
   ConfigInfo config_;
+  // When this control plane last submitted to each cluster (guarded by mutex_).
+  std::map<std::string, std::chrono::steady_clock::time_point> last_submit_;
 };
 
 std::shared_ptr<ControlPlane> make_fabric_control_plane(std::shared_ptr<ClusterFabric> fabric,

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,15 @@ std::optional<double> span(const std::optional<StoreTime>& from,
                            const std::optional<StoreTime>& to) {
   if (!from || !to) return std::nullopt;
   return seconds_between(*from, *to);
+}
+
+// Whether a failed create says that `name` itself exists already (the fabric's "workload '<name>'
+// already exists on cluster ..."), which after a hand-over means the previous leader submitted
+// it. Any other "already exists" in xpk's output (xpk prints "RoleBinding: ... already exists.
+// Skipping its creation." on every create) is not: taking that for the replacement adopted a
+// workload that was never created.
+bool names_duplicate(std::string_view message, const std::string& name) {
+  return message.find(fmt::format("workload '{}' already exists", name)) != std::string_view::npos;
 }
 
 std::string default_holder() {
@@ -289,6 +299,7 @@ struct Detail {
   std::string to_cluster;  // submitting: where
   std::string replacement;
   int submit_attempts = 0;
+  int no_cluster = 0;  // decisions in a row that found no available cluster
   StoreTime next_attempt{};
   StoreTime fence_since{};  // the old cluster has not answered a cancel since
   std::vector<std::pair<std::string, std::string>> fenced;  // (cluster, name) to cancel later
@@ -315,6 +326,7 @@ struct Detail {
     d.to_cluster = j.value("to_cluster", std::string());
     d.replacement = j.value("replacement", std::string());
     d.submit_attempts = j.value("submit_attempts", 0);
+    d.no_cluster = j.value("no_cluster", 0);
     d.next_attempt = ms(j, "next_attempt_ms");
     d.fence_since = ms(j, "fence_since_ms");
     if (const auto it = j.find("fenced"); it != j.end() && it->is_array()) {
@@ -342,6 +354,7 @@ struct Detail {
     if (!to_cluster.empty()) j["to_cluster"] = to_cluster;
     if (!replacement.empty()) j["replacement"] = replacement;
     if (submit_attempts > 0) j["submit_attempts"] = submit_attempts;
+    if (no_cluster > 0) j["no_cluster"] = no_cluster;
     if (is_set(next_attempt)) j["next_attempt_ms"] = to_ms(next_attempt);
     if (is_set(fence_since)) j["fence_since_ms"] = to_ms(fence_since);
     if (!fenced.empty()) {
@@ -405,6 +418,10 @@ struct Supervisor::Impl {
     std::map<std::string, WorkloadInfo> workloads;
   };
   std::map<std::string, Listing> listings;
+  // Per pass: the clusters whose breaker this pass has fed a failure already. One outage is one
+  // failure, however many managed workloads it takes down (a killed cluster with 16 of them
+  // opened its breaker at once and kept it open far beyond the outage).
+  std::set<std::string> breaker_fed;
 
   explicit Impl(SupervisorOptions o) : options(std::move(o)) {
     if (!options.control) throw std::invalid_argument("Supervisor: no control plane");
@@ -647,7 +664,9 @@ struct Supervisor::Impl {
     // A workload-level fault (a node, a preemption) says nothing about the cluster's health: at
     // a high fault rate counting those opened every breaker and left nowhere to recover to. The
     // replacement's selection excludes the old cluster either way.
-    if (infrastructure && c.cluster_fault) control().record_cluster_failure(m.cluster);
+    if (infrastructure && c.cluster_fault && breaker_fed.insert(m.cluster).second) {
+      control().record_cluster_failure(m.cluster);
+    }
     if (!infrastructure && !m.recover_on_failure) {
       m.state = kManagedFailed;
       d.incident.clear();
@@ -674,6 +693,7 @@ struct Supervisor::Impl {
     d.to_cluster.clear();
     d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
     d.submit_attempts = 0;
+    d.no_cluster = 0;
     d.next_attempt = StoreTime{};
     r.replacement = d.replacement;
     store().put_recovery(r);
@@ -720,14 +740,26 @@ struct Supervisor::Impl {
   bool fence(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     ensure_leader(s);
     std::string how;
+    std::string not_confirmed;  // why the cancel did not confirm it gone
     try {
-      control().cancel(control().handle_for(d.old_cluster, d.old_name));
-      how = "cancel confirmed";
+      const WorkloadHandle old = control().handle_for(d.old_cluster, d.old_name);
+      if (const Listing& l = listing(d.old_cluster); !l.ok) {
+        // Its cluster did not answer this pass: a cancel would fail the same way, and during an
+        // outage it cost one xpk call per workload on that cluster in every pass, delaying the
+        // looks at every other workload.
+        not_confirmed = l.error;
+      } else {
+        control().cancel(old);
+        how = "cancel confirmed";
+      }
     } catch (const WorkloadNotFoundError&) {
       how = "not listed";
     } catch (const UnknownClusterError&) {
       how = "its cluster was removed from the configuration";
     } catch (const std::exception& e) {
+      not_confirmed = e.what();
+    }
+    if (how.empty()) {
       // Not confirmed. A listing that answers without it, or with it finished, is as good.
       const Listing& l = listing(d.old_cluster);
       if (l.ok) {
@@ -746,7 +778,7 @@ struct Supervisor::Impl {
           return false;
         }
         how = fmt::format("fenced: cluster {} unreachable for {} (fencing_lease_s {}): {}",
-                          d.old_cluster, seconds_text(waited), s.fencing_lease_s, e.what());
+                          d.old_cluster, seconds_text(waited), s.fencing_lease_s, not_confirmed);
         d.fenced.emplace_back(d.old_cluster, d.old_name);
       }
     }
@@ -787,6 +819,21 @@ struct Supervisor::Impl {
                               d.submit_attempts, why, seconds_text(delay)));
   }
 
+  // No cluster can take the replacement now (every one unreachable, excluded, full or behind an
+  // open breaker). That is not a failed attempt: giving up would lose a workload to a condition
+  // that passes (a cluster revived, a breaker's cool-down over). The decision is made again
+  // after the same back-off, doubling up to backoff_max_s, for as long as it takes.
+  void wait_for_cluster(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s,
+                        const std::string& why) {
+    ++d.no_cluster;
+    const double delay =
+        std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, std::min(d.no_cluster, 30) - 1));
+    d.next_attempt = now() + to_duration(delay);
+    save(m, d);
+    event("warn", fmt::format("supervisor: {}: no cluster for {} yet (decision {}); next in {}: {}",
+                              m.name, d.replacement, d.no_cluster, seconds_text(delay), why));
+  }
+
   // Chooses the replacement's cluster; true when chosen.
   bool decide(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     if (is_set(d.next_attempt) && now() < d.next_attempt) return false;
@@ -797,9 +844,10 @@ struct Supervisor::Impl {
                     .select_excluding(m.spec.accelerator_type, {d.old_cluster})
                     .selection.selected_cluster;
     } catch (const NoAvailableClusterError& e) {
-      backoff(m, d, s, e.what(), false);
+      wait_for_cluster(m, d, s, e.what());
       return false;
     }
+    d.no_cluster = 0;
     RecoveryRecord r = incident_record(m, d);
     r.decided = now();
     r.to_cluster = cluster;
@@ -831,7 +879,7 @@ struct Supervisor::Impl {
         backoff(m, d, s, e.what(), true);
         return true;
       } catch (const WorkloadSubmitError& e) {
-        if (std::string_view(e.what()).find("already exists") == std::string_view::npos) {
+        if (!names_duplicate(e.what(), d.replacement)) {
           backoff(m, d, s, e.what(), false);
           return false;
         }
@@ -856,6 +904,7 @@ struct Supervisor::Impl {
     d.to_cluster.clear();
     d.replacement.clear();
     d.submit_attempts = 0;
+    d.no_cluster = 0;
     d.next_attempt = StoreTime{};
     d.fence_since = StoreTime{};
     save(m, d);
@@ -874,6 +923,7 @@ struct Supervisor::Impl {
     }
     if (!take_lease(s)) return false;
     listings.clear();
+    breaker_fed.clear();
     std::vector<ManagedWorkloadRecord> all;
     try {
       all = store().list_managed(1000);

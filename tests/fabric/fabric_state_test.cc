@@ -542,5 +542,93 @@ TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge)
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
 }
 
+// In `falcon serve` the health loop's probes are what a cluster breaker hears: failures open it,
+// a success closes it once its cool-down is over, and a trial a selection claims ends with the
+// probe that selection used. Nothing fed them a success before: a claimed trial stayed "under
+// way" with nobody running it, refusing the supervisor's decisions until it lapsed.
+TEST_F(FabricStateTest, TheControlPlanesProbesFeedTheClusterBreakerAndEndTheTrialsItClaims) {
+  write_config("serve:\n  probe_interval_s: 3600\n  max_probe_age_s: 5\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+              FakeCommandRunner::fails(1, "Unable to connect to the server"));
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
+  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = store;
+    return deps;
+  }());
+  auto control = make_fabric_control_plane(f, store, clock_);
+  auto breaker = [&] { return f->cluster_breakers("tpu-a").at(0); };
+  for (int i = 0; i < 3; ++i) {
+    clock_->advance(std::chrono::seconds(6));  // older than max_probe_age_s: probed again
+    EXPECT_FALSE(control->fresh_probe("tpu-a").result.reachable);
+  }
+  EXPECT_EQ(breaker().state, "open");
+  EXPECT_EQ(breaker().trips, 1);
+
+  // The cluster answers again within the cool-down (60 s): the cool-down is not cut short.
+  runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+              FakeCommandRunner::ok(testing::kListV113));
+  clock_->advance(std::chrono::seconds(6));
+  EXPECT_TRUE(control->fresh_probe("tpu-a").result.reachable);
+  EXPECT_EQ(breaker().state, "open");
+  EXPECT_EQ(control->select("tpu-v4-64").selection.selected_cluster, "tpu-b");
+
+  // Cool-down over: the selection claims the trial and its probe ends it.
+  clock_->advance(std::chrono::seconds(60));
+  EXPECT_EQ(control->select("tpu-v4-64").selection.selected_cluster, "tpu-a");
+  EXPECT_EQ(breaker().state, "closed");
+
+  // Down again. The supervisor's decision excludes tpu-a but its gate claims tpu-a's due trial
+  // all the same: that trial ends with the health loop's cached probe (a failure: open again,
+  // one more trip) instead of staying under way with nobody running it.
+  runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+              FakeCommandRunner::fails(1, "Unable to connect to the server"));
+  for (int i = 0; i < 3; ++i) {
+    clock_->advance(std::chrono::seconds(6));
+    control->fresh_probe("tpu-a");
+  }
+  ASSERT_EQ(breaker().state, "open");
+  const int trips = breaker().trips;
+  clock_->advance(std::chrono::seconds(1000));  // past any cool-down: a trial is due
+  EXPECT_FALSE(control->fresh_probe("tpu-a").result.reachable);
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {"tpu-a"}).selection.selected_cluster, "tpu-b");
+  EXPECT_EQ(breaker().state, "open");
+  EXPECT_EQ(breaker().trips, trips + 1);
+  stop_control_plane_loop(*control);
+}
+
+// The supervisor's decisions take a cached probe as stale once the control plane has submitted
+// to that cluster since it was made (its queue depth no longer says what the cluster has); an
+// API selection keeps answering from the cache.
+TEST_F(FabricStateTest, TheSupervisorsDecisionsProbeAgainAClusterSubmittedToSinceItsProbe) {
+  write_config("serve:\n  probe_interval_s: 3600\n  max_probe_age_s: 60\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok("[XPK] Exiting XPK cleanly\n"));
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
+  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
+    FabricDependencies deps{runner_, http_, clock_};
+    deps.state = store;
+    return deps;
+  }());
+  auto control = make_fabric_control_plane(f, store, clock_);
+  auto probes_of_a = [&] {
+    return runner_->calls_matching({"workload", "list", "--cluster=tpu-v4-cluster"}).size();
+  };
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
+  const auto first = probes_of_a();
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
+  EXPECT_EQ(probes_of_a(), first);  // cached
+  clock_->advance(std::chrono::seconds(1));
+  control->submit("tpu-a", spec("train-r1"));
+  control->select("tpu-v4-64");
+  EXPECT_EQ(probes_of_a(), first);  // an API selection: still the cache
+  control->select_excluding("tpu-v4-64", {"tpu-b"});
+  EXPECT_EQ(probes_of_a(), first + 1);  // probed again after the submit
+  control->select_excluding("tpu-v4-64", {"tpu-b"});
+  EXPECT_EQ(probes_of_a(), first + 1);  // and that probe is newer than the submit
+  stop_control_plane_loop(*control);
+}
+
 }  // namespace
 }  // namespace falcon

@@ -169,7 +169,14 @@ class SimControl final : public ControlPlane {
   std::vector<std::pair<std::string, std::string>> submits;  // (cluster, name)
   std::vector<std::pair<std::string, std::string>> cancels;
   std::vector<std::string> breaker_failures;
-  int failing_submits = 0;  // the next N submits fail (transient)
+  std::map<std::string, int> cancel_calls;  // by cluster, answered or not
+  int failing_submits = 0;                  // the next N submits fail (transient)
+  // What a failing submit says: xpk's create output, which mentions an unrelated "already
+  // exists" (its RoleBinding) on every create.
+  std::string failing_message =
+      "xpk workload create failed: [XPK] RoleBinding: xpk-sa-pod-reader-binding already exists. "
+      "Skipping its creation. ... Unable to connect to the server: net/http: TLS handshake "
+      "timeout";
 
   void set(const std::string& c, const std::string& name, const std::string& state,
            std::optional<int> exit_code = std::nullopt) {
@@ -227,13 +234,15 @@ class SimControl final : public ControlPlane {
     std::lock_guard lock(mutex);
     if (failing_submits > 0) {
       --failing_submits;
-      throw WorkloadSubmitError("xpk workload create failed: TLS handshake timeout", c, spec.name,
-                                1, "");
+      throw WorkloadSubmitError(failing_message, c, spec.name, 1, "");
     }
     auto& cl = sim.at(c);
     if (!cl.reachable) throw WorkloadSubmitError("Unable to connect", c, spec.name, 1, "");
     if (cl.workloads.contains(spec.name)) {
-      throw WorkloadSubmitError("workload " + spec.name + " already exists", c, spec.name, 1, "");
+      // The fabric's words for a duplicate (XpkWorkloadManager::submit).
+      throw WorkloadSubmitError("workload '" + spec.name + "' already exists on cluster '" + c +
+                                    "' (xpk workload create exited 1 without replacing it)",
+                                c, spec.name, 1, "");
     }
     cl.workloads[spec.name].spec = spec;
     submits.emplace_back(c, spec.name);
@@ -256,6 +265,7 @@ class SimControl final : public ControlPlane {
   }
   bool cancel(const WorkloadHandle& h) override {
     std::lock_guard lock(mutex);
+    ++cancel_calls[h.cluster];
     auto& cl = sim.at(h.cluster);
     if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
     if (cl.workloads.erase(h.workload_name) == 0) {
@@ -499,6 +509,91 @@ TEST_F(SupervisorTest, TransientSubmitFailuresBackOffThenGiveUp) {
   EXPECT_THAT(r.cause, HasSubstr("not submitted after 4 attempts"));
   // Back-off 2 + 4 + 8 s between the four attempts.
   EXPECT_GE(clock_->now() - start, 14s);
+}
+
+// xpk prints "RoleBinding: ... already exists. Skipping its creation." on every create; a failed
+// create was taken for the replacement existing already, so the supervisor "adopted" a workload
+// that was never made, found it missing on its next look and opened another incident (the chaos
+// benchmark's flaky creates burned one recovery per failed create this way).
+TEST_F(SupervisorTest, AFailedCreateIsRetriedEvenWhenXpkSaysSomethingElseAlreadyExists) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "FAILED", 137);
+  control_->failing_submits = 2;
+  run(*sup, 1);
+  EXPECT_TRUE(control_->submits.empty());
+  EXPECT_EQ(record("train").state, kManagedRecovering);
+  run(*sup, 8);  // back-off 2 s, then 4 s
+  ASSERT_EQ(control_->submits.size(), 1u);
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  EXPECT_TRUE(control_->spec_of(control_->submits[0].first, "train-r1"));
+  EXPECT_EQ(record("train").attempts, 1);  // one recovery, three submit attempts
+  EXPECT_EQ(store_->get_recovery("train-1")->attempts, 3);
+  control_->set(control_->submits[0].first, "train-r1", "RUNNING");
+  run(*sup, 2);
+  EXPECT_EQ(store_->list_recoveries(10, "train").size(), 1u);  // no second incident
+}
+
+// A killed cluster takes every managed workload on it down at once: one failure in its breaker
+// per pass, not one per workload (which opened it at once and kept it open far beyond the
+// outage).
+TEST_F(SupervisorTest, AnOutageFeedsTheClusterBreakerOncePerPassNotOncePerWorkload) {
+  auto sup = make("a");
+  for (const char* name : {"w1", "w2", "w3", "w4"}) {
+    manage(name);
+    control_->set("tpu-a", name, "RUNNING");
+  }
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  run(*sup, 6);  // the grace (5 s) passes: four incidents in one pass
+  EXPECT_EQ(store_->list_recoveries(10).size(), 4u);
+  EXPECT_THAT(control_->breaker_failures, ::testing::ElementsAre("tpu-a"));
+}
+
+// No cluster can take the replacement (all down or excluded): the workload waits, deciding again
+// with back-off, however long it takes; it does not give up after max_submit_attempts.
+// While the old cluster does not answer its workload list, the fencing wait does not try to
+// cancel there (each try was one xpk call per workload per pass during an outage); once it
+// answers, the cancel goes through.
+TEST_F(SupervisorTest, FencingDoesNotCallAClusterThatDidNotAnswerThisPass) {
+  auto sup = make("a");
+  for (const char* name : {"w1", "w2", "w3"}) {
+    manage(name);
+    control_->set("tpu-a", name, "RUNNING");
+  }
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  run(*sup, 10);  // incidents after 5 s, then fencing (lease 20 s)
+  EXPECT_EQ(record("w1").state, kManagedRecovering);
+  EXPECT_EQ(control_->cancel_calls["tpu-a"], 0);
+  control_->reach("tpu-a", true);
+  run(*sup, 1);
+  EXPECT_EQ(control_->cancel_calls["tpu-a"], 3);
+  EXPECT_EQ(control_->live_copies("w1"), 1);
+  EXPECT_EQ(record("w1").incarnation, "w1-r1");
+  EXPECT_THAT(store_->get_recovery("w1-1")->detail_json, HasSubstr("cancel confirmed"));
+}
+
+TEST_F(SupervisorTest, NoAvailableClusterIsWaitedForNotGivenUpOn) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->reach("tpu-b", false);
+  control_->reach("tpu-c", false);
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 60);  // far more decisions than max_submit_attempts (4)
+  EXPECT_EQ(record("train").state, kManagedRecovering);
+  EXPECT_TRUE(control_->submits.empty());
+  const RecoveryRecord open = *store_->get_recovery("train-1");
+  EXPECT_EQ(open.outcome, "open");
+  EXPECT_FALSE(open.decided);
+  control_->reach("tpu-c", true);
+  run(*sup, 8);  // within backoff_max_s (8 s)
+  ASSERT_EQ(control_->submits.size(), 1u);
+  EXPECT_EQ(control_->submits[0], std::make_pair(std::string("tpu-c"), std::string("train-r1")));
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  EXPECT_EQ(store_->get_recovery("train-1")->attempts, 1);
 }
 
 TEST_F(SupervisorTest, MaxRecoveriesIsABound) {

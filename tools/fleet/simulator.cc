@@ -710,15 +710,19 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
   for (auto& cp : clusters_) {
     Cluster& c = *cp;
     const auto admit = [&](std::int64_t t) {
+      // A readmission time reached is used up even while the nodes are gone (the workload then
+      // waits with the others for the revive): the event loop below takes the earliest one
+      // again and again until it is.
+      for (auto& w : c.workloads) {
+        if (w->queued() && w->readmit_at_ns > 0 && w->readmit_at_ns <= t) w->readmit_at_ns = 0;
+      }
+      if (c.down) return;
       std::map<std::string, int> in_use;
       auto blocks = c.occupancy();
       std::vector<Workload*> queued;
-      if (c.down) return;
       for (auto& w : c.workloads) {
         if (w->running()) ++in_use[w->capacity_key];
-        if (!w->queued()) continue;
-        if (w->readmit_at_ns > 0 && w->readmit_at_ns <= t) w->readmit_at_ns = 0;
-        if (w->readmit_at_ns == 0) queued.push_back(w.get());
+        if (w->queued() && w->readmit_at_ns == 0) queued.push_back(w.get());
       }
       std::stable_sort(queued.begin(), queued.end(), [](const Workload* a, const Workload* b) {
         const int pa = priority_rank(a->request.priority);

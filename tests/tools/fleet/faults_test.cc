@@ -116,6 +116,21 @@ TEST_F(FaultsTest, KillingTheNodesTooFailsRunningWorkloadsAndHoldsAdmission) {
   EXPECT_EQ(h_.state_of("queued"), "RUNNING");  // admitted once the cluster is back
 }
 
+// A readmission due while the cluster's nodes are gone waited for them: the simulator's event
+// loop took the same readmission time again and again, holding its lock for good (every
+// control call, list and state read then hung).
+TEST_F(FaultsTest, AReadmissionDueWhileTheNodesAreGoneWaitsForTheRevive) {
+  h_.create("w");
+  h_.advance_s(10);
+  control("workloads:evict",
+          {{"cluster", "c"}, {"workload", "w"}, {"readmit", true}, {"readmit_after_s", 30}});
+  control("clusters:kill", {{"cluster", "c"}, {"workloads", "fail"}});
+  h_.advance_s(60);  // the readmission time passes while the cluster is down
+  EXPECT_EQ(state_of_workload("w")["state"], "QUEUED");
+  control("clusters:revive", {{"cluster", "c"}});
+  EXPECT_EQ(h_.state_of("w"), "RUNNING");  // readmitted once the nodes are back
+}
+
 TEST_F(FaultsTest, EvictionWithoutReadmissionLeavesItQueuedWithKueuesConditions) {
   h_.create("w");
   h_.create("next");  // waits for w's slot
