@@ -593,6 +593,10 @@ struct Supervisor::Impl {
     switch (c.verdict) {
       case Verdict::kHealthy:
       case Verdict::kPending: {
+        if (obs.listed && obs.state == "QUEUED" && !d.memory.was_running && !d.incident.empty() &&
+            move_unadmitted(m, d, obs, s)) {
+          return;
+        }
         if (obs.listed && obs.state == "RUNNING") {
           m.state = kManagedRunning;
           if (!d.incident.empty()) {
@@ -637,6 +641,40 @@ struct Supervisor::Impl {
         open_incident(m, d, c, obs.at);
         return;
     }
+  }
+
+  // A replacement still waiting QUEUED for its first admission readmit_grace_s after its submit
+  // was placed on a cluster that cannot take it now (the priority policy sees queue depth, not
+  // free slots; xpk cannot see quota): the same incident moves it, as it moves a preemption not
+  // readmitted in time. The stuck copy is fenced (cancelled, confirmed gone) before the next
+  // one is submitted elsewhere, and the move counts against max_recoveries; once those are
+  // spent the replacement is left to wait where it is. True when it moved.
+  bool move_unadmitted(ManagedWorkloadRecord& m, Detail& d, const IncarnationObservation& obs,
+                       const SupervisorSettings& s) {
+    RecoveryRecord r = incident_record(m, d);
+    if (!r.submitted || r.admitted) return false;
+    const double waited = seconds_between(*r.submitted, obs.at);
+    if (waited < s.readmit_grace_s || m.attempts >= m.max_recoveries) return false;
+    ++m.attempts;
+    r.cause += fmt::format("; replacement {} not admitted on {} within {}, moved", m.incarnation,
+                           m.cluster, seconds_text(waited));
+    m.state = kManagedRecovering;
+    d.phase = "fencing";
+    d.old_name = m.incarnation;
+    d.old_cluster = m.cluster;
+    d.fence_since = StoreTime{};
+    d.to_cluster.clear();
+    d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
+    d.submit_attempts = 0;
+    d.no_cluster = 0;
+    d.next_attempt = StoreTime{};
+    r.replacement = d.replacement;
+    store().put_recovery(r);
+    save(m, d);
+    event("warn", fmt::format("supervisor: {}: {} not admitted on {} within {}; moving it as {}",
+                              r.incident_id, d.old_name, d.old_cluster, seconds_text(waited),
+                              d.replacement));
+    return true;
   }
 
   void open_incident(ManagedWorkloadRecord& m, Detail& d, const Classification& c, StoreTime at) {

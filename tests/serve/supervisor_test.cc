@@ -485,6 +485,58 @@ TEST_F(SupervisorTest, AnEvictionNotReadmittedInTimeIsRecovered) {
   EXPECT_FALSE(control_->spec_of("tpu-a", "train"));  // cancelled before the replacement
 }
 
+// A replacement placed on a cluster that cannot admit it (full: the priority policy sees queue
+// depth, not free slots) is moved by the same incident once readmit_grace_s has passed, the stuck
+// copy cancelled first; SVRT still counts from the original failure.
+TEST_F(SupervisorTest, AReplacementNotAdmittedInTimeIsMovedByTheSameIncident) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  ASSERT_EQ(record("train").incarnation, "train-r1");
+  ASSERT_EQ(record("train").cluster, "tpu-b");
+  const auto first = store_->list_recoveries(10, "train");
+  ASSERT_EQ(first.size(), 1u);
+  const StoreTime violation = *first[0].t_violation;
+
+  // train-r1 stays QUEUED on tpu-b: readmit_grace_s (5 s) after its submit it is moved.
+  run(*sup, 4);
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  run(*sup, 2);
+  ManagedWorkloadRecord m = record("train");
+  EXPECT_EQ(m.incarnation, "train-r2");
+  EXPECT_EQ(m.cluster, "tpu-a");  // every cluster but the stuck one's
+  EXPECT_EQ(m.attempts, 2);
+  EXPECT_FALSE(control_->spec_of("tpu-b", "train-r1"));  // cancelled before the move
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  EXPECT_EQ(control_->spec_of("tpu-a", "train-r2")->env.at("FALCON_PREVIOUS_WORKLOAD"), "train-r1");
+  auto incidents = store_->list_recoveries(10, "train");
+  ASSERT_EQ(incidents.size(), 1u);  // the same incident
+  EXPECT_THAT(incidents[0].cause, HasSubstr("train-r1 not admitted on tpu-b within"));
+  EXPECT_EQ(incidents[0].to_cluster, "tpu-a");
+  EXPECT_EQ(incidents[0].replacement, "train-r2");
+
+  control_->set("tpu-a", "train-r2", "RUNNING");
+  run(*sup, 32);
+  incidents = store_->list_recoveries(10, "train");
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_EQ(incidents[0].outcome, "recovered");
+  EXPECT_EQ(*incidents[0].t_violation, violation);
+  EXPECT_EQ(record("train").state, kManagedRunning);
+
+  // With max_recoveries spent, a replacement that waits is left to wait.
+  manage("small", {.max_recoveries = 1, .stable_after = 30s, .recover_on_failure = false});
+  control_->set("tpu-a", "small", "FAILED", 137);
+  run(*sup, 1);
+  ASSERT_EQ(record("small").incarnation, "small-r1");
+  run(*sup, 10);
+  EXPECT_EQ(record("small").incarnation, "small-r1");
+  EXPECT_EQ(record("small").state, kManagedStarting);
+}
+
 TEST_F(SupervisorTest, TransientSubmitFailuresBackOffThenGiveUp) {
   auto sup = make("a");
   manage("flaky");
@@ -589,7 +641,8 @@ TEST_F(SupervisorTest, NoAvailableClusterIsWaitedForNotGivenUpOn) {
   EXPECT_EQ(open.outcome, "open");
   EXPECT_FALSE(open.decided);
   control_->reach("tpu-c", true);
-  run(*sup, 8);  // within backoff_max_s (8 s)
+  // Within backoff_max_s (8 s); then no more passes (the replacement would wait QUEUED).
+  for (int i = 0; i < 8 && control_->submits.empty(); ++i) run(*sup, 1);
   ASSERT_EQ(control_->submits.size(), 1u);
   EXPECT_EQ(control_->submits[0], std::make_pair(std::string("tpu-c"), std::string("train-r1")));
   EXPECT_EQ(record("train").incarnation, "train-r1");
@@ -624,6 +677,7 @@ TEST_F(SupervisorTest, OneOfTwoReplicasActsAndTheOtherTakesOverWhenItsLeaseLapse
   EXPECT_TRUE(control_->submits.empty());
   EXPECT_TRUE(a->run_once());
   EXPECT_EQ(control_->submits.size(), 1u);
+  control_->set("tpu-b", "train-r1", "RUNNING");
   // a dies (stops renewing); b takes over once the lease (10 s) lapses, not before.
   clock_->advance(9s);
   EXPECT_FALSE(b->run_once());
