@@ -159,7 +159,19 @@ class FabricControlPlane final : public ControlPlane {
     }
     const std::uint64_t generation = monitor_->generation();
     ClusterFabric::SelectionBasis basis;
-    SelectOutcome out = decide(accelerator_type, {}, false, &basis);
+    SelectOutcome out;
+    try {
+      out = decide(accelerator_type, {}, false, &basis);
+    } catch (...) {
+      // No slot is kept for an accelerator that has no standing decision (an unknown type, no
+      // cluster available): callers sending arbitrary names must not grow the map.
+      std::lock_guard lock(reuse_mutex_);
+      if (const auto it = reusable_.find(accelerator_type);
+          it != reusable_.end() && !it->second.last) {
+        reusable_.erase(it);
+      }
+      throw;
+    }
     std::shared_ptr<Reusable> r;
     if (basis.breakers_closed) {
       r = std::make_shared<Reusable>();
