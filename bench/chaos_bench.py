@@ -724,7 +724,7 @@ class Chaos:
             return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() \
                 if text else None
         used = set()
-        by_kind, fault_to_recovered = {}, []
+        by_kind, fault_to_recovered, phases_by_kind = {}, [], {}
         for i in sorted(self.incidents, key=lambda x: x["t"]):
             best = None
             for r in recoveries:
@@ -744,6 +744,9 @@ class Chaos:
                                                     "to_cluster", "replacement")}
             if isinstance(best.get("svrt_s"), (int, float)):
                 by_kind.setdefault(i["kind"], []).append(best["svrt_s"])
+                for k, v in (best.get("phases") or {}).items():
+                    if isinstance(v, (int, float)):
+                        phases_by_kind.setdefault(i["kind"], {}).setdefault(k, []).append(v)
                 tr = ts(best.get("t_recovered"))
                 if tr:
                     fault_to_recovered.append(tr - i["t"])
@@ -837,6 +840,10 @@ class Chaos:
             "svrt_by_kind_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95), "n": len(v),
                                         "bound": bound(k)} for k, v in by_kind.items()},
             "bound_real_s": {k: bound(k) for k in ("node", "flaky_node", "preempt_held", "kill")},
+            # Where each kind's time goes: every SVRT phase's p50 and p95 over its incidents.
+            "phases_by_kind_real_s": {
+                kind: {k: {"p50": pctl(v, 50), "p95": pctl(v, 95)} for k, v in ph.items()}
+                for kind, ph in phases_by_kind.items()},
             "measured_blocks_real_s": {"decision": decision_med, "selection": selection_med,
                                        "submit": submit_med,
                                        "admission": admission_med, "stability": stab},

@@ -608,7 +608,10 @@ struct Supervisor::Impl {
             }
             const double stable = seconds_between(d.memory.running_since, obs.at);
             if (stable * 1000.0 >= static_cast<double>(m.stable_after.count())) {
-              r.recovered = obs.at;
+              // When the window was met (RUNNING since running_since, and still RUNNING at
+              // every look since), not when this pass got round to it: a pass that takes long
+              // (many workloads, slow clusters) is not part of the workload's recovery.
+              r.recovered = d.memory.running_since + m.stable_after;
               close_incident(r, "recovered");
               event("info", fmt::format("supervisor: {} recovered as {} on {}: SVRT {}", m.name,
                                         m.incarnation, m.cluster,

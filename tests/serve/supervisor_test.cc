@@ -412,6 +412,26 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
   EXPECT_EQ(record("train").state, kManagedCompleted);
 }
 
+// t_recovered is when the stability window was met, not when a (slow) pass noticed it.
+TEST_F(SupervisorTest, RecoveredIsWhenTheWindowWasMetNotWhenAPassNoticed) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  control_->set("tpu-b", "train-r1", "RUNNING");
+  run(*sup, 1);
+  const StoreTime admitted = clock_->now();
+  run(*sup, 4, 7s);  // passes 7 s apart: the window (30 s) is met between two of them
+  EXPECT_EQ(store_->get_recovery("train-1")->outcome, "open");
+  run(*sup, 1, 7s);
+  const RecoveryRecord r = *store_->get_recovery("train-1");
+  EXPECT_EQ(r.outcome, "recovered");
+  EXPECT_EQ(r.recovered, admitted + 30s);
+  EXPECT_DOUBLE_EQ(*svrt_phases(r).stability, 30);
+}
+
 TEST_F(SupervisorTest, AnApplicationFailureIsRecordedButNotRecoveredUnlessAsked) {
   auto sup = make("a");
   manage("bad");
