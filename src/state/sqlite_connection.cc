@@ -2,7 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <climits>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -41,8 +43,27 @@ SqliteConnection::SqliteConnection(const std::string& path,
     const auto ms = busy_timeout.count();
     sqlite3_busy_timeout(db_, ms > INT_MAX ? INT_MAX : static_cast<int>(ms));
     // WAL: readers never block the writer and the writer never blocks readers. The mode is
-    // stored in the file, so later opens find it already set.
-    const SqlRows mode = query("PRAGMA journal_mode=WAL", {});
+    // stored in the file, so later opens find it already set. Switching needs the database to
+    // itself, and SQLite answers SQLITE_BUSY for that without calling the busy handler: while
+    // other openers of a fresh file hold it (creating it, migrating), try again until the busy
+    // timeout.
+    SqlRows mode = query("PRAGMA journal_mode", {});
+    const auto give_up = std::chrono::steady_clock::now() + busy_timeout;
+    for (auto pause = std::chrono::milliseconds(1);
+         mode.empty() || mode.front().opt_text(0) != std::optional<std::string>("wal");
+         pause = std::min(pause * 2, std::chrono::milliseconds(50))) {
+      try {
+        mode = query("PRAGMA journal_mode=WAL", {});
+        break;
+      } catch (const SqlError&) {
+        const int code = sqlite3_errcode(db_) & 0xff;
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+            std::chrono::steady_clock::now() >= give_up) {
+          throw;
+        }
+      }
+      std::this_thread::sleep_for(pause);
+    }
     if (mode.empty() || mode.front().opt_text(0) != std::optional<std::string>("wal")) {
       throw SqlError(fmt::format("cannot switch '{}' to WAL mode (journal_mode is '{}')", path,
                                  mode.empty() ? "" : mode.front().opt_text(0).value_or("")));
