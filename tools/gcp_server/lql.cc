@@ -5,7 +5,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <regex>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -18,6 +20,52 @@ namespace falcon::fake::lql {
 using nlohmann::json;
 
 namespace {
+
+// What Cloud Logging's regular expressions (RE2) refuse that std::regex would take: a
+// back-reference (\1 to \9; RE2 has none) and a repetition count above 1000 (RE2's limit). Both
+// are checked before std::regex sees the pattern: libstdc++ reads those numbers into a long
+// without a bound, so "\\1111111111111111111111" overflowed inside it (found by fuzz/lql_fuzz.cc).
+std::optional<std::string> re2_refuses(std::string_view p) {
+  constexpr int kMaxRepeat = 1000;
+  bool in_class = false;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      if (!in_class && p[i + 1] >= '1' && p[i + 1] <= '9') {
+        return fmt::format("back-references (\\{}) are not supported (RE2 syntax)", p[i + 1]);
+      }
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      if (i + 1 < p.size() && p[i + 1] == '^') ++i;
+      if (i + 1 < p.size() && p[i + 1] == ']') ++i;  // a leading ']' is literal
+      continue;
+    }
+    if (c != '{') continue;
+    // {n}, {n,} or {n,m}: each number at most kMaxRepeat (and so at most 4 digits).
+    std::size_t j = i + 1;
+    for (int part = 0; part < 2 && j < p.size(); ++part) {
+      std::size_t digits = 0;
+      long value = 0;
+      while (j < p.size() && p[j] >= '0' && p[j] <= '9') {
+        if (++digits <= 4) value = value * 10 + (p[j] - '0');
+        ++j;
+      }
+      if (digits > 4 || value > kMaxRepeat) {
+        return fmt::format("repetition count above {} (RE2's limit)", kMaxRepeat);
+      }
+      if (j >= p.size() || p[j] != ',') break;
+      ++j;
+    }
+  }
+  return std::nullopt;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Text helpers
@@ -729,6 +777,9 @@ class Parser {
       if (pattern.rfind("(?i)", 0) == 0) {
         pattern.erase(0, 4);
         flags |= std::regex::icase;
+      }
+      if (const auto why = re2_refuses(pattern)) {
+        throw error(fmt::format("invalid regular expression \"{}\": {}", lit.text, *why), lit.pos);
       }
       try {
         n->regex = std::make_shared<const std::regex>(pattern, flags);

@@ -121,6 +121,11 @@ TEST(LqlParse, MalformedFiltersReportPosition) {
                                          {R"(timestamp >= "yesterday")", 13},
                                          {R"(nosuch("x"))", 0},
                                          {R"(textPayload =~ "(")", 15},
+                                         // RE2 has no back-references and caps repeats at
+                                         // 1000 (libstdc++ overflowed on huge numbers there)
+                                         {R"(textPayload =~ "(a)\\1111111111111111111")", 15},
+                                         {R"(textPayload =~ "a{1001}")", 15},
+                                         {R"(textPayload =~ "a{2,99999999999999999999}")", 15},
                                          {"()", 1}}) {
     try {
       Filter::parse(c.filter);
@@ -166,6 +171,8 @@ TEST(LqlEval, RegularExpressions) {
   EXPECT_TRUE(matches(R"(resource.labels.pod_name=~"^job-a-slice-job-0-\d+-[a-z0-9]{5}$")"));
   EXPECT_FALSE(matches(R"(textPayload=~"responding")"));  // case-sensitive
   EXPECT_TRUE(matches(R"(textPayload=~"(?i)responding")"));
+  EXPECT_TRUE(matches(R"(textPayload=~"[0-9]{1,1000}")"));        // RE2's limit itself is fine
+  EXPECT_TRUE(matches(R"(textPayload=~"[{9999}]|Responding")"));  // in a class, '{' is literal
   EXPECT_TRUE(matches(R"(textPayload!~"panic")"));
 }
 
