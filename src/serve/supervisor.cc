@@ -658,22 +658,9 @@ struct Supervisor::Impl {
     if (!r.submitted || r.admitted) return false;
     const double waited = seconds_between(*r.submitted, obs.at);
     if (waited < s.readmit_grace_s || m.attempts >= m.max_recoveries) return false;
-    ++m.attempts;
     r.cause += fmt::format("; replacement {} not admitted on {} within {}, moved", m.incarnation,
                            m.cluster, seconds_text(waited));
-    m.state = kManagedRecovering;
-    d.phase = "fencing";
-    d.old_name = m.incarnation;
-    d.old_cluster = m.cluster;
-    d.fence_since = StoreTime{};
-    d.to_cluster.clear();
-    d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
-    d.submit_attempts = 0;
-    d.no_cluster = 0;
-    d.next_attempt = StoreTime{};
-    r.replacement = d.replacement;
-    store().put_recovery(r);
-    save(m, d);
+    start_replacement(m, d, r, StoreTime{});
     event("warn", fmt::format("supervisor: {}: {} not admitted on {} within {}; moving it as {}",
                               r.incident_id, d.old_name, d.old_cluster, seconds_text(waited),
                               d.replacement));
@@ -725,12 +712,21 @@ struct Supervisor::Impl {
                                  m.max_recoveries));
       return;
     }
+    // An unreachable cluster's fencing clock started with its first failed look.
+    start_replacement(m, d, r, d.memory.unreachable_since);
+  }
+
+  // Starts the next attempt of incident `r`: the current incarnation is to be fenced (counted
+  // from `fence_since`, unset: from the first look that cannot confirm it gone), then replaced
+  // by <name>-r<attempts>. Stores `r` and the workload.
+  void start_replacement(ManagedWorkloadRecord& m, Detail& d, RecoveryRecord& r,
+                         StoreTime fence_since) {
     ++m.attempts;
     m.state = kManagedRecovering;
     d.phase = "fencing";
     d.old_name = m.incarnation;
     d.old_cluster = m.cluster;
-    d.fence_since = d.memory.unreachable_since;  // an unreachable cluster's clock started then
+    d.fence_since = fence_since;
     d.to_cluster.clear();
     d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
     d.submit_attempts = 0;

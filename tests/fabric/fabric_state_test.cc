@@ -430,12 +430,7 @@ TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   const auto url = default_state_url(state_dir());
   std::shared_ptr<StateStore> store = open_state_store(url);
-  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
-    FabricDependencies deps{runner_, http_, clock_};
-    deps.state = store;
-    deps.on_notice = [this](const std::string& text) { notices_.push_back(text); };
-    return deps;
-  }());
+  std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
   const SelectOutcome ok = control->select("tpu-v4-64");
   EXPECT_NE(ok.selection_id, 0);
@@ -461,11 +456,7 @@ TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
 TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   std::shared_ptr<StateStore> store = open_db();
-  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
-    FabricDependencies deps{runner_, http_, clock_};
-    deps.state = store;
-    return deps;
-  }());
+  std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
   stop_control_plane_loop(*control);  // nothing probes behind the test's back
   control->select("tpu-v4-64");       // every candidate probed: the cache is warm
@@ -518,11 +509,7 @@ TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge)
   write_config("serve:\n  max_probe_age_s: 2\n  select_reuse_ms: 5000\n");
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   std::shared_ptr<StateStore> store = open_db();
-  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
-    FabricDependencies deps{runner_, http_, clock_};
-    deps.state = store;
-    return deps;
-  }());
+  std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
   stop_control_plane_loop(*control);
   control->select("tpu-v4-64");
@@ -552,11 +539,7 @@ TEST_F(FabricStateTest, TheControlPlanesProbesFeedTheClusterBreakerAndEndTheTria
   runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
               FakeCommandRunner::fails(1, "Unable to connect to the server"));
   std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
-  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
-    FabricDependencies deps{runner_, http_, clock_};
-    deps.state = store;
-    return deps;
-  }());
+  std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
   auto breaker = [&] { return f->cluster_breakers("tpu-a").at(0); };
   for (int i = 0; i < 3; ++i) {
@@ -606,11 +589,7 @@ TEST_F(FabricStateTest, TheSupervisorsDecisionsProbeAgainAClusterSubmittedToSinc
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   runner_->on({"workload", "create"}, FakeCommandRunner::ok("[XPK] Exiting XPK cleanly\n"));
   std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
-  auto f = std::make_shared<ClusterFabric>(config_path(), [&] {
-    FabricDependencies deps{runner_, http_, clock_};
-    deps.state = store;
-    return deps;
-  }());
+  std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
   auto probes_of_a = [&] {
     return runner_->calls_matching({"workload", "list", "--cluster=tpu-v4-cluster"}).size();
