@@ -301,6 +301,24 @@ class StateStore {
   // decision made afresh, or a decided_at that does not parse.
   virtual std::int64_t record_repeated_selection(std::int64_t same_as,
                                                  const std::string& decided_at) = 0;
+  // Several repeated decisions ({same_as, decided_at}) recorded at once, in one transaction
+  // where the backend has them: their ids in order, 0 for one whose same_as is not a stored
+  // decision made afresh (the others are recorded). Throws what record_repeated_selection throws
+  // for anything else; then none is recorded.
+  virtual std::vector<std::int64_t> record_repeated_selections(
+      const std::vector<std::pair<std::int64_t, std::string>>& repeats) {
+    std::vector<std::int64_t> ids;
+    ids.reserve(repeats.size());
+    for (const auto& [same_as, decided_at] : repeats) {
+      try {
+        ids.push_back(record_repeated_selection(same_as, decided_at));
+      } catch (const std::invalid_argument&) {
+        if (same_as <= 0) throw;
+        ids.push_back(0);
+      }
+    }
+    return ids;
+  }
   virtual std::optional<SelectionRecord> get_selection(std::int64_t id) = 0;
   // The newest `limit` (1..1000) decisions, newest first, of one accelerator type when given.
   virtual std::vector<SelectionRecord> list_selections(

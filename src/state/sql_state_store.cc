@@ -575,50 +575,93 @@ SubmissionsImportResult SqlStateStore::import_submissions_jsonl(const std::files
 // and wakes their callers; decisions arriving meanwhile queue for the next batch. Nothing is
 // answered before its batch committed, and a failed batch fails each of its callers.
 std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) {
-  PendingSelection pending;
+  std::vector<PendingSelection> mine(1);
+  PendingSelection& pending = mine.front();
   pending.decided_ms = parse_time_field(selection.decided_at, "decided_at");
   pending.accelerator = selection.accelerator;
   pending.selected_cluster = selection.selected_cluster;
   pending.json = to_json_text(selection);
-  return commit_selection(pending);
+  commit_selection(mine);
+  if (pending.error) std::rethrow_exception(pending.error);
+  return pending.id;
 }
 
 std::int64_t SqlStateStore::record_repeated_selection(std::int64_t same_as,
                                                       const std::string& decided_at) {
-  if (same_as <= 0) {
-    throw std::invalid_argument(
-        fmt::format("record_repeated_selection: same_as must be a selection id, not {}", same_as));
+  const std::int64_t id = record_repeated_selections({{same_as, decided_at}}).front();
+  if (id == 0) {
+    throw std::invalid_argument(fmt::format(
+        "record_repeated_selection: selection {} is not a stored decision made afresh", same_as));
   }
-  PendingSelection pending;
-  pending.decided_ms = parse_time_field(decided_at, "decided_at");
-  pending.same_as = same_as;
-  return commit_selection(pending);
+  return id;
 }
 
-std::int64_t SqlStateStore::commit_selection(PendingSelection& pending) {
+std::vector<std::int64_t> SqlStateStore::record_repeated_selections(
+    const std::vector<std::pair<std::int64_t, std::string>>& repeats) {
+  std::vector<PendingSelection> mine(repeats.size());
+  for (std::size_t i = 0; i < repeats.size(); ++i) {
+    const auto& [same_as, decided_at] = repeats[i];
+    if (same_as <= 0) {
+      throw std::invalid_argument(fmt::format(
+          "record_repeated_selection: same_as must be a selection id, not {}", same_as));
+    }
+    mine[i].decided_ms = parse_time_field(decided_at, "decided_at");
+    mine[i].same_as = same_as;
+  }
+  std::vector<std::int64_t> ids;
+  if (mine.empty()) return ids;
+  commit_selection(mine);
+  ids.reserve(mine.size());
+  for (const PendingSelection& p : mine) {
+    if (p.missing) {
+      ids.push_back(0);
+    } else if (p.error) {
+      std::rethrow_exception(p.error);
+    } else {
+      ids.push_back(p.id);
+    }
+  }
+  return ids;
+}
+
+// Group commit: a decision is one row, and a transaction's cost is its commit (on SQLite an
+// fsync of the WAL, synchronous=FULL; on PostgreSQL a WAL flush and a round trip), so
+// concurrent decisions share one. The caller that finds no batch being written becomes the
+// leader: it takes every queued decision (its own included), writes them in one transaction
+// and wakes their callers; decisions arriving meanwhile queue for the next batch. Nothing is
+// answered before its batch committed, and a failed batch fails each of its callers. One
+// caller's decisions queue together, and batches are written in queue order: its last one
+// written means all are.
+void SqlStateStore::commit_selection(std::vector<PendingSelection>& mine) {
   constexpr std::size_t kMaxBatch = 512;
+  SelectionWaiter waiter;
+  const auto all_done = [&] { return mine.back().state == PendingSelection::kDone; };
+  const auto leads = [&] {
+    return std::any_of(mine.begin(), mine.end(), [](const PendingSelection& p) {
+      return p.state == PendingSelection::kLead;
+    });
+  };
   {
     std::unique_lock lock(selection_mutex_);
-    selection_queue_.push_back(&pending);
+    for (PendingSelection& p : mine) {
+      p.waiter = &waiter;
+      selection_queue_.push_back(&p);
+    }
     if (selection_writing_) {
-      // A batch is being written: wait until ours is, or until the writer hands this caller
+      // A batch is being written: wait until ours are, or until the writer hands this caller
       // the next batch.
-      pending.woken.wait(lock, [&] { return pending.state != PendingSelection::kWaiting; });
-      if (pending.state == PendingSelection::kDone) {
-        lock.unlock();
-        if (pending.error) std::rethrow_exception(pending.error);
-        return pending.id;
-      }
+      waiter.woken.wait(lock, [&] { return all_done() || leads(); });
+      if (all_done()) return;
     }
     selection_writing_ = true;
   }
   // The leader: writes every queued decision (its own first among them) in batches until its
-  // own is written, then hands the lead to the oldest caller still waiting.
+  // own are written, then hands the lead to the oldest caller still waiting.
   for (;;) {
     std::vector<PendingSelection*> batch;
     {
       std::lock_guard lock(selection_mutex_);
-      if (pending.state == PendingSelection::kDone) break;
+      if (all_done()) break;
       const std::size_t n = std::min(selection_queue_.size(), kMaxBatch);
       batch.assign(selection_queue_.begin(),
                    selection_queue_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -627,18 +670,14 @@ std::int64_t SqlStateStore::commit_selection(PendingSelection& pending) {
     }
     commit_selections(batch);
   }
-  {
-    std::lock_guard lock(selection_mutex_);
-    if (selection_queue_.empty()) {
-      selection_writing_ = false;
-    } else {
-      PendingSelection* next = selection_queue_.front();
-      next->state = PendingSelection::kLead;
-      next->woken.notify_one();
-    }
+  std::lock_guard lock(selection_mutex_);
+  if (selection_queue_.empty()) {
+    selection_writing_ = false;
+  } else {
+    PendingSelection* next = selection_queue_.front();
+    next->state = PendingSelection::kLead;
+    next->waiter->woken.notify_one();
   }
-  if (pending.error) std::rethrow_exception(pending.error);
-  return pending.id;
 }
 
 void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batch) {
@@ -672,11 +711,13 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
     error = std::current_exception();
   }
   std::lock_guard lock(selection_mutex_);  // see commit_selection
+  SelectionWaiter* notified = nullptr;
   for (std::size_t i = 0; i < batch.size(); ++i) {
     PendingSelection* p = batch[i];
     if (error) {
       p->error = error;
     } else if (ids[i] == 0) {
+      p->missing = true;
       p->error = std::make_exception_ptr(std::invalid_argument(fmt::format(
           "record_repeated_selection: selection {} is not a stored decision made afresh",
           p->same_as)));
@@ -684,7 +725,11 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
       p->id = ids[i];
     }
     p->state = PendingSelection::kDone;
-    p->woken.notify_one();
+    // One caller's decisions are next to each other: wake it once.
+    if (p->waiter != notified) {
+      p->waiter->woken.notify_one();
+      notified = p->waiter;
+    }
   }
 }
 

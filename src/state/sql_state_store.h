@@ -36,6 +36,8 @@ class SqlStateStore final : public StateStore {
   std::int64_t record_selection(const ClusterSelection& selection) override;
   std::int64_t record_repeated_selection(std::int64_t same_as,
                                          const std::string& decided_at) override;
+  std::vector<std::int64_t> record_repeated_selections(
+      const std::vector<std::pair<std::int64_t, std::string>>& repeats) override;
   std::optional<SelectionRecord> get_selection(std::int64_t id) override;
   std::vector<SelectionRecord> list_selections(
       int limit, const std::optional<std::string>& accelerator) override;
@@ -94,6 +96,13 @@ class SqlStateStore final : public StateStore {
   auto read(const char* operation, F&& fn);
   [[noreturn]] void fail(const char* operation, const std::string& message) const;
 
+  // Who waits for decisions in a group commit: one caller, woken (under selection_mutex_) when
+  // one of its decisions is handed the lead or its last one is written. A condition variable per
+  // caller, so a batch wakes its own callers, each once (the atomic wait of libstdc++ spins with
+  // sched_yield first, which cost more than the work with dozens of callers waiting).
+  struct SelectionWaiter {
+    std::condition_variable woken;
+  };
   // A decision waiting for its group commit (record_selection).
   struct PendingSelection {
     std::string accelerator;
@@ -102,20 +111,19 @@ class SqlStateStore final : public StateStore {
     std::string json;
     std::int64_t same_as = 0;  // a repeated decision: accelerator, cluster and json come from it
     std::int64_t id = 0;
+    bool missing = false;  // same_as is not a stored decision made afresh (error says so)
     std::exception_ptr error;
     // kWaiting until its batch is written (kDone: id or error set) or until it is handed the
-    // lead (kLead: write the next batch). Read and written under selection_mutex_; `woken` is
-    // notified (under it too) when it changes. A condition variable of its own, so a batch
-    // wakes its own callers, each once (the atomic wait of libstdc++ spins with sched_yield
-    // first, which cost more than the work with dozens of callers waiting).
+    // lead (kLead: write the next batch). Read and written under selection_mutex_.
     int state = kWaiting;
-    std::condition_variable woken;
+    SelectionWaiter* waiter = nullptr;
     static constexpr int kWaiting = 0, kDone = 1, kLead = 2;
   };
   // Writes `batch` in one transaction and marks each done (with its id, or the error).
   void commit_selections(const std::vector<PendingSelection*>& batch);
-  // Queues `pending` for the next group commit and waits until it is written (or failed).
-  std::int64_t commit_selection(PendingSelection& pending);
+  // Queues `mine` (one caller's decisions) for the next group commit and waits until all are
+  // written (or failed).
+  void commit_selection(std::vector<PendingSelection>& mine);
 
   const SqlDialect& dialect_;
   std::string location_;

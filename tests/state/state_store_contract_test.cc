@@ -372,6 +372,32 @@ TEST_P(StateStoreContract, ARepeatedDecisionSharesTheExplanationWithItsOwnIdAndT
   EXPECT_EQ(store_->list_selections(10).size(), 4u);
 }
 
+TEST_P(StateStoreContract, RepeatedDecisionsAreRecordedTogetherWithAZeroForAMissingOne) {
+  const auto base = store_->record_selection(selection("tpu-v4-64", "tpu-b", 1000));
+  const auto other = store_->record_selection(selection("a100", "gpu-x", 1500));
+  EXPECT_TRUE(store_->record_repeated_selections({}).empty());
+  const auto ids = store_->record_repeated_selections(
+      {{base, iso_at(2000)}, {987654, iso_at(2001)}, {other, iso_at(2002)}, {base, iso_at(2003)}});
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_GT(ids[0], other);
+  EXPECT_EQ(ids[1], 0);  // not a stored decision: no row, the others recorded
+  EXPECT_GT(ids[2], ids[0]);
+  EXPECT_GT(ids[3], ids[2]);
+  EXPECT_EQ(store_->get_selection(ids[0])->same_as, base);
+  EXPECT_EQ(store_->get_selection(ids[0])->selection.decided_at, iso_at(2000));
+  EXPECT_EQ(store_->get_selection(ids[2])->selection.selected_cluster, "gpu-x");
+  EXPECT_EQ(store_->get_selection(ids[3])->selection.decided_at, iso_at(2003));
+  EXPECT_EQ(store_->list_selections(10).size(), 5u);
+  // A repeat of a repeat is missing too.
+  EXPECT_EQ(store_->record_repeated_selections({{ids[0], iso_at(3000)}}).front(), 0);
+  // Bad arguments fail the whole call before anything is written.
+  EXPECT_THROW(store_->record_repeated_selections({{base, iso_at(3000)}, {0, iso_at(3001)}}),
+               std::invalid_argument);
+  EXPECT_THROW(store_->record_repeated_selections({{base, iso_at(3000)}, {base, "yesterday"}}),
+               std::invalid_argument);
+  EXPECT_EQ(store_->list_selections(10).size(), 5u);
+}
+
 TEST_P(StateStoreContract, AFailedDecisionWithNoClusterIsKeptToo) {
   ClusterSelection s = selection("tpu-v4-64", "", 1000);
   s.reason = "no cluster available: every candidate is full or unreachable";
