@@ -103,6 +103,7 @@ class CliClientTest : public ::testing::Test {
 TEST_F(CliClientTest, EveryCommandHasTheOutputAndExitCodeOfLocalMode) {
   testing::ServeProcess serve(fleet_.repos_path(), state_url());
   url_ = serve.url();
+  serve.wait_ready();
 
   // Clusters. The server is ready once its health loop probed every cluster: tpu-down's failed
   // probe is its breaker's first failure, which both modes show from the shared store.

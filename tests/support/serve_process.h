@@ -3,7 +3,10 @@
 // by a thread in log(). Killed (SIGKILL) if still running when destroyed.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,6 +90,19 @@ class ServeProcess {
     std::lock_guard lock(mutex_);
     return log_;
   }
+  // Waits until GET /readyz answers 200: every cluster probed once by the health loop (and its
+  // breaker fed). Throws after `limit`.
+  void wait_ready(std::chrono::seconds limit = std::chrono::seconds(120)) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (auto pause = std::chrono::milliseconds(5);;
+         pause = std::min(pause * 2, std::chrono::milliseconds(200))) {
+      if (readyz_status() == 200) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("falcon serve did not become ready: " + log());
+      }
+      std::this_thread::sleep_for(pause);  // polling the server's own readiness signal
+    }
+  }
   // The log once it matches `pattern` (or the process closed stderr: then whatever it wrote).
   std::string wait_for(const std::regex& pattern) {
     std::unique_lock lock(mutex_);
@@ -104,6 +120,25 @@ class ServeProcess {
   }
 
  private:
+  int readyz_status() const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port_));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int status = 0;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      const std::string request = "GET /readyz HTTP/1.0\r\n\r\n";
+      if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+        char buf[64] = {};
+        if (::recv(fd, buf, sizeof buf - 1, MSG_WAITALL) >= 12) status = std::atoi(buf + 9);
+      }
+    }
+    ::close(fd);
+    return status;
+  }
+
   pid_t pid_ = -1;
   int fd_ = -1;
   int port_ = 0;
