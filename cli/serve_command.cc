@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
@@ -31,10 +32,26 @@ struct ServeArgs {
 };
 
 // Structured logs on stderr: one JSON object a line, or `time level message key=value` on a tty.
+// Access-log lines (one per request) are written in batches, at most kAccessFlush after they
+// were made, so that thousands of requests a second cost no write each; every other line is
+// written at once, after the access lines before it.
 class Log {
  public:
-  Log() : tty_(::isatty(STDERR_FILENO) == 1) {}
-  void write(const char* level, const std::string& message, nlohmann::json fields = {}) const {
+  Log() : tty_(::isatty(STDERR_FILENO) == 1), flusher_([this] { flush_loop(); }) {}
+  ~Log() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    flusher_.join();
+    std::lock_guard lock(mutex_);
+    write_out();
+  }
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+
+  void write(const char* level, const std::string& message, nlohmann::json fields = {}) {
     const std::string time = format_now();
     std::string line;
     if (tty_) {
@@ -51,14 +68,66 @@ class Log {
       }
       line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    std::lock_guard lock(mutex_);
-    std::cerr << line << std::endl;
+    append(line, true);
   }
-  void info(const std::string& m, nlohmann::json f = {}) const { write("info", m, std::move(f)); }
-  void warn(const std::string& m, nlohmann::json f = {}) const { write("warn", m, std::move(f)); }
-  void error(const std::string& m, nlohmann::json f = {}) const { write("error", m, std::move(f)); }
+  void info(const std::string& m, nlohmann::json f = {}) { write("info", m, std::move(f)); }
+  void warn(const std::string& m, nlohmann::json f = {}) { write("warn", m, std::move(f)); }
+  void error(const std::string& m, nlohmann::json f = {}) { write("error", m, std::move(f)); }
+
+  // The access log: a server error (5xx) is a warning, written at once.
+  void request(const RequestLogEntry& r) {
+    const bool warn = r.status >= 500;
+    if (tty_) {
+      nlohmann::json fields = {{"method", r.method},
+                               {"route", r.route},
+                               {"path", r.path},
+                               {"status", r.status},
+                               {"ms", static_cast<std::int64_t>(r.seconds * 1000)}};
+      if (!r.error.empty()) fields["error"] = r.error;
+      write(warn ? "warn" : "info", "request", std::move(fields));
+      return;
+    }
+    const auto quoted = [](const std::string& s) {
+      return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    std::string line = fmt::format(
+        R"({{"time":"{}","level":"{}","msg":"request","method":{},"route":{},"path":{},)"
+        R"("status":{},"ms":{})",
+        format_now(), warn ? "warn" : "info", quoted(r.method), quoted(r.route), quoted(r.path),
+        r.status, static_cast<std::int64_t>(r.seconds * 1000));
+    if (!r.error.empty()) line += ",\"error\":" + quoted(r.error);
+    line += '}';
+    append(line, warn);
+  }
 
  private:
+  static constexpr auto kAccessFlush = std::chrono::milliseconds(100);
+  static constexpr std::size_t kMaxBuffered = 64 << 10;
+
+  void append(const std::string& line, bool now) {
+    std::lock_guard lock(mutex_);
+    buffer_ += line;
+    buffer_ += '\n';
+    if (now || buffer_.size() >= kMaxBuffered) write_out();
+  }
+  // Under mutex_.
+  void write_out() {
+    std::size_t off = 0;
+    while (off < buffer_.size()) {
+      const ssize_t w = ::write(STDERR_FILENO, buffer_.data() + off, buffer_.size() - off);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;  // stderr is gone: nothing else to tell it
+      off += static_cast<std::size_t>(w);
+    }
+    buffer_.clear();
+  }
+  void flush_loop() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      wake_.wait_for(lock, kAccessFlush);
+      if (!buffer_.empty()) write_out();
+    }
+  }
   static std::string format_now() {
     const auto now = std::chrono::system_clock::now();
     const auto ms =
@@ -70,7 +139,11 @@ class Log {
                        tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
   }
   bool tty_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::string buffer_;
+  std::thread flusher_;  // last: started once the rest is ready
 };
 
 int run_serve(Context& ctx, const ServeArgs& args) {
@@ -134,15 +207,8 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   options.tls_cert = args.tls_cert;
   options.tls_key = args.tls_key;
   options.threads = serve.http_threads;
-  options.on_request = [&log](const RequestLogEntry& r) {
-    nlohmann::json fields = {{"method", r.method},
-                             {"route", r.route},
-                             {"path", r.path},
-                             {"status", r.status},
-                             {"ms", static_cast<std::int64_t>(r.seconds * 1000)}};
-    if (!r.error.empty()) fields["error"] = r.error;
-    log.write(r.status >= 500 ? "warn" : "info", "request", fields);
-  };
+  options.loops = serve.http_loops;
+  options.on_request = [&log](const RequestLogEntry& r) { log.request(r); };
   options.on_event = [&log](const std::string& message) { log.warn(message); };
 
   // Nothing is logged before the bound address: the first stderr line says where to connect.

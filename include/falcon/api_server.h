@@ -99,6 +99,15 @@ class ControlPlane {
   // decision for the accelerator while nothing that decision read has changed, recording the
   // repeat as a decision of its own (same_as). The default: select().
   virtual SelectOutcome select_brief(const std::string& accelerator_type);
+  // The repeat select_brief would answer now without waiting, not yet recorded (selection_id
+  // 0, same_as set); nullopt when select_brief would decide afresh or wait for a decision being
+  // made. Never blocks: `falcon serve`'s event loop calls it, then record_repeats for every
+  // repeat of one pass at once. The default: nullopt.
+  virtual std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator_type);
+  // Records the repeats prepare_repeat gave, in one transaction, and sets their selection ids.
+  // An id stays 0 when the decision repeated is gone from the store (decide that one with
+  // select_brief). Throws StateStoreError. The default: leaves every id 0.
+  virtual void record_repeats(const std::vector<SelectOutcome*>& repeats);
   // The same, never choosing a cluster of `excluded` (a recovery's failed cluster): those count
   // as unreachable candidates ("excluded: ..."). The default selects and refuses an excluded
   // answer with NoAvailableClusterError.
@@ -186,8 +195,9 @@ struct ApiServerOptions {
   // token; mutations need `operate`.
   std::shared_ptr<const TokenTable> tokens;
   std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413
-  int threads = 16;                      // requests (and follows) served at once
-  std::string tls_cert;                  // both set: HTTPS
+  int threads = 16;  // requests (and follows) served at once, beside the loops' own answers
+  int loops = 2;     // threads owning the connections (plain HTTP; TLS: a thread per connection)
+  std::string tls_cert;  // both set: HTTPS
   std::string tls_key;
   std::function<void(const RequestLogEntry&)> on_request;
   // The supervisor of managed workloads, for /metrics (null: no supervisor metrics). Managed

@@ -166,7 +166,10 @@ struct ServeSettings {
   int probe_bucket_min = 60;            // older ones: one per cluster per bucket
   int probe_drop_after_h = 0;           // older than this are deleted; 0 keeps them
   int shutdown_grace_s = 10;            // in-flight requests get this long on SIGTERM
-  int http_threads = 64;  // connections (keep-alive clients, log follows) served at once
+  // Requests whose handlers may block (store reads, xpk, log reads and follows) served at once;
+  // plain HTTP connections wait for their next request on the loops and hold no thread.
+  int http_threads = 64;
+  int http_loops = 2;  // event loop threads owning the plain HTTP connections
   bool operator==(const ServeSettings&) const = default;
 };
 

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -24,6 +25,7 @@
 #include "falcon/supervisor.h"
 #include "falcon/workload_manager.h"
 #include "serve/dashboard_files.h"
+#include "serve/event_server.h"
 #include "serve/prometheus_text.h"
 #include "serve/select_answer.h"
 #include "util/time_format.h"
@@ -308,6 +310,15 @@ json export_json(const ExportRecord& e) {
 struct Route {
   std::string method;
   std::string path;  // OpenAPI spelling: /v1/workloads/{cluster}/{name}
+  std::regex pattern;
+  std::function<void(const httplib::Request&, httplib::Response&)> handler;
+};
+
+// A brief POST /v1/select answered on the event loop: a repeat prepared there, recorded with
+// the others of the loop's pass in one commit.
+struct LoopSelect {
+  std::chrono::steady_clock::time_point start;
+  SelectOutcome outcome;
 };
 
 struct RequestCounters {
@@ -352,11 +363,19 @@ SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type
   return outcome;
 }
 
+std::optional<SelectOutcome> ControlPlane::prepare_repeat(const std::string&) {
+  return std::nullopt;
+}
+
+void ControlPlane::record_repeats(const std::vector<SelectOutcome*>&) {}
+
 void ControlPlane::record_cluster_failure(const std::string&) {}
 
 struct ApiServer::Impl {
   ApiServerOptions options;
-  std::unique_ptr<httplib::Server> server;
+  // Plain HTTP: the event-driven server. HTTPS: cpp-httplib's (a thread per connection).
+  std::unique_ptr<serve::EventServer> event_server;
+  std::unique_ptr<httplib::Server> tls_server;
   std::vector<Route> routes;
   std::atomic<bool> stopping{false};
   std::atomic<bool> bound{false};
@@ -370,45 +389,144 @@ struct ApiServer::Impl {
     if (!options.control) throw ApiServerError("ApiServer: no control plane");
     if (!options.store) throw ApiServerError("ApiServer: no state store");
     if (!options.clock) options.clock = make_system_clock();
-    if (!options.tls_cert.empty() || !options.tls_key.empty()) {
-      if (options.tls_cert.empty() || options.tls_key.empty()) {
-        throw ApiServerError("TLS needs both --tls-cert and --tls-key");
-      }
-      auto ssl =
-          std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
-      if (!ssl->is_valid()) {
-        throw ApiServerError(fmt::format("TLS: cannot use certificate {} with key {}",
-                                         options.tls_cert, options.tls_key));
-      }
-      server = std::move(ssl);
-    } else {
-      server = std::make_unique<httplib::Server>();
+    add_routes();
+    if (options.tls_cert.empty() && options.tls_key.empty()) {
+      serve::EventServerOptions e;
+      e.loops = std::max(1, options.loops);
+      e.workers = std::max(2, options.threads);
+      e.max_body_bytes = options.max_body_bytes;
+      e.on_loop = [this](serve::Exchange& ex) { return on_loop(ex); };
+      e.on_loop_batch = [this](std::vector<serve::Exchange*>& batch) { on_loop_batch(batch); };
+      e.handle = [this](serve::Exchange& ex) { dispatch(ex.req, ex.res); };
+      e.refuse = [this](serve::Exchange& ex, int status, const std::string& message) {
+        refuse(ex.req, ex.res, status, message);
+      };
+      event_server = std::make_unique<serve::EventServer>(std::move(e));
+      return;
     }
+    if (options.tls_cert.empty() || options.tls_key.empty()) {
+      throw ApiServerError("TLS needs both --tls-cert and --tls-key");
+    }
+    auto ssl =
+        std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
+    if (!ssl->is_valid()) {
+      throw ApiServerError(fmt::format("TLS: cannot use certificate {} with key {}",
+                                       options.tls_cert, options.tls_key));
+    }
+    tls_server = std::move(ssl);
     const int threads = std::max(2, options.threads);
-    server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server->set_payload_max_length(options.max_body_bytes);
-    server->set_keep_alive_max_count(100000);
-    server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay before the last segment
-    server->set_error_handler(httplib::Server::HandlerWithResponse([this](
-                                                                       const httplib::Request& req,
-                                                                       httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 413) {
-        send_error(res, 413, "PayloadTooLarge",
-                   fmt::format("the request body is larger than {} bytes", options.max_body_bytes));
-      } else if (res.status == 404) {
-        send_error(res, 404, "RouteNotFound", fmt::format("no route {} {}", req.method, req.path));
-      } else {
-        send_error(res, res.status, "HttpError", fmt::format("HTTP {}", res.status));
-      }
-      count(req.method, "(unmatched)", res.status, 0);
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    server->set_exception_handler(
+    tls_server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    tls_server->set_payload_max_length(options.max_body_bytes);
+    tls_server->set_keep_alive_max_count(100000);
+    tls_server->set_tcp_nodelay(true);  // small JSON answers: no Nagle delay
+    tls_server->set_error_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          refuse(req, res, res.status,
+                 res.status == 413 ? fmt::format("the request body is larger than {} bytes",
+                                                 options.max_body_bytes)
+                                   : fmt::format("HTTP {}", res.status));
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+    tls_server->set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
           send_error(res, 500, "InternalError", "internal error");
         });
-    add_routes();
+    // Every request goes through dispatch(), as on the plain server.
+    const auto all = [this](const httplib::Request& req, httplib::Response& res) {
+      dispatch(req, res);
+    };
+    tls_server->Get(".*", all);
+    tls_server->Post(".*", all);
+    tls_server->Delete(".*", all);
+    tls_server->Put(".*", all);
+    tls_server->Patch(".*", all);
+    tls_server->Options(".*", all);
+  }
+
+  // The route of `req` answers it; none: 404.
+  void dispatch(const httplib::Request& req, httplib::Response& res) {
+    // The request is the server's own object, handed over as const by cpp-httplib.
+    auto& matches = const_cast<httplib::Request&>(req).matches;
+    for (const Route& r : routes) {
+      if (r.method == req.method && std::regex_match(req.path, matches, r.pattern)) {
+        r.handler(req, res);
+        return;
+      }
+    }
+    send_error(res, 404, "RouteNotFound",
+               fmt::format("no route {} {}", req.method.substr(0, 16), req.path.substr(0, 200)));
+    count(req.method, "(unmatched)", 404, 0);
+  }
+
+  // A request refused before any route saw it (malformed, too large, too slow).
+  void refuse(const httplib::Request& req, httplib::Response& res, int status,
+              const std::string& message) {
+    const char* type = status == 413   ? "PayloadTooLarge"
+                       : status == 431 ? "HeadersTooLarge"
+                       : status == 408 ? "RequestTimeout"
+                       : status == 411 ? "LengthRequired"
+                       : status == 505 ? "HttpVersionNotSupported"
+                       : status == 404 ? "RouteNotFound"
+                       : status >= 500 ? "InternalError"
+                                       : "BadRequest";
+    send_error(res, status, type, message);
+    count(req.method.empty() ? "-" : req.method, "(unmatched)", status, 0);
+    if (options.on_request) {
+      options.on_request({req.method, "(unmatched)", req.path, status, 0, message});
+    }
+  }
+
+  // The event loop's share: GET /healthz at once, and a brief POST /v1/select that repeats the
+  // standing decision batched (the others, and anything that throws, go to a worker, whose
+  // handler answers them in full).
+  serve::LoopAnswer on_loop(serve::Exchange& ex) {
+    const httplib::Request& req = ex.req;
+    if (!req.params.empty()) return serve::LoopAnswer::kWorker;
+    if (req.method == "GET" && req.path == "/healthz") {
+      dispatch(req, ex.res);
+      return serve::LoopAnswer::kAnswered;
+    }
+    if (req.method != "POST" || req.path != "/v1/select") return serve::LoopAnswer::kWorker;
+    const auto start = std::chrono::steady_clock::now();
+    authorize(req, "/v1/select");
+    const json body = parse_body(req, {"accelerator_type", "explain"});
+    const auto accelerator = string_field(body, "accelerator_type", "", true);
+    if (const auto it = body.find("explain"); it != body.end() && !it->is_null()) {
+      if (!it->is_boolean() || it->get<bool>()) return serve::LoopAnswer::kWorker;
+    }
+    auto repeat = control().prepare_repeat(*accelerator);
+    if (!repeat) return serve::LoopAnswer::kWorker;
+    auto state = std::make_shared<LoopSelect>();
+    state->start = start;
+    state->outcome = std::move(*repeat);
+    ex.state = std::move(state);
+    return serve::LoopAnswer::kBatched;
+  }
+
+  void on_loop_batch(std::vector<serve::Exchange*>& batch) {
+    std::vector<SelectOutcome*> repeats;
+    repeats.reserve(batch.size());
+    for (serve::Exchange* ex : batch) {
+      repeats.push_back(&static_cast<LoopSelect*>(ex->state.get())->outcome);
+    }
+    control().record_repeats(repeats);  // throws: each goes to a worker
+    const auto now = std::chrono::steady_clock::now();
+    for (serve::Exchange* ex : batch) {
+      const auto& state = *static_cast<LoopSelect*>(ex->state.get());
+      if (state.outcome.selection_id == 0) {
+        ex->to_worker = true;
+        continue;
+      }
+      count_selection("repeated");
+      ex->res.status = 200;
+      ex->res.set_content(serve::brief_select_answer_json(state.outcome), "application/json");
+      const double seconds = std::chrono::duration<double>(now - state.start).count();
+      count("POST", "/v1/select", 200, seconds);
+      if (options.on_request) {
+        options.on_request({"POST", "/v1/select", ex->req.path, 200, seconds, {}});
+      }
+    }
   }
 
   void count(const std::string& method, const std::string& route, int status, double seconds) {
@@ -442,7 +560,6 @@ struct ApiServer::Impl {
   // Registers `handler` for `method path` (OpenAPI spelling) under the regex `pattern`.
   void route(const std::string& method, const std::string& path, const std::string& pattern,
              Handler handler) {
-    routes.push_back({method, path});
     auto wrapped = [this, method, path, handler = std::move(handler)](const httplib::Request& req,
                                                                       httplib::Response& res) {
       const auto start = std::chrono::steady_clock::now();
@@ -460,13 +577,7 @@ struct ApiServer::Impl {
         options.on_request({method, path, req.path, res.status, seconds, error});
       }
     };
-    if (method == "GET") {
-      server->Get(pattern, wrapped);
-    } else if (method == "POST") {
-      server->Post(pattern, wrapped);
-    } else if (method == "DELETE") {
-      server->Delete(pattern, wrapped);
-    }
+    routes.push_back({method, path, std::regex(pattern), std::move(wrapped)});
   }
 
   // Answers the exception in flight with its status and the CLI's error shape; returns the
@@ -1284,11 +1395,17 @@ ApiServer::ApiServer(ApiServerOptions options)
 ApiServer::~ApiServer() { stop(std::chrono::milliseconds(0)); }
 
 int ApiServer::bind(const std::string& host, int port) {
-  int bound_port = port;
-  if (port == 0) {
-    bound_port = impl_->server->bind_to_any_port(host.c_str());
-  } else if (!impl_->server->bind_to_port(host.c_str(), port)) {
-    bound_port = -1;
+  int bound_port = -1;
+  if (impl_->event_server) {
+    try {
+      bound_port = impl_->event_server->bind(host, port);
+    } catch (const std::exception& e) {
+      throw ApiServerError(fmt::format("{} (address in use or not local?)", e.what()));
+    }
+  } else if (port == 0) {
+    bound_port = impl_->tls_server->bind_to_any_port(host.c_str());
+  } else if (impl_->tls_server->bind_to_port(host.c_str(), port)) {
+    bound_port = port;
   }
   if (bound_port <= 0) {
     throw ApiServerError(
@@ -1301,13 +1418,21 @@ int ApiServer::bind(const std::string& host, int port) {
 void ApiServer::serve() {
   if (!impl_->bound) throw ApiServerError("ApiServer::serve: bind() first");
   if (impl_->stopping) return;
-  impl_->server->listen_after_bind();
+  if (impl_->event_server) {
+    impl_->event_server->serve();
+  } else {
+    impl_->tls_server->listen_after_bind();
+  }
 }
 
 void ApiServer::stop(std::chrono::milliseconds grace) {
   if (impl_->stopping.exchange(true)) return;
   impl_->stop_flag->store(true);
-  impl_->server->stop();
+  if (impl_->event_server) {
+    impl_->event_server->stop();
+  } else {
+    impl_->tls_server->stop();
+  }
   // Exports cannot be interrupted: wait for them up to the grace, then mark the rest failed.
   auto& tracker = *impl_->exports;
   std::unique_lock lock(tracker.mutex);

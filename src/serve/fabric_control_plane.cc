@@ -200,6 +200,47 @@ class FabricControlPlane final : public ControlPlane {
     return out;
   }
 
+  std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator_type) override {
+    const auto config = fabric_->config();
+    if (config->serve.select_reuse_ms <= 0) return std::nullopt;
+    std::shared_ptr<const Reusable> last;
+    std::shared_ptr<std::mutex> deciding;
+    {
+      std::lock_guard lock(reuse_mutex_);
+      const auto it = reusable_.find(accelerator_type);
+      if (it == reusable_.end()) return std::nullopt;
+      last = it->second.last;
+      deciding = it->second.deciding;
+    }
+    switch (standing(last.get(), *config)) {
+      case Standing::kCurrent:
+        return unrecorded_repeat(*last);
+      case Standing::kNewerData:
+        // As select_brief: repeated while another caller decides afresh; else this caller
+        // decides (not here: deciding blocks).
+        if (deciding && !deciding->try_lock()) return unrecorded_repeat(*last);
+        if (deciding) deciding->unlock();
+        return std::nullopt;
+      case Standing::kStale:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
+    std::vector<std::pair<std::int64_t, std::string>> rows;
+    rows.reserve(repeats.size());
+    for (const SelectOutcome* r : repeats) rows.emplace_back(r->same_as, r->selection.decided_at);
+    const std::vector<std::int64_t> ids = store_->record_repeated_selections(rows);
+    bool gone = false;
+    for (std::size_t i = 0; i < repeats.size(); ++i) {
+      repeats[i]->selection_id = ids[i];
+      repeats[i]->selection.selection_id = ids[i];
+      gone = gone || ids[i] == 0;
+    }
+    if (gone) forget_decisions();  // a replaced database: decide afresh
+  }
+
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
 
   // A probe's outcome in the cluster's circuit breaker (key "<cluster>"), as the CLI's probes
@@ -444,7 +485,8 @@ class FabricControlPlane final : public ControlPlane {
 
   enum class Standing {
     kCurrent,    // may be repeated
-    kNewerData,  // within its bounds, but newer probes or histories are in
+    kNewerData,  // within its bounds, but newer probes or histories are in, or it is due for
+                 // renewal (past half of select_reuse_ms)
     kStale,      // not to be repeated
   };
   Standing standing(const Reusable* last, const FabricConfig& config) const {
@@ -460,6 +502,9 @@ class FabricControlPlane final : public ControlPlane {
         last->oldest_probe_ms + elapsed_ms >= max_age_ms) {
       return Standing::kStale;
     }
+    // Past half its time a decision is renewed ahead: one caller decides afresh while the
+    // others repeat it, so that callers do not all wait for a new decision each time one ends.
+    if (2 * elapsed_ms >= config.serve.select_reuse_ms) return Standing::kNewerData;
     return last->monitor_generation == monitor_->generation() &&
                    last->data_version == fabric_->selection_data_version()
                ? Standing::kCurrent
@@ -469,20 +514,26 @@ class FabricControlPlane final : public ControlPlane {
   // `last` again, recorded as a decision of its own; nullopt when the decision it repeats is
   // gone from the store (a replaced database: the caller decides afresh).
   std::optional<SelectOutcome> repeat(const Reusable& last) {
-    SelectOutcome out;
-    out.selection = last.brief;
-    out.selection.decided_at = format_iso8601(clock_->now());
+    SelectOutcome out = unrecorded_repeat(last);
     try {
       out.selection_id = store_->record_repeated_selection(last.base_id, out.selection.decided_at);
     } catch (const std::invalid_argument&) {
       forget_decisions();
       return std::nullopt;
     }
+    out.selection.selection_id = out.selection_id;
+    return out;
+  }
+
+  // `last` as of now (its candidates' ages moved on), without an id yet.
+  SelectOutcome unrecorded_repeat(const Reusable& last) const {
+    SelectOutcome out;
+    out.selection = last.brief;
+    out.selection.decided_at = format_iso8601(clock_->now());
     const std::int64_t elapsed_ms = std::max<std::int64_t>(
         0,
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)
             .count());
-    out.selection.selection_id = out.selection_id;
     out.same_as = last.base_id;
     out.candidates = last.candidates;
     for (ProbeSnapshot& p : out.candidates) {

@@ -66,8 +66,9 @@ std::string select_answer_json(const SelectOutcome& outcome) {
 
 std::string brief_select_answer_json(const SelectOutcome& outcome) {
   const ClusterSelection& s = outcome.selection;
+  const auto& candidates = outcome.candidates;
   std::string out;
-  out.reserve(320 + s.reason.size() + outcome.candidates.size() * 80);
+  out.reserve(320 + s.reason.size() + candidates.size() * 16);
   out += "{\"accelerator\":";
   append_json_string(out, s.accelerator);
   out += ",\"decided_at\":";
@@ -76,18 +77,27 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
   append_json_int(out, outcome.selection_id);
   out += "\",\"policy\":";
   append_json_string(out, s.policy);
-  out += ",\"probe_ages\":[";
-  for (std::size_t i = 0; i < outcome.candidates.size(); ++i) {
-    const MonitoredProbe& p = outcome.candidates[i];
+  out += ",\"probe_age_ms\":{";
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (i > 0) out += ',';
-    out += "{\"age_ms\":";
-    append_json_int(out, p.age_ms);
-    out += ",\"cluster\":";
-    append_json_string(out, p.result.cluster);
-    out += p.from_cache ? ",\"from_cache\":true" : ",\"from_cache\":false";
-    out += p.result.reachable ? ",\"reachable\":true}" : ",\"reachable\":false}";
+    append_json_string(out, candidates[i].result.cluster);
+    out += ':';
+    append_json_int(out, candidates[i].age_ms);
   }
-  out += "],\"reason\":";
+  // The candidates `keep` picks, as a list of names.
+  const auto names = [&](const char* key, auto keep) {
+    out += key;
+    bool first = true;
+    for (const MonitoredProbe& p : candidates) {
+      if (!keep(p)) continue;
+      if (!first) out += ',';
+      first = false;
+      append_json_string(out, p.result.cluster);
+    }
+    out += ']';
+  };
+  names("},\"probed_now\":[", [](const MonitoredProbe& p) { return !p.from_cache; });
+  out += ",\"reason\":";
   append_json_string(out, s.reason);
   out += ",\"same_as\":";
   if (outcome.same_as == 0) {
@@ -99,6 +109,7 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
   append_json_string(out, s.selected_cluster);
   out += ",\"selection_id\":";
   append_json_int(out, outcome.selection_id);
+  names(",\"unreachable\":[", [](const MonitoredProbe& p) { return !p.result.reachable; });
   out += "}\n";
   return out;
 }

@@ -16,9 +16,11 @@ std::string select_answer_json(const SelectOutcome& outcome);
 
 // The brief answer (POST /v1/select without "explain"): the decision without its explanation,
 //   {"accelerator", "decided_at", "explain": "/v1/selections/<id>", "policy",
-//    "probe_ages": [{"age_ms", "cluster", "from_cache", "reachable"}, ...] (every candidate),
-//    "reason", "same_as" (the decision it repeats, or null), "selected_cluster", "selection_id"}
-// and a newline.
+//    "probe_age_ms": {"<cluster>": <ms>, ...} (every candidate, in candidate order),
+//    "probed_now": [<cluster>, ...] (candidates probed for this decision, not from the cache),
+//    "reason", "same_as" (the decision it repeats, or null), "selected_cluster", "selection_id",
+//    "unreachable": [<cluster>, ...] (candidates whose probe failed)}
+// and a newline: about 14 bytes a candidate, where a list of objects took 65.
 std::string brief_select_answer_json(const SelectOutcome& outcome);
 
 }  // namespace falcon::serve

@@ -505,6 +505,56 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   EXPECT_EQ(control->select("tpu-v4-64").same_as, 0);
 }
 
+// The event loop's half of a brief select: prepare_repeat never decides (nullopt whenever
+// select_brief would decide or wait), record_repeats writes a pass's repeats in one call.
+TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_db();
+  std::shared_ptr<ClusterFabric> f = fabric(store);
+  auto control = make_fabric_control_plane(f, store, clock_);
+  stop_control_plane_loop(*control);
+  control->select("tpu-v4-64");
+  EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));  // no standing brief decision yet
+  EXPECT_FALSE(control->prepare_repeat("no-such-type"));
+  const auto calls = runner_->calls().size();
+  const SelectOutcome first = control->select_brief("tpu-v4-64");
+
+  clock_->advance(std::chrono::milliseconds(250));
+  auto a = control->prepare_repeat("tpu-v4-64");
+  auto b = control->prepare_repeat("tpu-v4-64");
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(a->selection_id, 0);  // not recorded yet
+  EXPECT_EQ(a->same_as, first.selection_id);
+  EXPECT_EQ(a->selection.selected_cluster, first.selection.selected_cluster);
+  ASSERT_EQ(a->candidates.size(), first.candidates.size());
+  EXPECT_EQ(a->candidates[0].age_ms, first.candidates[0].age_ms + 250);
+  control->record_repeats({&*a, &*b});
+  EXPECT_GT(a->selection_id, first.selection_id);
+  EXPECT_GT(b->selection_id, a->selection_id);
+  EXPECT_EQ(a->selection.selection_id, a->selection_id);
+  EXPECT_EQ(store->get_selection(b->selection_id)->same_as, first.selection_id);
+  EXPECT_EQ(runner_->calls().size(), calls);  // nothing probed for them
+
+  // A breaker change ends the standing decision: nothing to prepare, select_brief decides.
+  control->record_cluster_failure("tpu-a");
+  EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
+  const SelectOutcome fresh = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(fresh.same_as, 0);
+  auto c = control->prepare_repeat("tpu-v4-64");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->same_as, fresh.selection_id);
+  // Past half of select_reuse_ms (1000 ms) the decision is renewed ahead: a caller that can
+  // decide is told to (nullopt), and select_brief decides afresh.
+  clock_->advance(std::chrono::milliseconds(500));
+  EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
+  const SelectOutcome renewed = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(renewed.same_as, 0);
+  EXPECT_EQ(control->prepare_repeat("tpu-v4-64")->same_as, renewed.selection_id);
+  clock_->advance(std::chrono::milliseconds(1000));  // select_reuse_ms: stale
+  EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
+}
+
 TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge) {
   write_config("serve:\n  max_probe_age_s: 2\n  select_reuse_ms: 5000\n");
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));

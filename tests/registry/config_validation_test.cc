@@ -425,6 +425,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.probe_drop_after_h, 0);
   EXPECT_EQ(serve.shutdown_grace_s, 10);
   EXPECT_EQ(serve.http_threads, 64);
+  EXPECT_EQ(serve.http_loops, 2);
 }
 
 TEST(ConfigValidation, ServeSectionIsParsed) {
@@ -435,7 +436,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
                            "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
                            "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
                            "  probe_drop_after_h: 720\n  shutdown_grace_s: 5\n"
-                           "  http_threads: 128\n";
+                           "  http_threads: 128\n  http_loops: 4\n";
   const ServeSettings serve = parse_fabric_config(yaml, "/etc/falcon/repos.yaml").serve;
   EXPECT_EQ(serve.listen, "[::1]:0");
   EXPECT_EQ(serve.state, "postgresql://falcon@db/falcon");
@@ -451,6 +452,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   EXPECT_EQ(serve.probe_drop_after_h, 720);
   EXPECT_EQ(serve.shutdown_grace_s, 5);
   EXPECT_EQ(serve.http_threads, 128);
+  EXPECT_EQ(serve.http_loops, 4);
 }
 
 TEST(ConfigValidation, ServeRelativePathsAreResolvedAgainstTheConfigFolder) {

@@ -126,6 +126,30 @@ class FakeControlPlane final : public ControlPlane {
     o.candidates = {*cached_probe("tpu-a")};
     return o;
   }
+  // Repeats offered to the event loop when repeat_of is set (0: none, as the default).
+  std::atomic<std::int64_t> repeat_of{0};
+  std::atomic<int> prepared{0};
+  std::atomic<int> record_calls{0};
+  std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator) override {
+    if (repeat_of == 0 || accelerator != "tpu-v4-64") return std::nullopt;
+    ++prepared;
+    SelectOutcome o;
+    o.selection.selected_cluster = "tpu-a";
+    o.selection.accelerator = "v4-64";
+    o.selection.reason = "repeated";
+    o.selection.policy = "priority";
+    o.selection.decided_at = "2026-04-13T08:00:01.000Z";
+    o.same_as = repeat_of;
+    o.candidates = {*cached_probe("tpu-a")};
+    return o;
+  }
+  void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
+    ++record_calls;
+    std::vector<std::pair<std::int64_t, std::string>> rows;
+    for (const SelectOutcome* r : repeats) rows.emplace_back(r->same_as, r->selection.decided_at);
+    const auto ids = store->record_repeated_selections(rows);
+    for (std::size_t i = 0; i < ids.size(); ++i) repeats[i]->selection_id = ids[i];
+  }
   WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
     check(c);
     if (spec.name == "exists") {
@@ -314,6 +338,51 @@ TEST_F(ApiServerTest, OneClusterWithItsProbeHistorySince) {
   EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("'sinse'"));
 }
 
+// A brief select the control plane can repeat is answered on the event loop: prepared there,
+// recorded with the others of its pass, never reaching select(); anything else (an explained
+// select, a repeat whose decision is gone) is decided on a worker.
+TEST_F(ApiServerTest, ABriefSelectThatRepeatsIsAnsweredOnTheLoopAndRecorded) {
+  start();
+  auto r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::int64_t base = body(r)["selection_id"];
+  EXPECT_EQ(control_->selects.load(), 1);
+  control_->repeat_of = base;
+  r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json repeat = body(r);
+  EXPECT_EQ(repeat["same_as"], base);
+  EXPECT_GT(repeat["selection_id"].get<std::int64_t>(), base);
+  EXPECT_EQ(repeat["reason"], "repeated");
+  EXPECT_EQ(repeat["explain"],
+            "/v1/selections/" + std::to_string(repeat["selection_id"].get<std::int64_t>()));
+  EXPECT_EQ(control_->selects.load(), 1);
+  EXPECT_EQ(control_->record_calls.load(), 1);
+  const auto stored = store_->get_selection(repeat["selection_id"]);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->same_as, base);
+
+  // Explained: decided, not repeated.
+  r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64", "explain": true})");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(control_->selects.load(), 2);
+  // Bad input on the loop's route is answered as on any route.
+  r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64", "extra": 1})");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("extra"));
+  r = post("/v1/select", "{not json");
+  EXPECT_EQ(r->status, 400);
+  // The repeated decision is gone: recorded as nothing, decided on a worker.
+  control_->repeat_of = 987654;
+  r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["same_as"], nullptr);
+  EXPECT_EQ(control_->selects.load(), 3);
+  const std::string metrics = client_->Get("/metrics")->body;
+  EXPECT_THAT(metrics, HasSubstr("falcon_selections_total{outcome=\"repeated\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("falcon_selections_total{outcome=\"selected\"} 3\n"));
+}
+
 TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
   start();
   // Brief by default: the cluster, the id, every candidate's probe age, where the explanation is.
@@ -327,9 +396,9 @@ TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
   EXPECT_EQ(brief["same_as"], nullptr);
   EXPECT_EQ(brief["policy"], "priority");
   EXPECT_EQ(brief["reason"], "selected tpu-a: reachable, queue_depth=1 <= max=5");
-  EXPECT_EQ(
-      brief["probe_ages"][0],
-      json({{"cluster", "tpu-a"}, {"age_ms", 1500}, {"from_cache", true}, {"reachable", true}}));
+  EXPECT_EQ(brief["probe_age_ms"], json({{"tpu-a", 1500}}));
+  EXPECT_EQ(brief["probed_now"], json::array());
+  EXPECT_EQ(brief["unreachable"], json::array());
   EXPECT_FALSE(brief.contains("scores"));
   EXPECT_FALSE(brief.contains("probe_results"));
 
