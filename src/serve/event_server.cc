@@ -192,6 +192,127 @@ bool is_token_char(char c) {
 
 }  // namespace
 
+RequestParse parse_request(std::string_view in, std::size_t max_header_bytes,
+                           std::size_t max_body_bytes, Exchange& ex) {
+  const auto refused = [](int status, std::string message) {
+    RequestParse r;
+    r.kind = RequestParse::kRefused;
+    r.status = status;
+    r.message = std::move(message);
+    return r;
+  };
+  const std::string too_large =
+      fmt::format("the request line and headers are larger than {} bytes", max_header_bytes);
+  std::size_t start = 0;
+  while (in.substr(start, 2) == "\r\n") start += 2;  // empty lines before a request
+  const std::size_t end = in.find("\r\n\r\n", start);
+  if (end == std::string_view::npos) {
+    if (in.size() - start > max_header_bytes) return refused(431, too_large);
+    return {};
+  }
+  if (end - start > max_header_bytes) return refused(431, too_large);
+  const std::string_view head = in.substr(start, end - start);
+  const std::size_t line_end = std::min(head.find("\r\n"), head.size());
+  const std::string_view line = head.substr(0, line_end);
+  const std::size_t sp1 = line.find(' ');
+  const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || sp1 == 0 || line.find(' ', sp2 + 1) != line.npos) {
+    return refused(400, "malformed request line");
+  }
+  const std::string_view method = line.substr(0, sp1);
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  const std::string_view version = line.substr(sp2 + 1);
+  for (const char ch : method) {
+    if (!is_token_char(ch)) return refused(400, "malformed request method");
+  }
+  if (target.empty() || target.front() != '/') {
+    return refused(400, "the request target must be a path starting with /");
+  }
+  for (const char ch : target) {
+    if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) {
+      return refused(400, "the request target holds a control character");
+    }
+  }
+  if (version != "HTTP/1.1" && version != "HTTP/1.0") {
+    return refused(505, fmt::format("HTTP version '{}' is not served (HTTP/1.1 and HTTP/1.0 are)",
+                                    version.substr(0, 16)));
+  }
+  httplib::Request& req = ex.req;
+  req = httplib::Request{};
+  req.method = std::string(method);
+  req.version = std::string(version);
+  req.target = std::string(target);
+  std::size_t pos = line_end + 2;
+  bool has_length = false;
+  std::size_t length = 0;
+  while (pos < head.size()) {
+    std::size_t next = head.find("\r\n", pos);
+    if (next == std::string_view::npos) next = head.size();
+    const std::string_view h = head.substr(pos, next - pos);
+    pos = next + 2;
+    const std::size_t colon = h.find(':');
+    if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t') {
+      return refused(400, "malformed header line");
+    }
+    const std::string_view name = h.substr(0, colon);
+    for (const char ch : name) {
+      if (!is_token_char(ch)) return refused(400, "malformed header name");
+    }
+    std::string_view value = h.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    for (const char ch : value) {
+      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f) {
+        return refused(400, "a header value holds a control character");
+      }
+    }
+    if (iequals(name, "Content-Length")) {
+      if (value.empty() || value.size() > 18 ||
+          value.find_first_not_of("0123456789") != std::string_view::npos) {
+        return refused(400, "malformed Content-Length");
+      }
+      const std::size_t n = std::stoull(std::string(value));
+      if (has_length && n != length) return refused(400, "conflicting Content-Length headers");
+      has_length = true;
+      length = n;
+    } else if (iequals(name, "Transfer-Encoding")) {
+      return refused(411, "request bodies must be sent with a Content-Length, not chunked");
+    }
+    req.headers.emplace(std::string(name), std::string(value));
+  }
+  if (length > max_body_bytes) {
+    return refused(413, fmt::format("the request body is larger than {} bytes", max_body_bytes));
+  }
+  const std::size_t body_start = end + 4;
+  if (in.size() - body_start < length) {
+    RequestParse r;
+    r.expect_continue = has_token(req.get_header_value("Expect"), "100-continue");
+    req = httplib::Request{};
+    return r;
+  }
+  req.body.assign(in.substr(body_start, length));
+  const std::size_t q = req.target.find('?');
+  req.path = httplib::detail::decode_url(req.target.substr(0, q), false);
+  if (q != std::string::npos) {
+    httplib::detail::parse_query_text(req.target.substr(q + 1), req.params);
+  }
+  const std::string connection = req.get_header_value("Connection");
+  ex.keep_alive = req.version == "HTTP/1.1" ? !has_token(connection, "close")
+                                            : has_token(connection, "keep-alive");
+  ex.gzip_ok = has_token(req.get_header_value("Accept-Encoding"), "gzip");
+  ex.head = false;
+  if (req.method == "HEAD") {
+    req.method = "GET";
+    ex.head = true;
+  }
+  RequestParse r;
+  r.kind = RequestParse::kRequest;
+  r.consumed = body_start + length;
+  return r;
+}
+
 void EventServer::serialize(Exchange& ex) {
   httplib::Response& res = ex.res;
   const int status = res.status <= 0 ? 200 : res.status;
@@ -499,136 +620,26 @@ struct Loop {
 
   // Takes one whole request from c.in into `ex`.
   Parse parse(Conn& c, Exchange& ex) {
-    std::size_t start = 0;
-    while (c.in.compare(start, 2, "\r\n") == 0) start += 2;  // empty lines before a request
-    const std::size_t end = c.in.find("\r\n\r\n", start);
-    if (end == std::string::npos) {
-      if (c.in.size() - start > server.o.max_header_bytes) {
-        refuse(c, 431,
-               fmt::format("the request line and headers are larger than {} bytes",
-                           server.o.max_header_bytes));
-        return Parse::kRefused;
-      }
-      return Parse::kIncomplete;
-    }
-    if (end - start > server.o.max_header_bytes) {
-      refuse(c, 431,
-             fmt::format("the request line and headers are larger than {} bytes",
-                         server.o.max_header_bytes));
-      return Parse::kRefused;
-    }
-    const std::string_view head(c.in.data() + start, end - start);
-    const std::size_t line_end = std::min(head.find("\r\n"), head.size());
-    const std::string_view line = head.substr(0, line_end);
-    const std::size_t sp1 = line.find(' ');
-    const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp2 == std::string_view::npos || sp1 == 0 || line.find(' ', sp2 + 1) != line.npos) {
-      refuse(c, 400, "malformed request line");
-      return Parse::kRefused;
-    }
-    const std::string_view method = line.substr(0, sp1);
-    const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-    const std::string_view version = line.substr(sp2 + 1);
-    for (const char ch : method) {
-      if (!is_token_char(ch)) {
-        refuse(c, 400, "malformed request method");
-        return Parse::kRefused;
-      }
-    }
-    if (target.empty() || target.front() != '/') {
-      refuse(c, 400, "the request target must be a path starting with /");
-      return Parse::kRefused;
-    }
-    if (version != "HTTP/1.1" && version != "HTTP/1.0") {
-      refuse(c, 505,
-             fmt::format("HTTP version '{}' is not served (HTTP/1.1 and HTTP/1.0 are)",
-                         version.substr(0, 16)));
-      return Parse::kRefused;
-    }
-    httplib::Request& req = ex.req;
-    req.method = std::string(method);
-    req.version = std::string(version);
-    req.target = std::string(target);
-    std::size_t pos = line_end + 2;
-    bool has_length = false;
-    std::size_t length = 0;
-    while (pos < head.size()) {
-      std::size_t next = head.find("\r\n", pos);
-      if (next == std::string_view::npos) next = head.size();
-      const std::string_view h = head.substr(pos, next - pos);
-      pos = next + 2;
-      const std::size_t colon = h.find(':');
-      if (colon == 0 || colon == std::string_view::npos || h.front() == ' ' || h.front() == '\t') {
-        refuse(c, 400, "malformed header line");
-        return Parse::kRefused;
-      }
-      const std::string_view name = h.substr(0, colon);
-      for (const char ch : name) {
-        if (!is_token_char(ch)) {
-          refuse(c, 400, "malformed header name");
-          return Parse::kRefused;
+    const RequestParse p =
+        parse_request(c.in, server.o.max_header_bytes, server.o.max_body_bytes, ex);
+    switch (p.kind) {
+      case RequestParse::kIncomplete:
+        if (p.expect_continue && !c.continue_sent) {
+          c.continue_sent = true;
+          c.out += "HTTP/1.1 100 Continue\r\n\r\n";
         }
-      }
-      std::string_view value = h.substr(colon + 1);
-      while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
-        value.remove_prefix(1);
-      }
-      while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) {
-        value.remove_suffix(1);
-      }
-      if (iequals(name, "Content-Length")) {
-        if (value.empty() || value.size() > 18 ||
-            value.find_first_not_of("0123456789") != std::string_view::npos) {
-          refuse(c, 400, "malformed Content-Length");
-          return Parse::kRefused;
-        }
-        const std::size_t n = std::stoull(std::string(value));
-        if (has_length && n != length) {
-          refuse(c, 400, "conflicting Content-Length headers");
-          return Parse::kRefused;
-        }
-        has_length = true;
-        length = n;
-      } else if (iequals(name, "Transfer-Encoding")) {
-        refuse(c, 411, "request bodies must be sent with a Content-Length, not chunked");
+        return Parse::kIncomplete;
+      case RequestParse::kRefused:
+        refuse(c, p.status, p.message);
         return Parse::kRefused;
-      }
-      req.headers.emplace(std::string(name), std::string(value));
+      case RequestParse::kRequest:
+        break;
     }
-    if (length > server.o.max_body_bytes) {
-      refuse(c, 413,
-             fmt::format("the request body is larger than {} bytes", server.o.max_body_bytes));
-      return Parse::kRefused;
-    }
-    const std::size_t body_start = end + 4;
-    if (c.in.size() - body_start < length) {
-      if (!c.continue_sent && has_token(req.get_header_value("Expect"), "100-continue")) {
-        c.continue_sent = true;
-        c.out += "HTTP/1.1 100 Continue\r\n\r\n";
-      }
-      req = httplib::Request{};
-      return Parse::kIncomplete;
-    }
-    req.body.assign(c.in, body_start, length);
-    c.in.erase(0, body_start + length);
+    c.in.erase(0, p.consumed);
     c.continue_sent = false;
     if (!c.in.empty()) c.request_start = SteadyClock::now();
-
-    const std::size_t q = req.target.find('?');
-    req.path = httplib::detail::decode_url(req.target.substr(0, q), false);
-    if (q != std::string::npos)
-      httplib::detail::parse_query_text(req.target.substr(q + 1), req.params);
-    req.remote_addr = c.remote_addr;
-    req.remote_port = c.remote_port;
-    const std::string connection = req.get_header_value("Connection");
-    // (`head` and its views are gone with the erase above: only req's copies are read now.)
-    ex.keep_alive = req.version == "HTTP/1.1" ? !has_token(connection, "close")
-                                              : has_token(connection, "keep-alive");
-    ex.gzip_ok = has_token(req.get_header_value("Accept-Encoding"), "gzip");
-    if (req.method == "HEAD") {
-      req.method = "GET";
-      ex.head = true;
-    }
+    ex.req.remote_addr = c.remote_addr;
+    ex.req.remote_port = c.remote_port;
     return Parse::kRequest;
   }
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace falcon::serve {
@@ -69,6 +70,24 @@ struct EventServerOptions {
   // the error body for `status`.
   std::function<void(Exchange&, int status, const std::string& message)> refuse;
 };
+
+// One request read from the front of a connection's buffer (parse_request).
+struct RequestParse {
+  enum Kind { kIncomplete, kRequest, kRefused };
+  Kind kind = kIncomplete;
+  std::size_t consumed = 0;      // kRequest: the bytes it took (empty lines before it included)
+  int status = 0;                // kRefused: the answer's status (400, 411, 413, 431, 505)
+  std::string message;           // kRefused: why
+  bool expect_continue = false;  // kIncomplete: the headers are in and ask for 100 Continue
+};
+
+// Parses the request at the front of `in` (HTTP/1.1 or 1.0; the body by Content-Length) into
+// ex.req (method, target, path decoded, params, headers, body) and ex.keep_alive, ex.gzip_ok,
+// ex.head (HEAD is parsed as GET). Refuses what the server does not take: a malformed request
+// line or header, a control character in the target or a header value, a chunked body, headers
+// over `max_header_bytes`, a body over `max_body_bytes` (from its Content-Length, unread).
+RequestParse parse_request(std::string_view in, std::size_t max_header_bytes,
+                           std::size_t max_body_bytes, Exchange& ex);
 
 struct Loop;
 

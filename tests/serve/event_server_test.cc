@@ -255,6 +255,40 @@ class EventServerTest : public ::testing::Test {
   bool released = false;
 };
 
+TEST(ParseRequest, TakesOneRequestFromTheFrontAndSaysHowMuch) {
+  Exchange ex;
+  const std::string two = "\r\n" + post("/v1/select?x=1", "{}") + get("/next");
+  RequestParse p = parse_request(two, 1024, 1024, ex);
+  ASSERT_EQ(p.kind, RequestParse::kRequest);
+  EXPECT_EQ(p.consumed, two.size() - get("/next").size());
+  EXPECT_EQ(ex.req.method, "POST");
+  EXPECT_EQ(ex.req.path, "/v1/select");
+  EXPECT_EQ(ex.req.get_param_value("x"), "1");
+  EXPECT_EQ(ex.req.body, "{}");
+  EXPECT_EQ(ex.req.get_header_value("host"), "x");  // header names are case-insensitive
+  EXPECT_TRUE(ex.keep_alive);
+  // Every strict prefix is incomplete.
+  for (std::size_t cut = 0; cut < p.consumed; ++cut) {
+    Exchange part;
+    EXPECT_EQ(parse_request(std::string_view(two).substr(0, cut), 1024, 1024, part).kind,
+              RequestParse::kIncomplete)
+        << cut;
+  }
+}
+
+TEST(ParseRequest, RefusesControlCharactersInTheTargetAndHeaderValues) {
+  Exchange ex;
+  EXPECT_EQ(parse_request("GET /a\x01b HTTP/1.1\r\n\r\n", 1024, 1024, ex).status, 400);
+  const RequestParse p = parse_request("GET /a HTTP/1.1\r\nX: a\x7f\r\n\r\n", 1024, 1024, ex);
+  EXPECT_EQ(p.kind, RequestParse::kRefused);
+  EXPECT_EQ(p.status, 400);
+  EXPECT_EQ(p.message, "a header value holds a control character");
+  // A tab inside a value is allowed.
+  EXPECT_EQ(parse_request("GET /a HTTP/1.1\r\nX: a\tb\r\n\r\n", 1024, 1024, ex).kind,
+            RequestParse::kRequest);
+  EXPECT_EQ(ex.req.get_header_value("X"), "a\tb");
+}
+
 TEST_F(EventServerTest, AnswersEachWayOnOneKeptAliveConnection) {
   start();
   Client c(port);
