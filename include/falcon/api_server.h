@@ -61,6 +61,11 @@ struct SelectOutcome {
   // `selection` then has no candidates, probe_results or scores (GET /v1/selections/{id} has
   // them), and each of `candidates` only its cluster, reachable, age_ms and from_cache.
   std::int64_t same_as = 0;
+  // A repeat prepared on the event loop (ControlPlane::prepare_repeat) leaves `candidates` empty
+  // and shares the repeated decision's instead: each of `shared_candidates`, from the cache,
+  // `shared_age_offset_ms` older than it says (100 probes are not copied per request).
+  std::shared_ptr<const std::vector<ProbeSnapshot>> shared_candidates;
+  std::int64_t shared_age_offset_ms = 0;
 };
 
 // The configuration in force (GET /v1/config).

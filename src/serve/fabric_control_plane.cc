@@ -186,14 +186,17 @@ class FabricControlPlane final : public ControlPlane {
       r->brief.reason = out.selection.reason;
       r->brief.policy = out.selection.policy;
       // What a brief answer shows of each candidate's probe, and nothing to copy per repeat.
-      r->candidates.reserve(out.candidates.size());
+      auto candidates = std::make_shared<std::vector<ProbeSnapshot>>();
+      candidates->reserve(out.candidates.size());
       for (const ProbeSnapshot& p : out.candidates) {
-        ProbeSnapshot& lite = r->candidates.emplace_back();
+        ProbeSnapshot& lite = candidates->emplace_back();
         lite.result.cluster = p.result.cluster;
         lite.result.reachable = p.result.reachable;
         lite.age_ms = p.age_ms;
+        lite.from_cache = true;
         r->oldest_probe_ms = std::max(r->oldest_probe_ms, p.age_ms);
       }
+      r->candidates = std::move(candidates);
     }
     std::lock_guard lock(reuse_mutex_);
     reusable_[accelerator_type].last = std::move(r);  // null: the next caller decides afresh
@@ -469,10 +472,11 @@ class FabricControlPlane final : public ControlPlane {
     std::uint64_t data_version = 0;              // ClusterFabric::selection_data_version()
     std::uint64_t monitor_generation = 0;        // HealthMonitor::generation()
     std::chrono::steady_clock::time_point decided{};
-    std::int64_t oldest_probe_ms = 0;       // the oldest candidate probe's age when it was made
-    std::int64_t base_id = 0;               // its selection id
-    ClusterSelection brief;                 // without candidates, probe_results and scores
-    std::vector<ProbeSnapshot> candidates;  // cluster, reachable and age_ms only
+    std::int64_t oldest_probe_ms = 0;  // the oldest candidate probe's age when it was made
+    std::int64_t base_id = 0;          // its selection id
+    ClusterSelection brief;            // without candidates, probe_results and scores
+    // cluster, reachable, age_ms and from_cache only
+    std::shared_ptr<const std::vector<ProbeSnapshot>> candidates;
   };
   struct Slot {
     std::shared_ptr<const Reusable> last;  // null: none to repeat
@@ -515,6 +519,10 @@ class FabricControlPlane final : public ControlPlane {
   // gone from the store (a replaced database: the caller decides afresh).
   std::optional<SelectOutcome> repeat(const Reusable& last) {
     SelectOutcome out = unrecorded_repeat(last);
+    out.candidates = *out.shared_candidates;
+    for (ProbeSnapshot& p : out.candidates) p.age_ms += out.shared_age_offset_ms;
+    out.shared_candidates.reset();
+    out.shared_age_offset_ms = 0;
     try {
       out.selection_id = store_->record_repeated_selection(last.base_id, out.selection.decided_at);
     } catch (const std::invalid_argument&) {
@@ -525,7 +533,8 @@ class FabricControlPlane final : public ControlPlane {
     return out;
   }
 
-  // `last` as of now (its candidates' ages moved on), without an id yet.
+  // `last` as of now, without an id yet: its candidates shared, their ages moved on by the
+  // time since.
   SelectOutcome unrecorded_repeat(const Reusable& last) const {
     SelectOutcome out;
     out.selection = last.brief;
@@ -535,11 +544,8 @@ class FabricControlPlane final : public ControlPlane {
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)
             .count());
     out.same_as = last.base_id;
-    out.candidates = last.candidates;
-    for (ProbeSnapshot& p : out.candidates) {
-      p.age_ms += elapsed_ms;
-      p.from_cache = true;
-    }
+    out.shared_candidates = last.candidates;
+    out.shared_age_offset_ms = elapsed_ms;
     return out;
   }
 

@@ -66,7 +66,9 @@ std::string select_answer_json(const SelectOutcome& outcome) {
 
 std::string brief_select_answer_json(const SelectOutcome& outcome) {
   const ClusterSelection& s = outcome.selection;
-  const auto& candidates = outcome.candidates;
+  const auto& candidates =
+      outcome.shared_candidates ? *outcome.shared_candidates : outcome.candidates;
+  const std::int64_t offset = outcome.shared_candidates ? outcome.shared_age_offset_ms : 0;
   std::string out;
   out.reserve(320 + s.reason.size() + candidates.size() * 16);
   out += "{\"accelerator\":";
@@ -82,7 +84,7 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
     if (i > 0) out += ',';
     append_json_string(out, candidates[i].result.cluster);
     out += ':';
-    append_json_int(out, candidates[i].age_ms);
+    append_json_int(out, candidates[i].age_ms + offset);
   }
   // The candidates `keep` picks, as a list of names.
   const auto names = [&](const char* key, auto keep) {

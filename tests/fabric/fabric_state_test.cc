@@ -527,8 +527,11 @@ TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
   EXPECT_EQ(a->selection_id, 0);  // not recorded yet
   EXPECT_EQ(a->same_as, first.selection_id);
   EXPECT_EQ(a->selection.selected_cluster, first.selection.selected_cluster);
-  ASSERT_EQ(a->candidates.size(), first.candidates.size());
-  EXPECT_EQ(a->candidates[0].age_ms, first.candidates[0].age_ms + 250);
+  ASSERT_TRUE(a->shared_candidates);  // shared with the decision, not copied
+  ASSERT_EQ(a->shared_candidates->size(), first.candidates.size());
+  EXPECT_EQ(a->shared_candidates->at(0).age_ms + a->shared_age_offset_ms,
+            first.candidates[0].age_ms + 250);
+  EXPECT_TRUE(a->shared_candidates->at(0).from_cache);
   control->record_repeats({&*a, &*b});
   EXPECT_GT(a->selection_id, first.selection_id);
   EXPECT_GT(b->selection_id, a->selection_id);

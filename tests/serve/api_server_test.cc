@@ -140,7 +140,9 @@ class FakeControlPlane final : public ControlPlane {
     o.selection.policy = "priority";
     o.selection.decided_at = "2026-04-13T08:00:01.000Z";
     o.same_as = repeat_of;
-    o.candidates = {*cached_probe("tpu-a")};
+    o.shared_candidates = std::make_shared<std::vector<ProbeSnapshot>>(
+        std::vector<ProbeSnapshot>{*cached_probe("tpu-a")});
+    o.shared_age_offset_ms = 250;
     return o;
   }
   void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
@@ -354,6 +356,7 @@ TEST_F(ApiServerTest, ABriefSelectThatRepeatsIsAnsweredOnTheLoopAndRecorded) {
   EXPECT_EQ(repeat["same_as"], base);
   EXPECT_GT(repeat["selection_id"].get<std::int64_t>(), base);
   EXPECT_EQ(repeat["reason"], "repeated");
+  EXPECT_EQ(repeat["probe_age_ms"], json({{"tpu-a", 1750}}));  // the shared probe, 250 ms on
   EXPECT_EQ(repeat["explain"],
             "/v1/selections/" + std::to_string(repeat["selection_id"].get<std::int64_t>()));
   EXPECT_EQ(control_->selects.load(), 1);
