@@ -160,6 +160,10 @@ struct ServeSettings {
   // A brief POST /v1/select repeats the last decision for its accelerator while nothing it read
   // has changed, for at most this long (docs/serve.md); 0 decides every request afresh.
   int select_reuse_ms = 1000;
+  // Each repeat is committed to disk before it is answered (true), or written to the store and
+  // answered without waiting for the disk (false: a crash of `falcon serve` loses none, a crash
+  // of the machine may lose the last moments' repeats; never a decision made afresh).
+  bool durable_repeats = true;
   int unreachable_backoff_max_s = 600;  // cap of the doubling interval of an unreachable cluster
   int max_parallel_probes = 8;          // loop probes running at once
   int probe_retention_full_h = 24;      // probes younger than this are all kept

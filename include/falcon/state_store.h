@@ -305,8 +305,14 @@ class StateStore {
   // where the backend has them: their ids in order, 0 for one whose same_as is not a stored
   // decision made afresh (the others are recorded). Throws what record_repeated_selection throws
   // for anything else; then none is recorded.
+  //
+  // kNoWait commits them without waiting for the disk (serve.durable_repeats: false): a crash
+  // of this process loses none of them, a crash of the machine (or of PostgreSQL) may lose the
+  // last ones. A store without that distinction waits.
+  enum class Sync { kWait, kNoWait };
   virtual std::vector<std::int64_t> record_repeated_selections(
-      const std::vector<std::pair<std::int64_t, std::string>>& repeats) {
+      const std::vector<std::pair<std::int64_t, std::string>>& repeats, Sync sync = Sync::kWait) {
+    (void)sync;
     std::vector<std::int64_t> ids;
     ids.reserve(repeats.size());
     for (const auto& [same_as, decided_at] : repeats) {

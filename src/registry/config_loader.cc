@@ -871,6 +871,7 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   s->read_double("probe_jitter", 0.0, 0.5, &out.probe_jitter);
   s->read_int("max_probe_age_s", 1, kMaxTimeoutS, &out.max_probe_age_s);
   s->read_int("select_reuse_ms", 0, 60000, &out.select_reuse_ms);
+  s->read_bool("durable_repeats", &out.durable_repeats);
   s->read_int("unreachable_backoff_max_s", 1, kMaxTimeoutS, &out.unreachable_backoff_max_s);
   s->read_int("max_parallel_probes", 1, kMaxParallelProbes, &out.max_parallel_probes);
   s->read_int("probe_retention_full_h", 0, kMaxRetentionH, &out.probe_retention_full_h);

@@ -234,7 +234,9 @@ class FabricControlPlane final : public ControlPlane {
     std::vector<std::pair<std::int64_t, std::string>> rows;
     rows.reserve(repeats.size());
     for (const SelectOutcome* r : repeats) rows.emplace_back(r->same_as, r->selection.decided_at);
-    const std::vector<std::int64_t> ids = store_->record_repeated_selections(rows);
+    const std::vector<std::int64_t> ids = store_->record_repeated_selections(
+        rows, fabric_->config()->serve.durable_repeats ? StateStore::Sync::kWait
+                                                       : StateStore::Sync::kNoWait);
     bool gone = false;
     for (std::size_t i = 0; i < repeats.size(); ++i) {
       repeats[i]->selection_id = ids[i];

@@ -36,6 +36,12 @@ const SqlDialect& sqlite_dialect() {
       .int_type = "INTEGER",
       .substring_index = "instr",
       .migration_lock = "",  // BEGIN IMMEDIATE already excludes other writers
+      // WAL with synchronous=NORMAL: the commit is written to the WAL file (the OS has it: a
+      // crash of the process loses nothing) but not fsynced; the next synchronous=FULL commit
+      // or checkpoint makes it durable against a machine crash.
+      .no_wait_before = "PRAGMA synchronous=NORMAL",
+      .no_wait_in = "",
+      .no_wait_after = "PRAGMA synchronous=FULL",
   };
   return d;
 }
@@ -49,6 +55,11 @@ const SqlDialect& postgres_dialect() {
       .substring_index = "strpos",
       // One fixed key ("falcon schema"): openers of the same database migrate one at a time.
       .migration_lock = "SELECT pg_advisory_xact_lock(4660123001)",
+      // Asynchronous commit: acknowledged before its WAL is flushed (the WAL writer flushes
+      // within wal_writer_delay, 200 ms by default).
+      .no_wait_before = "",
+      .no_wait_in = "SET LOCAL synchronous_commit TO OFF",
+      .no_wait_after = "",
   };
   return d;
 }

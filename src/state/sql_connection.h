@@ -66,6 +66,12 @@ struct SqlDialect {
   std::string int_type;         // a 64-bit integer column
   std::string substring_index;  // f(haystack, needle) > 0 when needle occurs in haystack
   std::string migration_lock;   // run first inside the migration transaction ("" for none)
+  // A commit that does not wait for the disk (StateStore::Sync::kNoWait): `no_wait_before` runs
+  // before BEGIN and `no_wait_after` after the transaction (whatever its outcome), on the same
+  // connection; `no_wait_in` first inside it. "" for none.
+  std::string no_wait_before;
+  std::string no_wait_in;
+  std::string no_wait_after;
 };
 
 const SqlDialect& sqlite_dialect();

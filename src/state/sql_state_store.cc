@@ -566,6 +566,37 @@ SubmissionsImportResult SqlStateStore::import_submissions_jsonl(const std::files
   return result;
 }
 
+template <class F>
+auto SqlStateStore::write_no_wait(const char* operation, F&& fn) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      auto conn = pool_.borrow();
+      if (!dialect_.no_wait_before.empty()) conn->execute(dialect_.no_wait_before);
+      // Back to waiting commits on this connection whatever happens (it returns to the pool).
+      struct Restore {
+        SqlConnection& c;
+        const std::string& after;
+        ~Restore() {
+          if (after.empty()) return;
+          try {
+            c.execute(after);
+          } catch (const std::exception&) {
+            // A connection that cannot take a PRAGMA is broken: the pool drops it.
+          }
+        }
+      } restore{*conn, dialect_.no_wait_after};
+      SqlTransaction tx(*conn, dialect_.begin_write);
+      if (!dialect_.no_wait_in.empty()) conn->execute(dialect_.no_wait_in);
+      auto result = fn(*conn);
+      tx.commit();
+      return result;
+    } catch (const SqlError& e) {
+      if (e.retryable() && attempt < kMaxAttempts) continue;
+      fail(operation, e.what());
+    }
+  }
+}
+
 // --- Selections.
 
 // Group commit: a decision is one row, and a transaction's cost is its commit (on SQLite an
@@ -588,7 +619,7 @@ std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) 
 
 std::int64_t SqlStateStore::record_repeated_selection(std::int64_t same_as,
                                                       const std::string& decided_at) {
-  const std::int64_t id = record_repeated_selections({{same_as, decided_at}}).front();
+  const std::int64_t id = record_repeated_selections({{same_as, decided_at}}, Sync::kWait).front();
   if (id == 0) {
     throw std::invalid_argument(fmt::format(
         "record_repeated_selection: selection {} is not a stored decision made afresh", same_as));
@@ -597,7 +628,7 @@ std::int64_t SqlStateStore::record_repeated_selection(std::int64_t same_as,
 }
 
 std::vector<std::int64_t> SqlStateStore::record_repeated_selections(
-    const std::vector<std::pair<std::int64_t, std::string>>& repeats) {
+    const std::vector<std::pair<std::int64_t, std::string>>& repeats, Sync sync) {
   std::vector<PendingSelection> mine(repeats.size());
   for (std::size_t i = 0; i < repeats.size(); ++i) {
     const auto& [same_as, decided_at] = repeats[i];
@@ -610,6 +641,14 @@ std::vector<std::int64_t> SqlStateStore::record_repeated_selections(
   }
   std::vector<std::int64_t> ids;
   if (mine.empty()) return ids;
+  if (sync == Sync::kNoWait) {
+    // Nothing to wait for, so nothing to share: one transaction of their own, now.
+    std::vector<PendingSelection*> batch;
+    for (PendingSelection& p : mine) batch.push_back(&p);
+    ids = write_no_wait("record_repeated_selections",
+                        [&](SqlConnection& c) { return insert_selections(c, batch); });
+    return ids;
+  }
   commit_selection(mine);
   ids.reserve(mine.size());
   for (const PendingSelection& p : mine) {
@@ -684,29 +723,7 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
   std::exception_ptr error;
   std::vector<std::int64_t> ids;
   try {
-    ids = write("record_selection", [&](SqlConnection& c) {
-      std::vector<std::int64_t> out;
-      out.reserve(batch.size());
-      for (const PendingSelection* p : batch) {
-        if (p->same_as != 0) {
-          // 0 (no row) when same_as is not a decision made afresh: that caller's error alone.
-          const SqlRows rows = c.query(
-              "INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
-              "selection_json, same_as) SELECT accelerator, selected_cluster, $1, '', id FROM "
-              "selections WHERE id = $2 AND same_as IS NULL RETURNING id",
-              {p->decided_ms, p->same_as});
-          out.push_back(rows.empty() ? 0 : rows.front().int64(0));
-          continue;
-        }
-        out.push_back(
-            c.query("INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
-                    "selection_json) VALUES ($1, $2, $3, $4) RETURNING id",
-                    {p->accelerator, p->selected_cluster, p->decided_ms, p->json})
-                .at(0)
-                .int64(0));
-      }
-      return out;
-    });
+    ids = write("record_selection", [&](SqlConnection& c) { return insert_selections(c, batch); });
   } catch (...) {
     error = std::current_exception();
   }
@@ -731,6 +748,30 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
       notified = p->waiter;
     }
   }
+}
+
+std::vector<std::int64_t> SqlStateStore::insert_selections(
+    SqlConnection& c, const std::vector<PendingSelection*>& batch) {
+  std::vector<std::int64_t> out;
+  out.reserve(batch.size());
+  for (const PendingSelection* p : batch) {
+    if (p->same_as != 0) {
+      // 0 (no row) when same_as is not a decision made afresh: that caller's error alone.
+      const SqlRows rows = c.query(
+          "INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
+          "selection_json, same_as) SELECT accelerator, selected_cluster, $1, '', id FROM "
+          "selections WHERE id = $2 AND same_as IS NULL RETURNING id",
+          {p->decided_ms, p->same_as});
+      out.push_back(rows.empty() ? 0 : rows.front().int64(0));
+      continue;
+    }
+    out.push_back(c.query("INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
+                          "selection_json) VALUES ($1, $2, $3, $4) RETURNING id",
+                          {p->accelerator, p->selected_cluster, p->decided_ms, p->json})
+                      .at(0)
+                      .int64(0));
+  }
+  return out;
 }
 
 namespace {

@@ -37,7 +37,7 @@ class SqlStateStore final : public StateStore {
   std::int64_t record_repeated_selection(std::int64_t same_as,
                                          const std::string& decided_at) override;
   std::vector<std::int64_t> record_repeated_selections(
-      const std::vector<std::pair<std::int64_t, std::string>>& repeats) override;
+      const std::vector<std::pair<std::int64_t, std::string>>& repeats, Sync sync) override;
   std::optional<SelectionRecord> get_selection(std::int64_t id) override;
   std::vector<SelectionRecord> list_selections(
       int limit, const std::optional<std::string>& accelerator) override;
@@ -121,6 +121,12 @@ class SqlStateStore final : public StateStore {
   };
   // Writes `batch` in one transaction and marks each done (with its id, or the error).
   void commit_selections(const std::vector<PendingSelection*>& batch);
+  // The rows of `batch`, in the transaction of `c`: their ids, 0 where same_as is missing.
+  static std::vector<std::int64_t> insert_selections(SqlConnection& c,
+                                                     const std::vector<PendingSelection*>& batch);
+  // `fn(connection)` in a transaction whose commit does not wait for the disk.
+  template <class F>
+  auto write_no_wait(const char* operation, F&& fn);
   // Queues `mine` (one caller's decisions) for the next group commit and waits until all are
   // written (or failed).
   void commit_selection(std::vector<PendingSelection>& mine);

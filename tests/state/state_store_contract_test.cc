@@ -396,6 +396,17 @@ TEST_P(StateStoreContract, RepeatedDecisionsAreRecordedTogetherWithAZeroForAMiss
   EXPECT_THROW(store_->record_repeated_selections({{base, iso_at(3000)}, {base, "yesterday"}}),
                std::invalid_argument);
   EXPECT_EQ(store_->list_selections(10).size(), 5u);
+
+  // Without waiting for the disk: the same rows and answers; later writes wait again.
+  const auto quick = store_->record_repeated_selections(
+      {{base, iso_at(4000)}, {987654, iso_at(4001)}}, StateStore::Sync::kNoWait);
+  ASSERT_EQ(quick.size(), 2u);
+  EXPECT_GT(quick[0], ids[3]);
+  EXPECT_EQ(quick[1], 0);
+  EXPECT_EQ(store_->get_selection(quick[0])->same_as, base);
+  EXPECT_EQ(store_->get_selection(quick[0])->selection.decided_at, iso_at(4000));
+  EXPECT_GT(store_->record_selection(selection("a100", "gpu-y", 5000)), quick[0]);
+  EXPECT_EQ(store_->list_selections(10).size(), 7u);
 }
 
 TEST_P(StateStoreContract, AFailedDecisionWithNoClusterIsKeptToo) {
