@@ -83,6 +83,8 @@ HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 
 # A fault that finds every candidate workload still recovering from an earlier one is tried
 # again a second later, for up to this long (real seconds) after --duration.
 INJECT_GRACE_S = 150.0
+# A flaky-create fault: the next creates that fail on each flaky cluster.
+FLAKY_CREATES = 2
 
 
 def log(msg: str) -> None:
@@ -223,6 +225,11 @@ class Chaos:
         self.double_polls = 0
         self.double_runs = {}        # base -> first (time, names)
         self.first_running = {}      # incarnation name -> first time seen RUNNING (real)
+        # incarnation name -> [(time, state)] at each change of state the polls saw: whether a
+        # preemption meant to be readmitted was readmitted in time comes from the fleet's truth
+        # (the fleet gives an evicted workload's slot to the next one QUEUED on its cluster, and
+        # then readmits it only once a slot frees up).
+        self.state_changes = {}
         self.live_now = {}           # base -> [(name, cluster, state)]
         self.cluster_revived = {}    # cluster -> [(killed_at, revived_at)]
         self.incidents = []
@@ -296,8 +303,8 @@ class Chaos:
                       f"  backoff_max_s: {c['backoff_max_s']:.3f}",
                       f"  stable_after_s: {c['stable_after_s']:.3f}",
                       f"  max_recoveries: {self.max_recoveries}",
-                      # The flaky-create faults leave up to 2 failing creates on every cluster;
-                      # a replacement may meet all of them before one succeeds.
+                      # A flaky-create fault fails creates on all clusters but one; with
+                      # overlapping faults a replacement may meet each of them in two rounds.
                       f"  max_submit_attempts: {2 * len(self.clusters) + 1}"]
         path = self.work / "repos.yaml"
         path.write_text("\n".join(lines) + "\n")
@@ -359,6 +366,9 @@ class Chaos:
                         continue
                     if w["state"] == "RUNNING" and w["name"] not in self.first_running:
                         self.first_running[w["name"]] = t
+                    changes = self.state_changes.setdefault(w["name"], [])
+                    if not changes or changes[-1][1] != w["state"]:
+                        changes.append((t, w["state"]))
                     if w["state"] in ("QUEUED", "RUNNING"):
                         live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
             with self.lock:
@@ -486,9 +496,22 @@ class Chaos:
             rec["recoverable"] = False
         elif kind in ("node", "flaky_node"):
             if kind == "flaky_node":
+                # Flaky creates on every cluster but one good one (not the victim's): the
+                # replacement may meet one failing create on each flaky candidate before it gets
+                # to the good one (the supervisor does not try a cluster again in the same round
+                # once its create failed). The counts are set, not added: leftovers of an earlier
+                # flaky fault are replaced; they are cleared once this incident's replacement
+                # ran (close_incidents).
+                down = {c for c, spans in self.cluster_revived.items()
+                        if spans and spans[-1][1] is None}
+                good = self.rng.choice(sorted(c for c in self.clusters
+                                              if c != cluster and c not in down) or
+                                       [c for c in self.clusters if c != cluster])
                 for c in self.clusters:
-                    self.control("clusters:failCreates", {"cluster": c, "count": 2})
-                rec["flaky_creates"] = 2
+                    self.control("clusters:failCreates",
+                                 {"cluster": c, "count": 0 if c == good else FLAKY_CREATES})
+                rec["flaky_creates"] = FLAKY_CREATES
+                rec["good_cluster"] = good
             self.control("nodes:fail", {"cluster": cluster, "workload": name,
                                         "exit_code": self.rng.choice([137, 137, 143])})
             rec["recoverable"] = True
@@ -601,6 +624,7 @@ class Chaos:
         (self.work / "raw.json").write_text(json.dumps(
             {"incidents": self.incidents, "recoveries": recoveries,
              "first_running": self.first_running, "double_runs": self.double_runs,
+             "state_changes": self.state_changes,
              "cluster_revived": self.cluster_revived}, default=str))
         return self.report(recoveries, managed if st2 == 200 else {}, submits, bases_app,
                            killed_replica, load0, load1, time.time() - t_start)
@@ -618,8 +642,15 @@ class Chaos:
                 time.sleep(2)
 
     def close_incidents(self):
-        """An incident is closed once a newer incarnation of its workload has run (so the next
-        fault may hit it again)."""
+        """An incident is closed once a newer incarnation of its workload has been running for
+        the stability window (the supervisor's recovery is over), so the next fault may hit it
+        again; a workload fault on it before that (a preemption readmitted within the window)
+        was charged to this incident's SVRT. A kill still takes every workload on its cluster,
+        recovering ones included. Once no flaky-create incident is open any more, the failing
+        creates left on the clusters are cleared: they belong to that incident's bound, not to
+        the next incidents'."""
+        clear_flaky = False
+        stable_by = time.time() - self.cfg["stable_after_s"]
         with self.lock:
             for i in self.incidents:
                 if not i.get("open"):
@@ -628,10 +659,24 @@ class Chaos:
                         self.cfg["readmit_grace_s"] * 2:
                     i["open"] = False
                     continue
-                for name, t in self.first_running.items():
-                    if self.base_of(name) == i["base"] and name != i["name"] and t > i["t"]:
-                        i["open"] = False
-                        break
+                newer = [t for name, t in self.first_running.items()
+                         if self.base_of(name) == i["base"] and name != i["name"] and t > i["t"]]
+                if not newer:
+                    continue
+                if "replaced_at" not in i:
+                    i["replaced_at"] = min(newer)
+                    clear_flaky = clear_flaky or i["kind"] == "flaky_node"
+                if i["replaced_at"] <= stable_by:
+                    i["open"] = False
+            if clear_flaky and any(i.get("open") and "replaced_at" not in i
+                                   for i in self.incidents if i["kind"] == "flaky_node"):
+                clear_flaky = False
+        if clear_flaky:
+            for c in self.clusters:
+                try:
+                    self.control("clusters:failCreates", {"cluster": c, "count": 0})
+                except Exception as e:  # noqa: BLE001
+                    log(f"clearing failing creates on {c}: {e}")
 
     # --- results --------------------------------------------------------------------------------
 
@@ -653,7 +698,21 @@ class Chaos:
                 i["replacement_running_at"] = min(later)[0]
                 recovered.append(i)
         wrong = []
+        readmit_grace = self.cfg["readmit_grace_s"]
+        late_readmissions = []
         for i in self.incidents:
+            if i["kind"] == "preempt_readmit":
+                # When the fleet ran the evicted incarnation again (first RUNNING after the
+                # eviction), if it did: a replacement is wrong only if that came within
+                # readmit_grace_s (and the supervisor then had to see it).
+                back = [t for t, st in self.state_changes.get(i["name"], [])
+                        if st == "RUNNING" and t > i["t"]]
+                i["readmitted_after_s"] = (min(back) - i["t"]) if back else None
+                if i["readmitted_after_s"] is None or i["readmitted_after_s"] > readmit_grace:
+                    late_readmissions.append({"base": i["base"], "name": i["name"],
+                                              "cluster": i["cluster"],
+                                              "readmitted_after_s": i["readmitted_after_s"]})
+                    continue  # not readmitted within the bound: replacing it is right
             if i["recoverable"]:
                 continue
             # A replacement that ran before the workload's next fault (if any).
@@ -726,6 +785,10 @@ class Chaos:
         used = set()
         by_kind, fault_to_recovered, phases_by_kind = {}, [], {}
         for i in sorted(self.incidents, key=lambda x: x["t"]):
+            if not i["recoverable"]:
+                # Nothing to measure; matching them took records of the next fault on the same
+                # workload and cluster (a kill within the minute) away from it.
+                continue
             best = None
             for r in recoveries:
                 tv = ts(r.get("t_violation"))
@@ -777,8 +840,13 @@ class Chaos:
             # readmit_grace_s.
             extra = {"kill": max(c["unreachable_grace_s"], c["fencing_lease_s"]),
                      "preempt_held": c["readmit_grace_s"],
-                     # two injected create failures: two more submits and their back-offs
-                     "flaky_node": 2 * submit_med + 3 * c["backoff_s"]}.get(kind, 0.0)
+                     # What the fault injects: a failing create on every cluster but the old and
+                     # the good one. The replacement may try each of those once before the good
+                     # one: per failed create, the create, the list that confirms it made
+                     # nothing (one xpk call, taken as long as a create) and a selection. No
+                     # back-off: a good cluster is left.
+                     "flaky_node": (len(self.clusters) - 2) *
+                                   (2 * submit_med + selection_med)}.get(kind, 0.0)
             return (c["interval_s"] + extra + selection_med + submit_med + admission_med +
                     stab) * 1.1
         # Baselines on the same recoverable incidents (real seconds).
@@ -818,6 +886,9 @@ class Chaos:
                                       sum(1 for i in recoverable if i["kind"] == k)]
                                   for k in sorted({i["kind"] for i in recoverable})},
             "wrong_recoveries": wrong,
+            # Preemptions meant to be readmitted that the fleet did not run again within
+            # readmit_grace_s (their slot went to a workload QUEUED there): not counted wrong.
+            "late_readmissions": late_readmissions,
             "double_runs": len(self.double_runs), "double_run_polls": self.double_polls,
             "double_run_examples": list(self.double_runs.items())[:5],
             "polls": self.polls, "lost": lost, "not_lost_without_live": not_lost,
