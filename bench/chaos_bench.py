@@ -224,6 +224,7 @@ class Chaos:
         self.polls = 0
         self.double_polls = 0
         self.double_runs = {}        # base -> first (time, names)
+        self.double_running = {}     # the same, with two copies RUNNING
         self.first_running = {}      # incarnation name -> first time seen RUNNING (real)
         # incarnation name -> [(time, state)] at each change of state the polls saw: whether a
         # preemption meant to be readmitted was readmitted in time comes from the fleet's truth
@@ -379,6 +380,10 @@ class Chaos:
                     self.double_polls += 1
                     for b, v in doubled.items():
                         self.double_runs.setdefault(b, (t, v))
+                        # Both copies RUNNING (not one of them waiting QUEUED, e.g. fenced on a
+                        # dead cluster): the overlap a job's checkpoints would see.
+                        if sum(1 for x in v if x[2] == "RUNNING") > 1:
+                            self.double_running.setdefault(b, (t, v))
             self.stop_polling.wait(max(0.0, self.args.poll - (time.time() - t)))
 
     def running_on(self):
@@ -890,6 +895,7 @@ class Chaos:
             # readmit_grace_s (their slot went to a workload QUEUED there): not counted wrong.
             "late_readmissions": late_readmissions,
             "double_runs": len(self.double_runs), "double_run_polls": self.double_polls,
+            "double_running": len(self.double_running),
             "double_run_examples": list(self.double_runs.items())[:5],
             "polls": self.polls, "lost": lost, "not_lost_without_live": not_lost,
             "gave_up": gave_up, "max_recoveries": self.max_recoveries,

@@ -130,6 +130,7 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
     if (!is_set(memory.running_since)) memory.running_since = obs.at;
     memory.was_running = true;
     memory.requeued_since = StoreTime{};
+    memory.failed_unread_since = StoreTime{};
     return c;
   }
   memory.running_since = StoreTime{};
@@ -149,7 +150,23 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
     return c;
   }
   if (obs.state == "FAILED") {
-    c.violation_at = obs.at;
+    c.violation_at = is_set(memory.failed_unread_since) ? memory.failed_unread_since : obs.at;
+    if (!obs.exit_code) {
+      // The EXIT_CODE line may not be readable yet (Cloud Logging ingests with a delay; a log
+      // read can fail): concluding "application failure" at the first look left node failures
+      // unrecovered. Looked at again every pass for unreachable_grace_s, then the conservative
+      // side.
+      if (!is_set(memory.failed_unread_since)) memory.failed_unread_since = obs.at;
+      const double unread = seconds_between(memory.failed_unread_since, obs.at);
+      c.violation_at = memory.failed_unread_since;
+      if (unread < settings.unreachable_grace_s) {
+        c.verdict = Verdict::kPending;
+        c.cause = fmt::format(
+            "the workload failed on cluster {}; no exit code readable from its logs yet ({})",
+            cluster, seconds_text(unread));
+        return c;
+      }
+    }
     if (obs.exit_code && (*obs.exit_code == 137 || *obs.exit_code == 143)) {
       c.verdict = Verdict::kInfrastructure;
       c.cause = fmt::format(
@@ -157,12 +174,14 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
           cluster, *obs.exit_code);
     } else {
       c.verdict = Verdict::kApplication;
-      c.cause = obs.exit_code ? fmt::format("the workload failed on cluster {} with EXIT_CODE={}",
-                                            cluster, *obs.exit_code)
-                              : fmt::format(
-                                    "the workload failed on cluster {}; no exit code could be read "
-                                    "from its logs",
-                                    cluster);
+      c.cause =
+          obs.exit_code
+              ? fmt::format("the workload failed on cluster {} with EXIT_CODE={}", cluster,
+                            *obs.exit_code)
+              : fmt::format(
+                    "the workload failed on cluster {}; no exit code could be read "
+                    "from its logs for {}",
+                    cluster, seconds_text(seconds_between(memory.failed_unread_since, obs.at)));
     }
     return c;
   }
@@ -323,6 +342,7 @@ struct Detail {
       d.memory.running_since = ms(*it, "running_since_ms");
       d.memory.unreachable_since = ms(*it, "unreachable_since_ms");
       d.memory.requeued_since = ms(*it, "requeued_since_ms");
+      d.memory.failed_unread_since = ms(*it, "failed_unread_since_ms");
     }
     d.incident = j.value("incident", std::string());
     d.incidents = j.value("incidents", 0);
@@ -358,6 +378,9 @@ struct Detail {
       m["unreachable_since_ms"] = to_ms(memory.unreachable_since);
     }
     if (is_set(memory.requeued_since)) m["requeued_since_ms"] = to_ms(memory.requeued_since);
+    if (is_set(memory.failed_unread_since)) {
+      m["failed_unread_since_ms"] = to_ms(memory.failed_unread_since);
+    }
     j["memory"] = m;
     j["incidents"] = incidents;
     if (!incident.empty()) j["incident"] = incident;
@@ -521,10 +544,12 @@ struct Supervisor::Impl {
   // interval_s (a pass slowed by cancels, submits and log reads would otherwise judge a workload
   // by a list from seconds ago: an eviction readmitted since then looked "not readmitted within
   // readmit_grace_s"). A cluster that did not answer is not asked again in the same pass.
-  const Listing& listing(const std::string& cluster, const SupervisorSettings& s) {
+  // `any_age`: whatever this pass read (a use that a stale list cannot mislead).
+  const Listing& listing(const std::string& cluster, const SupervisorSettings& s,
+                         bool any_age = false) {
     auto it = listings.find(cluster);
     if (it != listings.end() &&
-        (!it->second.ok || seconds_between(it->second.at, now()) < s.interval_s)) {
+        (any_age || !it->second.ok || seconds_between(it->second.at, now()) < s.interval_s)) {
       return it->second;
     }
     Listing l;
@@ -640,6 +665,9 @@ struct Supervisor::Impl {
       }
       if (is_set(d.memory.requeued_since)) {
         due(d.memory.requeued_since + to_duration(s.readmit_grace_s));
+      }
+      if (is_set(d.memory.failed_unread_since)) {
+        due(d.memory.failed_unread_since + to_duration(s.unreachable_grace_s));
       }
     }
     switch (c.verdict) {
@@ -1022,10 +1050,12 @@ struct Supervisor::Impl {
   // Submits the replacement; true when it is submitted (or the workload is done with).
   bool submit(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     ensure_leader(s);
-    // After a hand-over the previous leader may have submitted it already: adopt it then.
+    // After a hand-over the previous leader may have submitted it already: adopt it then. A
+    // list from earlier in this pass is enough: one submitted since makes the create fail as a
+    // duplicate, which is adopted too.
     bool exists = false;
     {
-      const Listing& l = listing(d.to_cluster, s);
+      const Listing& l = listing(d.to_cluster, s, true);
       exists = l.ok && l.workloads.contains(d.replacement);
     }
     if (!exists) {

@@ -74,10 +74,30 @@ TEST(Classify, PlatformKillsAreInfrastructureAndOwnExitsAreApplication) {
   auto c = classify(m, seen(t0, "FAILED", 1), s, "tpu-a");
   EXPECT_EQ(c.verdict, Verdict::kApplication);
   EXPECT_THAT(c.cause, HasSubstr("EXIT_CODE=1"));
-  c = classify(m, seen(t0, "FAILED"), s, "tpu-a");
-  EXPECT_EQ(c.verdict, Verdict::kApplication);
-  EXPECT_THAT(c.cause, HasSubstr("no exit code"));
   EXPECT_EQ(classify(m, seen(t0, "COMPLETED"), s, "tpu-a").verdict, Verdict::kCompleted);
+}
+
+// No EXIT_CODE readable yet (Cloud Logging ingests late, a log read failed): pending for
+// unreachable_grace_s, looked at again; then an application failure (the conservative side).
+// A node failure whose exit code shows up late is still a node failure.
+TEST(Classify, AFailureWithoutAReadableExitCodeWaitsForTheLogsThenIsTheApplications) {
+  const auto s = fast_settings();  // unreachable_grace_s 5
+  IncarnationMemory m;
+  auto c = classify(m, seen(t0, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kPending);
+  EXPECT_THAT(c.cause, HasSubstr("no exit code readable from its logs yet"));
+  c = classify(m, seen(t0 + 4s, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kPending);
+  c = classify(m, seen(t0 + 5s, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kApplication);
+  EXPECT_THAT(c.cause, HasSubstr("no exit code could be read from its logs for 5.0s"));
+  EXPECT_EQ(c.violation_at, t0);
+
+  IncarnationMemory late;
+  EXPECT_EQ(classify(late, seen(t0, "FAILED"), s, "tpu-a").verdict, Verdict::kPending);
+  c = classify(late, seen(t0 + 2s, "FAILED", 137), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kInfrastructure);
+  EXPECT_EQ(c.violation_at, t0);  // the first look that saw it FAILED
 }
 
 TEST(Classify, AnUnreachableClusterIsAnIncidentOnlyAfterTheGraceCountedFromTheFirstFailure) {
