@@ -323,6 +323,11 @@ struct Detail {
   // Clusters a create of the replacement failed on (confirmed not created there), excluded from
   // the next decisions until no other cluster can take it.
   std::vector<std::string> create_failed;
+  // Clusters where a replacement of the open incident waited unadmitted for readmit_grace_s
+  // (full): excluded from its later decisions, so that a move does not go back to one (with
+  // only the last one excluded, a replacement went back and forth between two full clusters
+  // while others had free slots).
+  std::vector<std::string> full;
   StoreTime next_attempt{};
   StoreTime fence_since{};  // the old cluster has not answered a cancel since
   // phase confirming: a create on to_cluster failed and that cluster did not answer since.
@@ -354,9 +359,11 @@ struct Detail {
     d.submit_attempts = j.value("submit_attempts", 0);
     d.no_cluster = j.value("no_cluster", 0);
     d.rounds = j.value("rounds", 0);
-    if (const auto it = j.find("create_failed"); it != j.end() && it->is_array()) {
-      for (const json& c : *it) {
-        if (c.is_string()) d.create_failed.push_back(c.get<std::string>());
+    for (auto [key, list] : {std::pair{"create_failed", &d.create_failed}, {"full", &d.full}}) {
+      if (const auto it = j.find(key); it != j.end() && it->is_array()) {
+        for (const json& c : *it) {
+          if (c.is_string()) list->push_back(c.get<std::string>());
+        }
       }
     }
     d.next_attempt = ms(j, "next_attempt_ms");
@@ -393,6 +400,7 @@ struct Detail {
     if (no_cluster > 0) j["no_cluster"] = no_cluster;
     if (rounds > 0) j["rounds"] = rounds;
     if (!create_failed.empty()) j["create_failed"] = create_failed;
+    if (!full.empty()) j["full"] = full;
     if (is_set(next_attempt)) j["next_attempt_ms"] = to_ms(next_attempt);
     if (is_set(fence_since)) j["fence_since_ms"] = to_ms(fence_since);
     if (is_set(unconfirmed_since)) j["unconfirmed_since_ms"] = to_ms(unconfirmed_since);
@@ -744,6 +752,9 @@ struct Supervisor::Impl {
     }
     r.cause += fmt::format("; replacement {} not admitted on {} within {}, moved", m.incarnation,
                            m.cluster, seconds_text(waited));
+    if (std::find(d.full.begin(), d.full.end(), m.cluster) == d.full.end()) {
+      d.full.push_back(m.cluster);
+    }
     start_replacement(m, d, r, StoreTime{});
     event("warn", fmt::format("supervisor: {}: {} not admitted on {} within {}; moving it as {}",
                               r.incident_id, d.old_name, d.old_cluster, seconds_text(waited),
@@ -761,6 +772,7 @@ struct Supervisor::Impl {
     }
     ++d.incidents;
     d.incident = fmt::format("{}-{}", m.name, d.incidents);
+    d.full.clear();
     RecoveryRecord r;
     r.incident_id = d.incident;
     r.workload = m.name;
@@ -980,8 +992,12 @@ struct Supervisor::Impl {
     }
     ensure_leader(s);
     std::vector<std::string> excluded = {d.old_cluster};
-    for (const std::string& c : d.create_failed) {
-      if (c != d.old_cluster) excluded.push_back(c);
+    for (const auto* list : {&d.create_failed, &d.full}) {
+      for (const std::string& c : *list) {
+        if (std::find(excluded.begin(), excluded.end(), c) == excluded.end()) {
+          excluded.push_back(c);
+        }
+      }
     }
     std::string cluster;
     try {
@@ -991,6 +1007,8 @@ struct Supervisor::Impl {
       if (!d.create_failed.empty()) {
         backoff_round(m, d, s, e.what());
       } else {
+        // The full clusters are candidates again: one may have freed a slot since.
+        d.full.clear();
         wait_for_cluster(m, d, s, e.what());
       }
       return false;

@@ -584,6 +584,40 @@ TEST_F(SupervisorTest, AReplacementNotAdmittedInTimeIsMovedByTheSameIncident) {
   EXPECT_EQ(record("small").state, kManagedStarting);
 }
 
+// Every cluster a replacement of the incident waited on unadmitted stays excluded from the
+// incident's later moves (with only the last one excluded, a replacement went back and forth
+// between two full clusters while another had free slots); once none is left, they are
+// candidates again.
+TEST_F(SupervisorTest, AMovedReplacementDoesNotGoBackToAClusterItWaitedOn) {
+  SupervisorSettings settings = fast_settings();
+  auto sup = make("a", settings);
+  control_->order = {"tpu-a", "tpu-b", "tpu-c", "tpu-d"};
+  control_->sim["tpu-d"] = {};
+  manage("train", {.max_recoveries = 10, .stable_after = 30s, .recover_on_failure = false});
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  ASSERT_EQ(record("train").cluster, "tpu-b");  // tpu-a, the old cluster, excluded
+  run(*sup, 6);  // train-r1 waits on tpu-b: moved, to tpu-a (now only tpu-b is full)
+  ASSERT_EQ(record("train").incarnation, "train-r2");
+  ASSERT_EQ(record("train").cluster, "tpu-a");
+  run(*sup, 6);  // train-r2 waits on tpu-a too: not back to tpu-b
+  EXPECT_EQ(record("train").incarnation, "train-r3");
+  EXPECT_EQ(record("train").cluster, "tpu-c");
+  run(*sup, 6);
+  EXPECT_EQ(record("train").incarnation, "train-r4");
+  EXPECT_EQ(record("train").cluster, "tpu-d");
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  // Every cluster waited on: they are all candidates again (after a back-off).
+  for (int i = 0; i < 20 && record("train").incarnation == "train-r4"; ++i) run(*sup, 1);
+  EXPECT_EQ(record("train").incarnation, "train-r5");
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  control_->set(record("train").cluster, "train-r5", "RUNNING");
+  run(*sup, 31);
+  EXPECT_EQ(store_->list_recoveries(10, "train")[0].outcome, "recovered");
+}
+
 // A create that fails on one cluster (flaky xpk) costs no back-off while another cluster can
 // take the replacement: once the failed cluster's list confirms it did not make the workload,
 // the next cluster is chosen in the same pass. Back-off only once no cluster is left to try;
