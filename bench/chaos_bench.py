@@ -85,6 +85,9 @@ HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 
 INJECT_GRACE_S = 150.0
 # A flaky-create fault: the next creates that fail on each flaky cluster.
 FLAKY_CREATES = 2
+# A workload fault that found every candidate still in its stability window this many times (a
+# second apart) takes one whose replacement has run (so that every planned fault is injected).
+RELAX_AFTER_TRIES = 10
 
 
 def log(msg: str) -> None:
@@ -453,11 +456,15 @@ class Chaos:
                 return name
         return None
 
-    def inject(self, kind, t_rel, bases_app):
-        """Applies one fault; returns the incident record(s)."""
+    def inject(self, kind, t_rel, bases_app, relaxed=False):
+        """Applies one fault; returns the incident record(s). `relaxed` (the fault found no
+        candidate for RELAX_AFTER_TRIES seconds): a workload whose replacement has run, its
+        stability window not over yet, is a candidate too."""
         now = time.time()
         running = self.running_on()
-        busy = {i["base"] for i in self.incidents if i.get("open")}
+        with self.lock:
+            busy = {i["base"] for i in self.incidents
+                    if i.get("open") and not (relaxed and "replaced_at" in i)}
         managed = {b: v for b, v in running.items() if b not in bases_app and b not in busy}
         if kind == "app":
             return None  # app failures were scheduled at submit time
@@ -507,11 +514,19 @@ class Chaos:
                 # once its create failed). The counts are set, not added: leftovers of an earlier
                 # flaky fault are replaced; they are cleared once this incident's replacement
                 # ran (close_incidents).
+                # The good one can take the replacement: up and with a free slot (by the last
+                # poll); a full one would add a move (readmit_grace_s of waiting, a placement
+                # matter) to an incident about flaky creates.
                 down = {c for c, spans in self.cluster_revived.items()
                         if spans and spans[-1][1] is None}
-                good = self.rng.choice(sorted(c for c in self.clusters
-                                              if c != cluster and c not in down) or
-                                       [c for c in self.clusters if c != cluster])
+                with self.lock:
+                    used = {}
+                    for v in self.live_now.values():
+                        for _, c, _ in v:
+                            used[c] = used.get(c, 0) + 1
+                up = [c for c in self.clusters if c != cluster and c not in down]
+                good = self.rng.choice(sorted(c for c in up if used.get(c, 0) < self.args.slots)
+                                       or up or [c for c in self.clusters if c != cluster])
                 for c in self.clusters:
                     self.control("clusters:failCreates",
                                  {"cluster": c, "count": 0 if c == good else FLAKY_CREATES})
@@ -567,10 +582,10 @@ class Chaos:
         killed_replica = None
         kill_at = a.duration / 2
         app_idx = 0
-        pending = sorted(schedule)
+        pending = sorted((t, k, 0) for t, k in schedule)  # (time, kind, tries so far)
         ev = 0
         while pending:
-            t_rel, kind = pending[0]
+            t_rel, kind, tries = pending[0]
             # Application failures: submitted (managed) 2 simulated minutes before they fail.
             while app_idx < len(app_times) and app_times[app_idx] - 4.0 <= time.time() - t_start:
                 name = f"chaos-a{app_idx:03d}"
@@ -598,10 +613,10 @@ class Chaos:
             pending.pop(0)
             if kind == "app":
                 continue
-            recs = self.inject(kind, t_rel, bases_app)
+            recs = self.inject(kind, t_rel, bases_app, relaxed=tries >= RELAX_AFTER_TRIES)
             if recs is None and time.time() - t_start < a.duration + INJECT_GRACE_S:
                 # Every candidate is still recovering from an earlier fault: try again shortly.
-                pending.append((t_rel + 1.0, kind))
+                pending.append((t_rel + 1.0, kind, tries + 1))
                 pending.sort()
                 continue
             if recs:
