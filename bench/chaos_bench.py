@@ -363,19 +363,19 @@ class Chaos:
                 time.sleep(self.args.poll)
                 continue
             live = {}
-            for c in s["clusters"]:
-                for w in c["workloads"]:
-                    base = self.base_of(w["name"])
-                    if base is None:
-                        continue
-                    if w["state"] == "RUNNING" and w["name"] not in self.first_running:
-                        self.first_running[w["name"]] = t
-                    changes = self.state_changes.setdefault(w["name"], [])
-                    if not changes or changes[-1][1] != w["state"]:
-                        changes.append((t, w["state"]))
-                    if w["state"] in ("QUEUED", "RUNNING"):
-                        live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
-            with self.lock:
+            with self.lock:  # close_incidents() reads first_running from the main thread
+                for c in s["clusters"]:
+                    for w in c["workloads"]:
+                        base = self.base_of(w["name"])
+                        if base is None:
+                            continue
+                        if w["state"] == "RUNNING" and w["name"] not in self.first_running:
+                            self.first_running[w["name"]] = t
+                        changes = self.state_changes.setdefault(w["name"], [])
+                        if not changes or changes[-1][1] != w["state"]:
+                            changes.append((t, w["state"]))
+                        if w["state"] in ("QUEUED", "RUNNING"):
+                            live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
                 self.polls += 1
                 self.live_now = live
                 doubled = {b: v for b, v in live.items() if len(v) > 1}
