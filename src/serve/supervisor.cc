@@ -970,12 +970,15 @@ struct Supervisor::Impl {
   // No cluster can take the replacement now (every one unreachable, excluded, full or behind an
   // open breaker). That is not a failed attempt: giving up would lose a workload to a condition
   // that passes (a cluster revived, a breaker's cool-down over). The decision is made again
-  // after the same back-off, doubling up to backoff_max_s, for as long as it takes.
+  // after the same back-off, doubling, for as long as it takes; capped at unreachable_grace_s
+  // (when that is below backoff_max_s): a decision is a selection over cached probes, and with
+  // the cap at backoff_max_s the replacements of a chaos run waited up to that long after a
+  // cluster could take them again (a kill's SVRT +30 %).
   void wait_for_cluster(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s,
                         const std::string& why) {
     ++d.no_cluster;
-    const double delay =
-        std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, std::min(d.no_cluster, 30) - 1));
+    const double cap = std::min(s.backoff_max_s, std::max(s.backoff_s, s.unreachable_grace_s));
+    const double delay = std::min(cap, s.backoff_s * std::pow(2.0, std::min(d.no_cluster, 30) - 1));
     d.next_attempt = now() + to_duration(delay);
     due(d.next_attempt);
     save(m, d);

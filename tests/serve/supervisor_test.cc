@@ -803,8 +803,9 @@ TEST_F(SupervisorTest, NoAvailableClusterIsWaitedForNotGivenUpOn) {
   EXPECT_EQ(open.outcome, "open");
   EXPECT_FALSE(open.decided);
   control_->reach("tpu-c", true);
-  // Within backoff_max_s (8 s); then no more passes (the replacement would wait QUEUED).
-  for (int i = 0; i < 8 && control_->submits.empty(); ++i) run(*sup, 1);
+  // Within unreachable_grace_s (5 s), the cap of these decisions' back-off (not backoff_max_s,
+  // 8 s); then no more passes (the replacement would wait QUEUED).
+  for (int i = 0; i < 5 && control_->submits.empty(); ++i) run(*sup, 1);
   ASSERT_EQ(control_->submits.size(), 1u);
   EXPECT_EQ(control_->submits[0], std::make_pair(std::string("tpu-c"), std::string("train-r1")));
   EXPECT_EQ(record("train").incarnation, "train-r1");
