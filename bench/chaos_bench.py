@@ -475,7 +475,14 @@ class Chaos:
             for b, (n, c) in managed.items():
                 by_cluster.setdefault(c, []).append((b, n))
             down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
-            app_clusters = {v[1] for b, v in running.items() if b in bases_app}
+            # Never a cluster with an application-failure run on it, RUNNING or not yet (QUEUED,
+            # or submitted since the last poll): a kill made that run an infrastructure incident,
+            # rightly recovered, and its replacement counted as a wrong recovery.
+            with self.lock:
+                app_clusters = {c for b, v in self.live_now.items() if b in bases_app
+                                for _, c, _ in v}
+            app_clusters |= {i["cluster"] for i in self.incidents
+                             if i["kind"] == "app" and i["t"] > now - 5.0}
             choices = sorted(c for c in by_cluster if c not in down and c not in app_clusters)
             if not choices:
                 log("kill: every candidate cluster is down or hosts an application-failure run")
