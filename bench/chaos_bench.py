@@ -83,6 +83,13 @@ HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 
 # A fault that finds every candidate workload still recovering from an earlier one is tried
 # again a second later, for up to this long (real seconds) after --duration.
 INJECT_GRACE_S = 150.0
+# The cause a supervisor record of each recoverable fault kind starts with.
+CAUSE_OF_KIND = {
+    "kill": re.compile(r"^cluster \S+ unreachable"),
+    "preempt_held": re.compile(r"^evicted on cluster"),
+    "node": re.compile(r"^workers killed by the platform"),
+    "flaky_node": re.compile(r"^workers killed by the platform"),
+}
 # A flaky-create fault: the next creates that fail on each flaky cluster.
 FLAKY_CREATES = 2
 # A workload fault that found every candidate still in its stability window this many times (a
@@ -823,6 +830,10 @@ class Chaos:
                     continue
                 if self.base_of(r.get("workload", "")) != i["base"] and \
                         r.get("workload") != i["base"]:
+                    continue
+                # The record's own cause says which fault it is: a held preemption whose cluster
+                # was killed a moment later took the kill's record (and its fencing wait).
+                if not CAUSE_OF_KIND[i["kind"]].match(r.get("cause") or ""):
                     continue
                 if i["t"] - 1.0 <= tv <= i["t"] + 60.0 and (best is None or tv < ts(
                         best.get("t_violation"))):
