@@ -83,6 +83,18 @@ HUMAN_NOTICE_MEAN_S = 1800.0   # no-supervisor baseline: a person notices after 
 # A fault that finds every candidate workload still recovering from an earlier one is tried
 # again a second later, for up to this long (real seconds) after --duration.
 INJECT_GRACE_S = 150.0
+# The cause a supervisor record of each recoverable fault kind starts with.
+CAUSE_OF_KIND = {
+    "kill": re.compile(r"^cluster \S+ unreachable"),
+    "preempt_held": re.compile(r"^evicted on cluster"),
+    "node": re.compile(r"^workers killed by the platform"),
+    "flaky_node": re.compile(r"^workers killed by the platform"),
+}
+# A flaky-create fault: the next creates that fail on each flaky cluster.
+FLAKY_CREATES = 2
+# A workload fault that found every candidate still in its stability window this many times (a
+# second apart) takes one whose replacement has run (so that every planned fault is injected).
+RELAX_AFTER_TRIES = 10
 
 
 def log(msg: str) -> None:
@@ -222,7 +234,13 @@ class Chaos:
         self.polls = 0
         self.double_polls = 0
         self.double_runs = {}        # base -> first (time, names)
+        self.double_running = {}     # the same, with two copies RUNNING
         self.first_running = {}      # incarnation name -> first time seen RUNNING (real)
+        # incarnation name -> [(time, state)] at each change of state the polls saw: whether a
+        # preemption meant to be readmitted was readmitted in time comes from the fleet's truth
+        # (the fleet gives an evicted workload's slot to the next one QUEUED on its cluster, and
+        # then readmits it only once a slot frees up).
+        self.state_changes = {}
         self.live_now = {}           # base -> [(name, cluster, state)]
         self.cluster_revived = {}    # cluster -> [(killed_at, revived_at)]
         self.incidents = []
@@ -296,8 +314,8 @@ class Chaos:
                       f"  backoff_max_s: {c['backoff_max_s']:.3f}",
                       f"  stable_after_s: {c['stable_after_s']:.3f}",
                       f"  max_recoveries: {self.max_recoveries}",
-                      # The flaky-create faults leave up to 2 failing creates on every cluster;
-                      # a replacement may meet all of them before one succeeds.
+                      # A flaky-create fault fails creates on all clusters but one; with
+                      # overlapping faults a replacement may meet each of them in two rounds.
                       f"  max_submit_attempts: {2 * len(self.clusters) + 1}"]
         path = self.work / "repos.yaml"
         path.write_text("\n".join(lines) + "\n")
@@ -352,16 +370,19 @@ class Chaos:
                 time.sleep(self.args.poll)
                 continue
             live = {}
-            for c in s["clusters"]:
-                for w in c["workloads"]:
-                    base = self.base_of(w["name"])
-                    if base is None:
-                        continue
-                    if w["state"] == "RUNNING" and w["name"] not in self.first_running:
-                        self.first_running[w["name"]] = t
-                    if w["state"] in ("QUEUED", "RUNNING"):
-                        live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
-            with self.lock:
+            with self.lock:  # close_incidents() reads first_running from the main thread
+                for c in s["clusters"]:
+                    for w in c["workloads"]:
+                        base = self.base_of(w["name"])
+                        if base is None:
+                            continue
+                        if w["state"] == "RUNNING" and w["name"] not in self.first_running:
+                            self.first_running[w["name"]] = t
+                        changes = self.state_changes.setdefault(w["name"], [])
+                        if not changes or changes[-1][1] != w["state"]:
+                            changes.append((t, w["state"]))
+                        if w["state"] in ("QUEUED", "RUNNING"):
+                            live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
                 self.polls += 1
                 self.live_now = live
                 doubled = {b: v for b, v in live.items() if len(v) > 1}
@@ -369,6 +390,10 @@ class Chaos:
                     self.double_polls += 1
                     for b, v in doubled.items():
                         self.double_runs.setdefault(b, (t, v))
+                        # Both copies RUNNING (not one of them waiting QUEUED, e.g. fenced on a
+                        # dead cluster): the overlap a job's checkpoints would see.
+                        if sum(1 for x in v if x[2] == "RUNNING") > 1:
+                            self.double_running.setdefault(b, (t, v))
             self.stop_polling.wait(max(0.0, self.args.poll - (time.time() - t)))
 
     def running_on(self):
@@ -438,11 +463,15 @@ class Chaos:
                 return name
         return None
 
-    def inject(self, kind, t_rel, bases_app):
-        """Applies one fault; returns the incident record(s)."""
+    def inject(self, kind, t_rel, bases_app, relaxed=False):
+        """Applies one fault; returns the incident record(s). `relaxed` (the fault found no
+        candidate for RELAX_AFTER_TRIES seconds): a workload whose replacement has run, its
+        stability window not over yet, is a candidate too."""
         now = time.time()
         running = self.running_on()
-        busy = {i["base"] for i in self.incidents if i.get("open")}
+        with self.lock:
+            busy = {i["base"] for i in self.incidents
+                    if i.get("open") and not (relaxed and "replaced_at" in i)}
         managed = {b: v for b, v in running.items() if b not in bases_app and b not in busy}
         if kind == "app":
             return None  # app failures were scheduled at submit time
@@ -453,7 +482,14 @@ class Chaos:
             for b, (n, c) in managed.items():
                 by_cluster.setdefault(c, []).append((b, n))
             down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
-            app_clusters = {v[1] for b, v in running.items() if b in bases_app}
+            # Never a cluster with an application-failure run on it, RUNNING or not yet (QUEUED,
+            # or submitted since the last poll): a kill made that run an infrastructure incident,
+            # rightly recovered, and its replacement counted as a wrong recovery.
+            with self.lock:
+                app_clusters = {c for b, v in self.live_now.items() if b in bases_app
+                                for _, c, _ in v}
+            app_clusters |= {i["cluster"] for i in self.incidents
+                             if i["kind"] == "app" and i["t"] > now - 5.0}
             choices = sorted(c for c in by_cluster if c not in down and c not in app_clusters)
             if not choices:
                 log("kill: every candidate cluster is down or hosts an application-failure run")
@@ -486,9 +522,30 @@ class Chaos:
             rec["recoverable"] = False
         elif kind in ("node", "flaky_node"):
             if kind == "flaky_node":
+                # Flaky creates on every cluster but one good one (not the victim's): the
+                # replacement may meet one failing create on each flaky candidate before it gets
+                # to the good one (the supervisor does not try a cluster again in the same round
+                # once its create failed). The counts are set, not added: leftovers of an earlier
+                # flaky fault are replaced; they are cleared once this incident's replacement
+                # ran (close_incidents).
+                # The good one can take the replacement: up and with a free slot (by the last
+                # poll); a full one would add a move (readmit_grace_s of waiting, a placement
+                # matter) to an incident about flaky creates.
+                down = {c for c, spans in self.cluster_revived.items()
+                        if spans and spans[-1][1] is None}
+                with self.lock:
+                    used = {}
+                    for v in self.live_now.values():
+                        for _, c, _ in v:
+                            used[c] = used.get(c, 0) + 1
+                up = [c for c in self.clusters if c != cluster and c not in down]
+                good = self.rng.choice(sorted(c for c in up if used.get(c, 0) < self.args.slots)
+                                       or up or [c for c in self.clusters if c != cluster])
                 for c in self.clusters:
-                    self.control("clusters:failCreates", {"cluster": c, "count": 2})
-                rec["flaky_creates"] = 2
+                    self.control("clusters:failCreates",
+                                 {"cluster": c, "count": 0 if c == good else FLAKY_CREATES})
+                rec["flaky_creates"] = FLAKY_CREATES
+                rec["good_cluster"] = good
             self.control("nodes:fail", {"cluster": cluster, "workload": name,
                                         "exit_code": self.rng.choice([137, 137, 143])})
             rec["recoverable"] = True
@@ -539,10 +596,10 @@ class Chaos:
         killed_replica = None
         kill_at = a.duration / 2
         app_idx = 0
-        pending = sorted(schedule)
+        pending = sorted((t, k, 0) for t, k in schedule)  # (time, kind, tries so far)
         ev = 0
         while pending:
-            t_rel, kind = pending[0]
+            t_rel, kind, tries = pending[0]
             # Application failures: submitted (managed) 2 simulated minutes before they fail.
             while app_idx < len(app_times) and app_times[app_idx] - 4.0 <= time.time() - t_start:
                 name = f"chaos-a{app_idx:03d}"
@@ -570,10 +627,10 @@ class Chaos:
             pending.pop(0)
             if kind == "app":
                 continue
-            recs = self.inject(kind, t_rel, bases_app)
+            recs = self.inject(kind, t_rel, bases_app, relaxed=tries >= RELAX_AFTER_TRIES)
             if recs is None and time.time() - t_start < a.duration + INJECT_GRACE_S:
                 # Every candidate is still recovering from an earlier fault: try again shortly.
-                pending.append((t_rel + 1.0, kind))
+                pending.append((t_rel + 1.0, kind, tries + 1))
                 pending.sort()
                 continue
             if recs:
@@ -601,6 +658,7 @@ class Chaos:
         (self.work / "raw.json").write_text(json.dumps(
             {"incidents": self.incidents, "recoveries": recoveries,
              "first_running": self.first_running, "double_runs": self.double_runs,
+             "state_changes": self.state_changes,
              "cluster_revived": self.cluster_revived}, default=str))
         return self.report(recoveries, managed if st2 == 200 else {}, submits, bases_app,
                            killed_replica, load0, load1, time.time() - t_start)
@@ -618,8 +676,15 @@ class Chaos:
                 time.sleep(2)
 
     def close_incidents(self):
-        """An incident is closed once a newer incarnation of its workload has run (so the next
-        fault may hit it again)."""
+        """An incident is closed once a newer incarnation of its workload has been running for
+        the stability window (the supervisor's recovery is over), so the next fault may hit it
+        again; a workload fault on it before that (a preemption readmitted within the window)
+        was charged to this incident's SVRT. A kill still takes every workload on its cluster,
+        recovering ones included. Once no flaky-create incident is open any more, the failing
+        creates left on the clusters are cleared: they belong to that incident's bound, not to
+        the next incidents'."""
+        clear_flaky = False
+        stable_by = time.time() - self.cfg["stable_after_s"]
         with self.lock:
             for i in self.incidents:
                 if not i.get("open"):
@@ -628,10 +693,24 @@ class Chaos:
                         self.cfg["readmit_grace_s"] * 2:
                     i["open"] = False
                     continue
-                for name, t in self.first_running.items():
-                    if self.base_of(name) == i["base"] and name != i["name"] and t > i["t"]:
-                        i["open"] = False
-                        break
+                newer = [t for name, t in self.first_running.items()
+                         if self.base_of(name) == i["base"] and name != i["name"] and t > i["t"]]
+                if not newer:
+                    continue
+                if "replaced_at" not in i:
+                    i["replaced_at"] = min(newer)
+                    clear_flaky = clear_flaky or i["kind"] == "flaky_node"
+                if i["replaced_at"] <= stable_by:
+                    i["open"] = False
+            if clear_flaky and any(i.get("open") and "replaced_at" not in i
+                                   for i in self.incidents if i["kind"] == "flaky_node"):
+                clear_flaky = False
+        if clear_flaky:
+            for c in self.clusters:
+                try:
+                    self.control("clusters:failCreates", {"cluster": c, "count": 0})
+                except Exception as e:  # noqa: BLE001
+                    log(f"clearing failing creates on {c}: {e}")
 
     # --- results --------------------------------------------------------------------------------
 
@@ -653,7 +732,21 @@ class Chaos:
                 i["replacement_running_at"] = min(later)[0]
                 recovered.append(i)
         wrong = []
+        readmit_grace = self.cfg["readmit_grace_s"]
+        late_readmissions = []
         for i in self.incidents:
+            if i["kind"] == "preempt_readmit":
+                # When the fleet ran the evicted incarnation again (first RUNNING after the
+                # eviction), if it did: a replacement is wrong only if that came within
+                # readmit_grace_s (and the supervisor then had to see it).
+                back = [t for t, st in self.state_changes.get(i["name"], [])
+                        if st == "RUNNING" and t > i["t"]]
+                i["readmitted_after_s"] = (min(back) - i["t"]) if back else None
+                if i["readmitted_after_s"] is None or i["readmitted_after_s"] > readmit_grace:
+                    late_readmissions.append({"base": i["base"], "name": i["name"],
+                                              "cluster": i["cluster"],
+                                              "readmitted_after_s": i["readmitted_after_s"]})
+                    continue  # not readmitted within the bound: replacing it is right
             if i["recoverable"]:
                 continue
             # A replacement that ran before the workload's next fault (if any).
@@ -726,6 +819,10 @@ class Chaos:
         used = set()
         by_kind, fault_to_recovered, phases_by_kind = {}, [], {}
         for i in sorted(self.incidents, key=lambda x: x["t"]):
+            if not i["recoverable"]:
+                # Nothing to measure; matching them took records of the next fault on the same
+                # workload and cluster (a kill within the minute) away from it.
+                continue
             best = None
             for r in recoveries:
                 tv = ts(r.get("t_violation"))
@@ -733,6 +830,10 @@ class Chaos:
                     continue
                 if self.base_of(r.get("workload", "")) != i["base"] and \
                         r.get("workload") != i["base"]:
+                    continue
+                # The record's own cause says which fault it is: a held preemption whose cluster
+                # was killed a moment later took the kill's record (and its fencing wait).
+                if not CAUSE_OF_KIND[i["kind"]].match(r.get("cause") or ""):
                     continue
                 if i["t"] - 1.0 <= tv <= i["t"] + 60.0 and (best is None or tv < ts(
                         best.get("t_violation"))):
@@ -777,8 +878,13 @@ class Chaos:
             # readmit_grace_s.
             extra = {"kill": max(c["unreachable_grace_s"], c["fencing_lease_s"]),
                      "preempt_held": c["readmit_grace_s"],
-                     # two injected create failures: two more submits and their back-offs
-                     "flaky_node": 2 * submit_med + 3 * c["backoff_s"]}.get(kind, 0.0)
+                     # What the fault injects: a failing create on every cluster but the old and
+                     # the good one. The replacement may try each of those once before the good
+                     # one: per failed create, the create, the list that confirms it made
+                     # nothing (one xpk call, taken as long as a create) and a selection. No
+                     # back-off: a good cluster is left.
+                     "flaky_node": (len(self.clusters) - 2) *
+                                   (2 * submit_med + selection_med)}.get(kind, 0.0)
             return (c["interval_s"] + extra + selection_med + submit_med + admission_med +
                     stab) * 1.1
         # Baselines on the same recoverable incidents (real seconds).
@@ -818,7 +924,11 @@ class Chaos:
                                       sum(1 for i in recoverable if i["kind"] == k)]
                                   for k in sorted({i["kind"] for i in recoverable})},
             "wrong_recoveries": wrong,
+            # Preemptions meant to be readmitted that the fleet did not run again within
+            # readmit_grace_s (their slot went to a workload QUEUED there): not counted wrong.
+            "late_readmissions": late_readmissions,
             "double_runs": len(self.double_runs), "double_run_polls": self.double_polls,
+            "double_running": len(self.double_running),
             "double_run_examples": list(self.double_runs.items())[:5],
             "polls": self.polls, "lost": lost, "not_lost_without_live": not_lost,
             "gave_up": gave_up, "max_recoveries": self.max_recoveries,

@@ -76,9 +76,10 @@ struct IncarnationObservation {
 // What is remembered of an incarnation between looks. A time_since_epoch() of zero: not set.
 struct IncarnationMemory {
   bool was_running = false;
-  StoreTime running_since{};      // RUNNING continuously since
-  StoreTime unreachable_since{};  // the cluster has not answered since
-  StoreTime requeued_since{};     // QUEUED again after RUNNING (evicted / preempted) since
+  StoreTime running_since{};        // RUNNING continuously since
+  StoreTime unreachable_since{};    // the cluster has not answered since
+  StoreTime requeued_since{};       // QUEUED again after RUNNING (evicted / preempted) since
+  StoreTime failed_unread_since{};  // FAILED with no exit code readable from its logs since
 };
 
 enum class Verdict {
@@ -106,7 +107,9 @@ struct Classification {
 //   not listed any more (deleted by the platform, or never made)  infrastructure
 //   FAILED with EXIT_CODE 137 or 143 (workers killed: SIGKILL, SIGTERM, no application failure)
 //                                                                infrastructure
-//   FAILED with another exit code, or none readable              application
+//   FAILED with another exit code                                application
+//   FAILED with no exit code readable from the logs              pending for unreachable_grace_s
+//     (logs arrive late: Cloud Logging's ingestion lag, a failed log read), then application
 //   COMPLETED                                                    completed
 // `cluster` names the cluster in causes.
 Classification classify(IncarnationMemory& memory, const IncarnationObservation& obs,

@@ -130,6 +130,7 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
     if (!is_set(memory.running_since)) memory.running_since = obs.at;
     memory.was_running = true;
     memory.requeued_since = StoreTime{};
+    memory.failed_unread_since = StoreTime{};
     return c;
   }
   memory.running_since = StoreTime{};
@@ -149,7 +150,23 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
     return c;
   }
   if (obs.state == "FAILED") {
-    c.violation_at = obs.at;
+    c.violation_at = is_set(memory.failed_unread_since) ? memory.failed_unread_since : obs.at;
+    if (!obs.exit_code) {
+      // The EXIT_CODE line may not be readable yet (Cloud Logging ingests with a delay; a log
+      // read can fail): concluding "application failure" at the first look left node failures
+      // unrecovered. Looked at again every pass for unreachable_grace_s, then the conservative
+      // side.
+      if (!is_set(memory.failed_unread_since)) memory.failed_unread_since = obs.at;
+      const double unread = seconds_between(memory.failed_unread_since, obs.at);
+      c.violation_at = memory.failed_unread_since;
+      if (unread < settings.unreachable_grace_s) {
+        c.verdict = Verdict::kPending;
+        c.cause = fmt::format(
+            "the workload failed on cluster {}; no exit code readable from its logs yet ({})",
+            cluster, seconds_text(unread));
+        return c;
+      }
+    }
     if (obs.exit_code && (*obs.exit_code == 137 || *obs.exit_code == 143)) {
       c.verdict = Verdict::kInfrastructure;
       c.cause = fmt::format(
@@ -157,12 +174,14 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
           cluster, *obs.exit_code);
     } else {
       c.verdict = Verdict::kApplication;
-      c.cause = obs.exit_code ? fmt::format("the workload failed on cluster {} with EXIT_CODE={}",
-                                            cluster, *obs.exit_code)
-                              : fmt::format(
-                                    "the workload failed on cluster {}; no exit code could be read "
-                                    "from its logs",
-                                    cluster);
+      c.cause =
+          obs.exit_code
+              ? fmt::format("the workload failed on cluster {} with EXIT_CODE={}", cluster,
+                            *obs.exit_code)
+              : fmt::format(
+                    "the workload failed on cluster {}; no exit code could be read "
+                    "from its logs for {}",
+                    cluster, seconds_text(seconds_between(memory.failed_unread_since, obs.at)));
     }
     return c;
   }
@@ -300,8 +319,19 @@ struct Detail {
   std::string replacement;
   int submit_attempts = 0;
   int no_cluster = 0;  // decisions in a row that found no available cluster
+  int rounds = 0;      // rounds of failed creates that left no other cluster (back-offs)
+  // Clusters a create of the replacement failed on (confirmed not created there), excluded from
+  // the next decisions until no other cluster can take it.
+  std::vector<std::string> create_failed;
+  // Clusters where a replacement of the open incident waited unadmitted for readmit_grace_s
+  // (full): excluded from its later decisions, so that a move does not go back to one (with
+  // only the last one excluded, a replacement went back and forth between two full clusters
+  // while others had free slots).
+  std::vector<std::string> full;
   StoreTime next_attempt{};
   StoreTime fence_since{};  // the old cluster has not answered a cancel since
+  // phase confirming: a create on to_cluster failed and that cluster did not answer since.
+  StoreTime unconfirmed_since{};
   std::vector<std::pair<std::string, std::string>> fenced;  // (cluster, name) to cancel later
 
   static Detail parse(const std::string& text) {
@@ -317,6 +347,7 @@ struct Detail {
       d.memory.running_since = ms(*it, "running_since_ms");
       d.memory.unreachable_since = ms(*it, "unreachable_since_ms");
       d.memory.requeued_since = ms(*it, "requeued_since_ms");
+      d.memory.failed_unread_since = ms(*it, "failed_unread_since_ms");
     }
     d.incident = j.value("incident", std::string());
     d.incidents = j.value("incidents", 0);
@@ -327,8 +358,17 @@ struct Detail {
     d.replacement = j.value("replacement", std::string());
     d.submit_attempts = j.value("submit_attempts", 0);
     d.no_cluster = j.value("no_cluster", 0);
+    d.rounds = j.value("rounds", 0);
+    for (auto [key, list] : {std::pair{"create_failed", &d.create_failed}, {"full", &d.full}}) {
+      if (const auto it = j.find(key); it != j.end() && it->is_array()) {
+        for (const json& c : *it) {
+          if (c.is_string()) list->push_back(c.get<std::string>());
+        }
+      }
+    }
     d.next_attempt = ms(j, "next_attempt_ms");
     d.fence_since = ms(j, "fence_since_ms");
+    d.unconfirmed_since = ms(j, "unconfirmed_since_ms");
     if (const auto it = j.find("fenced"); it != j.end() && it->is_array()) {
       for (const json& f : *it) {
         d.fenced.emplace_back(f.value("cluster", std::string()), f.value("name", std::string()));
@@ -345,6 +385,9 @@ struct Detail {
       m["unreachable_since_ms"] = to_ms(memory.unreachable_since);
     }
     if (is_set(memory.requeued_since)) m["requeued_since_ms"] = to_ms(memory.requeued_since);
+    if (is_set(memory.failed_unread_since)) {
+      m["failed_unread_since_ms"] = to_ms(memory.failed_unread_since);
+    }
     j["memory"] = m;
     j["incidents"] = incidents;
     if (!incident.empty()) j["incident"] = incident;
@@ -355,8 +398,12 @@ struct Detail {
     if (!replacement.empty()) j["replacement"] = replacement;
     if (submit_attempts > 0) j["submit_attempts"] = submit_attempts;
     if (no_cluster > 0) j["no_cluster"] = no_cluster;
+    if (rounds > 0) j["rounds"] = rounds;
+    if (!create_failed.empty()) j["create_failed"] = create_failed;
+    if (!full.empty()) j["full"] = full;
     if (is_set(next_attempt)) j["next_attempt_ms"] = to_ms(next_attempt);
     if (is_set(fence_since)) j["fence_since_ms"] = to_ms(fence_since);
+    if (is_set(unconfirmed_since)) j["unconfirmed_since_ms"] = to_ms(unconfirmed_since);
     if (!fenced.empty()) {
       json f = json::array();
       for (const auto& [c, n] : fenced) f.push_back({{"cluster", c}, {"name", n}});
@@ -411,13 +458,18 @@ struct Supervisor::Impl {
   bool running = false;
   bool stopping = false;
 
-  // Per pass: each cluster's workload list (or why it could not be read).
+  // Per pass: each cluster's workload list (or why it could not be read), and when it was read.
   struct Listing {
     bool ok = false;
     std::string error;
     std::map<std::string, WorkloadInfo> workloads;
+    StoreTime at{};  // when the list call started: what it shows is at least that recent
   };
   std::map<std::string, Listing> listings;
+  // Per pass: the earliest moment a pass has something to do (a grace period, the fencing lease,
+  // a back-off or a stability window ending); the loop runs the next pass then when that comes
+  // before interval_s.
+  StoreTime next_due{};
   // Per pass: the clusters whose breaker this pass has fed a failure already. One outage is one
   // failure, however many managed workloads it takes down (a killed cluster with 16 of them
   // opened its breaker at once and kept it open far beyond the outage).
@@ -496,10 +548,20 @@ struct Supervisor::Impl {
 
   // --- Observing.
 
-  const Listing& listing(const std::string& cluster) {
+  // The cluster's workload list, read once per pass; read again when it is older than
+  // interval_s (a pass slowed by cancels, submits and log reads would otherwise judge a workload
+  // by a list from seconds ago: an eviction readmitted since then looked "not readmitted within
+  // readmit_grace_s"). A cluster that did not answer is not asked again in the same pass.
+  // `any_age`: whatever this pass read (a use that a stale list cannot mislead).
+  const Listing& listing(const std::string& cluster, const SupervisorSettings& s,
+                         bool any_age = false) {
     auto it = listings.find(cluster);
-    if (it != listings.end()) return it->second;
+    if (it != listings.end() &&
+        (any_age || !it->second.ok || seconds_between(it->second.at, now()) < s.interval_s)) {
+      return it->second;
+    }
     Listing l;
+    l.at = now();
     try {
       for (WorkloadInfo& w : control().list_live(cluster, std::nullopt)) {
         std::string name = w.name;
@@ -509,13 +571,26 @@ struct Supervisor::Impl {
     } catch (const std::exception& e) {
       l.error = e.what();
     }
+    if (it != listings.end()) {
+      it->second = std::move(l);
+      return it->second;
+    }
     return listings.emplace(cluster, std::move(l)).first->second;
   }
 
-  IncarnationObservation observe(const std::string& cluster, const std::string& name) {
+  // Forgets `cluster`'s list: the next look reads it again (after a failed create there).
+  void forget_listing(const std::string& cluster) { listings.erase(cluster); }
+
+  void due(StoreTime t) {
+    if (is_set(t) && (!is_set(next_due) || t < next_due)) next_due = t;
+  }
+
+  // Observed at the moment its cluster's list was read, not when this pass got round to it.
+  IncarnationObservation observe(const std::string& cluster, const std::string& name,
+                                 const SupervisorSettings& s) {
     IncarnationObservation obs;
-    const Listing& l = listing(cluster);
-    obs.at = now();
+    const Listing& l = listing(cluster, s);
+    obs.at = l.at;
     obs.reachable = l.ok;
     obs.error = l.error;
     if (!l.ok) return obs;
@@ -588,8 +663,21 @@ struct Supervisor::Impl {
 
   // The current incarnation is supposed to be live: look at it.
   void watch(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
-    const IncarnationObservation obs = observe(m.cluster, m.incarnation);
+    const IncarnationObservation obs = observe(m.cluster, m.incarnation, s);
     const Classification c = classify(d.memory, obs, s, m.cluster);
+    // When this workload's next verdict can change without anything new happening: a grace
+    // period ending, a replacement's wait for admission reaching readmit_grace_s.
+    if (c.verdict == Verdict::kPending) {
+      if (is_set(d.memory.unreachable_since)) {
+        due(d.memory.unreachable_since + to_duration(s.unreachable_grace_s));
+      }
+      if (is_set(d.memory.requeued_since)) {
+        due(d.memory.requeued_since + to_duration(s.readmit_grace_s));
+      }
+      if (is_set(d.memory.failed_unread_since)) {
+        due(d.memory.failed_unread_since + to_duration(s.unreachable_grace_s));
+      }
+    }
     switch (c.verdict) {
       case Verdict::kHealthy:
       case Verdict::kPending: {
@@ -617,8 +705,9 @@ struct Supervisor::Impl {
                                         m.incarnation, m.cluster,
                                         seconds_text(svrt_phases(r).svrt.value_or(0))));
               d.incident.clear();
-            } else if (changed) {
-              store().put_recovery(r);
+            } else {
+              due(d.memory.running_since + m.stable_after);
+              if (changed) store().put_recovery(r);
             }
           }
         }
@@ -655,11 +744,17 @@ struct Supervisor::Impl {
   bool move_unadmitted(ManagedWorkloadRecord& m, Detail& d, const IncarnationObservation& obs,
                        const SupervisorSettings& s) {
     RecoveryRecord r = incident_record(m, d);
-    if (!r.submitted || r.admitted) return false;
+    if (!r.submitted || r.admitted || m.attempts >= m.max_recoveries) return false;
     const double waited = seconds_between(*r.submitted, obs.at);
-    if (waited < s.readmit_grace_s || m.attempts >= m.max_recoveries) return false;
+    if (waited < s.readmit_grace_s) {
+      due(*r.submitted + to_duration(s.readmit_grace_s));
+      return false;
+    }
     r.cause += fmt::format("; replacement {} not admitted on {} within {}, moved", m.incarnation,
                            m.cluster, seconds_text(waited));
+    if (std::find(d.full.begin(), d.full.end(), m.cluster) == d.full.end()) {
+      d.full.push_back(m.cluster);
+    }
     start_replacement(m, d, r, StoreTime{});
     event("warn", fmt::format("supervisor: {}: {} not admitted on {} within {}; moving it as {}",
                               r.incident_id, d.old_name, d.old_cluster, seconds_text(waited),
@@ -677,6 +772,7 @@ struct Supervisor::Impl {
     }
     ++d.incidents;
     d.incident = fmt::format("{}-{}", m.name, d.incidents);
+    d.full.clear();
     RecoveryRecord r;
     r.incident_id = d.incident;
     r.workload = m.name;
@@ -731,7 +827,10 @@ struct Supervisor::Impl {
     d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
     d.submit_attempts = 0;
     d.no_cluster = 0;
+    d.rounds = 0;
+    d.create_failed.clear();
     d.next_attempt = StoreTime{};
+    d.unconfirmed_since = StoreTime{};
     r.replacement = d.replacement;
     store().put_recovery(r);
     save(m, d);
@@ -742,7 +841,7 @@ struct Supervisor::Impl {
     if (d.fenced.empty()) return;
     std::vector<std::pair<std::string, std::string>> left;
     for (const auto& [cluster, name] : d.fenced) {
-      if (!listing(cluster).ok) {
+      if (!listing(cluster, s).ok) {
         left.emplace_back(cluster, name);
         continue;
       }
@@ -765,11 +864,14 @@ struct Supervisor::Impl {
 
   void recover(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     if (d.phase == "fencing" && !fence(m, d, s)) return;
+    // Bounded: every turn of this loop is a failed create, counted against max_submit_attempts.
     for (;;) {
+      if (d.phase == "confirming" && !confirm_not_created(m, d, s)) return;
       if (d.phase == "deciding" && !decide(m, d, s)) return;
       if (d.phase != "submitting") return;
       if (submit(m, d, s)) return;
-      // A failed submit goes back to deciding (after its back-off).
+      // A failed create goes back to deciding: at once without the cluster it failed on, or
+      // after a back-off once no other cluster can take it.
     }
   }
 
@@ -780,7 +882,7 @@ struct Supervisor::Impl {
     std::string not_confirmed;  // why the cancel did not confirm it gone
     try {
       const WorkloadHandle old = control().handle_for(d.old_cluster, d.old_name);
-      if (const Listing& l = listing(d.old_cluster); !l.ok) {
+      if (const Listing& l = listing(d.old_cluster, s); !l.ok) {
         // Its cluster did not answer this pass: a cancel would fail the same way, and during an
         // outage it cost one xpk call per workload on that cluster in every pass, delaying the
         // looks at every other workload.
@@ -798,7 +900,7 @@ struct Supervisor::Impl {
     }
     if (how.empty()) {
       // Not confirmed. A listing that answers without it, or with it finished, is as good.
-      const Listing& l = listing(d.old_cluster);
+      const Listing& l = listing(d.old_cluster, s);
       if (l.ok) {
         const auto it = l.workloads.find(d.old_name);
         if (it == l.workloads.end()) {
@@ -811,6 +913,7 @@ struct Supervisor::Impl {
         if (!is_set(d.fence_since)) d.fence_since = now();
         const double waited = seconds_between(d.fence_since, now());
         if (waited < s.fencing_lease_s) {
+          due(d.fence_since + to_duration(s.fencing_lease_s));
           save(m, d);
           return false;
         }
@@ -830,61 +933,91 @@ struct Supervisor::Impl {
     return true;
   }
 
-  void backoff(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s,
-               const std::string& why, bool give_up) {
-    ++d.submit_attempts;
+  // Ends the incident as gave_up: the replacement could not be submitted.
+  void give_up_submitting(ManagedWorkloadRecord& m, Detail& d, const std::string& why) {
     RecoveryRecord r = incident_record(m, d);
     r.attempts = d.submit_attempts;
-    if (give_up || d.submit_attempts >= s.max_submit_attempts) {
-      r.cause += fmt::format("; replacement not submitted after {} attempt{}: {}",
-                             d.submit_attempts, d.submit_attempts == 1 ? "" : "s", why);
-      m.state = kManagedGaveUp;
-      d.incident.clear();
-      d.phase.clear();
-      close_incident(r, "gave_up");
-      save(m, d);
-      event("error", fmt::format("supervisor: {} gave up: {}", m.name, why));
-      return;
-    }
-    const double delay =
-        std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, d.submit_attempts - 1));
-    d.next_attempt = now() + to_duration(delay);
-    d.phase = "deciding";
-    store().put_recovery(r);
+    r.cause += fmt::format("; replacement not submitted after {} attempt{}: {}", d.submit_attempts,
+                           d.submit_attempts == 1 ? "" : "s", why);
+    m.state = kManagedGaveUp;
+    d.incident.clear();
+    d.phase.clear();
+    d.create_failed.clear();
+    close_incident(r, "gave_up");
     save(m, d);
-    event("warn", fmt::format("supervisor: {} attempt {} failed ({}); next in {}", d.replacement,
-                              d.submit_attempts, why, seconds_text(delay)));
+    event("error", fmt::format("supervisor: {} gave up: {}", m.name, why));
+  }
+
+  // Every cluster that could take the replacement failed its create this round (or the only
+  // ones left are those): decide again after backoff_s, doubling each round up to backoff_max_s,
+  // with those clusters candidates again.
+  void backoff_round(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s,
+                     const std::string& why) {
+    ++d.rounds;
+    const double delay =
+        std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, std::min(d.rounds, 30) - 1));
+    d.next_attempt = now() + to_duration(delay);
+    d.create_failed.clear();
+    d.phase = "deciding";
+    due(d.next_attempt);
+    save(m, d);
+    event("warn", fmt::format("supervisor: {}: no cluster left to try after {} failed create{} "
+                              "({}); next in {}",
+                              d.replacement, d.submit_attempts, d.submit_attempts == 1 ? "" : "s",
+                              why, seconds_text(delay)));
   }
 
   // No cluster can take the replacement now (every one unreachable, excluded, full or behind an
   // open breaker). That is not a failed attempt: giving up would lose a workload to a condition
   // that passes (a cluster revived, a breaker's cool-down over). The decision is made again
-  // after the same back-off, doubling up to backoff_max_s, for as long as it takes.
+  // after the same back-off, doubling, for as long as it takes; capped at unreachable_grace_s
+  // (when that is below backoff_max_s): a decision is a selection over cached probes, and with
+  // the cap at backoff_max_s the replacements of a chaos run waited up to that long after a
+  // cluster could take them again (a kill's SVRT +30 %).
   void wait_for_cluster(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s,
                         const std::string& why) {
     ++d.no_cluster;
-    const double delay =
-        std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, std::min(d.no_cluster, 30) - 1));
+    const double cap = std::min(s.backoff_max_s, std::max(s.backoff_s, s.unreachable_grace_s));
+    const double delay = std::min(cap, s.backoff_s * std::pow(2.0, std::min(d.no_cluster, 30) - 1));
     d.next_attempt = now() + to_duration(delay);
+    due(d.next_attempt);
     save(m, d);
     event("warn", fmt::format("supervisor: {}: no cluster for {} yet (decision {}); next in {}: {}",
                               m.name, d.replacement, d.no_cluster, seconds_text(delay), why));
   }
 
-  // Chooses the replacement's cluster; true when chosen.
+  // Chooses the replacement's cluster, never the old one nor one whose create failed this
+  // round; true when chosen.
   bool decide(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
-    if (is_set(d.next_attempt) && now() < d.next_attempt) return false;
+    if (is_set(d.next_attempt) && now() < d.next_attempt) {
+      due(d.next_attempt);
+      return false;
+    }
     ensure_leader(s);
+    std::vector<std::string> excluded = {d.old_cluster};
+    for (const auto* list : {&d.create_failed, &d.full}) {
+      for (const std::string& c : *list) {
+        if (std::find(excluded.begin(), excluded.end(), c) == excluded.end()) {
+          excluded.push_back(c);
+        }
+      }
+    }
     std::string cluster;
     try {
-      cluster = control()
-                    .select_excluding(m.spec.accelerator_type, {d.old_cluster})
-                    .selection.selected_cluster;
+      cluster =
+          control().select_excluding(m.spec.accelerator_type, excluded).selection.selected_cluster;
     } catch (const NoAvailableClusterError& e) {
-      wait_for_cluster(m, d, s, e.what());
+      if (!d.create_failed.empty()) {
+        backoff_round(m, d, s, e.what());
+      } else {
+        // The full clusters are candidates again: one may have freed a slot since.
+        d.full.clear();
+        wait_for_cluster(m, d, s, e.what());
+      }
       return false;
     }
     d.no_cluster = 0;
+    d.next_attempt = StoreTime{};
     RecoveryRecord r = incident_record(m, d);
     r.decided = now();
     r.to_cluster = cluster;
@@ -896,13 +1029,54 @@ struct Supervisor::Impl {
     return true;
   }
 
+  // A create on d.to_cluster failed (transient: xpk failed, the API server did not answer). It
+  // must be confirmed not to have made the workload before the replacement goes anywhere else,
+  // or there could be two: true when confirmed absent (phase deciding, the cluster excluded for
+  // this round); a replacement listed there after all is adopted (phase submitting, which
+  // submit() then finds listed). A cluster that does not answer is asked again every pass, and
+  // after fencing_lease_s without an answer the possible copy is fenced like an old
+  // incarnation (cancelled once its cluster answers).
+  bool confirm_not_created(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    if (!is_set(d.unconfirmed_since)) d.unconfirmed_since = now();
+    const Listing& l = listing(d.to_cluster, s);
+    if (l.ok && l.workloads.contains(d.replacement)) {
+      event("warn",
+            fmt::format("supervisor: {}: its failed create on {} made it after all; adopted",
+                        d.replacement, d.to_cluster));
+      d.unconfirmed_since = StoreTime{};
+      d.phase = "submitting";
+      return true;
+    }
+    if (!l.ok) {
+      const double waited = seconds_between(d.unconfirmed_since, now());
+      if (waited < s.fencing_lease_s) {
+        due(d.unconfirmed_since + to_duration(s.fencing_lease_s));
+        save(m, d);
+        return false;
+      }
+      d.fenced.emplace_back(d.to_cluster, d.replacement);
+      event("warn", fmt::format("supervisor: {}: {} has not answered for {} since a failed create; "
+                                "fenced, cancelled once it answers",
+                                d.replacement, d.to_cluster, seconds_text(waited)));
+    }
+    d.unconfirmed_since = StoreTime{};
+    d.create_failed.push_back(d.to_cluster);
+    d.to_cluster.clear();
+    d.next_attempt = StoreTime{};
+    d.phase = "deciding";
+    save(m, d);
+    return true;
+  }
+
   // Submits the replacement; true when it is submitted (or the workload is done with).
   bool submit(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     ensure_leader(s);
-    // After a hand-over the previous leader may have submitted it already: adopt it then.
+    // After a hand-over the previous leader may have submitted it already: adopt it then. A
+    // list from earlier in this pass is enough: one submitted since makes the create fail as a
+    // duplicate, which is adopted too.
     bool exists = false;
     {
-      const Listing& l = listing(d.to_cluster);
+      const Listing& l = listing(d.to_cluster, s, true);
       exists = l.ok && l.workloads.contains(d.replacement);
     }
     if (!exists) {
@@ -910,18 +1084,36 @@ struct Supervisor::Impl {
       spec.name = d.replacement;
       spec.env["FALCON_RECOVERY_COUNT"] = std::to_string(m.attempts);
       spec.env["FALCON_PREVIOUS_WORKLOAD"] = d.old_name;
+      std::string failure;
       try {
         control().submit(d.to_cluster, spec);
       } catch (const InvalidWorkloadSpecError& e) {
-        backoff(m, d, s, e.what(), true);
+        ++d.submit_attempts;
+        give_up_submitting(m, d, e.what());
         return true;
       } catch (const WorkloadSubmitError& e) {
-        if (!names_duplicate(e.what(), d.replacement)) {
-          backoff(m, d, s, e.what(), false);
-          return false;
-        }
+        if (!names_duplicate(e.what(), d.replacement)) failure = e.what();
       } catch (const std::exception& e) {
-        backoff(m, d, s, e.what(), false);
+        failure = e.what();
+      }
+      if (!failure.empty()) {
+        // A transient failure: the cluster's breaker heard it from the submit itself (the
+        // fabric feeds <cluster>/<accelerator>). Another cluster is tried at once, once this
+        // one is confirmed not to have made it; back-off only when none is left.
+        ++d.submit_attempts;
+        RecoveryRecord r = incident_record(m, d);
+        r.attempts = d.submit_attempts;
+        store().put_recovery(r);
+        if (d.submit_attempts >= s.max_submit_attempts) {
+          give_up_submitting(m, d, failure);
+          return true;
+        }
+        event("warn", fmt::format("supervisor: {} create {} on {} failed: {}", d.replacement,
+                                  d.submit_attempts, d.to_cluster, failure));
+        d.phase = "confirming";
+        d.unconfirmed_since = now();
+        forget_listing(d.to_cluster);  // its list from before the create does not confirm
+        save(m, d);
         return false;
       }
     }
@@ -942,8 +1134,11 @@ struct Supervisor::Impl {
     d.replacement.clear();
     d.submit_attempts = 0;
     d.no_cluster = 0;
+    d.rounds = 0;
+    d.create_failed.clear();
     d.next_attempt = StoreTime{};
     d.fence_since = StoreTime{};
+    d.unconfirmed_since = StoreTime{};
     save(m, d);
     return true;
   }
@@ -961,6 +1156,7 @@ struct Supervisor::Impl {
     if (!take_lease(s)) return false;
     listings.clear();
     breaker_fed.clear();
+    next_due = StoreTime{};
     std::vector<ManagedWorkloadRecord> all;
     try {
       all = store().list_managed(1000);
@@ -981,6 +1177,16 @@ struct Supervisor::Impl {
       }
     }
     listings.clear();
+    std::lock_guard lock(mutex);
+    return leader;
+  }
+
+  StoreTime next_due_time() {
+    std::lock_guard pass(pass_mutex);
+    return leader_now() ? next_due : StoreTime{};
+  }
+
+  bool leader_now() const {
     std::lock_guard lock(mutex);
     return leader;
   }
@@ -1019,7 +1225,13 @@ void Supervisor::start() {
         impl_->event("warn", fmt::format("supervisor: pass failed: {}", e.what()));
       }
       const SupervisorSettings s = impl_->current_settings();
-      const double wait = std::min(s.interval_s, s.lease_ttl_s / 3.0);
+      double wait = std::min(s.interval_s, s.lease_ttl_s / 3.0);
+      // Something falls due before that (a grace period, the fencing lease, a back-off, a
+      // stability window): the next pass runs then, not up to a whole interval later. At least
+      // a tenth of the interval apart, so that a due time already past cannot spin the loop.
+      if (const StoreTime due = impl_->next_due_time(); is_set(due)) {
+        wait = std::min(wait, std::max(s.interval_s / 10.0, seconds_between(impl_->now(), due)));
+      }
       std::unique_lock guard(impl_->mutex);
       const auto deadline = impl_->options.clock->steady_now() + to_duration(wait);
       if (impl_->options.clock->wait_until(guard, impl_->wake, deadline,

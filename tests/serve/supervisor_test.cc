@@ -74,10 +74,30 @@ TEST(Classify, PlatformKillsAreInfrastructureAndOwnExitsAreApplication) {
   auto c = classify(m, seen(t0, "FAILED", 1), s, "tpu-a");
   EXPECT_EQ(c.verdict, Verdict::kApplication);
   EXPECT_THAT(c.cause, HasSubstr("EXIT_CODE=1"));
-  c = classify(m, seen(t0, "FAILED"), s, "tpu-a");
-  EXPECT_EQ(c.verdict, Verdict::kApplication);
-  EXPECT_THAT(c.cause, HasSubstr("no exit code"));
   EXPECT_EQ(classify(m, seen(t0, "COMPLETED"), s, "tpu-a").verdict, Verdict::kCompleted);
+}
+
+// No EXIT_CODE readable yet (Cloud Logging ingests late, a log read failed): pending for
+// unreachable_grace_s, looked at again; then an application failure (the conservative side).
+// A node failure whose exit code shows up late is still a node failure.
+TEST(Classify, AFailureWithoutAReadableExitCodeWaitsForTheLogsThenIsTheApplications) {
+  const auto s = fast_settings();  // unreachable_grace_s 5
+  IncarnationMemory m;
+  auto c = classify(m, seen(t0, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kPending);
+  EXPECT_THAT(c.cause, HasSubstr("no exit code readable from its logs yet"));
+  c = classify(m, seen(t0 + 4s, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kPending);
+  c = classify(m, seen(t0 + 5s, "FAILED"), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kApplication);
+  EXPECT_THAT(c.cause, HasSubstr("no exit code could be read from its logs for 5.0s"));
+  EXPECT_EQ(c.violation_at, t0);
+
+  IncarnationMemory late;
+  EXPECT_EQ(classify(late, seen(t0, "FAILED"), s, "tpu-a").verdict, Verdict::kPending);
+  c = classify(late, seen(t0 + 2s, "FAILED", 137), s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kInfrastructure);
+  EXPECT_EQ(c.violation_at, t0);  // the first look that saw it FAILED
 }
 
 TEST(Classify, AnUnreachableClusterIsAnIncidentOnlyAfterTheGraceCountedFromTheFirstFailure) {
@@ -171,6 +191,10 @@ class SimControl final : public ControlPlane {
   std::vector<std::string> breaker_failures;
   std::map<std::string, int> cancel_calls;  // by cluster, answered or not
   int failing_submits = 0;                  // the next N submits fail (transient)
+  std::map<std::string, int> failing_on;    // the next N submits to a cluster fail (transient)
+  bool create_then_fail = false;    // a failing submit makes the workload all the same (a timeout)
+  std::function<void()> on_status;  // called by status() (a slow log read), before it answers
+  std::string cut_after_failed_create;  // this cluster stops answering after a failed create
   // What a failing submit says: xpk's create output, which mentions an unrelated "already
   // exists" (its RoleBinding) on every create.
   std::string failing_message =
@@ -232,8 +256,10 @@ class SimControl final : public ControlPlane {
   }
   WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
     std::lock_guard lock(mutex);
-    if (failing_submits > 0) {
-      --failing_submits;
+    if (failing_submits > 0 || failing_on[c] > 0) {
+      --(failing_submits > 0 ? failing_submits : failing_on[c]);
+      if (create_then_fail) sim.at(c).workloads[spec.name].spec = spec;
+      if (cut_after_failed_create == c) sim.at(c).reachable = false;
       throw WorkloadSubmitError(failing_message, c, spec.name, 1, "");
     }
     auto& cl = sim.at(c);
@@ -252,6 +278,7 @@ class SimControl final : public ControlPlane {
     return {w, c, "default", ""};
   }
   WorkloadStatus status(const WorkloadHandle& h) override {
+    if (on_status) on_status();
     std::lock_guard lock(mutex);
     const auto& cl = sim.at(h.cluster);
     if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
@@ -557,30 +584,145 @@ TEST_F(SupervisorTest, AReplacementNotAdmittedInTimeIsMovedByTheSameIncident) {
   EXPECT_EQ(record("small").state, kManagedStarting);
 }
 
-TEST_F(SupervisorTest, TransientSubmitFailuresBackOffThenGiveUp) {
+// Every cluster a replacement of the incident waited on unadmitted stays excluded from the
+// incident's later moves (with only the last one excluded, a replacement went back and forth
+// between two full clusters while another had free slots); once none is left, they are
+// candidates again.
+TEST_F(SupervisorTest, AMovedReplacementDoesNotGoBackToAClusterItWaitedOn) {
+  SupervisorSettings settings = fast_settings();
+  auto sup = make("a", settings);
+  control_->order = {"tpu-a", "tpu-b", "tpu-c", "tpu-d"};
+  control_->sim["tpu-d"] = {};
+  manage("train", {.max_recoveries = 10, .stable_after = 30s, .recover_on_failure = false});
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  ASSERT_EQ(record("train").cluster, "tpu-b");  // tpu-a, the old cluster, excluded
+  run(*sup, 6);  // train-r1 waits on tpu-b: moved, to tpu-a (now only tpu-b is full)
+  ASSERT_EQ(record("train").incarnation, "train-r2");
+  ASSERT_EQ(record("train").cluster, "tpu-a");
+  run(*sup, 6);  // train-r2 waits on tpu-a too: not back to tpu-b
+  EXPECT_EQ(record("train").incarnation, "train-r3");
+  EXPECT_EQ(record("train").cluster, "tpu-c");
+  run(*sup, 6);
+  EXPECT_EQ(record("train").incarnation, "train-r4");
+  EXPECT_EQ(record("train").cluster, "tpu-d");
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  // Every cluster waited on: they are all candidates again (after a back-off).
+  for (int i = 0; i < 20 && record("train").incarnation == "train-r4"; ++i) run(*sup, 1);
+  EXPECT_EQ(record("train").incarnation, "train-r5");
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  control_->set(record("train").cluster, "train-r5", "RUNNING");
+  run(*sup, 31);
+  EXPECT_EQ(store_->list_recoveries(10, "train")[0].outcome, "recovered");
+}
+
+// A create that fails on one cluster (flaky xpk) costs no back-off while another cluster can
+// take the replacement: once the failed cluster's list confirms it did not make the workload,
+// the next cluster is chosen in the same pass. Back-off only once no cluster is left to try;
+// then every cluster is a candidate again. max_submit_attempts bounds the failed creates.
+TEST_F(SupervisorTest, AFailedCreateTriesAnotherClusterAtOnceThenBacksOffThenGivesUp) {
   auto sup = make("a");
   manage("flaky");
   manage("doomed");
   control_->set("tpu-a", "flaky", "FAILED", 137);
-  control_->failing_submits = 1;  // flaky's first replacement submit fails
+  control_->failing_on["tpu-b"] = 1;  // flaky's replacement: its create on tpu-b fails
+  const StoreTime seen = clock_->now() + 1s;
   run(*sup, 1);
-  EXPECT_EQ(record("flaky").state, kManagedRecovering);
-  // doomed's first look came after: it submitted fine. Now make every submit fail for doomed-r2.
-  run(*sup, 2);  // back-off 2 s: flaky retried and submitted
-  EXPECT_EQ(record("flaky").incarnation, "flaky-r1");
-  EXPECT_EQ(store_->get_recovery("flaky-1")->attempts, 2);
+  ManagedWorkloadRecord m = record("flaky");
+  EXPECT_EQ(m.incarnation, "flaky-r1");
+  EXPECT_EQ(m.cluster, "tpu-c");  // tpu-a is the old cluster, tpu-b failed its create
+  EXPECT_EQ(control_->live_copies("flaky"), 1);
+  const RecoveryRecord r = *store_->get_recovery("flaky-1");
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_EQ(*r.submitted, seen);  // no back-off
+  EXPECT_EQ(r.to_cluster, "tpu-c");
 
+  // Every create fails: tpu-b, tpu-c, then no cluster left (back-off 2 s), tpu-b, tpu-c: four
+  // attempts, given up.
   control_->set("tpu-a", "doomed", "FAILED", 143);
   control_->failing_submits = 100;
-  const StoreTime start = clock_->now();
-  for (int i = 0; i < 40 && record("doomed").state != kManagedGaveUp; ++i) run(*sup, 1);
+  run(*sup, 1);
+  EXPECT_EQ(record("doomed").state, kManagedRecovering);
+  EXPECT_EQ(store_->get_recovery("doomed-1")->attempts, 2);
+  run(*sup, 1);
+  EXPECT_EQ(record("doomed").state, kManagedRecovering);  // within the back-off
+  run(*sup, 1);
   EXPECT_EQ(record("doomed").state, kManagedGaveUp);
-  const RecoveryRecord r = *store_->get_recovery("doomed-1");
-  EXPECT_EQ(r.outcome, "gave_up");
-  EXPECT_EQ(r.attempts, 4);
-  EXPECT_THAT(r.cause, HasSubstr("not submitted after 4 attempts"));
-  // Back-off 2 + 4 + 8 s between the four attempts.
-  EXPECT_GE(clock_->now() - start, 14s);
+  const RecoveryRecord d = *store_->get_recovery("doomed-1");
+  EXPECT_EQ(d.outcome, "gave_up");
+  EXPECT_EQ(d.attempts, 4);
+  EXPECT_THAT(d.cause, HasSubstr("not submitted after 4 attempts"));
+  EXPECT_EQ(control_->live_copies("doomed"), 0);
+}
+
+// Never two copies through a failed create: a create that failed but made the workload all the
+// same (xpk timed out after the apply) is found on that cluster's list and adopted; a create
+// whose cluster then stops answering is not followed by a create elsewhere until the cluster
+// answers or fencing_lease_s has passed.
+TEST_F(SupervisorTest, AFailedCreateIsConfirmedNotToHaveMadeTheWorkloadBeforeAnotherCluster) {
+  auto sup = make("a");
+  manage("made");
+  control_->set("tpu-a", "made", "FAILED", 137);
+  control_->failing_on["tpu-b"] = 1;
+  control_->create_then_fail = true;
+  run(*sup, 1);
+  EXPECT_EQ(record("made").incarnation, "made-r1");
+  EXPECT_EQ(record("made").cluster, "tpu-b");  // adopted where the failed create made it
+  EXPECT_EQ(control_->live_copies("made"), 1);
+  control_->create_then_fail = false;
+
+  manage("silent");
+  control_->set("tpu-a", "silent", "FAILED", 137);
+  // tpu-b is chosen, its create fails and tpu-b stops answering right after.
+  control_->reach("tpu-c", false);
+  control_->failing_on["tpu-b"] = 1;
+  control_->cut_after_failed_create = "tpu-b";
+  run(*sup, 1);
+  EXPECT_EQ(record("silent").state, kManagedRecovering);
+  EXPECT_EQ(control_->live_copies("silent"), 0);
+  control_->reach("tpu-c", true);
+  run(*sup, 19);  // fencing_lease_s (20 s) since the failed create: nothing submitted elsewhere
+  EXPECT_EQ(record("silent").state, kManagedRecovering);
+  EXPECT_EQ(control_->live_copies("silent"), 0);
+  run(*sup, 1);
+  EXPECT_EQ(record("silent").incarnation, "silent-r1");
+  EXPECT_EQ(record("silent").cluster, "tpu-c");
+  EXPECT_EQ(control_->live_copies("silent"), 1);
+}
+
+// An eviction readmitted within readmit_grace_s is not an incident, even when a pass is slow:
+// each look is judged at the time its cluster's list was read, and a list older than interval_s
+// is read again. (A pass slowed by log reads judged a workload by a list read seconds earlier,
+// stamped with the later time: the readmission it had missed looked like readmit_grace_s of
+// waiting, and the chaos benchmark's readmitted preemption was replaced.)
+TEST_F(SupervisorTest, AReadmittedEvictionIsNotReplacedWhenAPassIsSlow) {
+  auto sup = make("a");
+  manage("app");    // looked at first in each pass (name order)
+  manage("train");  // on the same cluster
+  control_->set("tpu-a", "app", "RUNNING");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "QUEUED");  // preempted, to be readmitted in 2 s
+  run(*sup, 3);                               // seen QUEUED for 2 s
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  // The next pass reads tpu-a's list (train still QUEUED), then app's failure: reading its exit
+  // code from the logs takes 6 s, during which train is readmitted.
+  control_->set("tpu-a", "app", "FAILED", 1);
+  control_->on_status = [this] {
+    control_->on_status = nullptr;
+    clock_->advance(6s);
+    control_->set("tpu-a", "train", "RUNNING");
+  };
+  run(*sup, 1);
+  EXPECT_EQ(record("app").state, kManagedFailed);
+  EXPECT_EQ(record("train").incarnation, "train");
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
+  run(*sup, 10);
+  EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
+  EXPECT_TRUE(control_->submits.empty());
 }
 
 // xpk prints "RoleBinding: ... already exists. Skipping its creation." on every create; a failed
@@ -595,7 +737,7 @@ TEST_F(SupervisorTest, AFailedCreateIsRetriedEvenWhenXpkSaysSomethingElseAlready
   run(*sup, 1);
   EXPECT_TRUE(control_->submits.empty());
   EXPECT_EQ(record("train").state, kManagedRecovering);
-  run(*sup, 8);  // back-off 2 s, then 4 s
+  run(*sup, 2);  // tpu-b and tpu-c failed: back-off 2 s, then tpu-b again
   ASSERT_EQ(control_->submits.size(), 1u);
   EXPECT_EQ(record("train").incarnation, "train-r1");
   EXPECT_TRUE(control_->spec_of(control_->submits[0].first, "train-r1"));
@@ -661,8 +803,9 @@ TEST_F(SupervisorTest, NoAvailableClusterIsWaitedForNotGivenUpOn) {
   EXPECT_EQ(open.outcome, "open");
   EXPECT_FALSE(open.decided);
   control_->reach("tpu-c", true);
-  // Within backoff_max_s (8 s); then no more passes (the replacement would wait QUEUED).
-  for (int i = 0; i < 8 && control_->submits.empty(); ++i) run(*sup, 1);
+  // Within unreachable_grace_s (5 s), the cap of these decisions' back-off (not backoff_max_s,
+  // 8 s); then no more passes (the replacement would wait QUEUED).
+  for (int i = 0; i < 5 && control_->submits.empty(); ++i) run(*sup, 1);
   ASSERT_EQ(control_->submits.size(), 1u);
   EXPECT_EQ(control_->submits[0], std::make_pair(std::string("tpu-c"), std::string("train-r1")));
   EXPECT_EQ(record("train").incarnation, "train-r1");
@@ -727,8 +870,8 @@ TEST_F(SupervisorTest, ANewLeaderAdoptsAReplacementThePreviousOneSubmittedWithou
   auto a = make("replica-a");
   manage("train");
   control_->set("tpu-a", "train", "FAILED", 137);
-  control_->failing_submits = 1;
-  a->run_once();  // detected, cancelled, decided tpu-b; the submit failed: back-off
+  control_->failing_submits = 2;
+  a->run_once();  // detected, cancelled; the creates on tpu-b and tpu-c failed: back-off
   ManagedWorkloadRecord m = record("train");
   ASSERT_EQ(m.state, kManagedRecovering);
   // As if a had submitted train-r1 to tpu-b and died before recording it.
