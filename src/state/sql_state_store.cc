@@ -641,14 +641,9 @@ std::vector<std::int64_t> SqlStateStore::record_repeated_selections(
   }
   std::vector<std::int64_t> ids;
   if (mine.empty()) return ids;
-  if (sync == Sync::kNoWait) {
-    // Nothing to wait for, so nothing to share: one transaction of their own, now.
-    std::vector<PendingSelection*> batch;
-    for (PendingSelection& p : mine) batch.push_back(&p);
-    ids = write_no_wait("record_repeated_selections",
-                        [&](SqlConnection& c) { return insert_selections(c, batch); });
-    return ids;
-  }
+  // Through the group commit either way: one writer at a time in this process (several
+  // connections taking turns at SQLite's write lock would sleep in its busy handler).
+  for (PendingSelection& p : mine) p.no_wait = sync == Sync::kNoWait;
   commit_selection(mine);
   ids.reserve(mine.size());
   for (const PendingSelection& p : mine) {
@@ -723,7 +718,12 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
   std::exception_ptr error;
   std::vector<std::int64_t> ids;
   try {
-    ids = write("record_selection", [&](SqlConnection& c) { return insert_selections(c, batch); });
+    // A batch of rows that all may skip the disk wait commits without it; one row that must
+    // wait makes the whole batch wait.
+    const bool no_wait = std::all_of(batch.begin(), batch.end(),
+                                     [](const PendingSelection* p) { return p->no_wait; });
+    const auto insert = [&](SqlConnection& c) { return insert_selections(c, batch); };
+    ids = no_wait ? write_no_wait("record_selection", insert) : write("record_selection", insert);
   } catch (...) {
     error = std::current_exception();
   }

@@ -112,6 +112,7 @@ class SqlStateStore final : public StateStore {
     std::int64_t same_as = 0;  // a repeated decision: accelerator, cluster and json come from it
     std::int64_t id = 0;
     bool missing = false;  // same_as is not a stored decision made afresh (error says so)
+    bool no_wait = false;  // may be committed without waiting for the disk (Sync::kNoWait)
     std::exception_ptr error;
     // kWaiting until its batch is written (kDone: id or error set) or until it is handed the
     // lead (kLead: write the next batch). Read and written under selection_mutex_.
