@@ -1110,6 +1110,19 @@ TEST(ApiServerTls, ServesHttpsWithTheGivenCertificate) {
   auto r = client.Get("/v1/clusters");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+  // The same routes and error shapes as on plain HTTP (one dispatch for both servers).
+  r = client.Post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["selected_cluster"], "tpu-a");
+  r = client.Get("/v1/nope");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "RouteNotFound");
+  r = client.Post("/v1/select", std::string(2 << 20, 'x'), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "PayloadTooLarge");
   httplib::Client plain("127.0.0.1", port);
   EXPECT_FALSE(plain.Get("/v1/clusters") && plain.Get("/v1/clusters")->status == 200);
   server.stop();
