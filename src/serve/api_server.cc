@@ -99,6 +99,22 @@ std::optional<std::string> string_field(const json& obj, const std::string& fiel
   return it->get<std::string>();
 }
 
+// The body of POST /v1/select: {"accelerator_type", "explain"?}. Throws bad_request.
+struct SelectRequest {
+  std::string accelerator;
+  bool explain = false;
+};
+SelectRequest parse_select_body(const httplib::Request& req) {
+  const json body = parse_body(req, {"accelerator_type", "explain"});
+  SelectRequest out;
+  out.accelerator = *string_field(body, "accelerator_type", "", true);
+  if (const auto it = body.find("explain"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw bad_request("explain: must be true or false");
+    out.explain = it->get<bool>();
+  }
+  return out;
+}
+
 std::vector<std::string> string_list_field(const json& obj, const std::string& field,
                                            const std::string& where, bool required) {
   const auto it = obj.find(field);
@@ -490,12 +506,9 @@ struct ApiServer::Impl {
     if (req.method != "POST" || req.path != "/v1/select") return serve::LoopAnswer::kWorker;
     const auto start = std::chrono::steady_clock::now();
     authorize(req, "/v1/select");
-    const json body = parse_body(req, {"accelerator_type", "explain"});
-    const auto accelerator = string_field(body, "accelerator_type", "", true);
-    if (const auto it = body.find("explain"); it != body.end() && !it->is_null()) {
-      if (!it->is_boolean() || it->get<bool>()) return serve::LoopAnswer::kWorker;
-    }
-    auto repeat = control().prepare_repeat(*accelerator);
+    const SelectRequest select = parse_select_body(req);  // throws: the worker answers it
+    if (select.explain) return serve::LoopAnswer::kWorker;
+    auto repeat = control().prepare_repeat(select.accelerator);
     if (!repeat) return serve::LoopAnswer::kWorker;
     auto state = std::make_shared<LoopSelect>();
     state->start = start;
@@ -757,13 +770,7 @@ void ApiServer::Impl::add_routes() {
   // --- Selection.
   route("POST", "/v1/select", "/v1/select", [this](const auto& req, auto& res) {
     check_params(req, {});
-    const json body = parse_body(req, {"accelerator_type", "explain"});
-    const std::string accelerator = *string_field(body, "accelerator_type", "", true);
-    bool explain = false;
-    if (const auto it = body.find("explain"); it != body.end() && !it->is_null()) {
-      if (!it->is_boolean()) throw bad_request("explain: must be true or false");
-      explain = it->get<bool>();
-    }
+    const auto [accelerator, explain] = parse_select_body(req);
     SelectOutcome outcome;
     try {
       outcome = explain ? control().select(accelerator) : control().select_brief(accelerator);

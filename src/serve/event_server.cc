@@ -616,10 +616,8 @@ struct Loop {
     answer(c, ex);
   }
 
-  enum class Parse { kIncomplete, kRequest, kRefused };
-
-  // Takes one whole request from c.in into `ex`.
-  Parse parse(Conn& c, Exchange& ex) {
+  // Takes one whole request from c.in into `ex`; answers a refusal.
+  RequestParse::Kind parse(Conn& c, Exchange& ex) {
     const RequestParse p =
         parse_request(c.in, server.o.max_header_bytes, server.o.max_body_bytes, ex);
     switch (p.kind) {
@@ -628,10 +626,10 @@ struct Loop {
           c.continue_sent = true;
           c.out += "HTTP/1.1 100 Continue\r\n\r\n";
         }
-        return Parse::kIncomplete;
+        return p.kind;
       case RequestParse::kRefused:
         refuse(c, p.status, p.message);
-        return Parse::kRefused;
+        return p.kind;
       case RequestParse::kRequest:
         break;
     }
@@ -640,7 +638,7 @@ struct Loop {
     if (!c.in.empty()) c.request_start = SteadyClock::now();
     ex.req.remote_addr = c.remote_addr;
     ex.req.remote_port = c.remote_port;
-    return Parse::kRequest;
+    return p.kind;
   }
 
   // Writes what is pending on `c`, then parses and starts the requests waiting on it, one at a
@@ -654,9 +652,9 @@ struct Loop {
       }
       if (c.busy || c.in.empty()) break;
       auto ex = std::make_unique<Exchange>();
-      const Parse p = parse(c, *ex);
-      if (p == Parse::kIncomplete) break;
-      if (p == Parse::kRefused) continue;  // written and closed above
+      const RequestParse::Kind kind = parse(c, *ex);
+      if (kind == RequestParse::kIncomplete) break;
+      if (kind == RequestParse::kRefused) continue;  // written and closed above
       ex->conn = c.id;
       ex->loop = index;
       if (server.stopping) ex->keep_alive = false;  // its answer says the connection closes

@@ -369,12 +369,28 @@ void SqlStateStore::fail(const char* operation, const std::string& message) cons
 }
 
 template <class F>
-auto SqlStateStore::write(const char* operation, F&& fn) {
+auto SqlStateStore::write(const char* operation, F&& fn, StateStore::Sync sync) {
   using Result = std::invoke_result_t<F&, SqlConnection&>;
+  const bool no_wait = sync == StateStore::Sync::kNoWait;
   for (int attempt = 1;; ++attempt) {
     try {
       auto conn = pool_.borrow();
+      if (no_wait && !dialect_.no_wait_before.empty()) conn->execute(dialect_.no_wait_before);
+      // Back to waiting commits on this connection whatever happens (it returns to the pool).
+      struct Restore {
+        SqlConnection& c;
+        std::string after;
+        ~Restore() {
+          if (after.empty()) return;
+          try {
+            c.execute(after);
+          } catch (const std::exception&) {
+            // A connection that cannot take a PRAGMA is broken: the pool drops it.
+          }
+        }
+      } restore{*conn, no_wait ? dialect_.no_wait_after : std::string()};
       SqlTransaction tx(*conn, dialect_.begin_write);
+      if (no_wait && !dialect_.no_wait_in.empty()) conn->execute(dialect_.no_wait_in);
       if constexpr (std::is_void_v<Result>) {
         fn(*conn);
         tx.commit();
@@ -566,37 +582,6 @@ SubmissionsImportResult SqlStateStore::import_submissions_jsonl(const std::files
   return result;
 }
 
-template <class F>
-auto SqlStateStore::write_no_wait(const char* operation, F&& fn) {
-  for (int attempt = 1;; ++attempt) {
-    try {
-      auto conn = pool_.borrow();
-      if (!dialect_.no_wait_before.empty()) conn->execute(dialect_.no_wait_before);
-      // Back to waiting commits on this connection whatever happens (it returns to the pool).
-      struct Restore {
-        SqlConnection& c;
-        const std::string& after;
-        ~Restore() {
-          if (after.empty()) return;
-          try {
-            c.execute(after);
-          } catch (const std::exception&) {
-            // A connection that cannot take a PRAGMA is broken: the pool drops it.
-          }
-        }
-      } restore{*conn, dialect_.no_wait_after};
-      SqlTransaction tx(*conn, dialect_.begin_write);
-      if (!dialect_.no_wait_in.empty()) conn->execute(dialect_.no_wait_in);
-      auto result = fn(*conn);
-      tx.commit();
-      return result;
-    } catch (const SqlError& e) {
-      if (e.retryable() && attempt < kMaxAttempts) continue;
-      fail(operation, e.what());
-    }
-  }
-}
-
 // --- Selections.
 
 // Group commit: a decision is one row, and a transaction's cost is its commit (on SQLite an
@@ -723,7 +708,8 @@ void SqlStateStore::commit_selections(const std::vector<PendingSelection*>& batc
     const bool no_wait = std::all_of(batch.begin(), batch.end(),
                                      [](const PendingSelection* p) { return p->no_wait; });
     const auto insert = [&](SqlConnection& c) { return insert_selections(c, batch); };
-    ids = no_wait ? write_no_wait("record_selection", insert) : write("record_selection", insert);
+    ids = write("record_selection", insert,
+                no_wait ? StateStore::Sync::kNoWait : StateStore::Sync::kWait);
   } catch (...) {
     error = std::current_exception();
   }

@@ -88,9 +88,10 @@ class SqlStateStore final : public StateStore {
 
  private:
   // Runs `fn(connection)` in a write transaction and commits; runs it again (up to three times
-  // in all) when the database asks for a retry; turns SqlError into StateStoreError.
+  // in all) when the database asks for a retry; turns SqlError into StateStoreError. kNoWait:
+  // the commit does not wait for the disk (the dialect's no_wait_* statements around it).
   template <class F>
-  auto write(const char* operation, F&& fn);
+  auto write(const char* operation, F&& fn, StateStore::Sync sync = StateStore::Sync::kWait);
   // Runs `fn(connection)` outside a transaction (a single statement, its own snapshot).
   template <class F>
   auto read(const char* operation, F&& fn);
@@ -125,9 +126,6 @@ class SqlStateStore final : public StateStore {
   // The rows of `batch`, in the transaction of `c`: their ids, 0 where same_as is missing.
   static std::vector<std::int64_t> insert_selections(SqlConnection& c,
                                                      const std::vector<PendingSelection*>& batch);
-  // `fn(connection)` in a transaction whose commit does not wait for the disk.
-  template <class F>
-  auto write_no_wait(const char* operation, F&& fn);
   // Queues `mine` (one caller's decisions) for the next group commit and waits until all are
   // written (or failed).
   void commit_selection(std::vector<PendingSelection>& mine);
