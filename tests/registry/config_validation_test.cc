@@ -501,6 +501,10 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
               Contains(HasSubstr("serve.listen: '1.2.3.4:70000' is not host:port")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve: [1]\n"),
               Contains(HasSubstr("serve: must be a map, got a list")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  http_loops: 0\n"),
+              Contains(HasSubstr("serve.http_loops: must be between 1 and 64")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  durable_repeats: sometimes\n"),
+              Contains(HasSubstr("serve.durable_repeats:")));
 }
 
 TEST(ConfigValidation, ProbeBackendIsGlobalWithAPerClusterOverride) {
