@@ -389,6 +389,15 @@ struct EventServer::Impl {
   bool workers_stop = false;
   std::vector<std::thread> workers;
 
+  // The batcher: one thread finishes the loops' batches (on_loop_batch), so a loop goes on
+  // reading and parsing while a batch's commit waits for the disk, and the requests parsed
+  // meanwhile share the next commit.
+  std::mutex batch_mutex;
+  std::condition_variable batch_ready;
+  std::vector<std::unique_ptr<Exchange>> batched;
+  bool batcher_stop = false;
+  std::thread batcher;
+
   explicit Impl(EventServerOptions options);
   ~Impl();
 
@@ -399,7 +408,19 @@ struct EventServer::Impl {
     }
     work_ready.notify_one();
   }
+  void to_batcher(std::vector<std::unique_ptr<Exchange>> items) {
+    {
+      std::lock_guard lock(batch_mutex);
+      if (batched.empty()) {
+        batched = std::move(items);
+      } else {
+        for (auto& ex : items) batched.push_back(std::move(ex));
+      }
+    }
+    batch_ready.notify_one();
+  }
   void worker_main();
+  void batcher_main();
   void stream(Exchange& ex);
 };
 
@@ -451,6 +472,14 @@ struct Loop {
       std::lock_guard lock(mailbox_mutex);
       finished.push_back(std::move(ex));
     }
+    wake_up();
+  }
+  void post_finished(std::vector<std::unique_ptr<Exchange>>& done) {
+    {
+      std::lock_guard lock(mailbox_mutex);
+      for (auto& ex : done) finished.push_back(std::move(ex));
+    }
+    done.clear();
     wake_up();
   }
 
@@ -672,7 +701,9 @@ struct Loop {
           answer(c, *ex);
           break;
         case LoopAnswer::kBatched:
+          // Out of the epoll set until the batcher gives it back, as with a worker.
           c.busy = true;
+          unregister(c);
           batch.push_back(std::move(ex));
           break;
         case LoopAnswer::kWorker:
@@ -699,32 +730,11 @@ struct Loop {
     server.to_worker(std::move(ex));
   }
 
-  void finish_batch() {
-    while (!batch.empty()) {
-      std::vector<std::unique_ptr<Exchange>> items = std::move(batch);
-      batch.clear();
-      std::vector<Exchange*> ptrs;
-      ptrs.reserve(items.size());
-      for (auto& ex : items) ptrs.push_back(ex.get());
-      try {
-        server.o.on_loop_batch(ptrs);
-      } catch (const std::exception&) {
-        for (Exchange* ex : ptrs) ex->to_worker = true;  // each answered by its handler
-      }
-      for (auto& ex : items) {
-        const auto it = conns.find(ex->conn);
-        if (it == conns.end()) continue;
-        Conn& c = *it->second;
-        if (ex->to_worker) {
-          hand_to_worker(c, std::move(ex));
-          continue;
-        }
-        if (server.stopping) ex->keep_alive = false;
-        EventServer::serialize(*ex);
-        answer(c, *ex);
-        process(c);
-      }
-    }
+  // The requests this pass batched go to the batcher in one hand-over.
+  void send_batch() {
+    if (batch.empty()) return;
+    server.to_batcher(std::move(batch));
+    batch.clear();
   }
 
   void take_mail() {
@@ -750,6 +760,11 @@ struct Loop {
       const auto it = conns.find(ex->conn);
       if (it == conns.end()) continue;
       Conn& c = *it->second;
+      if (ex->to_worker) {  // a batched request its batch could not finish
+        ex->to_worker = false;
+        hand_to_worker(c, std::move(ex));
+        continue;
+      }
       if (ex->streamed) {
         close_conn(c.id);
         continue;
@@ -828,7 +843,7 @@ struct Loop {
         if ((e.events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) != 0 && !read_some(c)) continue;
         process(c);
       }
-      finish_batch();
+      send_batch();
       const auto now = SteadyClock::now();
       if (now >= next_sweep) {
         sweep(now);
@@ -845,6 +860,12 @@ EventServer::Impl::Impl(EventServerOptions options) : o(std::move(options)) {
 }
 
 EventServer::Impl::~Impl() {
+  {
+    std::lock_guard lock(batch_mutex);
+    batcher_stop = true;
+  }
+  batch_ready.notify_all();
+  if (batcher.joinable()) batcher.join();
   {
     std::lock_guard lock(work_mutex);
     workers_stop = true;
@@ -887,6 +908,38 @@ void EventServer::Impl::worker_main() {
     }
     Loop& loop = *loops[ex->loop];
     loop.post_finished(std::move(ex));
+  }
+}
+
+void EventServer::Impl::batcher_main() {
+  std::vector<std::unique_ptr<Exchange>> items;
+  std::vector<Exchange*> ptrs;
+  std::vector<std::vector<std::unique_ptr<Exchange>>> by_loop(loops.size());
+  for (;;) {
+    {
+      std::unique_lock lock(batch_mutex);
+      batch_ready.wait(lock, [&] { return batcher_stop || !batched.empty(); });
+      if (batched.empty()) return;
+      items.swap(batched);
+    }
+    ptrs.clear();
+    for (auto& ex : items) ptrs.push_back(ex.get());
+    try {
+      o.on_loop_batch(ptrs);
+    } catch (const std::exception&) {
+      for (Exchange* ex : ptrs) ex->to_worker = true;  // each answered by its handler
+    }
+    for (auto& ex : items) {
+      if (!ex->to_worker) {
+        if (stopping) ex->keep_alive = false;
+        EventServer::serialize(*ex);
+      }
+      by_loop[ex->loop].push_back(std::move(ex));
+    }
+    items.clear();
+    for (std::size_t i = 0; i < loops.size(); ++i) {
+      if (!by_loop[i].empty()) loops[i]->post_finished(by_loop[i]);
+    }
   }
 }
 
@@ -1006,12 +1059,22 @@ void EventServer::serve() {
   Impl& s = *impl_;
   if (s.listen_fd < 0) throw std::runtime_error("EventServer::serve: bind() first");
   for (int i = 0; i < s.o.workers; ++i) s.workers.emplace_back([&s] { s.worker_main(); });
+  if (s.o.on_loop_batch) s.batcher = std::thread([&s] { s.batcher_main(); });
   std::vector<std::thread> others;
   for (std::size_t i = 1; i < s.loops.size(); ++i) {
     others.emplace_back([&s, i] { s.loops[i]->run(); });
   }
   s.loops.front()->run();
   for (auto& t : others) t.join();
+  // Every connection is closed, so no batch is left in flight.
+  if (s.batcher.joinable()) {
+    {
+      std::lock_guard lock(s.batch_mutex);
+      s.batcher_stop = true;
+    }
+    s.batch_ready.notify_all();
+    s.batcher.join();
+  }
   {
     std::lock_guard lock(s.work_mutex);
     s.workers_stop = true;

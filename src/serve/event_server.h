@@ -3,8 +3,9 @@
 // A few loop threads own every connection (epoll, non-blocking sockets): they read, parse and
 // write. A request is answered in one of three ways, chosen by the application per request:
 // - on the loop at once (GET /healthz: nothing that can block);
-// - on the loop in a batch: every such request parsed in one pass of the loop is finished by one
-//   call (POST /v1/select repeating a standing decision: one commit records them all);
+// - in a batch: the requests the loops parsed while the batch before was being finished are
+//   finished by one call on the batcher thread (POST /v1/select repeating a standing decision:
+//   one commit records them all; the loops go on reading while it waits for the disk);
 // - on a worker thread (everything else: handlers that read the store, run xpk, stream logs).
 // A connection holds no thread while it waits for its next request, so thousands of keep-alive
 // clients cost buffers, not threads, and a burst of requests shares one commit instead of
@@ -45,7 +46,7 @@ struct Exchange {
 
 enum class LoopAnswer {
   kAnswered,  // res is the answer
-  kBatched,   // finished by on_loop_batch with the others of this pass
+  kBatched,   // finished by on_loop_batch on the batcher thread, with others
   kWorker,    // to a worker thread
 };
 
@@ -61,8 +62,8 @@ struct EventServerOptions {
 
   // On a loop thread, for every parsed request: must not block.
   std::function<LoopAnswer(Exchange&)> on_loop;
-  // On a loop thread, once per pass, for the requests on_loop batched: may block briefly (one
-  // commit for all of them). Sets each one's res, or its to_worker.
+  // On the batcher thread, for the requests on_loop batched since its last call (from every
+  // loop): may block (one commit for all of them). Sets each one's res, or its to_worker.
   std::function<void(std::vector<Exchange*>&)> on_loop_batch;
   // On a worker thread: the full handler.
   std::function<void(Exchange&)> handle;
