@@ -57,7 +57,8 @@ struct SelectOutcome {
   ClusterSelection selection;
   std::int64_t selection_id = 0;
   std::vector<ProbeSnapshot> candidates;
-  // Non-zero when this decision repeats selection `same_as` (ControlPlane::select_brief):
+  // Non-zero when this answer repeats selection `same_as` (ControlPlane::select_brief; its
+  // selection_id is same_as itself when repeats are not recorded, serve.record_repeats):
   // `selection` then has no candidates, probe_results or scores (GET /v1/selections/{id} has
   // them), and each of `candidates` only its cluster, reachable, age_ms and from_cache.
   std::int64_t same_as = 0;
@@ -101,13 +102,13 @@ class ControlPlane {
   virtual SelectOutcome select(const std::string& accelerator_type) = 0;
   // select() for an answer that needs only the chosen cluster, the decision's id and the
   // candidates' probes (the default POST /v1/select): an implementation may repeat its last
-  // decision for the accelerator while nothing that decision read has changed, recording the
-  // repeat as a decision of its own (same_as). The default: select().
+  // decision for the accelerator while nothing that decision read has changed (same_as set; a
+  // decision of its own in the store when serve.record_repeats says so). The default: select().
   virtual SelectOutcome select_brief(const std::string& accelerator_type);
-  // The repeat select_brief would answer now without waiting, not yet recorded (selection_id
-  // 0, same_as set); nullopt when select_brief would decide afresh or wait for a decision being
-  // made. Never blocks: `falcon serve`'s event loop calls it, then record_repeats for every
-  // repeat of one pass at once. The default: nullopt.
+  // The repeat select_brief would answer now without waiting (same_as set); nullopt when
+  // select_brief would decide afresh or wait for a decision being made. Its selection_id is 0
+  // when it is to be recorded: then record_repeats records it, with the others of a batch.
+  // Never blocks: `falcon serve`'s event loop calls it. The default: nullopt.
   virtual std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator_type);
   // Records the repeats prepare_repeat gave, in one transaction, and sets their selection ids.
   // An id stays 0 when the decision repeated is gone from the store (decide that one with

@@ -149,6 +149,14 @@ struct ProbeSettings {
   bool operator==(const ProbeSettings&) const = default;
 };
 
+// What `falcon serve` stores of a brief select that repeats the standing decision
+// (serve.record_repeats, docs/serve.md#select-at-volume).
+enum class RepeatRecords {
+  kNone,     // nothing: the answer is the standing decision, already stored
+  kWritten,  // a row of its own, answered once written (not waiting for the disk)
+  kDurable,  // a row of its own, answered once on disk
+};
+
 // `falcon serve`: where it listens, its state store and its health loop (issue 13).
 struct ServeSettings {
   std::string listen = "127.0.0.1:8787";  // host:port (IPv6 in brackets); port 0 picks one
@@ -160,10 +168,10 @@ struct ServeSettings {
   // A brief POST /v1/select repeats the last decision for its accelerator while nothing it read
   // has changed, for at most this long (docs/serve.md); 0 decides every request afresh.
   int select_reuse_ms = 1000;
-  // Each repeat is committed to disk before it is answered (true), or written to the store and
-  // answered without waiting for the disk (false: a crash of `falcon serve` loses none, a crash
-  // of the machine may lose the last moments' repeats; never a decision made afresh).
-  bool durable_repeats = true;
+  // none: a repeat answers the standing decision (its id and decided_at), storing nothing more;
+  // written/durable: each repeat is a decision row of its own (same_as), answered once written
+  // to the store, or once on disk.
+  RepeatRecords record_repeats = RepeatRecords::kNone;
   int unreachable_backoff_max_s = 600;  // cap of the doubling interval of an unreachable cluster
   int max_parallel_probes = 8;          // loop probes running at once
   int probe_retention_full_h = 24;      // probes younger than this are all kept

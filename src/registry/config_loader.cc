@@ -861,6 +861,13 @@ void parse_selection(Problems& problems, const std::optional<YAML::Node>& node,
   }
 }
 
+std::optional<RepeatRecords> parse_repeat_records(std::string_view text) {
+  if (text == "none") return RepeatRecords::kNone;
+  if (text == "written") return RepeatRecords::kWritten;
+  if (text == "durable") return RepeatRecords::kDurable;
+  return std::nullopt;
+}
+
 void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, ServeSettings& out) {
   auto s = settings_section(problems, node, "serve");
   if (!s) return;
@@ -871,7 +878,13 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   s->read_double("probe_jitter", 0.0, 0.5, &out.probe_jitter);
   s->read_int("max_probe_age_s", 1, kMaxTimeoutS, &out.max_probe_age_s);
   s->read_int("select_reuse_ms", 0, 60000, &out.select_reuse_ms);
-  s->read_bool("durable_repeats", &out.durable_repeats);
+  s->read_enum("record_repeats", &out.record_repeats, parse_repeat_records,
+               "none, written, durable");
+  if (const auto old = s->take("durable_repeats")) {
+    problems.add(*old, "serve.durable_repeats",
+                 "replaced by serve.record_repeats: durable (was true) or written (was false); "
+                 "none, the default, stores no row per repeat");
+  }
   s->read_int("unreachable_backoff_max_s", 1, kMaxTimeoutS, &out.unreachable_backoff_max_s);
   s->read_int("max_parallel_probes", 1, kMaxParallelProbes, &out.max_parallel_probes);
   s->read_int("probe_retention_full_h", 0, kMaxRetentionH, &out.probe_retention_full_h);

@@ -494,8 +494,9 @@ struct ApiServer::Impl {
   }
 
   // The event loop's share: GET /healthz at once, and a brief POST /v1/select that repeats the
-  // standing decision batched (the others, and anything that throws, go to a worker, whose
-  // handler answers them in full).
+  // standing decision: at once when the repeat is not recorded (serve.record_repeats none),
+  // else batched (recorded by on_loop_batch on the batcher thread). The others, and anything
+  // that throws, go to a worker, whose handler answers them in full.
   serve::LoopAnswer on_loop(serve::Exchange& ex) {
     const httplib::Request& req = ex.req;
     if (!req.params.empty()) return serve::LoopAnswer::kWorker;
@@ -510,6 +511,10 @@ struct ApiServer::Impl {
     if (select.explain) return serve::LoopAnswer::kWorker;
     auto repeat = control().prepare_repeat(select.accelerator);
     if (!repeat) return serve::LoopAnswer::kWorker;
+    if (repeat->selection_id != 0) {
+      answer_repeat(ex, *repeat, start, std::chrono::steady_clock::now());
+      return serve::LoopAnswer::kAnswered;
+    }
     auto state = std::make_shared<LoopSelect>();
     state->start = start;
     state->outcome = std::move(*repeat);
@@ -531,14 +536,20 @@ struct ApiServer::Impl {
         ex->to_worker = true;
         continue;
       }
-      count_selection("repeated");
-      ex->res.status = 200;
-      ex->res.set_content(serve::brief_select_answer_json(state.outcome), "application/json");
-      const double seconds = std::chrono::duration<double>(now - state.start).count();
-      count("POST", "/v1/select", 200, seconds);
-      if (options.on_request) {
-        options.on_request({"POST", "/v1/select", ex->req.path, 200, seconds, {}});
-      }
+      answer_repeat(*ex, state.outcome, state.start, now);
+    }
+  }
+
+  void answer_repeat(serve::Exchange& ex, const SelectOutcome& outcome,
+                     std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point now) {
+    count_selection("repeated");
+    ex.res.status = 200;
+    ex.res.set_content(serve::brief_select_answer_json(outcome), "application/json");
+    const double seconds = std::chrono::duration<double>(now - start).count();
+    count("POST", "/v1/select", 200, seconds);
+    if (options.on_request) {
+      options.on_request({"POST", "/v1/select", ex.req.path, 200, seconds, {}});
     }
   }
 

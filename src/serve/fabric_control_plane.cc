@@ -114,8 +114,9 @@ class FabricControlPlane final : public ControlPlane {
   // in docs/serve.md): made under this configuration, with every candidate's breakers closed,
   // nothing it read changed since (no probe finished in the monitor, no write of the fabric:
   // probes, breakers, submissions), younger than select_reuse_ms and every probe it used still
-  // younger than max_probe_age_s. Each repeat is a decision of its own in the store
-  // (record_repeated_selection), its candidates' ages moved on by the time since.
+  // younger than max_probe_age_s. A repeat is answered with its candidates' ages moved on by the
+  // time since; with serve.record_repeats none (the default) it is the standing decision itself
+  // (its id and decided_at), else a decision of its own in the store (record_repeated_selection).
   //
   // One caller per accelerator decides afresh at a time. When only newer data made the last
   // decision old (a probe finished, a submission was recorded), the others repeat it meanwhile:
@@ -181,6 +182,8 @@ class FabricControlPlane final : public ControlPlane {
       r->monitor_generation = generation;
       r->decided = clock_->steady_now();
       r->base_id = out.selection_id;
+      r->brief.selection_id = out.selection_id;
+      r->brief.decided_at = out.selection.decided_at;
       r->brief.selected_cluster = out.selection.selected_cluster;
       r->brief.accelerator = out.selection.accelerator;
       r->brief.reason = out.selection.reason;
@@ -235,8 +238,9 @@ class FabricControlPlane final : public ControlPlane {
     rows.reserve(repeats.size());
     for (const SelectOutcome* r : repeats) rows.emplace_back(r->same_as, r->selection.decided_at);
     const std::vector<std::int64_t> ids = store_->record_repeated_selections(
-        rows, fabric_->config()->serve.durable_repeats ? StateStore::Sync::kWait
-                                                       : StateStore::Sync::kNoWait);
+        rows, fabric_->config()->serve.record_repeats == RepeatRecords::kWritten
+                  ? StateStore::Sync::kNoWait
+                  : StateStore::Sync::kWait);
     bool gone = false;
     for (std::size_t i = 0; i < repeats.size(); ++i) {
       repeats[i]->selection_id = ids[i];
@@ -517,14 +521,16 @@ class FabricControlPlane final : public ControlPlane {
                : Standing::kNewerData;
   }
 
-  // `last` again, recorded as a decision of its own; nullopt when the decision it repeats is
-  // gone from the store (a replaced database: the caller decides afresh).
+  // `last` again, recorded as a decision of its own unless repeats are not recorded; nullopt
+  // when the decision it repeats is gone from the store (a replaced database: the caller decides
+  // afresh).
   std::optional<SelectOutcome> repeat(const Reusable& last) {
     SelectOutcome out = unrecorded_repeat(last);
     out.candidates = *out.shared_candidates;
     for (ProbeSnapshot& p : out.candidates) p.age_ms += out.shared_age_offset_ms;
     out.shared_candidates.reset();
     out.shared_age_offset_ms = 0;
+    if (out.selection_id != 0) return out;  // record_repeats: none
     try {
       out.selection_id = store_->record_repeated_selection(last.base_id, out.selection.decided_at);
     } catch (const std::invalid_argument&) {
@@ -535,12 +541,18 @@ class FabricControlPlane final : public ControlPlane {
     return out;
   }
 
-  // `last` as of now, without an id yet: its candidates shared, their ages moved on by the
-  // time since.
+  // `last` as of now: its candidates shared, their ages moved on by the time since. With
+  // record_repeats none it is the standing decision (its id and decided_at); else it has no id
+  // until recorded, and decided_at is now.
   SelectOutcome unrecorded_repeat(const Reusable& last) const {
     SelectOutcome out;
     out.selection = last.brief;
-    out.selection.decided_at = format_iso8601(clock_->now());
+    if (last.config->serve.record_repeats == RepeatRecords::kNone) {
+      out.selection_id = last.base_id;
+    } else {
+      out.selection.selection_id = 0;
+      out.selection.decided_at = format_iso8601(clock_->now());
+    }
     const std::int64_t elapsed_ms = std::max<std::int64_t>(
         0,
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)

@@ -452,7 +452,8 @@ TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
 }
 
 // A brief select repeats the last decision while nothing it read changed (serve.select_reuse_ms):
-// each repeat is a decision of its own pointing at the one it repeats, its probe ages moved on.
+// by default (record_repeats: none) the answer is that decision itself, its id and time, with
+// its probe ages moved on, and nothing more is stored.
 TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   std::shared_ptr<StateStore> store = open_db();
@@ -464,9 +465,12 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   const SelectOutcome first = control->select_brief("tpu-v4-64");
   EXPECT_EQ(first.same_as, 0);
   ASSERT_EQ(first.candidates.size(), 2u);
+  const std::size_t stored_before = store->list_selections(100, std::nullopt).size();
   const SelectOutcome again = control->select_brief("tpu-v4-64");
   EXPECT_EQ(again.same_as, first.selection_id);
-  EXPECT_GT(again.selection_id, first.selection_id);
+  EXPECT_EQ(again.selection_id, first.selection_id);
+  EXPECT_EQ(again.selection.selection_id, first.selection_id);
+  EXPECT_EQ(again.selection.decided_at, first.selection.decided_at);
   EXPECT_EQ(again.selection.selected_cluster, first.selection.selected_cluster);
   EXPECT_EQ(again.selection.reason, first.selection.reason);
   ASSERT_EQ(again.candidates.size(), 2u);
@@ -475,20 +479,16 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   clock_->advance(std::chrono::milliseconds(400));
   const SelectOutcome later = control->select_brief("tpu-v4-64");
   EXPECT_EQ(later.same_as, first.selection_id);
+  EXPECT_EQ(later.selection_id, first.selection_id);
   EXPECT_EQ(later.candidates[1].age_ms, first.candidates[1].age_ms + 400);
   EXPECT_TRUE(later.candidates[1].from_cache);
-  // The repeat reads back whole: the explanation of the first with its own id and time.
-  const auto stored = store->get_selection(later.selection_id);
-  ASSERT_TRUE(stored);
-  EXPECT_EQ(stored->same_as, first.selection_id);
-  EXPECT_EQ(stored->selection.scores, store->get_selection(first.selection_id)->selection.scores);
-  EXPECT_FALSE(stored->selection.scores.empty());
-  EXPECT_EQ(stored->selection.decided_at, later.selection.decided_at);
+  EXPECT_EQ(store->list_selections(100, std::nullopt).size(), stored_before);  // no row each
 
   // select_reuse_ms (1000) after the first decision: decided afresh.
   clock_->advance(std::chrono::milliseconds(700));
   const SelectOutcome expired = control->select_brief("tpu-v4-64");
   EXPECT_EQ(expired.same_as, 0);
+  EXPECT_GT(expired.selection_id, first.selection_id);
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, expired.selection_id);
 
   // A breaker written by this server drops the decision; one that is not closed keeps every
@@ -505,9 +505,43 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   EXPECT_EQ(control->select("tpu-v4-64").same_as, 0);
 }
 
+// record_repeats: durable: each repeat is a decision of its own pointing at the one it repeats,
+// with its own id and time, and reads back whole.
+TEST_F(FabricStateTest, RecordedRepeatsAreDecisionsOfTheirOwn) {
+  write_config("serve:\n  record_repeats: durable\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_db();
+  std::shared_ptr<ClusterFabric> f = fabric(store);
+  auto control = make_fabric_control_plane(f, store, clock_);
+  stop_control_plane_loop(*control);
+  control->select("tpu-v4-64");
+
+  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(first.same_as, 0);
+  const SelectOutcome again = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(again.same_as, first.selection_id);
+  EXPECT_GT(again.selection_id, first.selection_id);
+  EXPECT_EQ(again.selection.selection_id, again.selection_id);
+
+  clock_->advance(std::chrono::milliseconds(400));
+  const SelectOutcome later = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(later.same_as, first.selection_id);
+  EXPECT_GT(later.selection_id, again.selection_id);
+  EXPECT_EQ(later.candidates[1].age_ms, first.candidates[1].age_ms + 400);
+  EXPECT_NE(later.selection.decided_at, first.selection.decided_at);
+  // The repeat reads back whole: the explanation of the first with its own id and time.
+  const auto stored = store->get_selection(later.selection_id);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->same_as, first.selection_id);
+  EXPECT_EQ(stored->selection.scores, store->get_selection(first.selection_id)->selection.scores);
+  EXPECT_FALSE(stored->selection.scores.empty());
+  EXPECT_EQ(stored->selection.decided_at, later.selection.decided_at);
+}
+
 // The event loop's half of a brief select: prepare_repeat never decides (nullopt whenever
 // select_brief would decide or wait), record_repeats writes a pass's repeats in one call.
 TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
+  write_config("serve:\n  record_repeats: written\n");
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   std::shared_ptr<StateStore> store = open_db();
   std::shared_ptr<ClusterFabric> f = fabric(store);
@@ -556,6 +590,29 @@ TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
   EXPECT_EQ(control->prepare_repeat("tpu-v4-64")->same_as, renewed.selection_id);
   clock_->advance(std::chrono::milliseconds(1000));  // select_reuse_ms: stale
   EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
+}
+
+// Unrecorded repeats (the default) are whole when prepared: the standing decision's id, nothing
+// for record_repeats to do.
+TEST_F(FabricStateTest, UnrecordedRepeatsArePreparedWithTheStandingDecisionsId) {
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_db();
+  std::shared_ptr<ClusterFabric> f = fabric(store);
+  auto control = make_fabric_control_plane(f, store, clock_);
+  stop_control_plane_loop(*control);
+  control->select("tpu-v4-64");
+  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  const std::size_t stored = store->list_selections(100, std::nullopt).size();
+  clock_->advance(std::chrono::milliseconds(250));
+  auto a = control->prepare_repeat("tpu-v4-64");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->selection_id, first.selection_id);
+  EXPECT_EQ(a->same_as, first.selection_id);
+  EXPECT_EQ(a->selection.decided_at, first.selection.decided_at);
+  ASSERT_TRUE(a->shared_candidates);
+  EXPECT_EQ(a->shared_candidates->at(0).age_ms + a->shared_age_offset_ms,
+            first.candidates[0].age_ms + 250);
+  EXPECT_EQ(store->list_selections(100, std::nullopt).size(), stored);
 }
 
 TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge) {

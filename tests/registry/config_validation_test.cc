@@ -418,7 +418,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_DOUBLE_EQ(serve.probe_jitter, 0.1);
   EXPECT_EQ(serve.max_probe_age_s, 60);
   EXPECT_EQ(serve.select_reuse_ms, 1000);
-  EXPECT_TRUE(serve.durable_repeats);
+  EXPECT_EQ(serve.record_repeats, RepeatRecords::kNone);
   EXPECT_EQ(serve.unreachable_backoff_max_s, 600);
   EXPECT_EQ(serve.max_parallel_probes, 8);
   EXPECT_EQ(serve.probe_retention_full_h, 24);
@@ -434,7 +434,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
                            "serve:\n  listen: '[::1]:0'\n  state: postgresql://falcon@db/falcon\n"
                            "  tokens_file: tokens.yaml\n  probe_interval_s: 15\n"
                            "  probe_jitter: 0.25\n  max_probe_age_s: 45\n  select_reuse_ms: 0\n"
-                           "  durable_repeats: false\n"
+                           "  record_repeats: written\n"
                            "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
                            "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
                            "  probe_drop_after_h: 720\n  shutdown_grace_s: 5\n"
@@ -447,7 +447,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   EXPECT_DOUBLE_EQ(serve.probe_jitter, 0.25);
   EXPECT_EQ(serve.max_probe_age_s, 45);
   EXPECT_EQ(serve.select_reuse_ms, 0);
-  EXPECT_FALSE(serve.durable_repeats);
+  EXPECT_EQ(serve.record_repeats, RepeatRecords::kWritten);
   EXPECT_EQ(serve.unreachable_backoff_max_s, 300);
   EXPECT_EQ(serve.max_parallel_probes, 32);
   EXPECT_EQ(serve.probe_retention_full_h, 12);
@@ -503,8 +503,12 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
               Contains(HasSubstr("serve: must be a map, got a list")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  http_loops: 0\n"),
               Contains(HasSubstr("serve.http_loops: must be between 1 and 64")));
-  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  durable_repeats: sometimes\n"),
-              Contains(HasSubstr("serve.durable_repeats:")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  record_repeats: sometimes\n"),
+              Contains(HasSubstr(
+                  "serve.record_repeats: 'sometimes' is not one of none, written, durable")));
+  // The setting it replaced names its replacement.
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  durable_repeats: false\n"),
+              Contains(HasSubstr("serve.durable_repeats: replaced by serve.record_repeats")));
 }
 
 TEST(ConfigValidation, ProbeBackendIsGlobalWithAPerClusterOverride) {

@@ -126,8 +126,10 @@ class FakeControlPlane final : public ControlPlane {
     o.candidates = {*cached_probe("tpu-a")};
     return o;
   }
-  // Repeats offered to the event loop when repeat_of is set (0: none, as the default).
+  // Repeats offered to the event loop when repeat_of is set (0: none, as the default); recorded
+  // ones unless record is false (then whole when prepared, as record_repeats: none).
   std::atomic<std::int64_t> repeat_of{0};
+  std::atomic<bool> record{true};
   std::atomic<int> prepared{0};
   std::atomic<int> record_calls{0};
   std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator) override {
@@ -143,6 +145,10 @@ class FakeControlPlane final : public ControlPlane {
     o.shared_candidates = std::make_shared<std::vector<ProbeSnapshot>>(
         std::vector<ProbeSnapshot>{*cached_probe("tpu-a")});
     o.shared_age_offset_ms = 250;
+    if (!record) {
+      o.selection_id = repeat_of;
+      o.selection.selection_id = repeat_of;
+    }
     return o;
   }
   void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
@@ -384,6 +390,30 @@ TEST_F(ApiServerTest, ABriefSelectThatRepeatsIsAnsweredOnTheLoopAndRecorded) {
   const std::string metrics = client_->Get("/metrics")->body;
   EXPECT_THAT(metrics, HasSubstr("falcon_selections_total{outcome=\"repeated\"} 1\n"));
   EXPECT_THAT(metrics, HasSubstr("falcon_selections_total{outcome=\"selected\"} 3\n"));
+}
+
+// A repeat that is not recorded (record_repeats: none) is answered on the loop at once: the
+// standing decision's id, nothing recorded, no worker.
+TEST_F(ApiServerTest, AnUnrecordedRepeatIsAnsweredOnTheLoopAtOnce) {
+  start();
+  auto r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::int64_t base = body(r)["selection_id"];
+  control_->record = false;
+  control_->repeat_of = base;
+  for (int i = 0; i < 3; ++i) {
+    r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json repeat = body(r);
+    EXPECT_EQ(repeat["selection_id"], base);
+    EXPECT_EQ(repeat["same_as"], base);
+    EXPECT_EQ(repeat["explain"], "/v1/selections/" + std::to_string(base));
+    EXPECT_EQ(repeat["probe_age_ms"], json({{"tpu-a", 1750}}));
+  }
+  EXPECT_EQ(control_->selects.load(), 1);
+  EXPECT_EQ(control_->record_calls.load(), 0);
+  EXPECT_THAT(client_->Get("/metrics")->body,
+              HasSubstr("falcon_selections_total{outcome=\"repeated\"} 3\n"));
 }
 
 TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
