@@ -306,7 +306,7 @@ class StateStore {
   // decision made afresh (the others are recorded). Throws what record_repeated_selection throws
   // for anything else; then none is recorded.
   //
-  // kNoWait commits them without waiting for the disk (serve.durable_repeats: false): a crash
+  // kNoWait commits them without waiting for the disk (serve.record_repeats: written): a crash
   // of this process loses none of them, a crash of the machine (or of PostgreSQL) may lose the
   // last ones. A store without that distinction waits.
   enum class Sync { kWait, kNoWait };
