@@ -182,6 +182,9 @@ struct ServeSettings {
   // plain HTTP connections wait for their next request on the loops and hold no thread.
   int http_threads = 64;
   int http_loops = 2;  // event loop threads owning the plain HTTP connections
+  // The health loop's probes (its threads and the processes they start) run at this nice value
+  // (0..19): background probes yield the CPU to requests. On-demand probes run at the caller's.
+  int probe_nice = 10;
   bool operator==(const ServeSettings&) const = default;
 };
 

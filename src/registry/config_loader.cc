@@ -893,6 +893,7 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   s->read_int("shutdown_grace_s", 0, kMaxTimeoutS, &out.shutdown_grace_s);
   s->read_int("http_threads", 2, 1024, &out.http_threads);
   s->read_int("http_loops", 1, 64, &out.http_loops);
+  s->read_int("probe_nice", 0, 19, &out.probe_nice);
   s->finish();
   if (out.probe_drop_after_h > 0 && out.probe_drop_after_h < out.probe_retention_full_h) {
     problems.add((*node)["probe_drop_after_h"], "serve.probe_drop_after_h",

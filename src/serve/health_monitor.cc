@@ -1,5 +1,11 @@
 #include "falcon/health_monitor.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -205,9 +211,14 @@ struct HealthMonitor::Impl {
   }
 
   void loop() {
+    errno = 0;
+    const int inherited = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+    applied_nice = errno == 0 ? inherited : 0;
     std::unique_lock lock(mutex);
     while (!stopping) {
+      const int nice = settings.probe_nice;
       lock.unlock();
+      apply_nice(nice);
       run_due();
       lock.lock();
       if (stopping) break;
@@ -221,6 +232,18 @@ struct HealthMonitor::Impl {
       wake = false;
       clock->wait_until(lock, cv, deadline, [this] { return stopping || wake; });
     }
+  }
+
+  // The loop's thread, the threads it starts for a pass's probes and the processes they spawn
+  // (each inherits its creator's nice value) yield the CPU to the server's requests
+  // (serve.probe_nice, applied on the pass after a reload changed it). Raising the nice value
+  // needs no privilege; lowering it again may be refused (EPERM), and the probes then stay at
+  // the lower priority they had.
+  int applied_nice = 0;  // the loop thread's
+  void apply_nice(int nice) {
+    if (nice == applied_nice) return;
+    const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+    if (::setpriority(PRIO_PROCESS, tid, nice) == 0) applied_nice = nice;
   }
 
   int run_due() {

@@ -427,6 +427,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.shutdown_grace_s, 10);
   EXPECT_EQ(serve.http_threads, 64);
   EXPECT_EQ(serve.http_loops, 2);
+  EXPECT_EQ(serve.probe_nice, 10);
 }
 
 TEST(ConfigValidation, ServeSectionIsParsed) {
@@ -438,7 +439,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
                            "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
                            "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
                            "  probe_drop_after_h: 720\n  shutdown_grace_s: 5\n"
-                           "  http_threads: 128\n  http_loops: 4\n";
+                           "  http_threads: 128\n  http_loops: 4\n  probe_nice: 0\n";
   const ServeSettings serve = parse_fabric_config(yaml, "/etc/falcon/repos.yaml").serve;
   EXPECT_EQ(serve.listen, "[::1]:0");
   EXPECT_EQ(serve.state, "postgresql://falcon@db/falcon");
@@ -456,6 +457,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   EXPECT_EQ(serve.shutdown_grace_s, 5);
   EXPECT_EQ(serve.http_threads, 128);
   EXPECT_EQ(serve.http_loops, 4);
+  EXPECT_EQ(serve.probe_nice, 0);
 }
 
 TEST(ConfigValidation, ServeRelativePathsAreResolvedAgainstTheConfigFolder) {
@@ -503,6 +505,8 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
               Contains(HasSubstr("serve: must be a map, got a list")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  http_loops: 0\n"),
               Contains(HasSubstr("serve.http_loops: must be between 1 and 64")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  probe_nice: 20\n"),
+              Contains(HasSubstr("serve.probe_nice: must be between 0 and 19")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  record_repeats: sometimes\n"),
               Contains(HasSubstr(
                   "serve.record_repeats: 'sometimes' is not one of none, written, durable")));

@@ -2,6 +2,12 @@
 // bounded concurrency, stop(), the cache (fresh), cluster changes and the probe history.
 #include "falcon/health_monitor.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -251,6 +257,55 @@ TEST_F(HealthMonitorTest, LoopProbesAgainWhenTheFakeClockPassesTheInterval) {
   }
   EXPECT_EQ(probes.count("a"), 2);
   m->stop();
+}
+
+// The loop's probes run at serve.probe_nice (threads and the processes they start inherit it);
+// a probe run on the caller's thread (run_due here, an on-demand probe in a select) keeps the
+// caller's priority.
+TEST_F(HealthMonitorTest, LoopProbesRunAtTheProbeNiceValue) {
+  const auto my_nice = [] {
+    errno = 0;
+    const int n = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+    EXPECT_EQ(errno, 0);
+    return n;
+  };
+  const int caller = my_nice();
+  ASSERT_LT(caller, 19) << "the test needs a nice value below the one it configures";
+  ServeSettings s = settings(30);
+  s.probe_nice = std::min(caller + 7, 19);
+  std::mutex mutex;
+  std::vector<int> seen;
+  auto m = std::make_unique<HealthMonitor>(
+      [&](const ClusterConfig& c) {
+        {
+          std::lock_guard lock(mutex);
+          seen.push_back(my_nice());
+        }
+        ClusterProbeResult r;
+        r.cluster = c.name;
+        r.reachable = true;
+        return r;
+      },
+      nullptr, clock, s);
+  m->set_clusters(clusters({"a", "b", "c"}));
+  EXPECT_EQ(m->run_due(), 3);  // on this thread
+  m->start();
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  while (clock->waiters() == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  clock->advance(30s);
+  const auto probed = [&] {
+    std::lock_guard lock(mutex);
+    return seen.size();
+  };
+  while (probed() < 6 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  m->stop();
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(seen.size(), 6u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(seen[i], caller) << i;
+  for (int i = 3; i < 6; ++i) EXPECT_EQ(seen[i], s.probe_nice) << i;
+  EXPECT_EQ(my_nice(), caller);  // the caller's thread is untouched
 }
 
 TEST_F(HealthMonitorTest, FreshAnswersFromTheCacheOrProbes) {
