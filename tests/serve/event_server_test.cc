@@ -164,7 +164,8 @@ std::string gunzip(const std::string& in) {
   return out;
 }
 
-// An application: "/loop" answered on the loop, "/batch" batched, "/stream?n=K" streams K chunks
+// An application: "/loop" answered on the loop, "/batch" batched (body "block": its batch waits
+// until released), "/stream?n=K" streams K chunks
 // from a worker, "/block" waits on a worker until released, everything else echoes on a worker.
 class EventServerTest : public ::testing::Test {
  protected:
@@ -182,6 +183,14 @@ class EventServerTest : public ::testing::Test {
     o.on_loop_batch = [this](std::vector<Exchange*>& batch) {
       ++batches;
       batched += static_cast<int>(batch.size());
+      for (Exchange* ex : batch) {
+        if (ex->req.body == "block") {  // a commit waiting for the disk
+          std::unique_lock lock(mutex);
+          ++blocked;
+          changed.notify_all();
+          changed.wait(lock, [&] { return released; });
+        }
+      }
       for (Exchange* ex : batch) {
         if (ex->req.body == "to-worker") {
           ex->to_worker = true;
@@ -509,6 +518,41 @@ TEST_F(EventServerTest, StopAnswersTheRequestsInFlightThenReturns) {
   EXPECT_TRUE(busy.closed_by_server());
   serving.join();                   // serve() returned
   EXPECT_FALSE(can_connect(port));  // nobody listens any more
+}
+
+// A batch is finished on the batcher thread: while it waits (a commit waiting for the disk) the
+// loop goes on answering other connections; a stop meanwhile still writes its answer, then
+// closes.
+TEST_F(EventServerTest, ALoopGoesOnWhileABatchWaitsAndAStopStillAnswersIt) {
+  EventServerOptions o;
+  o.loops = 1;
+  start(o);
+  Client batched_client(port);
+  Client other(port);
+  batched_client.send(post("/batch", "block"));
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return blocked == 1; });
+  }
+  other.send(get("/loop"));
+  EXPECT_EQ(other.read_answer().body, "loop:GET");  // the one loop is not held by the batch
+  other.send(post("/batch", "second"));             // queued for the batch after
+  while (on_loop_calls.load() < 3) std::this_thread::yield();  // parsed and handed over
+  server->stop();
+  {
+    std::lock_guard lock(mutex);
+    released = true;
+  }
+  changed.notify_all();
+  const auto a = batched_client.read_answer();
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body, "batch:block");
+  EXPECT_EQ(a.header("Connection"), "close");
+  const auto b = other.read_answer();
+  EXPECT_EQ(b.body, "batch:second");
+  EXPECT_EQ(b.header("Connection"), "close");
+  serving.join();
+  EXPECT_EQ(batches.load(), 2);
 }
 
 TEST_F(EventServerTest, BindingATakenPortNamesTheAddress) {
