@@ -194,7 +194,9 @@ class SimControl final : public ControlPlane {
   std::map<std::string, int> failing_on;    // the next N submits to a cluster fail (transient)
   bool create_then_fail = false;    // a failing submit makes the workload all the same (a timeout)
   std::function<void()> on_status;  // called by status() (a slow log read), before it answers
-  std::string cut_after_failed_create;  // this cluster stops answering after a failed create
+  std::string cut_after_failed_create;     // this cluster stops answering after a failed create
+  bool by_queue = false;                   // select_excluding: fewest QUEUED first
+  std::vector<PlacementHints> hints_seen;  // what each decision was told
   // What a failing submit says: xpk's create output, which mentions an unrelated "already
   // exists" (its RoleBinding) on every create.
   std::string failing_message =
@@ -237,14 +239,37 @@ class SimControl final : public ControlPlane {
   SelectOutcome select(const std::string& accelerator) override {
     return select_excluding(accelerator, {});
   }
+  using ControlPlane::select_excluding;
+  // The first reachable cluster in `order`, not excluded; with `by_queue`, the one with the
+  // fewest QUEUED workloads (the hints' in-flight placements counted), then `order`, as the
+  // priority policy ranks equal priorities. A cluster of hints.no_room only when no other can.
   SelectOutcome select_excluding(const std::string& accelerator,
-                                 const std::vector<std::string>& excluded) override {
+                                 const std::vector<std::string>& excluded,
+                                 const PlacementHints& hints) override {
     std::lock_guard lock(mutex);
-    for (const std::string& c : order) {
-      if (std::find(excluded.begin(), excluded.end(), c) != excluded.end()) continue;
-      if (!sim.at(c).reachable) continue;
+    hints_seen.push_back(hints);
+    for (const bool with_full : {false, true}) {
+      std::string best;
+      int best_queue = 0;
+      for (const std::string& c : order) {
+        if (std::find(excluded.begin(), excluded.end(), c) != excluded.end()) continue;
+        if (!sim.at(c).reachable) continue;
+        if (!with_full && hints.no_room.contains(c)) continue;
+        int queue = 0;
+        if (by_queue) {
+          for (const auto& [name, w] : sim.at(c).workloads) queue += w.state == "QUEUED";
+          if (const auto it = hints.in_flight.find(c); it != hints.in_flight.end()) {
+            queue += it->second;
+          }
+        }
+        if (best.empty() || queue < best_queue) {
+          best = c;
+          best_queue = queue;
+        }
+      }
+      if (best.empty()) continue;
       SelectOutcome o;
-      o.selection.selected_cluster = c;
+      o.selection.selected_cluster = best;
       o.selection_id = 1;
       return o;
     }
