@@ -80,6 +80,18 @@ struct ConfigInfo {
   std::string last_reload_error;     // empty when the last reload succeeded
 };
 
+// What a caller of ControlPlane::select_excluding (the supervisor) knows that probes cannot show.
+struct PlacementHints {
+  // Per cluster, the caller's placements decided and not submitted yet (several recoveries
+  // decided at once): each counts as one more QUEUED workload in that cluster's probe, so that
+  // decisions made together spread as decisions made one after the other do.
+  std::map<std::string, int> in_flight;
+  // Clusters that have no room for the workload now (the caller counted their workloads against
+  // a capacity it knows): left out while another cluster can take it ("no room: <why>"), chosen
+  // as any other candidate when none can.
+  std::map<std::string, std::string> no_room;  // cluster -> why
+};
+
 // What the routes do. Every method may be called from many threads at once and throws the
 // layer's errors (errors.h), which the server maps to HTTP statuses.
 class ControlPlane {
@@ -115,10 +127,16 @@ class ControlPlane {
   // select_brief). Throws StateStoreError. The default: leaves every id 0.
   virtual void record_repeats(const std::vector<SelectOutcome*>& repeats);
   // The same, never choosing a cluster of `excluded` (a recovery's failed cluster): those count
-  // as unreachable candidates ("excluded: ..."). The default selects and refuses an excluded
+  // as unreachable candidates ("excluded: ..."), and with what the caller knows of its own
+  // placements (`hints`, below). The default selects, ignores the hints and refuses an excluded
   // answer with NoAvailableClusterError.
   virtual SelectOutcome select_excluding(const std::string& accelerator_type,
-                                         const std::vector<std::string>& excluded);
+                                         const std::vector<std::string>& excluded,
+                                         const PlacementHints& hints);
+  SelectOutcome select_excluding(const std::string& accelerator_type,
+                                 const std::vector<std::string>& excluded) {
+    return select_excluding(accelerator_type, excluded, PlacementHints{});
+  }
   // Feeds a failure of `cluster` to its circuit breaker (a recovery's failed cluster). The
   // default: nothing.
   virtual void record_cluster_failure(const std::string& cluster);

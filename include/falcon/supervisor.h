@@ -169,8 +169,13 @@ struct SupervisorOptions {
   std::shared_ptr<Clock> clock;           // null: the system clock
   SupervisorSettings settings;
   std::string holder;  // this replica's name in the lease; empty: <hostname>:<pid>:<random>
-  // Told what the supervisor does (incidents, recoveries, lease changes): level, message.
+  // Told what the supervisor does (incidents, recoveries, lease changes): level, message. Called
+  // from the pass's threads, possibly at once.
   std::function<void(const std::string&, const std::string&)> on_event;
+  // How many managed workloads a pass handles at once (the replacements of a killed cluster):
+  // their looks, cancels, submits and store writes overlap; their decisions are made one at a
+  // time, each counting the placements decided before it. 1: one after the other, in name order.
+  int parallel = 4;
 };
 
 class Supervisor {
@@ -184,9 +189,11 @@ class Supervisor {
   void start();
   // Ends the loop, waits for a pass in progress, releases the lease (idempotent).
   void stop();
-  // One pass at the clock's now: takes or renews the lease; holding it, checks every managed
-  // workload (in name order) and advances its state machine. Returns whether this replica holds
-  // the lease. Losing the lease mid-pass stops the pass before the next action.
+  // One pass at the clock's now: takes or renews the lease; holding it, first cancels the
+  // fenced incarnations whose cluster answers again, then checks every managed workload and
+  // advances its state machine (SupervisorOptions::parallel at a time, in name order). Returns
+  // whether this replica holds the lease. Losing the lease mid-pass stops the pass before the next
+  // action.
   bool run_once();
 
   bool leader() const;

@@ -117,6 +117,19 @@ class InvalidWorkloadSpecError : public WorkloadSubmitError {
   const char* type_name() const noexcept override { return "InvalidWorkloadSpecError"; }
 };
 
+// A create that xpk gave up on before its create step (`kubectl apply`): it ended by itself,
+// on a pre-apply step that failed (its existence check, e.g. "Unable to connect to the
+// server: ... i/o timeout" from a cluster that just died, or its scheduling validation), and
+// printed nothing of the create step ("Starting workload create", the apply). Proof that this
+// create made no workload, whether or not the cluster answers afterwards. A timeout, a signal
+// or a failure in or after the create step is a plain WorkloadSubmitError: there the workload
+// may exist.
+class WorkloadNotCreatedError : public WorkloadSubmitError {
+ public:
+  using WorkloadSubmitError::WorkloadSubmitError;
+  const char* type_name() const noexcept override { return "WorkloadNotCreatedError"; }
+};
+
 // The outcome of fetching one cluster's credentials (ClusterFabric::warm_up).
 struct WarmupResult {
   std::string cluster;
@@ -166,7 +179,8 @@ class XpkWorkloadManager {
   // exists), it only means find_submission will not know it.
   // Throws WorkloadSubmitError: a validation failure (exit_code null, nothing run), the binary
   // missing or the state directory unusable, a timeout or signal (exit_code null), or a
-  // non-zero exit (its code, and stderr plus xpk's error lines). Blocks up to
+  // non-zero exit (its code, and stderr plus xpk's error lines); WorkloadNotCreatedError when
+  // that exit came before xpk's create step (see there). Blocks up to
   // xpk.command_timeout_s, plus one `--help` call the first time in auto mode.
   WorkloadHandle submit(const ClusterConfig& cluster, const WorkloadSpec& spec);
 

@@ -368,7 +368,8 @@ SelectOutcome ControlPlane::select_brief(const std::string& accelerator_type) {
 }
 
 SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type,
-                                             const std::vector<std::string>& excluded) {
+                                             const std::vector<std::string>& excluded,
+                                             const PlacementHints&) {
   SelectOutcome outcome = select(accelerator_type);
   if (std::find(excluded.begin(), excluded.end(), outcome.selection.selected_cluster) !=
       excluded.end()) {

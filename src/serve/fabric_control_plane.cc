@@ -289,17 +289,32 @@ class FabricControlPlane final : public ControlPlane {
   // a supervisor pass decides for every workload a killed cluster took down, one after the
   // other, and on the cached queue depth all of them went to the same cluster, far beyond its
   // free slots, where the replacements waited QUEUED (the chaos benchmark's longest SVRTs).
+  //
+  // `hints.in_flight` adds the caller's placements not submitted yet to the queue depth of
+  // their clusters' probes (what the decision is judged on, and recorded with). A cluster of
+  // `hints.no_room` is first left out (an unavailable candidate, "no room: ..."); when no
+  // other cluster can take the workload, the decision is made again with it.
   SelectOutcome select_excluding(const std::string& accelerator_type,
-                                 const std::vector<std::string>& excluded) override {
-    return decide(accelerator_type, excluded, true, nullptr);
+                                 const std::vector<std::string>& excluded,
+                                 const PlacementHints& hints) override {
+    if (!hints.no_room.empty()) {
+      try {
+        return decide(accelerator_type, excluded, true, nullptr, &hints, true);
+      } catch (const NoAvailableClusterError&) {
+        // None with room: every candidate that can take it, full or not.
+      }
+    }
+    return decide(accelerator_type, excluded, true, nullptr, &hints, false);
   }
 
   // A selection from the monitor's cache (probing now what is older than max_probe_age_s, or
   // with `after_own_submits` what this control plane submitted to since its probe), recorded;
   // `basis`, when given, says what else it rested on.
+  // `hints` and `leave_out_full`: select_excluding.
   SelectOutcome decide(const std::string& accelerator_type,
                        const std::vector<std::string>& excluded, bool after_own_submits,
-                       ClusterFabric::SelectionBasis* basis) {
+                       ClusterFabric::SelectionBasis* basis, const PlacementHints* hints = nullptr,
+                       bool leave_out_full = false) {
     const auto config_age =
         std::chrono::milliseconds(std::chrono::seconds(fabric_->config()->serve.max_probe_age_s));
     std::map<std::string, std::chrono::steady_clock::time_point> submitted;
@@ -318,14 +333,29 @@ class FabricControlPlane final : public ControlPlane {
     const auto max_age = config_age;
     // An excluded cluster is a candidate that cannot be chosen: unreachable, saying why.
     auto excluded_result = [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
-      if (std::find(excluded.begin(), excluded.end(), c.name) == excluded.end()) {
-        return std::nullopt;
+      std::string why;
+      if (std::find(excluded.begin(), excluded.end(), c.name) != excluded.end()) {
+        why = "excluded: the cluster a managed workload is being recovered from";
+      } else if (hints && leave_out_full) {
+        if (const auto it = hints->no_room.find(c.name); it != hints->no_room.end()) {
+          why = "no room: " + it->second;
+        }
       }
+      if (why.empty()) return std::nullopt;
       ClusterProbeResult r;
       r.cluster = c.name;
       r.reachable = false;
-      r.error = "excluded: the cluster a managed workload is being recovered from";
+      r.error = std::move(why);
       r.probed_at = format_iso8601(clock_->now());
+      return r;
+    };
+    // The caller's placements not submitted yet, as QUEUED workloads of the probe.
+    auto with_in_flight = [&](ClusterProbeResult r) {
+      if (!hints || !r.reachable) return r;
+      if (const auto it = hints->in_flight.find(r.cluster);
+          it != hints->in_flight.end() && it->second > 0) {
+        r.queue_depth = r.queue_depth.value_or(0) + it->second;
+      }
       return r;
     };
     // The clusters whose breaker is not closed before this decision: the selection's gate
@@ -357,6 +387,7 @@ class FabricControlPlane final : public ControlPlane {
           }
           MonitoredProbe p = monitor_->fresh(c, age_for(c));
           if (p.from_cache) trial_outcome(c, p.result.reachable);  // else fed by the probe
+          p.result = with_in_flight(std::move(p.result));
           std::lock_guard lock(used_mutex);
           used[c.name] = p;
           return p.result;
@@ -369,6 +400,7 @@ class FabricControlPlane final : public ControlPlane {
           auto p = monitor_->cached(c.name, age_for(c));
           if (!p) return std::nullopt;
           trial_outcome(c, p->result.reachable);
+          p->result = with_in_flight(std::move(p->result));
           std::lock_guard lock(used_mutex);
           return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
         },

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -464,8 +466,32 @@ struct Supervisor::Impl {
     std::string error;
     std::map<std::string, WorkloadInfo> workloads;
     StoreTime at{};  // when the list call started: what it shows is at least that recent
+    // RUNNING and QUEUED workloads on it (every workload of the cluster, managed or not).
+    int running() const { return count("RUNNING"); }
+    int occupied() const { return count("RUNNING") + count("QUEUED"); }
+    int count(const char* state) const {
+      return static_cast<int>(std::count_if(workloads.begin(), workloads.end(), [&](const auto& w) {
+        return w.second.state == state;
+      }));
+    }
   };
-  std::map<std::string, Listing> listings;
+  // A pass handles several workloads at once (SupervisorOptions::parallel): the per-pass state
+  // below is guarded by pass_state.
+  std::mutex pass_state;
+  std::map<std::string, std::shared_ptr<const Listing>> listings;
+  // Held while a cluster's list is read: the workloads that need it meanwhile wait for that read
+  // instead of reading it again.
+  std::map<std::string, std::shared_ptr<std::mutex>> list_locks;
+  // Per pass: decided and not submitted yet (workload -> cluster), and the submits made (cluster,
+  // when): placements a list read before them does not show.
+  std::map<std::string, std::string> placing;
+  std::vector<std::pair<std::string, StoreTime>> placed;
+  // Decisions are made one at a time, each seeing the placements decided before it.
+  std::mutex deciding;
+  // Across passes (this replica's memory): a cluster's capacity as learned from a replacement
+  // that waited there unadmitted for readmit_grace_s while it ran N workloads (xpk's list and
+  // probes say nothing of free slots): N. Raised when a list shows it running more.
+  std::map<std::string, int> learned_capacity;
   // Per pass: the earliest moment a pass has something to do (a grace period, the fencing lease,
   // a back-off or a stability window ending); the loop runs the next pass then when that comes
   // before interval_s.
@@ -553,35 +579,58 @@ struct Supervisor::Impl {
   // by a list from seconds ago: an eviction readmitted since then looked "not readmitted within
   // readmit_grace_s"). A cluster that did not answer is not asked again in the same pass.
   // `any_age`: whatever this pass read (a use that a stale list cannot mislead).
-  const Listing& listing(const std::string& cluster, const SupervisorSettings& s,
-                         bool any_age = false) {
-    auto it = listings.find(cluster);
-    if (it != listings.end() &&
-        (any_age || !it->second.ok || seconds_between(it->second.at, now()) < s.interval_s)) {
-      return it->second;
+  std::shared_ptr<const Listing> listing(const std::string& cluster, const SupervisorSettings& s,
+                                         bool any_age = false) {
+    auto usable = [&](const Listing& l) {
+      return any_age || !l.ok || seconds_between(l.at, now()) < s.interval_s;
+    };
+    std::shared_ptr<std::mutex> reading;
+    {
+      std::lock_guard lock(pass_state);
+      if (const auto it = listings.find(cluster); it != listings.end() && usable(*it->second)) {
+        return it->second;
+      }
+      auto& m = list_locks[cluster];
+      if (!m) m = std::make_shared<std::mutex>();
+      reading = m;
     }
-    Listing l;
-    l.at = now();
+    std::lock_guard one_read(*reading);
+    {
+      std::lock_guard lock(pass_state);  // read by another workload meanwhile?
+      if (const auto it = listings.find(cluster); it != listings.end() && usable(*it->second)) {
+        return it->second;
+      }
+    }
+    auto l = std::make_shared<Listing>();
+    l->at = now();
     try {
       for (WorkloadInfo& w : control().list_live(cluster, std::nullopt)) {
         std::string name = w.name;
-        l.workloads.emplace(std::move(name), std::move(w));
+        l->workloads.emplace(std::move(name), std::move(w));
       }
-      l.ok = true;
+      l->ok = true;
     } catch (const std::exception& e) {
-      l.error = e.what();
+      l->error = e.what();
     }
-    if (it != listings.end()) {
-      it->second = std::move(l);
-      return it->second;
+    std::lock_guard lock(pass_state);
+    if (l->ok) {
+      if (const auto it = learned_capacity.find(cluster);
+          it != learned_capacity.end() && l->running() > it->second) {
+        it->second = l->running();
+      }
     }
-    return listings.emplace(cluster, std::move(l)).first->second;
+    listings[cluster] = l;
+    return l;
   }
 
   // Forgets `cluster`'s list: the next look reads it again (after a failed create there).
-  void forget_listing(const std::string& cluster) { listings.erase(cluster); }
+  void forget_listing(const std::string& cluster) {
+    std::lock_guard lock(pass_state);
+    listings.erase(cluster);
+  }
 
   void due(StoreTime t) {
+    std::lock_guard lock(pass_state);
     if (is_set(t) && (!is_set(next_due) || t < next_due)) next_due = t;
   }
 
@@ -589,13 +638,13 @@ struct Supervisor::Impl {
   IncarnationObservation observe(const std::string& cluster, const std::string& name,
                                  const SupervisorSettings& s) {
     IncarnationObservation obs;
-    const Listing& l = listing(cluster, s);
-    obs.at = l.at;
-    obs.reachable = l.ok;
-    obs.error = l.error;
-    if (!l.ok) return obs;
-    const auto it = l.workloads.find(name);
-    obs.listed = it != l.workloads.end();
+    const auto l = listing(cluster, s);
+    obs.at = l->at;
+    obs.reachable = l->ok;
+    obs.error = l->error;
+    if (!l->ok) return obs;
+    const auto it = l->workloads.find(name);
+    obs.listed = it != l->workloads.end();
     if (!obs.listed) return obs;
     obs.state = it->second.state;
     if (obs.state == "FAILED") {
@@ -654,7 +703,6 @@ struct Supervisor::Impl {
       m.state = kManagedStarting;
     }
     Detail d = Detail::parse(m.detail_json);
-    cancel_fenced(m, d, s);
     if (m.state == kManagedStarting || m.state == kManagedRunning) {
       watch(m, d, s);
     }
@@ -755,11 +803,60 @@ struct Supervisor::Impl {
     if (std::find(d.full.begin(), d.full.end(), m.cluster) == d.full.end()) {
       d.full.push_back(m.cluster);
     }
+    learn_capacity(m.cluster, s);
     start_replacement(m, d, r, StoreTime{});
     event("warn", fmt::format("supervisor: {}: {} not admitted on {} within {}; moving it as {}",
                               r.incident_id, d.old_name, d.old_cluster, seconds_text(waited),
                               d.replacement));
     return true;
+  }
+
+  // A replacement waited on `cluster` unadmitted for readmit_grace_s: the cluster is full at
+  // what it runs now (its list, this pass).
+  void learn_capacity(const std::string& cluster, const SupervisorSettings& s) {
+    const auto l = listing(cluster, s, true);
+    if (!l->ok) return;
+    std::lock_guard lock(pass_state);
+    learned_capacity[cluster] = l->running();
+    event("info", fmt::format("supervisor: cluster {} is taken to have room for {} workloads (a "
+                              "replacement waited there unadmitted while it ran that many)",
+                              cluster, l->running()));
+  }
+
+  // What a decision should know beyond the probes: the placements decided and not submitted
+  // yet, and the clusters of a learned capacity that their workloads (listed RUNNING or QUEUED,
+  // submitted since that list, being placed) fill. Called under `deciding`.
+  PlacementHints placement_hints(const std::vector<std::string>& excluded,
+                                 const SupervisorSettings& s) {
+    PlacementHints hints;
+    std::map<std::string, int> capacity;
+    {
+      std::lock_guard lock(pass_state);
+      for (const auto& [workload, cluster] : placing) ++hints.in_flight[cluster];
+      capacity = learned_capacity;
+    }
+    for (const auto& [cluster, cap] : capacity) {
+      if (std::find(excluded.begin(), excluded.end(), cluster) != excluded.end()) continue;
+      const auto l = listing(cluster, s, true);
+      if (!l->ok) continue;
+      int since = 0;
+      {
+        std::lock_guard lock(pass_state);
+        since = static_cast<int>(std::count_if(placed.begin(), placed.end(), [&](const auto& p) {
+          return p.first == cluster && p.second >= l->at;
+        }));
+      }
+      const auto in_flight = hints.in_flight.find(cluster);
+      const int placing_there = in_flight == hints.in_flight.end() ? 0 : in_flight->second;
+      const int occupied = l->occupied() + since + placing_there;
+      if (occupied >= cap) {
+        hints.no_room[cluster] = fmt::format(
+            "{} workloads running or queued there ({} of them placed by this supervisor since "
+            "its list), room for {} (learned: a replacement waited there unadmitted)",
+            occupied, since + placing_there, cap);
+      }
+    }
+    return hints;
   }
 
   void open_incident(ManagedWorkloadRecord& m, Detail& d, const Classification& c, StoreTime at) {
@@ -788,9 +885,12 @@ struct Supervisor::Impl {
     // A workload-level fault (a node, a preemption) says nothing about the cluster's health: at
     // a high fault rate counting those opened every breaker and left nowhere to recover to. The
     // replacement's selection excludes the old cluster either way.
-    if (infrastructure && c.cluster_fault && breaker_fed.insert(m.cluster).second) {
-      control().record_cluster_failure(m.cluster);
+    bool feed = false;
+    if (infrastructure && c.cluster_fault) {
+      std::lock_guard lock(pass_state);
+      feed = breaker_fed.insert(m.cluster).second;
     }
+    if (feed) control().record_cluster_failure(m.cluster);
     if (!infrastructure && !m.recover_on_failure) {
       m.state = kManagedFailed;
       d.incident.clear();
@@ -841,7 +941,7 @@ struct Supervisor::Impl {
     if (d.fenced.empty()) return;
     std::vector<std::pair<std::string, std::string>> left;
     for (const auto& [cluster, name] : d.fenced) {
-      if (!listing(cluster, s).ok) {
+      if (!listing(cluster, s)->ok) {
         left.emplace_back(cluster, name);
         continue;
       }
@@ -882,11 +982,11 @@ struct Supervisor::Impl {
     std::string not_confirmed;  // why the cancel did not confirm it gone
     try {
       const WorkloadHandle old = control().handle_for(d.old_cluster, d.old_name);
-      if (const Listing& l = listing(d.old_cluster, s); !l.ok) {
+      if (const auto l = listing(d.old_cluster, s); !l->ok) {
         // Its cluster did not answer this pass: a cancel would fail the same way, and during an
         // outage it cost one xpk call per workload on that cluster in every pass, delaying the
         // looks at every other workload.
-        not_confirmed = l.error;
+        not_confirmed = l->error;
       } else {
         control().cancel(old);
         how = "cancel confirmed";
@@ -900,10 +1000,10 @@ struct Supervisor::Impl {
     }
     if (how.empty()) {
       // Not confirmed. A listing that answers without it, or with it finished, is as good.
-      const Listing& l = listing(d.old_cluster, s);
-      if (l.ok) {
-        const auto it = l.workloads.find(d.old_name);
-        if (it == l.workloads.end()) {
+      const auto l = listing(d.old_cluster, s);
+      if (l->ok) {
+        const auto it = l->workloads.find(d.old_name);
+        if (it == l->workloads.end()) {
           how = "not listed";
         } else if (is_terminal_state(it->second.state)) {
           how = "status " + it->second.state;
@@ -1003,10 +1103,16 @@ struct Supervisor::Impl {
       }
     }
     std::string cluster;
+    // One decision at a time: each counts the ones before it (in flight, or submitted since the
+    // lists it counts from).
+    std::unique_lock one_at_a_time(deciding);
     try {
-      cluster =
-          control().select_excluding(m.spec.accelerator_type, excluded).selection.selected_cluster;
+      const PlacementHints hints = placement_hints(excluded, s);
+      cluster = control()
+                    .select_excluding(m.spec.accelerator_type, excluded, hints)
+                    .selection.selected_cluster;
     } catch (const NoAvailableClusterError& e) {
+      one_at_a_time.unlock();
       if (!d.create_failed.empty()) {
         backoff_round(m, d, s, e.what());
       } else {
@@ -1016,6 +1122,11 @@ struct Supervisor::Impl {
       }
       return false;
     }
+    {
+      std::lock_guard lock(pass_state);
+      placing[m.name] = cluster;  // until its submit returned (submit())
+    }
+    one_at_a_time.unlock();
     d.no_cluster = 0;
     d.next_attempt = StoreTime{};
     RecoveryRecord r = incident_record(m, d);
@@ -1038,8 +1149,8 @@ struct Supervisor::Impl {
   // incarnation (cancelled once its cluster answers).
   bool confirm_not_created(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     if (!is_set(d.unconfirmed_since)) d.unconfirmed_since = now();
-    const Listing& l = listing(d.to_cluster, s);
-    if (l.ok && l.workloads.contains(d.replacement)) {
+    const auto l = listing(d.to_cluster, s);
+    if (l->ok && l->workloads.contains(d.replacement)) {
       event("warn",
             fmt::format("supervisor: {}: its failed create on {} made it after all; adopted",
                         d.replacement, d.to_cluster));
@@ -1047,7 +1158,7 @@ struct Supervisor::Impl {
       d.phase = "submitting";
       return true;
     }
-    if (!l.ok) {
+    if (!l->ok) {
       const double waited = seconds_between(d.unconfirmed_since, now());
       if (waited < s.fencing_lease_s) {
         due(d.unconfirmed_since + to_duration(s.fencing_lease_s));
@@ -1070,14 +1181,23 @@ struct Supervisor::Impl {
 
   // Submits the replacement; true when it is submitted (or the workload is done with).
   bool submit(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
+    // The placement decided for it counts as in flight until this returns.
+    struct Placed {
+      Impl& impl;
+      const std::string& name;
+      ~Placed() {
+        std::lock_guard lock(impl.pass_state);
+        impl.placing.erase(name);
+      }
+    } placed_guard{*this, m.name};
     ensure_leader(s);
     // After a hand-over the previous leader may have submitted it already: adopt it then. A
     // list from earlier in this pass is enough: one submitted since makes the create fail as a
     // duplicate, which is adopted too.
     bool exists = false;
     {
-      const Listing& l = listing(d.to_cluster, s, true);
-      exists = l.ok && l.workloads.contains(d.replacement);
+      const auto l = listing(d.to_cluster, s, true);
+      exists = l->ok && l->workloads.contains(d.replacement);
     }
     if (!exists) {
       WorkloadSpec spec = m.spec;
@@ -1085,15 +1205,32 @@ struct Supervisor::Impl {
       spec.env["FALCON_RECOVERY_COUNT"] = std::to_string(m.attempts);
       spec.env["FALCON_PREVIOUS_WORKLOAD"] = d.old_name;
       std::string failure;
+      bool made_nothing = false;  // xpk stopped before its create step
+      // Landed or not, it is no longer in flight: a decision from now on sees it in the
+      // cluster's list (submitted since the list) or not at all.
+      auto landed = [&](bool ok) {
+        std::lock_guard lock(pass_state);
+        placing.erase(m.name);
+        if (ok) placed.emplace_back(d.to_cluster, now());
+      };
       try {
         control().submit(d.to_cluster, spec);
+        landed(true);
       } catch (const InvalidWorkloadSpecError& e) {
+        landed(false);
         ++d.submit_attempts;
         give_up_submitting(m, d, e.what());
         return true;
+      } catch (const WorkloadNotCreatedError& e) {
+        landed(false);
+        failure = e.what();
+        made_nothing = true;
       } catch (const WorkloadSubmitError& e) {
-        if (!names_duplicate(e.what(), d.replacement)) failure = e.what();
+        const bool duplicate = names_duplicate(e.what(), d.replacement);
+        landed(duplicate);  // a duplicate is there: adopted below
+        if (!duplicate) failure = e.what();
       } catch (const std::exception& e) {
+        landed(false);
         failure = e.what();
       }
       if (!failure.empty()) {
@@ -1110,6 +1247,17 @@ struct Supervisor::Impl {
         }
         event("warn", fmt::format("supervisor: {} create {} on {} failed: {}", d.replacement,
                                   d.submit_attempts, d.to_cluster, failure));
+        if (made_nothing) {
+          // Proof that it made nothing there (xpk gave up before its create step, e.g. at its
+          // existence check against a cluster that just died): no list to confirm it by, and no
+          // fencing wait if that cluster stops answering; another cluster is chosen at once.
+          d.create_failed.push_back(d.to_cluster);
+          d.to_cluster.clear();
+          d.next_attempt = StoreTime{};
+          d.phase = "deciding";
+          save(m, d);
+          return false;
+        }
         d.phase = "confirming";
         d.unconfirmed_since = now();
         forget_listing(d.to_cluster);  // its list from before the create does not confirm
@@ -1154,9 +1302,15 @@ struct Supervisor::Impl {
       return false;
     }
     if (!take_lease(s)) return false;
-    listings.clear();
-    breaker_fed.clear();
-    next_due = StoreTime{};
+    {
+      std::lock_guard lock(pass_state);
+      listings.clear();
+      list_locks.clear();
+      breaker_fed.clear();
+      placing.clear();
+      placed.clear();
+      next_due = StoreTime{};
+    }
     std::vector<ManagedWorkloadRecord> all;
     try {
       all = store().list_managed(1000);
@@ -1164,26 +1318,79 @@ struct Supervisor::Impl {
       event("warn", fmt::format("supervisor: cannot read the managed workloads: {}", e.what()));
       return true;
     }
-    for (ManagedWorkloadRecord& m : all) {
-      if (!is_active_managed_state(m.state) &&
-          m.detail_json.find("\"fenced\"") == std::string::npos)
-        continue;
+    auto guarded = [&](ManagedWorkloadRecord& m, const std::function<void()>& work) {
       try {
-        step(m, s);
+        work();
       } catch (const LostLease&) {
-        return false;
+        throw;
       } catch (const std::exception& e) {
         event("warn", fmt::format("supervisor: {}: {}", m.name, e.what()));
       }
+    };
+    // First the fenced incarnations whose cluster answers again: a fenced copy QUEUED on a
+    // revived cluster is admitted there at once, next to its replacement, until cancelled.
+    std::vector<ManagedWorkloadRecord*> fenced;
+    std::vector<ManagedWorkloadRecord*> active;
+    for (ManagedWorkloadRecord& m : all) {
+      if (m.detail_json.find("\"fenced\"") != std::string::npos) fenced.push_back(&m);
+      if (is_active_managed_state(m.state)) active.push_back(&m);
     }
-    listings.clear();
+    const int width = std::max(1, options.parallel);
+    bool held = for_each_parallel(fenced.size(), width, [&](std::size_t i) {
+      ManagedWorkloadRecord& m = *fenced[i];
+      guarded(m, [&] {
+        Detail d = Detail::parse(m.detail_json);
+        cancel_fenced(m, d, s);
+      });
+    });
+    if (held) {
+      held = for_each_parallel(active.size(), width, [&](std::size_t i) {
+        ManagedWorkloadRecord& m = *active[i];
+        guarded(m, [&] { step(m, s); });
+      });
+    }
+    {
+      std::lock_guard lock(pass_state);
+      listings.clear();
+      list_locks.clear();
+    }
+    if (!held) return false;
     std::lock_guard lock(mutex);
     return leader;
   }
 
+  // Runs work(i) for every i below n on up to `width` threads (this one included), each taking
+  // the next i; once one of them lost the lease no more are started. False when it was lost.
+  static bool for_each_parallel(std::size_t n, int width,
+                                const std::function<void(std::size_t)>& work) {
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> lost{false};
+    auto run = [&] {
+      while (!lost) {
+        const std::size_t i = next++;
+        if (i >= n) return;
+        try {
+          work(i);
+        } catch (const LostLease&) {
+          lost = true;
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    const std::size_t helpers = std::min(n, static_cast<std::size_t>(width)) > 0
+                                    ? std::min(n, static_cast<std::size_t>(width)) - 1
+                                    : 0;
+    for (std::size_t t = 0; t < helpers; ++t) threads.emplace_back(run);
+    run();
+    for (std::thread& t : threads) t.join();
+    return !lost;
+  }
+
   StoreTime next_due_time() {
     std::lock_guard pass(pass_mutex);
-    return leader_now() ? next_due : StoreTime{};
+    if (!leader_now()) return StoreTime{};
+    std::lock_guard lock(pass_state);
+    return next_due;
   }
 
   bool leader_now() const {

@@ -116,6 +116,34 @@ std::optional<std::string> duplicate_name_line(const CommandResult& r,
   return std::nullopt;
 }
 
+// Whether a failed `xpk workload create` stopped before its create step, so that it made
+// nothing (WorkloadNotCreatedError): xpk ended by itself ("XPK failed, error code N"; not a
+// timeout, a signal or cut output), a step before the apply failed (its existence check's
+// kubectl call, "[XPK] Task Check if Workload Already Exists failed with 1" followed by
+// kubectl's "Unable to connect to the server: ..."; or "Workload scheduling validation
+// failed. XPK will not create the workload"), and nothing of the create step was printed
+// ("[XPK] Starting workload create" comes before the YAML is rendered and applied, or any
+// mention of `kubectl apply`). Anything else leaves it open whether the JobSet was applied.
+bool failed_before_create_step(const CommandResult& r) {
+  if (r.ok() || r.timed_out || r.term_signal != 0 || r.stdout_truncated) return false;
+  bool pre_apply_failure = false;
+  bool xpk_failed = false;
+  for (std::string_view line : xpk::split_output_lines(r.stdout_text)) {
+    if (line.find("Starting workload create") != std::string_view::npos ||
+        line.find("kubectl apply") != std::string_view::npos) {
+      return false;
+    }
+    if (line.find("[XPK] Task Check if Workload Already Exists failed with") !=
+            std::string_view::npos ||
+        line.find("Workload scheduling validation failed. XPK will not create the workload") !=
+            std::string_view::npos) {
+      pre_apply_failure = true;
+    }
+    if (line.find("[XPK] XPK failed, error code") != std::string_view::npos) xpk_failed = true;
+  }
+  return pre_apply_failure && xpk_failed;
+}
+
 }  // namespace
 
 XpkWorkloadManager::XpkWorkloadManager(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
@@ -264,6 +292,13 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
           cluster.name, spec.name, exit_code_of(r), *line);
     }
     const auto failure = xpk::describe_failure(r);
+    if (failed_before_create_step(r)) {
+      throw WorkloadNotCreatedError(
+          fmt::format("xpk workload create failed for workload '{}' on cluster '{}' before its "
+                      "create step (nothing was created): {}",
+                      spec.name, cluster.name, failure.full()),
+          cluster.name, spec.name, exit_code_of(r), failure.details);
+    }
     throw WorkloadSubmitError(
         fmt::format("xpk workload create failed for workload '{}' on cluster '{}': {}", spec.name,
                     cluster.name, failure.full()),

@@ -719,5 +719,40 @@ TEST_F(FabricStateTest, TheSupervisorsDecisionsProbeAgainAClusterSubmittedToSinc
   stop_control_plane_loop(*control);
 }
 
+// What the supervisor knows beyond the probes: its placements decided and not submitted yet
+// count as QUEUED workloads of their cluster's probe (tpu-a's queue then exceeds its
+// max_queue_depth), and a cluster with no room is left out while another can take the workload,
+// chosen when none can.
+TEST_F(FabricStateTest, TheSupervisorsDecisionsCountItsPlacementsInFlightAndAvoidFullClusters) {
+  write_config("serve:\n  probe_interval_s: 3600\n  max_probe_age_s: 60\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
+  std::shared_ptr<ClusterFabric> f = fabric(store);
+  auto control = make_fabric_control_plane(f, store, clock_);
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
+
+  PlacementHints in_flight;
+  in_flight.in_flight["tpu-a"] = 60;  // max_queue_depth 50
+  SelectOutcome o = control->select_excluding("tpu-v4-64", {}, in_flight);
+  EXPECT_EQ(o.selection.selected_cluster, "tpu-b");
+  EXPECT_THAT(o.selection.reason, HasSubstr("tpu-b"));
+
+  PlacementHints full;
+  full.no_room["tpu-a"] = "16 workloads running or queued there, room for 16";
+  o = control->select_excluding("tpu-v4-64", {}, full);
+  EXPECT_EQ(o.selection.selected_cluster, "tpu-b");
+  bool said = false;
+  for (const ClusterProbeResult& r : o.selection.probe_results) {
+    if (r.cluster == "tpu-a") {
+      said = r.error.value_or("").find("no room: 16 workloads") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(said);
+  // tpu-b excluded: tpu-a, full or not, is the one left.
+  EXPECT_EQ(control->select_excluding("tpu-v4-64", {"tpu-b"}, full).selection.selected_cluster,
+            "tpu-a");
+  stop_control_plane_loop(*control);
+}
+
 }  // namespace
 }  // namespace falcon

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
@@ -195,6 +196,20 @@ class SimControl final : public ControlPlane {
   bool create_then_fail = false;    // a failing submit makes the workload all the same (a timeout)
   std::function<void()> on_status;  // called by status() (a slow log read), before it answers
   std::string cut_after_failed_create;  // this cluster stops answering after a failed create
+  bool by_queue = false;                // select_excluding: fewest QUEUED first
+  // A submit to an unreachable cluster fails as xpk does when its existence check cannot reach
+  // the cluster: WorkloadNotCreatedError (else a plain WorkloadSubmitError).
+  bool not_created_when_unreachable = false;
+  std::string dies_on_create;  // this cluster stops answering when a create reaches it
+  // The first `hold_submits` submits wait for each other (all in flight together) before they
+  // land, up to 5 s; max_in_flight is the most submits seen in flight at once.
+  int hold_submits = 0;
+  int submits_arrived = 0;
+  int in_flight = 0;
+  int max_in_flight = 0;
+  std::condition_variable held;
+  std::vector<std::string> ops;  // "submit <cluster>/<name>", "cancel <cluster>/<name>" in order
+  std::vector<PlacementHints> hints_seen;  // what each decision was told
   // What a failing submit says: xpk's create output, which mentions an unrelated "already
   // exists" (its RoleBinding) on every create.
   std::string failing_message =
@@ -237,14 +252,37 @@ class SimControl final : public ControlPlane {
   SelectOutcome select(const std::string& accelerator) override {
     return select_excluding(accelerator, {});
   }
+  using ControlPlane::select_excluding;
+  // The first reachable cluster in `order`, not excluded; with `by_queue`, the one with the
+  // fewest QUEUED workloads (the hints' in-flight placements counted), then `order`, as the
+  // priority policy ranks equal priorities. A cluster of hints.no_room only when no other can.
   SelectOutcome select_excluding(const std::string& accelerator,
-                                 const std::vector<std::string>& excluded) override {
+                                 const std::vector<std::string>& excluded,
+                                 const PlacementHints& hints) override {
     std::lock_guard lock(mutex);
-    for (const std::string& c : order) {
-      if (std::find(excluded.begin(), excluded.end(), c) != excluded.end()) continue;
-      if (!sim.at(c).reachable) continue;
+    hints_seen.push_back(hints);
+    for (const bool with_full : {false, true}) {
+      std::string best;
+      int best_queue = 0;
+      for (const std::string& c : order) {
+        if (std::find(excluded.begin(), excluded.end(), c) != excluded.end()) continue;
+        if (!sim.at(c).reachable) continue;
+        if (!with_full && hints.no_room.contains(c)) continue;
+        int queue = 0;
+        if (by_queue) {
+          for (const auto& [name, w] : sim.at(c).workloads) queue += w.state == "QUEUED";
+          if (const auto it = hints.in_flight.find(c); it != hints.in_flight.end()) {
+            queue += it->second;
+          }
+        }
+        if (best.empty() || queue < best_queue) {
+          best = c;
+          best_queue = queue;
+        }
+      }
+      if (best.empty()) continue;
       SelectOutcome o;
-      o.selection.selected_cluster = c;
+      o.selection.selected_cluster = best;
       o.selection_id = 1;
       return o;
     }
@@ -255,7 +293,17 @@ class SimControl final : public ControlPlane {
     breaker_failures.push_back(c);
   }
   WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
-    std::lock_guard lock(mutex);
+    std::unique_lock lock(mutex);
+    ++in_flight;
+    max_in_flight = std::max(max_in_flight, in_flight);
+    if (++submits_arrived <= hold_submits) {
+      held.notify_all();
+      held.wait_for(lock, 5s, [&] { return submits_arrived >= hold_submits; });
+    }
+    struct Landed {
+      int& n;
+      ~Landed() { --n; }
+    } landed{in_flight};
     if (failing_submits > 0 || failing_on[c] > 0) {
       --(failing_submits > 0 ? failing_submits : failing_on[c]);
       if (create_then_fail) sim.at(c).workloads[spec.name].spec = spec;
@@ -263,6 +311,13 @@ class SimControl final : public ControlPlane {
       throw WorkloadSubmitError(failing_message, c, spec.name, 1, "");
     }
     auto& cl = sim.at(c);
+    if (c == dies_on_create) cl.reachable = false;
+    if (!cl.reachable && not_created_when_unreachable) {
+      throw WorkloadNotCreatedError(
+          "xpk workload create failed before its create step (nothing was created): [XPK] Task "
+          "Check if Workload Already Exists failed with 1: Unable to connect to the server",
+          c, spec.name, 1, "");
+    }
     if (!cl.reachable) throw WorkloadSubmitError("Unable to connect", c, spec.name, 1, "");
     if (cl.workloads.contains(spec.name)) {
       // The fabric's words for a duplicate (XpkWorkloadManager::submit).
@@ -272,6 +327,7 @@ class SimControl final : public ControlPlane {
     }
     cl.workloads[spec.name].spec = spec;
     submits.emplace_back(c, spec.name);
+    ops.push_back("submit " + c + "/" + spec.name);
     return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
   }
   WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
@@ -299,6 +355,7 @@ class SimControl final : public ControlPlane {
       throw WorkloadNotFoundError(h.cluster, h.workload_name);
     }
     cancels.emplace_back(h.cluster, h.workload_name);
+    ops.push_back("cancel " + h.cluster + "/" + h.workload_name);
     return true;
   }
   std::vector<WorkloadInfo> list_live(const std::string& c,
@@ -331,9 +388,13 @@ class SupervisorTest : public ::testing::Test {
   }
 
   std::unique_ptr<Supervisor> make(const std::string& holder,
-                                   SupervisorSettings s = fast_settings()) {
-    return std::make_unique<Supervisor>(SupervisorOptions{
-        .control = control_, .store = store_, .clock = clock_, .settings = s, .holder = holder});
+                                   SupervisorSettings s = fast_settings(), int parallel = 4) {
+    return std::make_unique<Supervisor>(SupervisorOptions{.control = control_,
+                                                          .store = store_,
+                                                          .clock = clock_,
+                                                          .settings = s,
+                                                          .holder = holder,
+                                                          .parallel = parallel});
   }
 
   WorkloadSpec spec(const std::string& name) {
@@ -690,6 +751,139 @@ TEST_F(SupervisorTest, AFailedCreateIsConfirmedNotToHaveMadeTheWorkloadBeforeAno
   EXPECT_EQ(record("silent").incarnation, "silent-r1");
   EXPECT_EQ(record("silent").cluster, "tpu-c");
   EXPECT_EQ(control_->live_copies("silent"), 1);
+}
+
+// xpk stopped before its create step (its existence check could not reach the cluster, which
+// died at that moment): proof that nothing was created, so the replacement goes to another
+// cluster in the same pass, without the fencing wait of a create that may have landed.
+TEST_F(SupervisorTest, ACreateThatMadeNothingGoesElsewhereAtOnceThoughItsClusterIsGone) {
+  auto sup = make("a");
+  manage("silent");
+  control_->set("tpu-a", "silent", "FAILED", 137);
+  control_->dies_on_create = "tpu-b";  // chosen, and dead by the time the create reaches it
+  control_->not_created_when_unreachable = true;
+  run(*sup, 1);
+  const ManagedWorkloadRecord m = record("silent");
+  EXPECT_EQ(m.state, kManagedStarting);
+  EXPECT_EQ(m.incarnation, "silent-r1");
+  EXPECT_EQ(m.cluster, "tpu-c");
+  EXPECT_EQ(control_->live_copies("silent"), 1);
+  EXPECT_EQ(m.detail_json.find("\"fenced\""), std::string::npos);  // nothing to cancel later
+  const RecoveryRecord r = store_->list_recoveries(10, "silent")[0];
+  EXPECT_EQ(r.attempts, 2);
+  EXPECT_DOUBLE_EQ(*svrt_phases(r).decision, 0);
+
+  // A plain failure there (the create may have landed) still waits for the fencing lease.
+  manage("unsure");
+  control_->reach("tpu-b", true);
+  control_->not_created_when_unreachable = false;
+  control_->set("tpu-a", "unsure", "FAILED", 137);
+  run(*sup, 1);
+  EXPECT_EQ(record("unsure").state, kManagedRecovering);
+  EXPECT_EQ(control_->live_copies("unsure"), 0);
+}
+
+// At the start of a pass the fenced incarnations whose cluster answers again are cancelled
+// before any workload is looked at (a fenced copy QUEUED on a revived cluster is admitted there
+// at once, next to its replacement).
+TEST_F(SupervisorTest, FencedCopiesAreCancelledFirstWhenTheirClusterAnswersAgain) {
+  auto sup = make("a", fast_settings(), 1);  // one at a time, in name order
+  manage("b-train");
+  control_->set("tpu-a", "b-train", "RUNNING");
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  run(*sup, 21);  // unreachable_grace_s, then fencing_lease_s: fenced, replaced on tpu-b
+  ASSERT_EQ(record("b-train").incarnation, "b-train-r1");
+  ASSERT_NE(record("b-train").detail_json.find("\"fenced\""), std::string::npos);
+  control_->set("tpu-b", "b-train-r1", "RUNNING");
+  submit_managed(*control_, *store_, *clock_, "tpu-c", spec("a-train"),
+                 {.max_recoveries = 3, .stable_after = 30s, .recover_on_failure = false});
+  control_->set("tpu-c", "a-train", "RUNNING");
+  run(*sup, 1);
+  control_->ops.clear();
+  // In one pass: tpu-a answers again, and a-train (first in name order) needs a replacement.
+  control_->reach("tpu-a", true);
+  control_->set("tpu-c", "a-train", "FAILED", 137);
+  run(*sup, 1);
+  ASSERT_GE(control_->ops.size(), 3u);
+  EXPECT_EQ(control_->ops[0], "cancel tpu-a/b-train");
+  EXPECT_EQ(control_->ops[1], "cancel tpu-c/a-train");
+  EXPECT_EQ(control_->ops[2], "submit tpu-a/a-train-r1");
+  EXPECT_EQ(record("b-train").detail_json.find("\"fenced\""), std::string::npos);
+  EXPECT_EQ(control_->live_copies("b-train"), 1);
+}
+
+// The replacements of a killed cluster are decided and submitted together (their submits in
+// flight at once), and spread as decisions made one after the other would: each decision counts
+// the placements decided before it and not submitted yet.
+TEST_F(SupervisorTest, TheReplacementsOfAKilledClusterAreSubmittedTogetherAndSpread) {
+  auto sup = make("a", fast_settings(), 4);
+  for (int i = 0; i < 6; ++i) manage("w" + std::to_string(i));
+  for (int i = 0; i < 6; ++i) control_->set("tpu-a", "w" + std::to_string(i), "RUNNING");
+  run(*sup, 1);
+  control_->by_queue = true;  // the fewest QUEUED first, as the priority policy ranks
+  control_->hold_submits = 4;
+  control_->submits_arrived = 0;  // the first submits (manage) do not count
+  control_->max_in_flight = 0;
+  control_->reach("tpu-a", false);
+  run(*sup, 21);  // fenced after fencing_lease_s (20 s): all six replaced in one pass
+  ASSERT_EQ(control_->submits.size(), 6u);
+  EXPECT_GE(control_->max_in_flight, 4);
+  // w0..w3 (the first four, taken by the four threads) were decided before any of them landed:
+  // only the placements in flight spread them.
+  std::map<std::string, int> held_on;
+  std::map<std::string, int> on;
+  for (const auto& [c, name] : control_->submits) {
+    ++on[c];
+    if (name < "w4") ++held_on[c];
+  }
+  EXPECT_EQ(held_on["tpu-b"], 2);
+  EXPECT_EQ(held_on["tpu-c"], 2);
+  EXPECT_LE(on["tpu-b"], 4);
+  EXPECT_LE(on["tpu-c"], 4);
+  control_->reach("tpu-a", true);  // the fenced old ones are cancelled
+  run(*sup, 1);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(control_->live_copies("w" + std::to_string(i)), 1) << i;
+}
+
+// A replacement that waited unadmitted on a cluster teaches the supervisor that cluster's room
+// (what it ran then): later decisions leave it out while it is that full and another cluster
+// can take the workload, and count it again once its list shows it running more.
+TEST_F(SupervisorTest, AClusterThatLeftAReplacementWaitingIsLeftOutWhileItIsThatFull) {
+  auto sup = make("a");
+  control_->set("tpu-b", "other-1", "RUNNING");  // tpu-b's two slots are taken
+  control_->set("tpu-b", "other-2", "RUNNING");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  ASSERT_EQ(record("train").cluster, "tpu-b");  // first in order; it stays QUEUED there
+  run(*sup, 6);                                 // moved after readmit_grace_s (5 s)
+  ASSERT_EQ(record("train").incarnation, "train-r2");
+  control_->set(record("train").cluster, "train-r2", "RUNNING");
+
+  // Another workload on tpu-a fails: tpu-b would be first, but it still runs two.
+  manage("next");
+  control_->set("tpu-a", "next", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "next", "FAILED", 137);
+  run(*sup, 1);
+  EXPECT_EQ(record("next").incarnation, "next-r1");
+  EXPECT_EQ(record("next").cluster, "tpu-c");
+  ASSERT_FALSE(control_->hints_seen.empty());
+  EXPECT_THAT(control_->hints_seen.back().no_room.at("tpu-b"), HasSubstr("room for 2"));
+
+  // One of tpu-b's workloads ends: it has room again.
+  control_->set("tpu-b", "other-1", "COMPLETED");
+  control_->set("tpu-c", "next-r1", "RUNNING");
+  manage("last");
+  control_->set("tpu-a", "last", "RUNNING");
+  run(*sup, 1);
+  control_->set("tpu-a", "last", "FAILED", 137);
+  run(*sup, 1);
+  EXPECT_FALSE(control_->hints_seen.back().no_room.contains("tpu-b"));
+  EXPECT_EQ(record("last").cluster, "tpu-b");
 }
 
 // An eviction readmitted within readmit_grace_s is not an incident, even when a pass is slow:

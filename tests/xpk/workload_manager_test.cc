@@ -185,6 +185,43 @@ TEST_F(WorkloadManagerTest, FailedCreateRaisesWorkloadSubmitErrorWithStderr) {
   EXPECT_EQ(manager().find_submission("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
 }
 
+// xpk stopped at its existence check (the cluster does not answer): nothing was applied, and
+// the error says so by its type; a failure in the apply itself, or output cut short, does not.
+TEST_F(WorkloadManagerTest, ACreateThatFailedBeforeItsCreateStepIsKnownToHaveMadeNothing) {
+  runner_->on({"workload", "create"},
+              FakeCommandRunner::fails(1, "", testing::kCreateUnreachableStdout));
+  try {
+    manager().submit(tpu_cluster(), tpu_spec());
+    ADD_FAILURE() << "expected WorkloadNotCreatedError";
+  } catch (const WorkloadNotCreatedError& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    EXPECT_THAT(e.what(), HasSubstr("before its create step (nothing was created)"));
+    EXPECT_THAT(e.what(), HasSubstr("i/o timeout"));
+  }
+}
+
+TEST_F(WorkloadManagerTest, ACreateThatFailedInItsApplyMayHaveMadeTheWorkload) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {testing::kCreateApplyUnreachableStdout, testing::kCreateApplyUnreachableStderr},
+      {testing::kCreateFailStdout, testing::kCreateFailStderr},
+      // The existence check's failure without xpk's own end: not known how it ended.
+      {std::string(testing::kCreateUnreachableStdout)
+           .substr(0, std::string(testing::kCreateUnreachableStdout).find("[XPK] List Job")),
+       ""},
+  };
+  for (const auto& [out, err] : cases) {
+    runner_->on({"workload", "create"}, FakeCommandRunner::fails(1, err, out));
+    try {
+      manager().submit(tpu_cluster(), tpu_spec());
+      ADD_FAILURE() << "expected WorkloadSubmitError";
+    } catch (const WorkloadNotCreatedError&) {
+      ADD_FAILURE() << "taken as not created: " << out;
+    } catch (const WorkloadSubmitError& e) {
+      EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("nothing was created")));
+    }
+  }
+}
+
 TEST_F(WorkloadManagerTest, TimedOutCreateRaisesWorkloadSubmitErrorWithoutExitCode) {
   settings_.command_timeout_s = 60;
   runner_->on({"workload", "create"}, FakeCommandRunner::takes(std::chrono::minutes(5)));

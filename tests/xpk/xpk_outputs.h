@@ -155,6 +155,33 @@ inline constexpr const char* kCreateFailStderr =
     "\"v1alpha2\" cannot be handled as a JobSet: strict decoding error: unknown field "
     "\"spec.ttlSecondsAfterFinished\"\n";
 
+// A create sent to a cluster whose API server does not answer (v1.13.1's flow, reference/xpk.md
+// 2.4): the credentials test's failure is ignored, the existence check's kubectl call fails,
+// xpk exits before "Starting workload create" and its apply.
+inline constexpr const char* kCreateUnreachableStdout =
+    "[XPK] Starting xpk v1.13.1\n"
+    "[XPK] Creating a new service account: xpk-sa\n"
+    "[XPK] Service account: xpk-sa already exists. Skipping its creation\n"
+    "[XPK] Task: `Check if Workload Already Exists` is implemented by `kubectl get workloads "
+    "-o=custom-columns='Jobset:.metadata.ownerReferences[0].name'`\n"
+    "[XPK] Task Check if Workload Already Exists failed with 1\n"
+    "[XPK] ********************************************************************************\n"
+    "[XPK] b'Unable to connect to the server: dial tcp 10.0.0.7:443: i/o timeout\\n'\n"
+    "[XPK] ********************************************************************************\n"
+    "[XPK] List Job request returned ERROR 1\n"
+    "[XPK] XPK failed, error code 1\n";
+// The same cluster dying during the apply: the create step started, the workload may exist.
+inline constexpr const char* kCreateApplyUnreachableStdout =
+    "[XPK] Starting xpk v1.13.1\n"
+    "[XPK] Starting workload create\n"
+    "[XPK] Task: `Creating Workload` is implemented by `kubectl apply -f /tmp/tmpab12`, "
+    "streaming output live.\n"
+    "[XPK] Task: `Creating Workload` terminated with code `1`\n"
+    "[XPK] Create Workload request returned ERROR 1\n"
+    "[XPK] XPK failed, error code 1\n";
+inline constexpr const char* kCreateApplyUnreachableStderr =
+    "Unable to connect to the server: net/http: TLS handshake timeout\n";
+
 // A create of a name that exists, stdin at EOF (v1.13.1, reference/xpk.md "Observed with xpk
 // 1.13.1"): RBAC "already exists. Skipping" lines first, the prompt last without a newline, an
 // EOFError traceback on stderr, exit 1.
