@@ -181,7 +181,6 @@ class FabricControlPlane final : public ControlPlane {
       r->data_version = basis.data_version;
       r->monitor_generation = generation;
       r->decided = clock_->steady_now();
-      r->base_id = out.selection_id;
       r->brief.selection_id = out.selection_id;
       r->brief.decided_at = out.selection.decided_at;
       r->brief.selected_cluster = out.selection.selected_cluster;
@@ -220,11 +219,11 @@ class FabricControlPlane final : public ControlPlane {
     }
     switch (standing(last.get(), *config)) {
       case Standing::kCurrent:
-        return unrecorded_repeat(*last);
+        return repeat_as_of_now(*last);
       case Standing::kNewerData:
         // As select_brief: repeated while another caller decides afresh; else this caller
         // decides (not here: deciding blocks).
-        if (deciding && !deciding->try_lock()) return unrecorded_repeat(*last);
+        if (deciding && !deciding->try_lock()) return repeat_as_of_now(*last);
         if (deciding) deciding->unlock();
         return std::nullopt;
       case Standing::kStale:
@@ -511,8 +510,7 @@ class FabricControlPlane final : public ControlPlane {
     std::uint64_t monitor_generation = 0;        // HealthMonitor::generation()
     std::chrono::steady_clock::time_point decided{};
     std::int64_t oldest_probe_ms = 0;  // the oldest candidate probe's age when it was made
-    std::int64_t base_id = 0;          // its selection id
-    ClusterSelection brief;            // without candidates, probe_results and scores
+    ClusterSelection brief;  // its id and time, without candidates, probe_results and scores
     // cluster, reachable, age_ms and from_cache only
     std::shared_ptr<const std::vector<ProbeSnapshot>> candidates;
   };
@@ -557,14 +555,15 @@ class FabricControlPlane final : public ControlPlane {
   // when the decision it repeats is gone from the store (a replaced database: the caller decides
   // afresh).
   std::optional<SelectOutcome> repeat(const Reusable& last) {
-    SelectOutcome out = unrecorded_repeat(last);
+    SelectOutcome out = repeat_as_of_now(last);
     out.candidates = *out.shared_candidates;
     for (ProbeSnapshot& p : out.candidates) p.age_ms += out.shared_age_offset_ms;
     out.shared_candidates.reset();
     out.shared_age_offset_ms = 0;
     if (out.selection_id != 0) return out;  // record_repeats: none
     try {
-      out.selection_id = store_->record_repeated_selection(last.base_id, out.selection.decided_at);
+      out.selection_id =
+          store_->record_repeated_selection(last.brief.selection_id, out.selection.decided_at);
     } catch (const std::invalid_argument&) {
       forget_decisions();
       return std::nullopt;
@@ -576,11 +575,11 @@ class FabricControlPlane final : public ControlPlane {
   // `last` as of now: its candidates shared, their ages moved on by the time since. With
   // record_repeats none it is the standing decision (its id and decided_at); else it has no id
   // until recorded, and decided_at is now.
-  SelectOutcome unrecorded_repeat(const Reusable& last) const {
+  SelectOutcome repeat_as_of_now(const Reusable& last) const {
     SelectOutcome out;
     out.selection = last.brief;
     if (last.config->serve.record_repeats == RepeatRecords::kNone) {
-      out.selection_id = last.base_id;
+      out.selection_id = last.brief.selection_id;
     } else {
       out.selection.selection_id = 0;
       out.selection.decided_at = format_iso8601(clock_->now());
@@ -589,7 +588,7 @@ class FabricControlPlane final : public ControlPlane {
         0,
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)
             .count());
-    out.same_as = last.base_id;
+    out.same_as = last.brief.selection_id;
     out.shared_candidates = last.candidates;
     out.shared_age_offset_ms = elapsed_ms;
     return out;

@@ -1171,12 +1171,17 @@ struct Supervisor::Impl {
                                 d.replacement, d.to_cluster, seconds_text(waited)));
     }
     d.unconfirmed_since = StoreTime{};
+    decide_elsewhere(m, d);
+    return true;
+  }
+
+  // The replacement made nothing on d.to_cluster: decided again at once, that cluster left out.
+  void decide_elsewhere(ManagedWorkloadRecord& m, Detail& d) {
     d.create_failed.push_back(d.to_cluster);
     d.to_cluster.clear();
     d.next_attempt = StoreTime{};
     d.phase = "deciding";
     save(m, d);
-    return true;
   }
 
   // Submits the replacement; true when it is submitted (or the workload is done with).
@@ -1251,11 +1256,7 @@ struct Supervisor::Impl {
           // Proof that it made nothing there (xpk gave up before its create step, e.g. at its
           // existence check against a cluster that just died): no list to confirm it by, and no
           // fencing wait if that cluster stops answering; another cluster is chosen at once.
-          d.create_failed.push_back(d.to_cluster);
-          d.to_cluster.clear();
-          d.next_attempt = StoreTime{};
-          d.phase = "deciding";
-          save(m, d);
+          decide_elsewhere(m, d);
           return false;
         }
         d.phase = "confirming";

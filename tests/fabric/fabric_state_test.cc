@@ -85,6 +85,24 @@ class FabricStateTest : public ::testing::Test {
     return open_state_store(default_state_url(state_dir()));
   }
 
+  // A control plane over the default store whose loop is stopped (nothing probes behind the
+  // test's back), its cache warmed by one explained select of tpu-v4-64.
+  struct WarmControlPlane {
+    std::shared_ptr<StateStore> store;
+    std::shared_ptr<ClusterFabric> fabric;
+    std::shared_ptr<ControlPlane> control;
+  };
+  WarmControlPlane warm_control_plane() {
+    runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+    WarmControlPlane w;
+    w.store = open_db();
+    w.fabric = fabric(w.store);
+    w.control = make_fabric_control_plane(w.fabric, w.store, clock_);
+    stop_control_plane_loop(*w.control);
+    w.control->select("tpu-v4-64");  // every candidate probed: the cache is warm
+    return w;
+  }
+
   WorkloadSpec spec(const std::string& name) const {
     WorkloadSpec s;
     s.name = name;
@@ -455,12 +473,7 @@ TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
 // by default (record_repeats: none) the answer is that decision itself, its id and time, with
 // its probe ages moved on, and nothing more is stored.
 TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
-  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
-  std::shared_ptr<StateStore> store = open_db();
-  std::shared_ptr<ClusterFabric> f = fabric(store);
-  auto control = make_fabric_control_plane(f, store, clock_);
-  stop_control_plane_loop(*control);  // nothing probes behind the test's back
-  control->select("tpu-v4-64");       // every candidate probed: the cache is warm
+  const auto [store, f, control] = warm_control_plane();
 
   const SelectOutcome first = control->select_brief("tpu-v4-64");
   EXPECT_EQ(first.same_as, 0);
@@ -509,12 +522,7 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
 // with its own id and time, and reads back whole.
 TEST_F(FabricStateTest, RecordedRepeatsAreDecisionsOfTheirOwn) {
   write_config("serve:\n  record_repeats: durable\n");
-  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
-  std::shared_ptr<StateStore> store = open_db();
-  std::shared_ptr<ClusterFabric> f = fabric(store);
-  auto control = make_fabric_control_plane(f, store, clock_);
-  stop_control_plane_loop(*control);
-  control->select("tpu-v4-64");
+  const auto [store, f, control] = warm_control_plane();
 
   const SelectOutcome first = control->select_brief("tpu-v4-64");
   EXPECT_EQ(first.same_as, 0);
@@ -542,12 +550,7 @@ TEST_F(FabricStateTest, RecordedRepeatsAreDecisionsOfTheirOwn) {
 // select_brief would decide or wait), record_repeats writes a pass's repeats in one call.
 TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
   write_config("serve:\n  record_repeats: written\n");
-  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
-  std::shared_ptr<StateStore> store = open_db();
-  std::shared_ptr<ClusterFabric> f = fabric(store);
-  auto control = make_fabric_control_plane(f, store, clock_);
-  stop_control_plane_loop(*control);
-  control->select("tpu-v4-64");
+  const auto [store, f, control] = warm_control_plane();
   EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));  // no standing brief decision yet
   EXPECT_FALSE(control->prepare_repeat("no-such-type"));
   const auto calls = runner_->calls().size();
@@ -595,12 +598,7 @@ TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
 // Unrecorded repeats (the default) are whole when prepared: the standing decision's id, nothing
 // for record_repeats to do.
 TEST_F(FabricStateTest, UnrecordedRepeatsArePreparedWithTheStandingDecisionsId) {
-  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
-  std::shared_ptr<StateStore> store = open_db();
-  std::shared_ptr<ClusterFabric> f = fabric(store);
-  auto control = make_fabric_control_plane(f, store, clock_);
-  stop_control_plane_loop(*control);
-  control->select("tpu-v4-64");
+  const auto [store, f, control] = warm_control_plane();
   const SelectOutcome first = control->select_brief("tpu-v4-64");
   const std::size_t stored = store->list_selections(100, std::nullopt).size();
   clock_->advance(std::chrono::milliseconds(250));
@@ -617,12 +615,7 @@ TEST_F(FabricStateTest, UnrecordedRepeatsArePreparedWithTheStandingDecisionsId) 
 
 TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge) {
   write_config("serve:\n  max_probe_age_s: 2\n  select_reuse_ms: 5000\n");
-  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
-  std::shared_ptr<StateStore> store = open_db();
-  std::shared_ptr<ClusterFabric> f = fabric(store);
-  auto control = make_fabric_control_plane(f, store, clock_);
-  stop_control_plane_loop(*control);
-  control->select("tpu-v4-64");
+  const auto [store, f, control] = warm_control_plane();
   const SelectOutcome first = control->select_brief("tpu-v4-64");
   clock_->advance(std::chrono::milliseconds(1000));
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection_id);
