@@ -16,6 +16,13 @@ packages=(
   python3-wheel
   chromium fonts-dejavu-core
 )
+# The real kubectl, which tests point at the fleet's Kubernetes API (/usr/bin/kubectl): the
+# machine's own when it has one (the Google Cloud SDK's package), else Debian's
+# kubernetes-client (v1.20, enough for the reads the tests make). gcloud has no Debian
+# package: the tests that drive the real gcloud say they are skipped without it.
+if [[ ! -x /usr/bin/kubectl ]]; then
+  packages+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
