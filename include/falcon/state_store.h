@@ -126,6 +126,19 @@ struct SelectionRecord {
   bool operator==(const SelectionRecord&) const = default;
 };
 
+// A decision without its explanation (candidates, probes, scores): what a list of decisions
+// shows. Its fields are those of the SelectionRecord with the same id.
+struct SelectionSummary {
+  std::int64_t id = 0;
+  std::int64_t same_as = 0;  // as SelectionRecord::same_as
+  std::string accelerator;
+  std::string selected_cluster;
+  std::string decided_at;
+  std::string policy;  // "" for a record older than policies
+  std::string reason;
+  bool operator==(const SelectionSummary&) const = default;
+};
+
 // One probe of one cluster, with how it was obtained.
 struct ProbeRecord {
   std::int64_t id = 0;        // assigned by the store
@@ -328,6 +341,10 @@ class StateStore {
   virtual std::optional<SelectionRecord> get_selection(std::int64_t id) = 0;
   // The newest `limit` (1..1000) decisions, newest first, of one accelerator type when given.
   virtual std::vector<SelectionRecord> list_selections(
+      int limit, const std::optional<std::string>& accelerator = std::nullopt) = 0;
+  // The same decisions as list_selections without their explanations, which are not read
+  // whole: a 100-cluster decision's is about 140 KB.
+  virtual std::vector<SelectionSummary> list_selection_summaries(
       int limit, const std::optional<std::string>& accelerator = std::nullopt) = 0;
 
   // --- Probes.

@@ -800,9 +800,24 @@ void ApiServer::Impl::add_routes() {
         "application/json");
   });
   route("GET", "/v1/selections", "/v1/selections", [this](const auto& req, auto& res) {
-    check_params(req, {"limit", "accelerator"});
+    check_params(req, {"limit", "accelerator", "summary"});
     const int limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(50));
     json out = json::array();
+    if (bool_param(req, "summary")) {
+      for (const SelectionSummary& s :
+           store().list_selection_summaries(limit, param(req, "accelerator"))) {
+        json j = {{"selection_id", s.id},
+                  {"accelerator", s.accelerator},
+                  {"selected_cluster", s.selected_cluster},
+                  {"decided_at", s.decided_at},
+                  {"policy", s.policy},
+                  {"reason", s.reason}};
+        if (s.same_as != 0) j["same_as"] = s.same_as;
+        out.push_back(std::move(j));
+      }
+      send_json(res, 200, {{"selections", out}});
+      return;
+    }
     for (const SelectionRecord& r : store().list_selections(limit, param(req, "accelerator"))) {
       json j = r.selection;
       j["selection_id"] = r.id;

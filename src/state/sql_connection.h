@@ -65,7 +65,10 @@ struct SqlDialect {
   std::string id_column;        // an auto-assigned 64-bit primary key
   std::string int_type;         // a 64-bit integer column
   std::string substring_index;  // f(haystack, needle) > 0 when needle occurs in haystack
-  std::string migration_lock;   // run first inside the migration transaction ("" for none)
+  // fmt pattern: {0} an expression holding a JSON object's text, {1} a key; the text of that
+  // top-level member (NULL when it is missing).
+  std::string json_member;
+  std::string migration_lock;  // run first inside the migration transaction ("" for none)
   // A commit that does not wait for the disk (StateStore::Sync::kNoWait): `no_wait_before` runs
   // before BEGIN and `no_wait_after` after the transaction (whatever its outcome), on the same
   // connection; `no_wait_in` first inside it. "" for none.

@@ -793,6 +793,40 @@ std::optional<SelectionRecord> SqlStateStore::get_selection(std::int64_t id) {
   });
 }
 
+std::vector<SelectionSummary> SqlStateStore::list_selection_summaries(
+    int limit, const std::optional<std::string>& accelerator) {
+  require_limit(limit, kMaxPage, "list_selection_summaries");
+  // A repeated decision's row has no JSON of its own: the members are the one's it repeats.
+  const std::string json = "COALESCE(b.selection_json, s.selection_json)";
+  auto member = [&](const char* key) {
+    return fmt::format(fmt::runtime(dialect_.json_member), json, key);
+  };
+  const std::string columns = fmt::format(
+      "SELECT s.id, s.same_as, s.accelerator, s.selected_cluster, s.decided_at_ms, {}, {}, {} "
+      "FROM selections s LEFT JOIN selections b ON b.id = s.same_as ",
+      member("decided_at"), member("policy"), member("reason"));
+  return read("list_selection_summaries", [&](SqlConnection& c) {
+    const SqlRows rows =
+        accelerator ? c.query(columns + "WHERE s.accelerator = $1 ORDER BY s.id DESC LIMIT $2",
+                              {*accelerator, std::int64_t{limit}})
+                    : c.query(columns + "ORDER BY s.id DESC LIMIT $1", {std::int64_t{limit}});
+    std::vector<SelectionSummary> out;
+    out.reserve(rows.size());
+    for (const auto& row : rows) {
+      SelectionSummary& r = out.emplace_back();
+      r.id = row.int64(0);
+      r.same_as = row.opt_int64(1).value_or(0);
+      r.accelerator = row.text(2);
+      r.selected_cluster = row.text(3);
+      // As selection_from: a decision made afresh keeps the time it was stored with.
+      r.decided_at = r.same_as != 0 ? iso(row.int64(4)) : row.opt_text(5).value_or("");
+      r.policy = row.opt_text(6).value_or("");
+      r.reason = row.opt_text(7).value_or("");
+    }
+    return out;
+  });
+}
+
 std::vector<SelectionRecord> SqlStateStore::list_selections(
     int limit, const std::optional<std::string>& accelerator) {
   require_limit(limit, kMaxPage, "list_selections");

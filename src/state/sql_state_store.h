@@ -39,6 +39,8 @@ class SqlStateStore final : public StateStore {
   std::vector<std::int64_t> record_repeated_selections(
       const std::vector<std::pair<std::int64_t, std::string>>& repeats, Sync sync) override;
   std::optional<SelectionRecord> get_selection(std::int64_t id) override;
+  std::vector<SelectionSummary> list_selection_summaries(
+      int limit, const std::optional<std::string>& accelerator) override;
   std::vector<SelectionRecord> list_selections(
       int limit, const std::optional<std::string>& accelerator) override;
 

@@ -457,6 +457,21 @@ TEST_F(ApiServerTest, SelectAnswersWithTheDecisionItsIdAndCandidateAges) {
   ASSERT_EQ(r->status, 200);
   EXPECT_EQ(body(r)["selections"].size(), 2u);
   EXPECT_EQ(body(r)["selections"][0]["selection_id"], id);
+  const json full = body(r)["selections"];
+  // summary=true: the same decisions without their explanations.
+  r = client_->Get("/v1/selections?limit=5&summary=true");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json summaries = body(r)["selections"];
+  ASSERT_EQ(summaries.size(), 2u);
+  for (std::size_t i = 0; i < summaries.size(); ++i) {
+    EXPECT_EQ(summaries[i], (json{{"selection_id", full[i]["selection_id"]},
+                                  {"accelerator", full[i]["accelerator"]},
+                                  {"selected_cluster", full[i]["selected_cluster"]},
+                                  {"decided_at", full[i]["decided_at"]},
+                                  {"policy", full[i]["policy"]},
+                                  {"reason", full[i]["reason"]}}));
+  }
+  EXPECT_EQ(client_->Get("/v1/selections?summary=maybe")->status, 400);
 
   r = post("/v1/select", R"({"accelerator_type": "h100-80gb-8"})");
   EXPECT_EQ(r->status, 503);

@@ -448,6 +448,10 @@ class FailingStore final : public StateStore {
   std::vector<SelectionRecord> list_selections(int, const std::optional<std::string>&) override {
     fail("list_selections");
   }
+  std::vector<SelectionSummary> list_selection_summaries(
+      int, const std::optional<std::string>&) override {
+    fail("list_selection_summaries");
+  }
   std::vector<std::int64_t> record_probes(const std::vector<ProbeRecord>&) override {
     fail("record_probes");
   }

@@ -323,10 +323,29 @@ TEST_P(StateStoreContract, ASelectionReadsBackWithEveryCandidatesProbe) {
   EXPECT_FALSE(store_->get_selection(id + 1000));
 }
 
+// What list_selection_summaries must answer: the fields of list_selections' records.
+std::vector<SelectionSummary> summaries_of(const std::vector<SelectionRecord>& records) {
+  std::vector<SelectionSummary> out;
+  for (const SelectionRecord& r : records) {
+    out.push_back({.id = r.id,
+                   .same_as = r.same_as,
+                   .accelerator = r.selection.accelerator,
+                   .selected_cluster = r.selection.selected_cluster,
+                   .decided_at = r.selection.decided_at,
+                   .policy = r.selection.policy,
+                   .reason = r.selection.reason});
+  }
+  return out;
+}
+
 TEST_P(StateStoreContract, SelectionsListNewestFirstAndByAccelerator) {
   const auto a = store_->record_selection(selection("tpu-v4-64", "tpu-b", 1000));
   const auto b = store_->record_selection(selection("a100", "gpu-x", 2000));
-  const auto c = store_->record_selection(selection("tpu-v4-64", "tpu-a", 3000));
+  ClusterSelection third = selection("tpu-v4-64", "tpu-a", 3000);
+  third.policy = "score";
+  // Text the database's JSON reader must unescape: quotes, a backslash, a newline, UTF-8.
+  third.reason = "selected \"tpu-a\": score 0.91 \\ naïve\nsecond line";
+  const auto c = store_->record_selection(third);
   std::vector<std::int64_t> ids;
   for (const auto& r : store_->list_selections(10)) ids.push_back(r.id);
   EXPECT_THAT(ids, ElementsAre(c, b, a));
@@ -335,6 +354,21 @@ TEST_P(StateStoreContract, SelectionsListNewestFirstAndByAccelerator) {
   EXPECT_THAT(ids, ElementsAre(c, a));
   EXPECT_EQ(store_->list_selections(1).size(), 1u);
   EXPECT_THROW(store_->list_selections(0), std::invalid_argument);
+
+  // Summaries: the same decisions, the same fields, without the explanations.
+  const auto summaries = store_->list_selection_summaries(10);
+  EXPECT_EQ(summaries, summaries_of(store_->list_selections(10)));
+  ASSERT_EQ(summaries.size(), 3u);
+  EXPECT_EQ(summaries[0].reason, third.reason);
+  EXPECT_EQ(summaries[0].policy, "score");
+  EXPECT_EQ(summaries[0].decided_at, iso_at(3000));
+  EXPECT_EQ(summaries[1].policy, "");
+  EXPECT_EQ(store_->list_selection_summaries(10, "tpu-v4-64"),
+            summaries_of(store_->list_selections(10, "tpu-v4-64")));
+  EXPECT_EQ(store_->list_selection_summaries(1).size(), 1u);
+  EXPECT_TRUE(store_->list_selection_summaries(10, "h100").empty());
+  EXPECT_THROW(store_->list_selection_summaries(0), std::invalid_argument);
+  EXPECT_THROW(store_->list_selection_summaries(1001), std::invalid_argument);
 }
 
 TEST_P(StateStoreContract, ARepeatedDecisionSharesTheExplanationWithItsOwnIdAndTime) {
@@ -363,6 +397,13 @@ TEST_P(StateStoreContract, ARepeatedDecisionSharesTheExplanationWithItsOwnIdAndT
   EXPECT_THAT(listed,
               ElementsAre(std::pair(third, base), std::pair(again, base), std::pair(base, 0)));
   EXPECT_EQ(store_->list_selections(1).front().selection.decided_at, iso_at(3000));
+  // A repeat's summary: its own id, time and same_as, the reason of the one it repeats.
+  const auto summaries = store_->list_selection_summaries(10, "tpu-v4-64");
+  EXPECT_EQ(summaries, summaries_of(store_->list_selections(10, "tpu-v4-64")));
+  ASSERT_EQ(summaries.size(), 3u);
+  EXPECT_EQ(summaries[0].same_as, base);
+  EXPECT_EQ(summaries[0].reason, s.reason);
+  EXPECT_EQ(summaries[0].decided_at, iso_at(3000));
 
   // Only a decision made afresh can be repeated; the failed call stores nothing.
   EXPECT_THROW(store_->record_repeated_selection(again, iso_at(4000)), std::invalid_argument);

@@ -11,7 +11,7 @@ export async function decisionsPage(ctx, params) {
   ctx.main.append(h('h1', {}, 'Decisions'), form, out);
   async function load() {
     try {
-      const d = await api(`/v1/selections${query({limit: 100, accelerator: acc.value.trim()})}`);
+      const d = await api(`/v1/selections${query({limit: 100, summary: true, accelerator: acc.value.trim()})}`);
       out.replaceChildren(table(['Id', 'Decided', 'Accelerator', 'Policy', 'Selected', 'Reason'],
         d.selections.map((s) => h('tr', {},
           h('td', {}, h('a', {href: `#/decision/${s.selection_id}`}, `#${s.selection_id}`)),
