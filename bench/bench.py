@@ -644,12 +644,15 @@ disable_update_check = true
                 swept = [(c, self.wrk(base + "/v1/select", seconds, c, script)) for c in sweep]
                 for c, s in swept:
                     log(f"{name} select -c{c}: {s['text']}")
-                rate = None
-                if at_rate:
-                    rate = (self.wrk(base + "/v1/select", seconds, connections, paced),
-                            self.wrk(base + "/healthz", seconds, connections, paced_healthz))
-                    log(f"{name} select at the target rate: {rate[0]['text']}")
-                    log(f"{name} healthz at the target rate: {rate[1]['text']}")
+                # At the target rate, three times, each followed by /healthz paced the same: the
+                # tail moves from minute to minute on a shared machine, so it is met only when
+                # every run meets it.
+                rate = []
+                for _ in range(3 if at_rate else 0):
+                    rate.append((self.wrk(base + "/v1/select", seconds, connections, paced),
+                                 self.wrk(base + "/healthz", seconds, connections, paced_healthz)))
+                    log(f"{name} select at the target rate: {rate[-1][0]['text']}")
+                    log(f"{name} healthz at the target rate: {rate[-1][1]['text']}")
                 # The HTTP layer's ceiling on this machine now: the same server answering
                 # GET /healthz (no body, no store) under the same load generator.
                 floor = self.wrk(base + "/healthz", seconds, connections, None)
@@ -719,21 +722,24 @@ disable_update_check = true
                          "uncached, as V1", f"**{s['rps'] * uncached:,.0f}×**",
                          "≥ 10,000 req/s and p99 < 5 ms on 2 cores", "met" if ok else "**not met**",
                          f"as V1, `wrk -t2 -c{c}`")
-            s, floor = rate
-            ok = s["rps"] >= 10000 and s["p99"] < 5 and s["non2xx"] == 0
+            ok = all(s["rps"] >= 10000 and s["p99"] < 5 and s["non2xx"] == 0 for s, _ in rate)
+            runs = "; ".join(f"{fmt_int(s['rps'])} req/s, p50 {s['p50']:.2f} ms, **p99 "
+                             f"{s['p99']:.2f} ms** ({s['non2xx']} non-2xx)" for s, _ in rate)
+            floors = "; ".join(f"{fmt_int(f['rps'])} req/s, p99 {f['p99']:.2f} ms" for _, f in rate)
+            worst = max(rate, key=lambda r: r[0]["p99"])[0]
             self.row("V1-rate", f"V1 at the target rate: the same server, {connections} connections, "
-                     f"each sending its next request {pace_ms} ms after its answer (wrk's delay())",
-                     f"**{fmt_int(s['rps'])} req/s**, p50 {s['p50']:.2f} ms, **p99 {s['p99']:.2f} "
-                     f"ms**; {s['requests']} requests, {s['non2xx']} non-2xx. Same server, same "
-                     f"pacing, `GET /healthz`: {fmt_int(floor['rps'])} req/s, p50 "
-                     f"{floor['p50']:.2f} ms, p99 {floor['p99']:.2f} ms",
-                     "uncached, as V1", f"**{s['rps'] * uncached:,.0f}×**",
-                     "≥ 10,000 req/s and p99 < 5 ms on 2 cores", "met" if ok else "**not met**",
+                     f"each sending its next request {pace_ms} ms after its answer (wrk's delay()); "
+                     f"{len(rate)} runs of {seconds} s",
+                     f"{runs}. Same server, same pacing, `GET /healthz` after each: {floors}",
+                     "uncached, as V1", f"**{worst['rps'] * uncached:,.0f}×** (the slowest run)",
+                     "≥ 10,000 req/s and p99 < 5 ms on 2 cores, in every run",
+                     "met" if ok else "**not met**",
                      f"as V1, `wrk -t2 -c{connections}` with `function delay() return {pace_ms} end` "
                      "in select.lua")
             self.target(f"Cached POST /v1/select at the target rate (≥ 10,000 req/s over "
-                        f"{connections} paced connections), p99 < 5 ms", ok,
-                        f"{s['rps']:.0f} req/s, p99 {s['p99']:.2f} ms")
+                        f"{connections} paced connections), p99 < 5 ms in each of {len(rate)} runs",
+                        ok, f"worst p99 {worst['p99']:.2f} ms; " + ", ".join(
+                            f"{s['rps']:.0f} req/s p99 {s['p99']:.2f} ms" for s, _ in rate))
             self.row("V1b", "The same with `serve.record_repeats: durable` (each repeat a decision "
                      "row of its own, on disk before its answer)",
                      text2, "uncached, as V1", f"**{w2['rps'] * uncached:,.0f}×**",

@@ -177,7 +177,10 @@ struct ServeSettings {
   int probe_retention_full_h = 24;      // probes younger than this are all kept
   int probe_bucket_min = 60;            // older ones: one per cluster per bucket
   int probe_drop_after_h = 0;           // older than this are deleted; 0 keeps them
-  int shutdown_grace_s = 10;            // in-flight requests get this long on SIGTERM
+  // Decisions older than this are deleted unless a submission names one (or a kept repeat
+  // shares its explanation); 0 keeps every decision.
+  int selection_retention_h = 24;
+  int shutdown_grace_s = 10;  // in-flight requests get this long on SIGTERM
   // Requests whose handlers may block (store reads, xpk, log reads and follows) served at once;
   // plain HTTP connections wait for their next request on the loops and hold no thread.
   int http_threads = 64;

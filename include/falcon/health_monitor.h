@@ -123,6 +123,7 @@ class HealthMonitor {
     std::int64_t store_failures = 0;       // probes that could not be written to the store
     std::int64_t downsample_runs = 0;      // downsample_probes calls that succeeded
     std::int64_t downsample_failures = 0;  // ... and that failed (the loop goes on)
+    std::int64_t selections_pruned = 0;    // decisions deleted by serve.selection_retention_h
   };
   static constexpr std::chrono::minutes kDownsampleEvery{15};
   Stats stats() const;

@@ -346,6 +346,11 @@ class StateStore {
   // whole: a 100-cluster decision's is about 140 KB.
   virtual std::vector<SelectionSummary> list_selection_summaries(
       int limit, const std::optional<std::string>& accelerator = std::nullopt) = 0;
+  // Deletes the decisions made before `before` that no submission names, and the decisions
+  // they repeat unless a kept row repeats them too, a few hundred a transaction (the write lock
+  // is not held for long); returns how many.
+  // Maintenance: `falcon serve` calls it with serve.selection_retention_h.
+  virtual std::int64_t prune_selections(StoreTime before) = 0;
 
   // --- Probes.
 

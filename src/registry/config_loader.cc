@@ -890,6 +890,7 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   s->read_int("probe_retention_full_h", 0, kMaxRetentionH, &out.probe_retention_full_h);
   s->read_int("probe_bucket_min", 1, kMaxBucketMin, &out.probe_bucket_min);
   s->read_int("probe_drop_after_h", 0, kMaxRetentionH, &out.probe_drop_after_h);
+  s->read_int("selection_retention_h", 0, kMaxRetentionH, &out.selection_retention_h);
   s->read_int("shutdown_grace_s", 0, kMaxTimeoutS, &out.shutdown_grace_s);
   s->read_int("http_threads", 2, 1024, &out.http_threads);
   s->read_int("http_loops", 1, 64, &out.http_loops);

@@ -1379,6 +1379,9 @@ std::string ApiServer::Impl::metrics() const {
              static_cast<double>(stats.downsample_runs));
   out.sample("falcon_probe_downsample_runs_total", {{"result", "failed"}},
              static_cast<double>(stats.downsample_failures));
+  out.family("falcon_selections_pruned_total", "counter",
+             "Decisions deleted by serve.selection_retention_h");
+  out.sample("falcon_selections_pruned_total", {}, static_cast<double>(stats.selections_pruned));
 
   const ConfigInfo config = control().config_info();
   out.family("falcon_config_reloads_total", "counter", "Configuration reloads by result");

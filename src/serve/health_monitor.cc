@@ -190,20 +190,29 @@ struct HealthMonitor::Impl {
     return r;
   }
 
+  // The store's maintenance pass: probe history thinned, old decisions pruned.
   void maybe_downsample() {
     if (!store) return;
     ProbeRetention r;
+    int selection_retention_h = 0;
     {
       std::lock_guard lock(mutex);
       const SteadyTime now = clock->steady_now();
       if (next_downsample && now < *next_downsample) return;
       next_downsample = now + kDownsampleEvery;
       r = retention();
+      selection_retention_h = settings.selection_retention_h;
     }
     try {
-      store->downsample_probes(r, clock->now());
+      const StoreTime now = clock->now();
+      store->downsample_probes(r, now);
+      const std::int64_t pruned =
+          selection_retention_h > 0
+              ? store->prune_selections(now - std::chrono::hours(selection_retention_h))
+              : 0;
       std::lock_guard lock(mutex);
       ++stats.downsample_runs;
+      stats.selections_pruned += pruned;
     } catch (const std::exception&) {
       std::lock_guard lock(mutex);
       ++stats.downsample_failures;

@@ -424,6 +424,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.probe_retention_full_h, 24);
   EXPECT_EQ(serve.probe_bucket_min, 60);
   EXPECT_EQ(serve.probe_drop_after_h, 0);
+  EXPECT_EQ(serve.selection_retention_h, 24);
   EXPECT_EQ(serve.shutdown_grace_s, 10);
   EXPECT_EQ(serve.http_threads, 64);
   EXPECT_EQ(serve.http_loops, 2);
@@ -438,7 +439,8 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
                            "  record_repeats: written\n"
                            "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
                            "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
-                           "  probe_drop_after_h: 720\n  shutdown_grace_s: 5\n"
+                           "  probe_drop_after_h: 720\n  selection_retention_h: 0\n"
+                           "  shutdown_grace_s: 5\n"
                            "  http_threads: 128\n  http_loops: 4\n  probe_nice: 0\n";
   const ServeSettings serve = parse_fabric_config(yaml, "/etc/falcon/repos.yaml").serve;
   EXPECT_EQ(serve.listen, "[::1]:0");
@@ -454,6 +456,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   EXPECT_EQ(serve.probe_retention_full_h, 12);
   EXPECT_EQ(serve.probe_bucket_min, 30);
   EXPECT_EQ(serve.probe_drop_after_h, 720);
+  EXPECT_EQ(serve.selection_retention_h, 0);
   EXPECT_EQ(serve.shutdown_grace_s, 5);
   EXPECT_EQ(serve.http_threads, 128);
   EXPECT_EQ(serve.http_loops, 4);
@@ -495,6 +498,8 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
   EXPECT_THAT(problems,
               Contains(HasSubstr(
                   "serve.probe_intervall_s: unknown key (did you mean 'probe_interval_s'?)")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  selection_retention_h: -1\n"),
+              Contains(HasSubstr("serve.selection_retention_h: must be between 0 and 87600")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  select_reuse_ms: 60001\n"),
               Contains(HasSubstr("serve.select_reuse_ms: must be between 0 and 60000")));
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  probe_jitter: lots\n"),

@@ -24,6 +24,7 @@
 #include "falcon/state_store.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
+#include "util/time_format.h"
 
 namespace falcon {
 namespace {
@@ -452,6 +453,7 @@ class FailingStore final : public StateStore {
       int, const std::optional<std::string>&) override {
     fail("list_selection_summaries");
   }
+  std::int64_t prune_selections(StoreTime) override { fail("prune_selections"); }
   std::vector<std::int64_t> record_probes(const std::vector<ProbeRecord>&) override {
     fail("record_probes");
   }
@@ -572,6 +574,56 @@ TEST_F(HealthMonitorTest, HistoryIsDownsampledPeriodicallyWithTheRetentionSettin
   const auto history = store->probe_history("a", clock->now() - 4h, clock->now() + 1s, 100000);
   EXPECT_LT(history.size(), 181u - 100u);
   EXPECT_GE(history.size(), 60u);
+}
+
+TEST_F(HealthMonitorTest, OldDecisionsArePrunedWithTheStoreMaintenance) {
+  TempDir dir;
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
+  ClusterSelection s;
+  s.selected_cluster = "a";
+  s.accelerator = "tpu-v4-64";
+  s.candidates = {"a"};
+  s.reason = "selected a";
+  s.decided_at = format_iso8601(clock->now() - 3h);
+  const auto old = store->record_selection(s);
+  s.decided_at = format_iso8601(clock->now() - 30min);
+  const auto young = store->record_selection(s);
+  ServeSettings settings_1h = settings(60);
+  settings_1h.selection_retention_h = 1;
+  auto m = make(settings_1h, store);
+  m->set_clusters(clusters({"a"}));
+  m->run_due();
+  EXPECT_EQ(m->stats().downsample_runs, 1);
+  EXPECT_EQ(m->stats().selections_pruned, 1);
+  EXPECT_FALSE(store->get_selection(old));
+  EXPECT_TRUE(store->get_selection(young));
+  // 45 minutes on, the next passes find the younger one over the hour.
+  for (int i = 0; i < 45; ++i) {
+    clock->advance(60s);
+    m->run_due();
+  }
+  EXPECT_EQ(m->stats().selections_pruned, 2);
+  EXPECT_FALSE(store->get_selection(young));
+}
+
+TEST_F(HealthMonitorTest, ARetentionOfZeroKeepsEveryDecision) {
+  TempDir dir;
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
+  ClusterSelection s;
+  s.selected_cluster = "a";
+  s.accelerator = "tpu-v4-64";
+  s.candidates = {"a"};
+  s.reason = "selected a";
+  s.decided_at = format_iso8601(clock->now() - 24h * 400);
+  const auto old = store->record_selection(s);
+  ServeSettings keep = settings(60);
+  keep.selection_retention_h = 0;
+  auto m = make(keep, store);
+  m->set_clusters(clusters({"a"}));
+  m->run_due();
+  EXPECT_EQ(m->stats().downsample_runs, 1);
+  EXPECT_EQ(m->stats().selections_pruned, 0);
+  EXPECT_TRUE(store->get_selection(old));
 }
 
 TEST(MonitoredProbeJson, HasEveryFieldAndNullForAnUnknownNextProbe) {

@@ -413,6 +413,55 @@ TEST_P(StateStoreContract, ARepeatedDecisionSharesTheExplanationWithItsOwnIdAndT
   EXPECT_EQ(store_->list_selections(10).size(), 4u);
 }
 
+TEST_P(StateStoreContract, PruningDeletesOldDecisionsNoSubmissionNamesAndKeepsWhatIsRepeated) {
+  const auto old_unnamed = store_->record_selection(selection("tpu-v4-64", "tpu-a", 1000));
+  const auto old_named = store_->record_selection(selection("tpu-v4-64", "tpu-b", 1100));
+  const auto old_repeated = store_->record_selection(selection("a100", "gpu-x", 1200));
+  const auto old_repeat = store_->record_repeated_selection(old_repeated, iso_at(1300));
+  const auto kept_repeat = store_->record_repeated_selection(old_repeated, iso_at(5000));
+  const auto old_base = store_->record_selection(selection("a100", "gpu-y", 1400));
+  const auto named_repeat = store_->record_repeated_selection(old_base, iso_at(1500));
+  const auto young = store_->record_selection(selection("tpu-v4-64", "tpu-a", 6000));
+  SubmissionRow row = submission("tpu-b", "w-named", 1100);
+  row.selection_id = old_named;
+  store_->record_submission(row);
+  row = submission("gpu-y", "w-named-repeat", 1500);
+  row.selection_id = named_repeat;
+  store_->record_submission(row);
+
+  // Before 4000: the old unnamed decision and the old repeat go; the decision kept_repeat and
+  // named_repeat read their explanation from stays, as do the named ones and the young one.
+  EXPECT_EQ(store_->prune_selections(at_ms(4000)), 2);
+  std::vector<std::int64_t> ids;
+  for (const auto& r : store_->list_selections(100)) ids.push_back(r.id);
+  EXPECT_THAT(ids,
+              ElementsAre(young, named_repeat, old_base, kept_repeat, old_repeated, old_named));
+  EXPECT_FALSE(store_->get_selection(old_unnamed));
+  EXPECT_FALSE(store_->get_selection(old_repeat));
+  EXPECT_EQ(store_->get_selection(kept_repeat)->selection.selected_cluster, "gpu-x");
+  EXPECT_EQ(store_->get_selection(named_repeat)->selection.selected_cluster, "gpu-y");
+  EXPECT_EQ(store_->prune_selections(at_ms(4000)), 0);  // nothing more is due
+
+  // Once the repeat that shared it is gone, the decision goes too.
+  EXPECT_EQ(store_->prune_selections(at_ms(5500)), 2);
+  ids.clear();
+  for (const auto& r : store_->list_selections(100)) ids.push_back(r.id);
+  EXPECT_THAT(ids, ElementsAre(young, named_repeat, old_base, old_named));
+}
+
+TEST_P(StateStoreContract, PruningGoesOnPastOneTransactionsWorth) {
+  // More than one batch of each kind: 300 decisions, each repeated once, all old; one young.
+  for (int i = 0; i < 300; ++i) {
+    const auto id = store_->record_selection(selection("tpu-v4-64", "tpu-a", 1000 + i));
+    store_->record_repeated_selection(id, iso_at(2000 + i));
+  }
+  const auto young = store_->record_selection(selection("tpu-v4-64", "tpu-a", 9000));
+  EXPECT_EQ(store_->prune_selections(at_ms(5000)), 600);
+  const auto left = store_->list_selections(1000);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left.front().id, young);
+}
+
 TEST_P(StateStoreContract, RepeatedDecisionsAreRecordedTogetherWithAZeroForAMissingOne) {
   const auto base = store_->record_selection(selection("tpu-v4-64", "tpu-b", 1000));
   const auto other = store_->record_selection(selection("a100", "gpu-x", 1500));
