@@ -51,7 +51,7 @@ namespace falcon {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // The newest schema this binary knows; a database at a higher version is refused.
-inline constexpr int kStateSchemaVersion = 3;
+inline constexpr int kStateSchemaVersion = 4;
 
 struct StateStoreOptions {
   // Connections kept per store object. A call waits for a free one when all are busy.

@@ -176,6 +176,16 @@ ALTER TABLE selections ADD COLUMN same_as {int};
 ALTER TABLE submissions ADD COLUMN selection_id {int};
 )sql";
 
+// Version 4: a decision's explanation is stored packed (state/explanation_codec.h: ~30x
+// smaller), and the fields a list of decisions shows get columns of their own, so that a list
+// does not unpack explanations. Rows of earlier versions keep their JSON as it is, these
+// columns NULL: reads fall back to the JSON (list_selection_summaries).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE selections ADD COLUMN decided_at TEXT;
+ALTER TABLE selections ADD COLUMN policy TEXT;
+ALTER TABLE selections ADD COLUMN reason TEXT;
+)sql";
+
 constexpr const char* kVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version {int} PRIMARY KEY,
@@ -211,8 +221,12 @@ const std::vector<Migration>& migrations() {
        "repeated decisions share their explanation (selections.same_as); submissions name "
        "their decision (submissions.selection_id)",
        kSchemaV3},
+      {4,
+       "explanations stored packed; decided_at, policy and reason columns for lists of "
+       "decisions",
+       kSchemaV4},
   };
-  static_assert(kStateSchemaVersion == 3, "add the migration for the new schema version");
+  static_assert(kStateSchemaVersion == 4, "add the migration for the new schema version");
   return all;
 }
 

@@ -17,6 +17,7 @@
 
 #include "falcon/errors.h"
 #include "model/json_text.h"
+#include "state/explanation_codec.h"
 #include "state/migrations.h"
 #include "state/submissions_jsonl.h"
 #include "util/time_format.h"
@@ -596,7 +597,10 @@ std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) 
   pending.decided_ms = parse_time_field(selection.decided_at, "decided_at");
   pending.accelerator = selection.accelerator;
   pending.selected_cluster = selection.selected_cluster;
-  pending.json = to_json_text(selection);
+  pending.decided_at = selection.decided_at;
+  pending.policy = selection.policy;
+  pending.reason = selection.reason;
+  pending.json = pack_explanation(to_json_text(selection));
   commit_selection(mine);
   if (pending.error) std::rethrow_exception(pending.error);
   return pending.id;
@@ -752,8 +756,10 @@ std::vector<std::int64_t> SqlStateStore::insert_selections(
       continue;
     }
     out.push_back(c.query("INSERT INTO selections (accelerator, selected_cluster, decided_at_ms, "
-                          "selection_json) VALUES ($1, $2, $3, $4) RETURNING id",
-                          {p->accelerator, p->selected_cluster, p->decided_ms, p->json})
+                          "selection_json, decided_at, policy, reason) VALUES ($1, $2, $3, $4, "
+                          "$5, $6, $7) RETURNING id",
+                          {p->accelerator, p->selected_cluster, p->decided_ms, p->json,
+                           p->decided_at, p->policy, p->reason})
                       .at(0)
                       .int64(0));
   }
@@ -772,8 +778,8 @@ SelectionRecord selection_from(const SqlRow& row) {
   r.id = row.int64(0);
   r.same_as = row.opt_int64(3).value_or(0);
   try {
-    r.selection = nlohmann::json::parse(row.text(1)).get<ClusterSelection>();
-  } catch (const nlohmann::json::exception& e) {
+    r.selection = nlohmann::json::parse(unpack_explanation(row.text(1))).get<ClusterSelection>();
+  } catch (const std::exception& e) {
     throw SqlError(fmt::format("selection {} holds JSON that does not read back{}: {}", r.id,
                                r.same_as ? fmt::format(" (from selection {})", r.same_as) : "",
                                e.what()));
@@ -796,15 +802,19 @@ std::optional<SelectionRecord> SqlStateStore::get_selection(std::int64_t id) {
 std::vector<SelectionSummary> SqlStateStore::list_selection_summaries(
     int limit, const std::optional<std::string>& accelerator) {
   require_limit(limit, kMaxPage, "list_selection_summaries");
-  // A repeated decision's row has no JSON of its own: the members are the one's it repeats.
+  // A repeated decision's row has only its own time: the rest is the one's it repeats. A row
+  // written before schema 4 has no decided_at, policy and reason columns filled: its (plain)
+  // JSON's members are read by the database's JSON functions instead. COALESCE evaluates an
+  // argument only when those before it are NULL, so packed JSON is never given to them.
   const std::string json = "COALESCE(b.selection_json, s.selection_json)";
-  auto member = [&](const char* key) {
-    return fmt::format(fmt::runtime(dialect_.json_member), json, key);
+  auto field = [&](const char* key) {
+    return fmt::format("COALESCE(b.{1}, s.{1}, {0})",
+                       fmt::format(fmt::runtime(dialect_.json_member), json, key), key);
   };
   const std::string columns = fmt::format(
       "SELECT s.id, s.same_as, s.accelerator, s.selected_cluster, s.decided_at_ms, {}, {}, {} "
       "FROM selections s LEFT JOIN selections b ON b.id = s.same_as ",
-      member("decided_at"), member("policy"), member("reason"));
+      field("decided_at"), field("policy"), field("reason"));
   return read("list_selection_summaries", [&](SqlConnection& c) {
     const SqlRows rows =
         accelerator ? c.query(columns + "WHERE s.accelerator = $1 ORDER BY s.id DESC LIMIT $2",

@@ -112,7 +112,10 @@ class SqlStateStore final : public StateStore {
     std::string accelerator;
     std::string selected_cluster;
     std::int64_t decided_ms = 0;
-    std::string json;
+    std::string decided_at;  // as given (selections.decided_at)
+    std::string policy;
+    std::string reason;
+    std::string json;          // packed (pack_explanation)
     std::int64_t same_as = 0;  // a repeated decision: accelerator, cluster and json come from it
     std::int64_t id = 0;
     bool missing = false;  // same_as is not a stored decision made afresh (error says so)

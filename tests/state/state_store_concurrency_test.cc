@@ -689,9 +689,31 @@ TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTheLatestKeepingIts
   EXPECT_EQ(decisions[0].selection.reason, "old");
   const auto again = store->record_repeated_selection(decisions[0].id, "1970-01-01T00:00:01.000Z");
   EXPECT_EQ(store->get_selection(again)->same_as, decisions[0].id);
+  // Summaries read the old row's plain JSON (its version 4 columns are NULL), for it and for
+  // its new repeat; a new decision is stored packed, and both kinds list together.
+  ClusterSelection fresh = decisions[0].selection;
+  fresh.reason = "new";
+  fresh.policy = "score";
+  fresh.decided_at = "1970-01-01T00:00:02.000Z";
+  const auto made = store->record_selection(fresh);
+  const auto summaries = store->list_selection_summaries(10);
+  ASSERT_EQ(summaries.size(), 3u);
+  EXPECT_EQ(summaries[0].id, made);
+  EXPECT_EQ(summaries[0].reason, "new");
+  EXPECT_EQ(summaries[0].policy, "score");
+  EXPECT_EQ(summaries[0].decided_at, "1970-01-01T00:00:02.000Z");
+  EXPECT_EQ(summaries[1].id, again);
+  EXPECT_EQ(summaries[1].reason, "old");
+  EXPECT_EQ(summaries[1].decided_at, "1970-01-01T00:00:01.000Z");
+  EXPECT_EQ(summaries[2].reason, "old");
+  EXPECT_EQ(summaries[2].policy, "");
+  EXPECT_EQ(summaries[2].decided_at, "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(store->get_selection(made)->selection.reason, "new");
   auto conn = raw_connection(url);
   EXPECT_EQ(conn->query("SELECT max(version) FROM schema_migrations", {}).at(0).int64(0),
             kStateSchemaVersion);
+  const auto stored = conn->query("SELECT selection_json FROM selections WHERE id = $1", {made});
+  EXPECT_EQ(stored.at(0).text(0).substr(0, 3), "z1:");
 }
 
 TEST_P(StateStoreConcurrency, ASchemaNewerThanThisBinaryIsRefusedNamingBothVersions) {
