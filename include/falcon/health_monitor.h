@@ -126,6 +126,10 @@ class HealthMonitor {
     std::int64_t selections_pruned = 0;    // decisions deleted by serve.selection_retention_h
   };
   static constexpr std::chrono::minutes kDownsampleEvery{15};
+  // A pass prunes at most this many decisions (it runs on the loop's thread, between probes);
+  // when it had more to do, the next pass comes after kPruneAgainAfter instead.
+  static constexpr std::int64_t kPruneRowsPerPass = 2048;
+  static constexpr std::chrono::minutes kPruneAgainAfter{1};
   Stats stats() const;
 
  private:

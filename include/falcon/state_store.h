@@ -346,11 +346,12 @@ class StateStore {
   // whole: a 100-cluster decision's is about 140 KB.
   virtual std::vector<SelectionSummary> list_selection_summaries(
       int limit, const std::optional<std::string>& accelerator = std::nullopt) = 0;
-  // Deletes the decisions made before `before` that no submission names, and the decisions
-  // they repeat unless a kept row repeats them too, a few hundred a transaction (the write lock
-  // is not held for long); returns how many.
-  // Maintenance: `falcon serve` calls it with serve.selection_retention_h.
-  virtual std::int64_t prune_selections(StoreTime before) = 0;
+  // Deletes up to `max_rows` (> 0) of the decisions made before `before` that no submission
+  // names, repeats first, then the decisions they repeat unless a kept row repeats them too; a
+  // few hundred a transaction (the write lock is not held for long). Returns how many: fewer
+  // than `max_rows` when none is left. Maintenance: `falcon serve` calls it with
+  // serve.selection_retention_h.
+  virtual std::int64_t prune_selections(StoreTime before, std::int64_t max_rows) = 0;
 
   // --- Probes.
 

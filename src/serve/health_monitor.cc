@@ -208,11 +208,16 @@ struct HealthMonitor::Impl {
       store->downsample_probes(r, now);
       const std::int64_t pruned =
           selection_retention_h > 0
-              ? store->prune_selections(now - std::chrono::hours(selection_retention_h))
+              ? store->prune_selections(now - std::chrono::hours(selection_retention_h),
+                                        kPruneRowsPerPass)
               : 0;
       std::lock_guard lock(mutex);
       ++stats.downsample_runs;
       stats.selections_pruned += pruned;
+      // A backlog (a first pass over a large store): the rest soon, a pass's worth at a time.
+      if (pruned == kPruneRowsPerPass) {
+        next_downsample = std::min(*next_downsample, clock->steady_now() + kPruneAgainAfter);
+      }
     } catch (const std::exception&) {
       std::lock_guard lock(mutex);
       ++stats.downsample_failures;

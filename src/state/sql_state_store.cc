@@ -837,7 +837,8 @@ std::vector<SelectionSummary> SqlStateStore::list_selection_summaries(
   });
 }
 
-std::int64_t SqlStateStore::prune_selections(StoreTime before) {
+std::int64_t SqlStateStore::prune_selections(StoreTime before, std::int64_t max_rows) {
+  if (max_rows <= 0) throw std::invalid_argument("prune_selections: max_rows must be positive");
   const std::int64_t before_ms = to_ms(before);
   // A few hundred rows a transaction: an explanation is up to ~150 KB, and a long delete would
   // hold the store's write lock while decisions wait for it.
@@ -859,11 +860,13 @@ std::int64_t SqlStateStore::prune_selections(StoreTime before) {
   std::int64_t deleted = 0;
   for (const std::string& query : queries) {
     for (;;) {
+      const std::int64_t batch = std::min(kBatch, max_rows - deleted);
+      if (batch == 0) return deleted;
       const auto n = write("prune_selections", [&](SqlConnection& c) {
-        return static_cast<std::int64_t>(c.query(query, {before_ms, kBatch}).size());
+        return static_cast<std::int64_t>(c.query(query, {before_ms, batch}).size());
       });
       deleted += n;
-      if (n < kBatch) break;
+      if (n < batch) break;
     }
   }
   return deleted;

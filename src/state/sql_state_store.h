@@ -41,7 +41,7 @@ class SqlStateStore final : public StateStore {
   std::optional<SelectionRecord> get_selection(std::int64_t id) override;
   std::vector<SelectionSummary> list_selection_summaries(
       int limit, const std::optional<std::string>& accelerator) override;
-  std::int64_t prune_selections(StoreTime before) override;
+  std::int64_t prune_selections(StoreTime before, std::int64_t max_rows) override;
   std::vector<SelectionRecord> list_selections(
       int limit, const std::optional<std::string>& accelerator) override;
 

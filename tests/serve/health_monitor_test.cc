@@ -453,7 +453,7 @@ class FailingStore final : public StateStore {
       int, const std::optional<std::string>&) override {
     fail("list_selection_summaries");
   }
-  std::int64_t prune_selections(StoreTime) override { fail("prune_selections"); }
+  std::int64_t prune_selections(StoreTime, std::int64_t) override { fail("prune_selections"); }
   std::vector<std::int64_t> record_probes(const std::vector<ProbeRecord>&) override {
     fail("record_probes");
   }
@@ -604,6 +604,41 @@ TEST_F(HealthMonitorTest, OldDecisionsArePrunedWithTheStoreMaintenance) {
   }
   EXPECT_EQ(m->stats().selections_pruned, 2);
   EXPECT_FALSE(store->get_selection(young));
+}
+
+TEST_F(HealthMonitorTest, ABacklogOfOldDecisionsIsPrunedAPassAtATimeAMinuteApart) {
+  TempDir dir;
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
+  ClusterSelection s;
+  s.selected_cluster = "a";
+  s.accelerator = "tpu-v4-64";
+  s.candidates = {"a"};
+  s.reason = "selected a";
+  s.decided_at = format_iso8601(clock->now() - 3h);
+  const auto base = store->record_selection(s);
+  // More repeats than one pass prunes, written in one transaction.
+  const std::int64_t backlog = HealthMonitor::kPruneRowsPerPass + 40;
+  std::vector<std::pair<std::int64_t, std::string>> repeats(backlog, {base, s.decided_at});
+  store->record_repeated_selections(repeats);
+  ServeSettings settings_1h = settings(3600);
+  settings_1h.selection_retention_h = 1;
+  auto m = make(settings_1h, store);
+  m->set_clusters(clusters({"a"}));
+  m->run_due();
+  EXPECT_EQ(m->stats().selections_pruned, HealthMonitor::kPruneRowsPerPass);
+  // The rest a minute later, not after kDownsampleEvery.
+  clock->advance(HealthMonitor::kPruneAgainAfter - 1s);
+  m->run_due();
+  EXPECT_EQ(m->stats().downsample_runs, 1);
+  clock->advance(1s);
+  m->run_due();
+  EXPECT_EQ(m->stats().downsample_runs, 2);
+  EXPECT_EQ(m->stats().selections_pruned, backlog + 1);  // the repeats, then what they repeated
+  EXPECT_TRUE(store->list_selections(10).empty());
+  // Nothing left: the next pass is kDownsampleEvery on.
+  clock->advance(HealthMonitor::kPruneAgainAfter);
+  m->run_due();
+  EXPECT_EQ(m->stats().downsample_runs, 2);
 }
 
 TEST_F(HealthMonitorTest, ARetentionOfZeroKeepsEveryDecision) {

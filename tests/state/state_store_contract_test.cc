@@ -431,7 +431,7 @@ TEST_P(StateStoreContract, PruningDeletesOldDecisionsNoSubmissionNamesAndKeepsWh
 
   // Before 4000: the old unnamed decision and the old repeat go; the decision kept_repeat and
   // named_repeat read their explanation from stays, as do the named ones and the young one.
-  EXPECT_EQ(store_->prune_selections(at_ms(4000)), 2);
+  EXPECT_EQ(store_->prune_selections(at_ms(4000), 100000), 2);
   std::vector<std::int64_t> ids;
   for (const auto& r : store_->list_selections(100)) ids.push_back(r.id);
   EXPECT_THAT(ids,
@@ -440,10 +440,10 @@ TEST_P(StateStoreContract, PruningDeletesOldDecisionsNoSubmissionNamesAndKeepsWh
   EXPECT_FALSE(store_->get_selection(old_repeat));
   EXPECT_EQ(store_->get_selection(kept_repeat)->selection.selected_cluster, "gpu-x");
   EXPECT_EQ(store_->get_selection(named_repeat)->selection.selected_cluster, "gpu-y");
-  EXPECT_EQ(store_->prune_selections(at_ms(4000)), 0);  // nothing more is due
+  EXPECT_EQ(store_->prune_selections(at_ms(4000), 100000), 0);  // nothing more is due
 
   // Once the repeat that shared it is gone, the decision goes too.
-  EXPECT_EQ(store_->prune_selections(at_ms(5500)), 2);
+  EXPECT_EQ(store_->prune_selections(at_ms(5500), 100000), 2);
   ids.clear();
   for (const auto& r : store_->list_selections(100)) ids.push_back(r.id);
   EXPECT_THAT(ids, ElementsAre(young, named_repeat, old_base, old_named));
@@ -456,7 +456,12 @@ TEST_P(StateStoreContract, PruningGoesOnPastOneTransactionsWorth) {
     store_->record_repeated_selection(id, iso_at(2000 + i));
   }
   const auto young = store_->record_selection(selection("tpu-v4-64", "tpu-a", 9000));
-  EXPECT_EQ(store_->prune_selections(at_ms(5000)), 600);
+  // At most max_rows a call: the repeats (300) first, then the decisions they freed.
+  EXPECT_EQ(store_->prune_selections(at_ms(5000), 250), 250);
+  EXPECT_EQ(store_->prune_selections(at_ms(5000), 250), 250);
+  EXPECT_EQ(store_->prune_selections(at_ms(5000), 250), 100);
+  EXPECT_EQ(store_->prune_selections(at_ms(5000), 250), 0);
+  EXPECT_THROW(store_->prune_selections(at_ms(5000), 0), std::invalid_argument);
   const auto left = store_->list_selections(1000);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(left.front().id, young);
