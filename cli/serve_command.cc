@@ -74,9 +74,17 @@ class Log {
   void warn(const std::string& m, nlohmann::json f = {}) { write("warn", m, std::move(f)); }
   void error(const std::string& m, nlohmann::json f = {}) { write("error", m, std::move(f)); }
 
-  // The access log: a server error (5xx) is a warning, written at once.
+  // Which requests request() writes (serve.access_log; SIGHUP changes it).
+  void set_access_log(AccessLog which) { access_log_.store(which, std::memory_order_relaxed); }
+
+  // The access log: a server error (5xx) is a warning, written at once, whatever
+  // serve.access_log says.
   void request(const RequestLogEntry& r) {
     const bool warn = r.status >= 500;
+    const AccessLog which = access_log_.load(std::memory_order_relaxed);
+    if (!warn && (which == AccessLog::kNone || (which == AccessLog::kErrors && r.status < 400))) {
+      return;
+    }
     if (tty_) {
       nlohmann::json fields = {{"method", r.method},
                                {"route", r.route},
@@ -102,6 +110,7 @@ class Log {
 
  private:
   static constexpr auto kAccessFlush = std::chrono::milliseconds(100);
+  std::atomic<AccessLog> access_log_{AccessLog::kAll};
   static constexpr std::size_t kMaxBuffered = 64 << 10;
 
   void append(const std::string& line, bool now) {
@@ -208,6 +217,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
   options.tls_key = args.tls_key;
   options.threads = serve.http_threads;
   options.loops = serve.http_loops;
+  log.set_access_log(serve.access_log);
   options.on_request = [&log](const RequestLogEntry& r) { log.request(r); };
   options.on_event = [&log](const std::string& message) { log.warn(message); };
 
@@ -274,6 +284,7 @@ int run_serve(Context& ctx, const ServeArgs& args) {
     try {
       reload_control_plane(*control);
       supervisor->set_settings(fabric->config()->supervisor);
+      log.set_access_log(fabric->config()->serve.access_log);
       const ConfigInfo info = control->config_info();
       log.info(
           "configuration reloaded",

@@ -149,6 +149,13 @@ struct ProbeSettings {
   bool operator==(const ProbeSettings&) const = default;
 };
 
+// Which requests `falcon serve` writes to its access log (stderr).
+enum class AccessLog {
+  kAll,     // every request
+  kErrors,  // those answered 4xx or 5xx
+  kNone,    // none (5xx answers are still logged: they are warnings)
+};
+
 // What `falcon serve` stores of a brief select that repeats the standing decision
 // (serve.record_repeats, docs/serve.md#select-at-volume).
 enum class RepeatRecords {
@@ -172,6 +179,7 @@ struct ServeSettings {
   // written/durable: each repeat is a decision row of its own (same_as), answered once written
   // to the store, or once on disk.
   RepeatRecords record_repeats = RepeatRecords::kNone;
+  AccessLog access_log = AccessLog::kAll;
   int unreachable_backoff_max_s = 600;  // cap of the doubling interval of an unreachable cluster
   int max_parallel_probes = 8;          // loop probes running at once
   int probe_retention_full_h = 24;      // probes younger than this are all kept

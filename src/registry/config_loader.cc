@@ -868,6 +868,13 @@ std::optional<RepeatRecords> parse_repeat_records(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<AccessLog> parse_access_log(std::string_view text) {
+  if (text == "all") return AccessLog::kAll;
+  if (text == "errors") return AccessLog::kErrors;
+  if (text == "none") return AccessLog::kNone;
+  return std::nullopt;
+}
+
 void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, ServeSettings& out) {
   auto s = settings_section(problems, node, "serve");
   if (!s) return;
@@ -880,6 +887,7 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   s->read_int("select_reuse_ms", 0, 60000, &out.select_reuse_ms);
   s->read_enum("record_repeats", &out.record_repeats, parse_repeat_records,
                "none, written, durable");
+  s->read_enum("access_log", &out.access_log, parse_access_log, "all, errors, none");
   if (const auto old = s->take("durable_repeats")) {
     problems.add(*old, "serve.durable_repeats",
                  "replaced by serve.record_repeats: durable (was true) or written (was false); "

@@ -471,9 +471,12 @@ struct ApiServer::Impl {
         return;
       }
     }
-    send_error(res, 404, "RouteNotFound",
-               fmt::format("no route {} {}", req.method.substr(0, 16), req.path.substr(0, 200)));
+    const std::string message =
+        fmt::format("no route {} {}", req.method.substr(0, 16), req.path.substr(0, 200));
+    send_error(res, 404, "RouteNotFound", message);
     count(req.method, "(unmatched)", 404, 0);
+    if (options.on_request)
+      options.on_request({req.method, "(unmatched)", req.path, 404, 0, message});
   }
 
   // A request refused before any route saw it (malformed, too large, too slow).

@@ -176,6 +176,46 @@ TEST_F(ServeFleetTest, SighupWithABadFileKeepsTheOldConfiguration) {
   EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
 }
 
+TEST_F(ServeFleetTest, TheAccessLogWritesWhatServeAccessLogSaysAndSighupChangesIt) {
+  const std::string good = testing::read_file(fleet_.repos_path());
+  const auto path = dir_.write("repos.yaml", good + "serve:\n  access_log: errors\n");
+  ServeProcess serve(path.string(), state_url());
+  httplib::Client c("127.0.0.1", serve.port());
+  auto requests = [&](const std::string& route) {
+    const std::string log = serve.log();
+    const std::string needle = "\"route\":\"" + route + "\"";
+    int n = 0;
+    for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  };
+  // errors: the 404 is written, the 200 before it is not (access lines are written in order).
+  get(c, "/healthz");
+  get(c, "/v1/nothing-here", 404);
+  serve.wait_for(std::regex("\"route\":\"\\(unmatched\\)\",\"path\":\"/v1/nothing-here\""));
+  EXPECT_EQ(requests("/healthz"), 0) << serve.log();
+  EXPECT_EQ(requests("(unmatched)"), 1) << serve.log();
+
+  // none: neither; the reload's own line (written at once, after the access lines before it)
+  // bounds what was written.
+  dir_.write("repos.yaml", good + "serve:\n  access_log: none\n");
+  serve.signal(SIGHUP);
+  serve.wait_for(std::regex("configuration reloaded"));
+  get(c, "/healthz");
+  get(c, "/v1/nothing-here", 404);
+  dir_.write("repos.yaml", good + "serve:\n  access_log: all\n");
+  serve.signal(SIGHUP);
+  serve.wait_for(std::regex("configuration reloaded(.|\n)*configuration reloaded"));
+  EXPECT_EQ(requests("(unmatched)"), 1) << serve.log();
+  EXPECT_EQ(requests("/healthz"), 0) << serve.log();
+
+  // all: every request.
+  get(c, "/healthz");
+  serve.wait_for(std::regex("\"route\":\"/healthz\""));
+  EXPECT_EQ(requests("/healthz"), 1) << serve.log();
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
+}
+
 TEST_F(ServeFleetTest, SigtermDuringAFollowEndsTheStreamAndTheProcess) {
   ServeProcess serve(fleet_.repos_path(), state_url());
   httplib::Client c("127.0.0.1", serve.port());

@@ -419,6 +419,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.max_probe_age_s, 60);
   EXPECT_EQ(serve.select_reuse_ms, 1000);
   EXPECT_EQ(serve.record_repeats, RepeatRecords::kNone);
+  EXPECT_EQ(serve.access_log, AccessLog::kAll);
   EXPECT_EQ(serve.unreachable_backoff_max_s, 600);
   EXPECT_EQ(serve.max_parallel_probes, 8);
   EXPECT_EQ(serve.probe_retention_full_h, 24);
@@ -436,7 +437,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
                            "serve:\n  listen: '[::1]:0'\n  state: postgresql://falcon@db/falcon\n"
                            "  tokens_file: tokens.yaml\n  probe_interval_s: 15\n"
                            "  probe_jitter: 0.25\n  max_probe_age_s: 45\n  select_reuse_ms: 0\n"
-                           "  record_repeats: written\n"
+                           "  record_repeats: written\n  access_log: errors\n"
                            "  unreachable_backoff_max_s: 300\n  max_parallel_probes: 32\n"
                            "  probe_retention_full_h: 12\n  probe_bucket_min: 30\n"
                            "  probe_drop_after_h: 720\n  selection_retention_h: 0\n"
@@ -451,6 +452,7 @@ TEST(ConfigValidation, ServeSectionIsParsed) {
   EXPECT_EQ(serve.max_probe_age_s, 45);
   EXPECT_EQ(serve.select_reuse_ms, 0);
   EXPECT_EQ(serve.record_repeats, RepeatRecords::kWritten);
+  EXPECT_EQ(serve.access_log, AccessLog::kErrors);
   EXPECT_EQ(serve.unreachable_backoff_max_s, 300);
   EXPECT_EQ(serve.max_parallel_probes, 32);
   EXPECT_EQ(serve.probe_retention_full_h, 12);
@@ -515,6 +517,8 @@ TEST(ConfigValidation, BadServeValuesNameFileAndField) {
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  record_repeats: sometimes\n"),
               Contains(HasSubstr(
                   "serve.record_repeats: 'sometimes' is not one of none, written, durable")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  access_log: some\n"),
+              Contains(HasSubstr("serve.access_log: 'some' is not one of all, errors, none")));
   // The setting it replaced names its replacement.
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "serve:\n  durable_repeats: false\n"),
               Contains(HasSubstr("serve.durable_repeats: replaced by serve.record_repeats")));
