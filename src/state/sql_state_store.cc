@@ -773,6 +773,15 @@ constexpr const char* kSelectionColumns =
     "SELECT s.id, COALESCE(b.selection_json, s.selection_json), s.decided_at_ms, s.same_as FROM "
     "selections s LEFT JOIN selections b ON b.id = s.same_as ";
 
+// The newest `limit` rows of `select` (a SELECT ... FROM selections s ...), of one accelerator
+// type when given: list_selections and list_selection_summaries.
+SqlRows newest_selections(SqlConnection& c, const std::string& select,
+                          const std::optional<std::string>& accelerator, int limit) {
+  return accelerator ? c.query(select + "WHERE s.accelerator = $1 ORDER BY s.id DESC LIMIT $2",
+                               {*accelerator, std::int64_t{limit}})
+                     : c.query(select + "ORDER BY s.id DESC LIMIT $1", {std::int64_t{limit}});
+}
+
 SelectionRecord selection_from(const SqlRow& row) {
   SelectionRecord r;
   r.id = row.int64(0);
@@ -816,10 +825,7 @@ std::vector<SelectionSummary> SqlStateStore::list_selection_summaries(
       "FROM selections s LEFT JOIN selections b ON b.id = s.same_as ",
       field("decided_at"), field("policy"), field("reason"));
   return read("list_selection_summaries", [&](SqlConnection& c) {
-    const SqlRows rows =
-        accelerator ? c.query(columns + "WHERE s.accelerator = $1 ORDER BY s.id DESC LIMIT $2",
-                              {*accelerator, std::int64_t{limit}})
-                    : c.query(columns + "ORDER BY s.id DESC LIMIT $1", {std::int64_t{limit}});
+    const SqlRows rows = newest_selections(c, columns, accelerator, limit);
     std::vector<SelectionSummary> out;
     out.reserve(rows.size());
     for (const auto& row : rows) {
@@ -876,12 +882,7 @@ std::vector<SelectionRecord> SqlStateStore::list_selections(
     int limit, const std::optional<std::string>& accelerator) {
   require_limit(limit, kMaxPage, "list_selections");
   return read("list_selections", [&](SqlConnection& c) {
-    const SqlRows rows =
-        accelerator ? c.query(std::string(kSelectionColumns) +
-                                  "WHERE s.accelerator = $1 ORDER BY s.id DESC LIMIT $2",
-                              {*accelerator, std::int64_t{limit}})
-                    : c.query(std::string(kSelectionColumns) + "ORDER BY s.id DESC LIMIT $1",
-                              {std::int64_t{limit}});
+    const SqlRows rows = newest_selections(c, kSelectionColumns, accelerator, limit);
     std::vector<SelectionRecord> out;
     for (const auto& row : rows) out.push_back(selection_from(row));
     return out;

@@ -576,18 +576,22 @@ TEST_F(HealthMonitorTest, HistoryIsDownsampledPeriodicallyWithTheRetentionSettin
   EXPECT_GE(history.size(), 60u);
 }
 
-TEST_F(HealthMonitorTest, OldDecisionsArePrunedWithTheStoreMaintenance) {
-  TempDir dir;
-  std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
+// A decision for cluster "a", made at `at`.
+ClusterSelection decision_at(StoreTime at) {
   ClusterSelection s;
   s.selected_cluster = "a";
   s.accelerator = "tpu-v4-64";
   s.candidates = {"a"};
   s.reason = "selected a";
-  s.decided_at = format_iso8601(clock->now() - 3h);
-  const auto old = store->record_selection(s);
-  s.decided_at = format_iso8601(clock->now() - 30min);
-  const auto young = store->record_selection(s);
+  s.decided_at = format_iso8601(at);
+  return s;
+}
+
+TEST_F(HealthMonitorTest, OldDecisionsArePrunedWithTheStoreMaintenance) {
+  TempDir dir;
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
+  const auto old = store->record_selection(decision_at(clock->now() - 3h));
+  const auto young = store->record_selection(decision_at(clock->now() - 30min));
   ServeSettings settings_1h = settings(60);
   settings_1h.selection_retention_h = 1;
   auto m = make(settings_1h, store);
@@ -609,12 +613,7 @@ TEST_F(HealthMonitorTest, OldDecisionsArePrunedWithTheStoreMaintenance) {
 TEST_F(HealthMonitorTest, ABacklogOfOldDecisionsIsPrunedAPassAtATimeAMinuteApart) {
   TempDir dir;
   std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
-  ClusterSelection s;
-  s.selected_cluster = "a";
-  s.accelerator = "tpu-v4-64";
-  s.candidates = {"a"};
-  s.reason = "selected a";
-  s.decided_at = format_iso8601(clock->now() - 3h);
+  const ClusterSelection s = decision_at(clock->now() - 3h);
   const auto base = store->record_selection(s);
   // More repeats than one pass prunes, written in one transaction.
   const std::int64_t backlog = HealthMonitor::kPruneRowsPerPass + 40;
@@ -644,13 +643,7 @@ TEST_F(HealthMonitorTest, ABacklogOfOldDecisionsIsPrunedAPassAtATimeAMinuteApart
 TEST_F(HealthMonitorTest, ARetentionOfZeroKeepsEveryDecision) {
   TempDir dir;
   std::shared_ptr<StateStore> store = open_state_store(default_state_url(dir.path()));
-  ClusterSelection s;
-  s.selected_cluster = "a";
-  s.accelerator = "tpu-v4-64";
-  s.candidates = {"a"};
-  s.reason = "selected a";
-  s.decided_at = format_iso8601(clock->now() - 24h * 400);
-  const auto old = store->record_selection(s);
+  const auto old = store->record_selection(decision_at(clock->now() - 24h * 400));
   ServeSettings keep = settings(60);
   keep.selection_retention_h = 0;
   auto m = make(keep, store);
