@@ -164,11 +164,45 @@ enum class RepeatRecords {
   kDurable,  // a row of its own, answered once on disk
 };
 
+// `serve.limits`: what `falcon serve` takes from its clients, each bounded
+// (docs/serve.md#security). Times in seconds (decimals allowed), sizes in bytes. A "token" is a
+// bearer token of serve.tokens_file; a server without tokens counts each client address instead.
+struct ServeLimits {
+  int max_connections = 1024;               // beyond: the oldest idle or slow one is closed
+  int max_connections_per_address = 128;    // beyond: new ones from that address are closed
+  int max_target_bytes = 8 << 10;           // request target (path and query): 414
+  int max_header_bytes = 16 << 10;          // request line and headers: 431
+  int max_header_fields = 100;              // 431
+  int max_body_bytes = 1 << 20;             // 413
+  int max_body_bytes_in_flight = 64 << 20;  // request bodies held at once: 503
+  int max_json_depth = 32;                  // nesting of a JSON body: 400
+  int max_json_values = 10000;              // values in a JSON body: 400
+  double idle_timeout_s = 10;               // a keep-alive connection with no request
+  double header_timeout_s = 10;             // a TLS handshake; a request's line and headers
+  double body_timeout_s = 30;               // a request's body
+  double write_timeout_s = 60;              // an answer (each chunk of a streamed one)
+  int max_queued_requests = 256;            // waiting for one of serve.http_threads: 503
+  int max_requests_per_token = 8;           // requests of one token at once: 429
+  int max_streams = 64;                     // log reads and follows streaming at once: 503
+  int max_streams_per_token = 4;            // 429
+  int max_exports = 4;                      // exports running at once (more wait, queued)
+  int max_queued_exports = 32;              // exports waiting: 429
+  int max_answer_bytes = 8 << 20;           // lists stop short of this ("truncated": true)
+  bool operator==(const ServeLimits&) const = default;
+};
+
 // `falcon serve`: where it listens, its state store and its health loop (issue 13).
 struct ServeSettings {
   std::string listen = "127.0.0.1:8787";  // host:port (IPv6 in brackets); port 0 picks one
-  std::string state;          // state store URL (docs/state-store.md); empty: <state_dir>/falcon.db
-  std::string tokens_file;    // bearer tokens (token -> role); empty: none
+  std::string state;        // state store URL (docs/state-store.md); empty: <state_dir>/falcon.db
+  std::string tokens_file;  // bearer tokens (token -> role); empty: none
+  // Host header values answered besides the listen address itself ("host" or "host:port"; "*":
+  // any): others get 421, so a DNS name rebound to this address cannot reach the API.
+  std::vector<std::string> allowed_hosts;
+  // Origins (scheme://host[:port]) whose pages may send state-changing requests besides the
+  // server's own; others get 403.
+  std::vector<std::string> allowed_origins;
+  ServeLimits limits;
   int probe_interval_s = 30;  // each cluster is probed this often
   double probe_jitter = 0.1;  // 0..0.5: intervals are scaled by 1 +/- this
   int max_probe_age_s = 60;   // select never decides on an older probe
@@ -189,10 +223,10 @@ struct ServeSettings {
   // shares its explanation); 0 keeps every decision.
   int selection_retention_h = 24;
   int shutdown_grace_s = 10;  // in-flight requests get this long on SIGTERM
-  // Requests whose handlers may block (store reads, xpk, log reads and follows) served at once;
-  // plain HTTP connections wait for their next request on the loops and hold no thread.
-  int http_threads = 64;
-  int http_loops = 2;  // event loop threads owning the plain HTTP connections
+  // Requests whose handlers may block (store reads, xpk, log reads) served at once; a connection
+  // waiting for its next request holds no thread, nor does a streamed answer (its own thread).
+  int http_threads = 16;
+  int http_loops = 2;  // I/O threads owning the connections (reading, parsing, writing)
   // The health loop's probes (its threads and the processes they start) run at this nice value
   // (0..19): background probes yield the CPU to requests. On-demand probes run at the caller's.
   int probe_nice = 10;

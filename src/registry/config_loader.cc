@@ -497,6 +497,26 @@ std::string check_listen(std::string_view v) {
 }
 
 const StringRule kListenRule{.max_bytes = kMaxHost, .check = check_listen};
+// serve.allowed_hosts: a Host header value, "host" or "host:port" (IPv6 in brackets), or "*".
+std::string check_allowed_host(std::string_view v) {
+  if (v == "*") return "";
+  const bool ok = std::all_of(v.begin(), v.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+           c == '[' || c == ']' || c == '_';
+  });
+  return ok ? "" : fmt::format("{} is not a host or host:port (or *)", quote_value(v));
+}
+// serve.allowed_origins: scheme://host[:port], as browsers send it in Origin.
+std::string check_origin(std::string_view v) {
+  const std::size_t scheme = v.find("://");
+  if ((!v.starts_with("http://") && !v.starts_with("https://")) || v.size() <= scheme + 3 ||
+      v.find('/', scheme + 3) != std::string_view::npos) {
+    return fmt::format("{} is not an origin (http[s]://host[:port], no path)", quote_value(v));
+  }
+  return check_allowed_host(v.substr(scheme + 3));
+}
+const StringRule kAllowedHostRule{.max_bytes = kMaxHost, .check = check_allowed_host};
+const StringRule kOriginRule{.max_bytes = kMaxHost + 8, .check = check_origin};
 const StringRule kArgRule{.max_bytes = kMaxArg, .may_be_empty = true};
 const StringRule kEnvNameRule{.max_bytes = kMaxEnvName, .check = [](std::string_view v) {
                                 return v.find('=') == std::string_view::npos
@@ -903,7 +923,47 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   s->read_int("http_threads", 2, 1024, &out.http_threads);
   s->read_int("http_loops", 1, 64, &out.http_loops);
   s->read_int("probe_nice", 0, 19, &out.probe_nice);
+  s->read_string_list("allowed_hosts", &out.allowed_hosts, kAllowedHostRule);
+  s->read_string_list("allowed_origins", &out.allowed_origins, kOriginRule);
+  const auto limits_node = s->take("limits");
   s->finish();
+  if (auto l = settings_section(problems, limits_node, "serve.limits")) {
+    ServeLimits& m = out.limits;
+    constexpr int kMaxBytes = 1 << 30;
+    l->read_int("max_connections", 1, 1000000, &m.max_connections);
+    l->read_int("max_connections_per_address", 1, 1000000, &m.max_connections_per_address);
+    l->read_int("max_target_bytes", 256, 1 << 20, &m.max_target_bytes);
+    l->read_int("max_header_bytes", 1024, 1 << 20, &m.max_header_bytes);
+    l->read_int("max_header_fields", 8, 10000, &m.max_header_fields);
+    l->read_int("max_body_bytes", 1024, 64 << 20, &m.max_body_bytes);
+    l->read_int("max_body_bytes_in_flight", 1024, kMaxBytes, &m.max_body_bytes_in_flight);
+    l->read_int("max_json_depth", 4, 1000, &m.max_json_depth);
+    l->read_int("max_json_values", 16, 10000000, &m.max_json_values);
+    l->read_double("idle_timeout_s", 0.01, 86400.0, &m.idle_timeout_s);
+    l->read_double("header_timeout_s", 0.01, 3600.0, &m.header_timeout_s);
+    l->read_double("body_timeout_s", 0.01, 3600.0, &m.body_timeout_s);
+    l->read_double("write_timeout_s", 0.01, 3600.0, &m.write_timeout_s);
+    l->read_int("max_queued_requests", 0, 1000000, &m.max_queued_requests);
+    l->read_int("max_requests_per_token", 1, 100000, &m.max_requests_per_token);
+    l->read_int("max_streams", 1, 100000, &m.max_streams);
+    l->read_int("max_streams_per_token", 1, 100000, &m.max_streams_per_token);
+    l->read_int("max_exports", 1, 1000, &m.max_exports);
+    l->read_int("max_queued_exports", 0, 100000, &m.max_queued_exports);
+    l->read_int("max_answer_bytes", 64 << 10, kMaxBytes, &m.max_answer_bytes);
+    l->finish();
+    if (m.max_connections_per_address > m.max_connections) {
+      problems.add((*limits_node)["max_connections_per_address"],
+                   "serve.limits.max_connections_per_address",
+                   fmt::format("must be at most max_connections ({}), got {}", m.max_connections,
+                               m.max_connections_per_address));
+    }
+    if (m.max_body_bytes_in_flight < m.max_body_bytes) {
+      problems.add((*limits_node)["max_body_bytes_in_flight"],
+                   "serve.limits.max_body_bytes_in_flight",
+                   fmt::format("must be at least max_body_bytes ({}), got {}", m.max_body_bytes,
+                               m.max_body_bytes_in_flight));
+    }
+  }
   if (out.probe_drop_after_h > 0 && out.probe_drop_after_h < out.probe_retention_full_h) {
     problems.add((*node)["probe_drop_after_h"], "serve.probe_drop_after_h",
                  fmt::format("must be 0 (keep) or at least probe_retention_full_h ({}), got {}",

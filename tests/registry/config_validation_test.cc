@@ -427,9 +427,67 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.probe_drop_after_h, 0);
   EXPECT_EQ(serve.selection_retention_h, 24);
   EXPECT_EQ(serve.shutdown_grace_s, 10);
-  EXPECT_EQ(serve.http_threads, 64);
+  EXPECT_EQ(serve.http_threads, 16);
   EXPECT_EQ(serve.http_loops, 2);
   EXPECT_EQ(serve.probe_nice, 10);
+  EXPECT_TRUE(serve.allowed_hosts.empty());
+  EXPECT_TRUE(serve.allowed_origins.empty());
+  EXPECT_EQ(serve.limits, ServeLimits{});
+  EXPECT_EQ(serve.limits.max_connections, 1024);
+  EXPECT_EQ(serve.limits.max_body_bytes, 1 << 20);
+  EXPECT_EQ(serve.limits.max_requests_per_token, 8);
+  EXPECT_DOUBLE_EQ(serve.limits.header_timeout_s, 10.0);
+}
+
+// serve.limits and the browser keys (docs/serve.md#security): read, and every bad value named.
+TEST(ConfigValidation, ServeLimitsAndBrowserKeys) {
+  const std::string yaml =
+      std::string(kValidCluster) +
+      "serve:\n  allowed_hosts: [falcon.example.com, 'lb.internal:8443', '*']\n"
+      "  allowed_origins: ['https://dash.example.com']\n"
+      "  limits:\n    max_connections: 2000\n    max_connections_per_address: 50\n"
+      "    max_body_bytes: 65536\n    header_timeout_s: 2.5\n    max_streams_per_token: 2\n"
+      "    max_exports: 1\n    max_queued_exports: 0\n";
+  const ServeSettings serve = parse_fabric_config(yaml, "repos.yaml").serve;
+  EXPECT_EQ(serve.allowed_hosts,
+            (std::vector<std::string>{"falcon.example.com", "lb.internal:8443", "*"}));
+  EXPECT_EQ(serve.allowed_origins, (std::vector<std::string>{"https://dash.example.com"}));
+  EXPECT_EQ(serve.limits.max_connections, 2000);
+  EXPECT_EQ(serve.limits.max_connections_per_address, 50);
+  EXPECT_EQ(serve.limits.max_body_bytes, 65536);
+  EXPECT_DOUBLE_EQ(serve.limits.header_timeout_s, 2.5);
+  EXPECT_EQ(serve.limits.max_streams_per_token, 2);
+  EXPECT_EQ(serve.limits.max_exports, 1);
+  EXPECT_EQ(serve.limits.max_queued_exports, 0);
+
+  const auto bad = [](const std::string& section) {
+    return problems_of(std::string(kValidCluster) + "serve:\n" + section);
+  };
+  EXPECT_THAT(bad("  limits:\n    max_connections: 0\n"),
+              Contains(HasSubstr("serve.limits.max_connections: must be between 1 and")));
+  EXPECT_THAT(bad("  limits:\n    max_connections: 10\n    max_connections_per_address: 20\n"),
+              Contains(HasSubstr("serve.limits.max_connections_per_address: must be at most "
+                                 "max_connections (10), got 20")));
+  EXPECT_THAT(bad("  limits:\n    max_body_bytes: 100\n"),
+              Contains(HasSubstr("serve.limits.max_body_bytes: must be between 1024 and")));
+  EXPECT_THAT(bad("  limits:\n    max_body_bytes: 2048\n    max_body_bytes_in_flight: 1024\n"),
+              Contains(HasSubstr("serve.limits.max_body_bytes_in_flight: must be at least "
+                                 "max_body_bytes (2048), got 1024")));
+  EXPECT_THAT(bad("  limits:\n    idle_timeout_s: 0\n"),
+              Contains(HasSubstr("serve.limits.idle_timeout_s: must be between 0.01 and")));
+  EXPECT_THAT(bad("  limits:\n    max_conections: 5\n"),
+              Contains(HasSubstr("serve.limits.max_conections: unknown key (did you mean "
+                                 "'max_connections'?)")));
+  EXPECT_THAT(bad("  limits: 5\n"), Contains(HasSubstr("serve.limits: must be a map")));
+  EXPECT_THAT(bad("  allowed_hosts: ['evil/path']\n"),
+              Contains(HasSubstr("serve.allowed_hosts[0]: 'evil/path' is not a host or "
+                                 "host:port (or *)")));
+  EXPECT_THAT(bad("  allowed_hosts: falcon.example.com\n"),
+              Contains(HasSubstr("serve.allowed_hosts: must be a list of strings")));
+  EXPECT_THAT(bad("  allowed_origins: ['dash.example.com']\n"),
+              Contains(HasSubstr("serve.allowed_origins[0]: 'dash.example.com' is not an origin")));
+  EXPECT_THAT(bad("  allowed_origins: ['https://dash.example.com/path']\n"),
+              Contains(HasSubstr("is not an origin (http[s]://host[:port], no path)")));
 }
 
 TEST(ConfigValidation, ServeSectionIsParsed) {
