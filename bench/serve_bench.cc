@@ -38,10 +38,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "falcon/api_server.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
 #include "model/json_text.h"
+#include "serve/api_server.h"
 #include "serve/select_answer.h"
 #include "util/time_format.h"
 

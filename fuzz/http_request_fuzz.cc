@@ -1,68 +1,93 @@
-// Requests from the network as `falcon serve`'s event-driven server reads them: parsing any
-// bytes never crashes, a parsed request is consistent with its bytes, a refusal has one of the
-// statuses the server answers, and parsing in pieces agrees with parsing at once. The answer's
-// serializer (gzip included) takes any body.
+// Requests from the network as `falcon serve` reads and routes them: the bytes go through the
+// same parser, limits and checks as a connection's (serve::parse_request_bytes, Boost.Beast's
+// parser underneath), then through the router with the API's routes. Nothing crashes; a
+// refusal has one of the statuses the server answers and a message; a request is consistent
+// with its bytes and within the limits; parsing it alone gives the same request; routing never
+// fails on any path, however long (no regular expressions, no recursion).
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 
-#include "serve/event_server.h"
+#include "serve/http_server.h"
+#include "serve/router.h"
 
 namespace {
 
-constexpr std::size_t kMaxHeader = 4096;
-constexpr std::size_t kMaxBody = 8192;
+using falcon::serve::HttpLimits;
+using falcon::serve::Router;
+
+HttpLimits limits() {
+  HttpLimits l;
+  l.max_target_bytes = 2048;
+  l.max_header_bytes = 4096;
+  l.max_header_fields = 32;
+  l.max_body_bytes = 8192;
+  return l;
+}
+
+const Router& router() {
+  static const Router r = [] {
+    Router out;
+    for (const char* path :
+         {"/healthz", "/readyz", "/", "/metrics", "/v1/openapi.json", "/v1/whoami", "/v1/config",
+          "/v1/clusters", "/v1/clusters/{name}", "/v1/selections", "/v1/selections/{id}",
+          "/v1/workloads", "/v1/workloads/{cluster}/{name}",
+          "/v1/workloads/{cluster}/{name}/events", "/v1/workloads/{cluster}/{name}/logs",
+          "/v1/managed", "/v1/recoveries", "/v1/exports", "/v1/exports/{id}"}) {
+      out.add("GET", path);
+    }
+    out.add("GET", "/ui/{path}", true);
+    out.add("POST", "/v1/select");
+    out.add("POST", "/v1/workloads");
+    out.add("POST", "/v1/exports");
+    out.add("DELETE", "/v1/workloads/{cluster}/{name}");
+    return out;
+  }();
+  return r;
+}
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using falcon::serve::Exchange;
-  using falcon::serve::RequestParse;
   const std::string_view in(reinterpret_cast<const char*>(data), size);
-  Exchange ex;
-  const RequestParse p = falcon::serve::parse_request(in, kMaxHeader, kMaxBody, ex);
-  switch (p.kind) {
-    case RequestParse::kRefused:
-      if (p.status != 400 && p.status != 411 && p.status != 413 && p.status != 431 &&
-          p.status != 505) {
-        __builtin_trap();
-      }
-      if (p.message.empty()) __builtin_trap();
-      return 0;
-    case RequestParse::kIncomplete:
-      // More bytes can only complete it or refuse it; the same bytes stay incomplete.
-      if (p.consumed != 0) __builtin_trap();
-      break;
-    case RequestParse::kRequest: {
-      if (p.consumed == 0 || p.consumed > size) __builtin_trap();
-      if (ex.req.target.empty() || ex.req.target.front() != '/') __builtin_trap();
-      if (ex.req.body.size() > kMaxBody) __builtin_trap();
-      if (ex.req.method != "GET" && ex.head) __builtin_trap();
-      // The request alone parses the same; what follows it does not change it.
-      Exchange alone;
-      const RequestParse q =
-          falcon::serve::parse_request(in.substr(0, p.consumed), kMaxHeader, kMaxBody, alone);
-      if (q.kind != RequestParse::kRequest || q.consumed != p.consumed) __builtin_trap();
-      if (alone.req.body != ex.req.body || alone.req.path != ex.req.path) __builtin_trap();
-      // A strict prefix of it is never a request (it may be incomplete, or refused for size).
-      for (const std::size_t cut : {p.consumed / 2, p.consumed - 1}) {
-        Exchange part;
-        if (falcon::serve::parse_request(in.substr(0, cut), kMaxHeader, kMaxBody, part).kind ==
-            RequestParse::kRequest) {
-          __builtin_trap();
-        }
-      }
-      break;
+  const HttpLimits l = limits();
+  const auto parsed = falcon::serve::parse_request_bytes(in, l);
+  if (!parsed) return 0;  // not a whole request yet
+  if (parsed->refused) {
+    static const std::set<int> kStatuses = {400, 411, 413, 414, 431, 501, 505};
+    if (!kStatuses.contains(parsed->refusal.status)) __builtin_trap();
+    if (parsed->refusal.message.empty()) __builtin_trap();
+    return 0;
+  }
+  const auto& req = parsed->request;
+  if (parsed->consumed == 0 || parsed->consumed > size) __builtin_trap();
+  if (req.target.empty() || req.target.front() != '/') __builtin_trap();
+  if (req.target.size() > l.max_target_bytes) __builtin_trap();
+  if (req.body.size() > l.max_body_bytes) __builtin_trap();
+  if (req.headers.items().size() > l.max_header_fields) __builtin_trap();
+  if (req.head && req.method != "GET") __builtin_trap();
+  for (const std::string& segment : req.segments) {
+    for (const char c : segment) {
+      if (c == '/' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) __builtin_trap();
     }
   }
-  // Any body serializes, compressed or not.
-  Exchange answer;
-  answer.gzip_ok = size % 2 == 0;
-  answer.keep_alive = size % 3 != 0;
-  answer.res.status = 200;
-  answer.res.set_content(std::string(in), "application/json");
-  falcon::serve::EventServer::serialize(answer);
-  if (answer.wire.rfind("HTTP/1.1 200 OK\r\n", 0) != 0) __builtin_trap();
+  // The request alone parses the same; what follows it does not change it.
+  const auto alone = falcon::serve::parse_request_bytes(in.substr(0, parsed->consumed), l);
+  if (!alone || alone->refused || alone->consumed != parsed->consumed) __builtin_trap();
+  if (alone->request.body != req.body || alone->request.path != req.path) __builtin_trap();
+  // Routing any path ends, with a route, a wrong method or none.
+  std::vector<std::string> params;
+  const auto m = router().match(req.method, req.segments, params);
+  if (m.kind == Router::Match::kFound) {
+    if (m.route >= router().size()) __builtin_trap();
+    if (router().method(m.route) != req.method) __builtin_trap();
+    for (const std::string& p : params) {
+      if (p.empty()) __builtin_trap();
+    }
+  } else if (!params.empty()) {
+    __builtin_trap();
+  }
   return 0;
 }

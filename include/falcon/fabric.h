@@ -210,6 +210,10 @@ class ClusterFabric {
                                      const LogFilter& filter, int slice, FollowOptions options,
                                      const std::function<bool()>& interrupted,
                                      const std::function<void(const std::string&)>& on_line) const;
+  // Throws std::invalid_argument for a rank of filter.ranks that a TPU workload falcon
+  // submitted does not have (its slice has that many VMs); checks nothing for a workload whose
+  // shape is unknown. Reads only the state store.
+  void check_export_ranks(const WorkloadHandle& handle, const LogFilter& filter) const;
   // Archives the ranks of slice `slice` to `gcs_dest` (see CloudLogRetriever::export_logs).
   // Throws std::invalid_argument, before reading anything, for a rank a TPU workload falcon
   // submitted does not have (its slice has that many VMs).

@@ -179,6 +179,7 @@ struct WorkloadEvent {
   bool operator==(const WorkloadEvent&) const = default;
 };
 
+inline constexpr const char* kExportQueued = "queued";
 inline constexpr const char* kExportRunning = "running";
 inline constexpr const char* kExportDone = "done";
 inline constexpr const char* kExportFailed = "failed";
@@ -189,7 +190,7 @@ struct ExportRecord {
   std::string workload;
   std::string cluster;
   std::string dest;                    // gs://bucket/prefix
-  std::string state = kExportRunning;  // running | done | failed
+  std::string state = kExportRunning;  // queued | running | done | failed
   std::string progress_json = "{}";    // JSON, replaced by update_export_progress
   std::string result_json = "null";    // JSON, set by finish_export (a LogExportResult, an error)
   StoreTime started_at;
@@ -389,13 +390,16 @@ class StateStore {
 
   // --- Exports.
 
-  // Stores a new export in state running; returns its id. Uses workload, cluster, dest,
-  // progress_json and started_at of `record`.
+  // Stores a new export in state queued or running (record.state; std::invalid_argument for
+  // another); returns its id. Uses workload, cluster, dest, progress_json and started_at.
   virtual std::int64_t start_export(const ExportRecord& record) = 0;
+  // Moves a queued export to running (a running one stays so) with `started_at`; false when `id`
+  // is unknown or finished.
+  virtual bool begin_export(std::int64_t id, StoreTime started_at) = 0;
   // Replaces the progress of a running export; false when `id` is unknown or finished.
   virtual bool update_export_progress(std::int64_t id, const std::string& progress_json) = 0;
-  // Moves a running export to done or failed (std::invalid_argument for another state) with its
-  // result; false when `id` is unknown or already finished.
+  // Moves a queued or running export to done or failed (std::invalid_argument for another
+  // state) with its result; false when `id` is unknown or already finished.
   virtual bool finish_export(std::int64_t id, const std::string& state,
                              const std::string& result_json, StoreTime finished_at) = 0;
   virtual std::optional<ExportRecord> get_export(std::int64_t id) = 0;

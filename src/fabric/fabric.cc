@@ -725,6 +725,12 @@ void ClusterFabric::follow_pod_log_until_finished(
   follow_pod_log(handle, rank, filter, slice, options, on_line);
 }
 
+void ClusterFabric::check_export_ranks(const WorkloadHandle& handle,
+                                       const LogFilter& filter) const {
+  (void)impl_->registry.get_cluster(handle.cluster);  // UnknownClusterError
+  check_ranks_exist(*impl_->current()->workloads, handle, filter);
+}
+
 LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const std::function<void(const ExportProgress&)>& progress) const {

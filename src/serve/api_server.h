@@ -16,7 +16,8 @@
 // Errors are the CLI's JSON shape, {"error": {"type", "message", ...details}}, with the HTTP
 // status of the exit-code class: usage/config/invalid spec 400, auth 401/403, unknown cluster or
 // workload 404, workload exists 409, body too large 413, no cluster / unreachable 503, xpk or
-// logs failures 502, anything else 500. No input makes the server crash.
+// logs failures 502, anything else 500. What the HTTP layer refuses (limits, Host, Origin,
+// content type, per-token shares) is in docs/serve.md#security. No input makes the server crash.
 #pragma once
 
 #include <chrono>
@@ -157,6 +158,9 @@ class ControlPlane {
   virtual void follow_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
                           int slice, const std::function<bool()>& stop,
                           const std::function<void(const std::string&)>& on_line) const = 0;
+  // Throws std::invalid_argument, before anything is read, for a rank of filter.ranks that the
+  // workload does not have (when its shape is known). The default checks nothing.
+  virtual void check_export(const WorkloadHandle& handle, const LogFilter& filter) const;
   virtual LogExportResult export_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
       const std::function<void(const ExportProgress&)>& progress) const = 0;
@@ -175,13 +179,21 @@ enum class TokenRole { kRead, kOperate };
 
 // Tokens loaded from serve.tokens_file: one `token role` pair a line, `#` comments and blank
 // lines ignored. Throws ApiServerError naming the file and line for a malformed line, an unknown
-// role, a token shorter than 16 characters, or a file that others can read or write or
-// the group can write (group read is allowed: Kubernetes Secrets are mounted so).
+// role, a token shorter than 16 characters, a token listed twice (whatever its roles), or a file
+// that others can read or write or the group can write (group read is allowed: Kubernetes
+// Secrets are mounted so).
 class TokenTable {
  public:
   static TokenTable load(const std::string& path);
+  // Throws ApiServerError when `token` is in the table already.
   void add(const std::string& token, TokenRole role);
-  // The role of `token`, compared in constant time against every entry; nullopt when unknown.
+  struct Match {
+    TokenRole role = TokenRole::kRead;
+    std::string id;  // the first 12 hex digits of the token's SHA-256: names it in limits, never
+                     // the token itself
+  };
+  // `token`'s entry, compared in constant time against every entry; nullopt when unknown.
+  std::optional<Match> match(const std::string& token) const;
   std::optional<TokenRole> find(const std::string& token) const;
   bool empty() const { return entries_.empty(); }
 
@@ -195,13 +207,11 @@ class ApiServerError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// True for 127.0.0.0/8, ::1 and "localhost".
-bool is_loopback_host(const std::string& host);
-
 // "host:port" or "[v6]:port" split in two. Throws ApiServerError for anything else.
 std::pair<std::string, int> split_listen_address(const std::string& listen);
 
-// One finished HTTP request, for the access log (never headers: they may carry a token).
+// One finished HTTP request, for the access log (never headers: they may carry a token). The
+// path is escaped (escape_for_log): no byte of it can end or forge a log line.
 struct RequestLogEntry {
   std::string method;
   std::string route;  // the route template: "/v1/workloads/{cluster}/{name}"
@@ -215,12 +225,18 @@ struct ApiServerOptions {
   std::shared_ptr<ControlPlane> control;  // required
   std::shared_ptr<StateStore> store;      // required
   std::shared_ptr<Clock> clock;           // null: the system clock
-  // Null: no token needed (loopback). Else every route but /healthz and /readyz needs a bearer
-  // token; mutations need `operate`.
+  // Null: no token needed (a loopback listen address only: the daemon refuses others). Else every
+  // route but /healthz, /readyz, /v1/whoami and the dashboard's files needs a bearer token;
+  // mutations need `operate`. set_tokens() replaces it.
   std::shared_ptr<const TokenTable> tokens;
-  std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413
-  int threads = 16;  // requests (and follows) served at once, beside the loops' own answers
-  int loops = 2;     // threads owning the connections (plain HTTP; TLS: a thread per connection)
+  ServeLimits limits;  // every bound on what clients send (docs/serve.md#security)
+  int threads = 16;    // workers: requests whose handlers may block
+  int loops = 2;       // I/O threads owning the connections
+  // Host header values answered besides the listen address (and, on loopback, localhost,
+  // 127.0.0.1 and [::1] with the port); "*" answers any. Others get 421.
+  std::vector<std::string> allowed_hosts;
+  // Origins whose pages may send state-changing requests besides the server's own; others 403.
+  std::vector<std::string> allowed_origins;
   std::string tls_cert;  // both set: HTTPS
   std::string tls_key;
   std::function<void(const RequestLogEntry&)> on_request;
@@ -233,6 +249,7 @@ struct ApiServerOptions {
 
 class ApiServer {
  public:
+  // Throws ApiServerError (a TLS certificate or key that cannot be used).
   explicit ApiServer(ApiServerOptions options);
   ~ApiServer();  // stops
   ApiServer(const ApiServer&) = delete;
@@ -240,15 +257,24 @@ class ApiServer {
 
   // Binds `host:port` (port 0: one the OS picks) and returns the port. Throws ApiServerError.
   int bind(const std::string& host, int port);
+  // Whether the address bound is a loopback address (decided by the address, not the name).
+  bool loopback() const;
   // Serves until stop(); returns after in-flight requests finished. Requires bind().
   void serve();
   // Stops accepting, ends follows and waits for exports up to `grace`; returns at once when
-  // called again. Exports still running then are marked failed ("server stopped").
+  // called again. Exports still running then, or still queued, are marked failed ("server
+  // stopped").
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
   bool stopping() const;
   // Exports stop() marked failed after the grace; their threads still run (a process that
   // exits then should not run its static destructors under them: std::_Exit).
   std::size_t abandoned_exports() const;
+
+  // Replaces the tokens (SIGHUP): requests from then on are checked against `tokens`.
+  void set_tokens(std::shared_ptr<const TokenTable> tokens);
+  // Replaces the TLS certificate and key (SIGHUP): connections made from then on use them.
+  // Throws ApiServerError when they cannot be used (the old ones stay).
+  void reload_tls(const std::string& cert_file, const std::string& key_file);
 
   // Every route as "METHOD /path/{param}" (the OpenAPI spelling), sorted.
   std::vector<std::string> routes() const;

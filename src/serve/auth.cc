@@ -8,9 +8,10 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
-#include "falcon/api_server.h"
+#include "serve/api_server.h"
 
 namespace falcon {
 namespace {
@@ -41,6 +42,7 @@ TokenTable TokenTable::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ApiServerError(fmt::format("serve.tokens_file {}: cannot be read", path));
   TokenTable table;
+  std::map<std::string, int> first_line;  // token digest -> the line it is on
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
@@ -58,37 +60,53 @@ TokenTable TokenTable::load(const std::string& path) {
       throw ApiServerError(
           fmt::format("{}: a token must have at least {} characters", where, kMinTokenLength));
     }
-    if (role == "read") {
-      table.add(token, TokenRole::kRead);
-    } else if (role == "operate") {
-      table.add(token, TokenRole::kOperate);
-    } else {
-      throw ApiServerError(
-          fmt::format("{}: unknown role '{}' (expected read or operate)", where, role));
+    if (role != "read" && role != "operate") {
+      throw ApiServerError(fmt::format("{}: unknown role '{}' (expected read or operate)",
+                                       where.substr(0, 300), role.substr(0, 40)));
     }
+    const std::string digest = sha256(token);
+    if (const auto it = first_line.find(digest); it != first_line.end()) {
+      // A token with two roles would be decided by its order in the file: refused instead.
+      throw ApiServerError(fmt::format("{}: this token is listed already on line {}",
+                                       where.substr(0, 300), it->second));
+    }
+    first_line.emplace(digest, number);
+    table.add(token, role == "read" ? TokenRole::kRead : TokenRole::kOperate);
   }
   if (table.empty()) throw ApiServerError(fmt::format("serve.tokens_file {}: no tokens", path));
   return table;
 }
 
 void TokenTable::add(const std::string& token, TokenRole role) {
-  entries_.emplace_back(sha256(token), role);
+  std::string digest = sha256(token);
+  for (const auto& entry : entries_) {
+    if (entry.first == digest) throw ApiServerError("a token is listed twice");
+  }
+  entries_.emplace_back(std::move(digest), role);
 }
 
-std::optional<TokenRole> TokenTable::find(const std::string& token) const {
+std::optional<TokenTable::Match> TokenTable::match(const std::string& token) const {
   // Digests have one length, so CRYPTO_memcmp takes the same time for every token; every entry
   // is compared, so the time does not tell which one matched either.
   const std::string digest = sha256(token);
-  std::optional<TokenRole> found;
-  for (const auto& [hash, role] : entries_) {
-    if (CRYPTO_memcmp(hash.data(), digest.data(), digest.size()) == 0) found = role;
+  const std::pair<std::string, TokenRole>* found = nullptr;
+  for (const auto& entry : entries_) {
+    if (CRYPTO_memcmp(entry.first.data(), digest.data(), digest.size()) == 0) found = &entry;
   }
-  return found;
+  if (found == nullptr) return std::nullopt;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto byte = static_cast<unsigned char>(digest[i]);
+    id += kHex[byte >> 4];
+    id += kHex[byte & 15];
+  }
+  return Match{found->second, std::move(id)};
 }
 
-bool is_loopback_host(const std::string& host) {
-  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
-  return host.rfind("127.", 0) == 0;
+std::optional<TokenRole> TokenTable::find(const std::string& token) const {
+  if (auto m = match(token)) return m->role;
+  return std::nullopt;
 }
 
 std::pair<std::string, int> split_listen_address(const std::string& listen) {

@@ -14,12 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "falcon/api_server.h"
 #include "falcon/circuit_breaker.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/health_monitor.h"
 #include "falcon/state_store.h"
+#include "serve/api_server.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -464,6 +464,10 @@ class FabricControlPlane final : public ControlPlane {
                   const std::function<void(const std::string&)>& on_line) const override {
     fabric_->follow_pod_log_until_finished(handle, rank, filter, slice, FollowOptions{}, stop,
                                            on_line);
+  }
+
+  void check_export(const WorkloadHandle& handle, const LogFilter& filter) const override {
+    fabric_->check_export_ranks(handle, filter);
   }
 
   LogExportResult export_logs(

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "falcon/api_server.h"
+#include "serve/api_server.h"
 
 namespace falcon::serve {
 

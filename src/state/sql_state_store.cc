@@ -1075,15 +1075,29 @@ std::int64_t SqlStateStore::start_export(const ExportRecord& record) {
   require_nonempty(record.cluster, "export cluster");
   require_nonempty(record.dest, "export dest");
   require_json(record.progress_json, "export progress_json");
+  if (record.state != kExportQueued && record.state != kExportRunning) {
+    throw std::invalid_argument(
+        fmt::format("export: initial state '{}' is not queued or running", record.state));
+  }
   return write("start_export", [&](SqlConnection& c) {
     return c
         .query(
             "INSERT INTO exports (workload, cluster, dest, state, progress_json, result_json, "
             "started_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id",
-            {record.workload, record.cluster, record.dest, std::string(kExportRunning),
-             record.progress_json, std::string("null"), to_ms(record.started_at)})
+            {record.workload, record.cluster, record.dest, record.state, record.progress_json,
+             std::string("null"), to_ms(record.started_at)})
         .at(0)
         .int64(0);
+  });
+}
+
+bool SqlStateStore::begin_export(std::int64_t id, StoreTime started_at) {
+  return write("begin_export", [&](SqlConnection& c) {
+    return !c.query(
+                 "UPDATE exports SET state = $2, started_at_ms = $3 WHERE id = $1 AND state IN "
+                 "($2, $4) RETURNING id",
+                 {id, std::string(kExportRunning), to_ms(started_at), std::string(kExportQueued)})
+                .empty();
   });
 }
 
@@ -1108,8 +1122,9 @@ bool SqlStateStore::finish_export(std::int64_t id, const std::string& state,
   return write("finish_export", [&](SqlConnection& c) {
     return !c.query(
                  "UPDATE exports SET state = $2, result_json = $3, finished_at_ms = $4 WHERE "
-                 "id = $1 AND state = $5 RETURNING id",
-                 {id, state, result_json, to_ms(finished_at), std::string(kExportRunning)})
+                 "id = $1 AND state IN ($5, $6) RETURNING id",
+                 {id, state, result_json, to_ms(finished_at), std::string(kExportRunning),
+                  std::string(kExportQueued)})
                 .empty();
   });
 }

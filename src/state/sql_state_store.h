@@ -59,6 +59,7 @@ class SqlStateStore final : public StateStore {
                                             StoreTime to, int limit) override;
 
   std::int64_t start_export(const ExportRecord& record) override;
+  bool begin_export(std::int64_t id, StoreTime started_at) override;
   bool update_export_progress(std::int64_t id, const std::string& progress_json) override;
   bool finish_export(std::int64_t id, const std::string& state, const std::string& result_json,
                      StoreTime finished_at) override;

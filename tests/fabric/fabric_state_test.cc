@@ -13,11 +13,11 @@
 
 #include <fmt/format.h>
 
-#include "falcon/api_server.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/fabric_counters.h"
 #include "falcon/state_store.h"
+#include "serve/api_server.h"
 #include "state/sqlite_connection.h"
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"

@@ -10,11 +10,11 @@
 #include <chrono>
 #include <thread>
 
-#include "falcon/api_server.h"
 #include "falcon/errors.h"
 #include "falcon/exit_codes.h"
 #include "falcon/state_store.h"
 #include "falcon/workload_manager.h"
+#include "serve/api_server.h"
 #include "support/temp_dir.h"
 
 namespace falcon {

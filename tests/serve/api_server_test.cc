@@ -1,9 +1,10 @@
 // The HTTP API on a loopback port, over a fake control plane and a real SQLite state store:
 // routes, error mapping, bad input on every route, auth, streaming, exports, OpenAPI coverage
 // and the metrics text.
-#include "falcon/api_server.h"
+#include "serve/api_server.h"
 
 #include <httplib.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <gmock/gmock.h>
@@ -151,6 +152,14 @@ class FakeControlPlane final : public ControlPlane {
     }
     return o;
   }
+  // As the fabric's control plane: a repeat when one stands (recorded), else a decision.
+  SelectOutcome select_brief(const std::string& accelerator) override {
+    if (auto r = prepare_repeat(accelerator)) {
+      if (r->selection_id == 0) record_repeats({&*r});
+      if (r->selection_id != 0) return *r;
+    }
+    return select(accelerator);
+  }
   void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
     ++record_calls;
     std::vector<std::pair<std::int64_t, std::string>> rows;
@@ -193,6 +202,11 @@ class FakeControlPlane final : public ControlPlane {
   LogLines read_log(const WorkloadHandle& h, int rank, const LogFilter& filter,
                     int) const override {
     if (h.workload_name == "no-logs") throw LogRetrievalError("Cloud Logging said 500", 500);
+    if (h.workload_name == "forger") {
+      // A line that would end its event and forge another if sent as it is.
+      return LogLines(std::make_unique<VectorSource>(
+          std::vector<std::string>{"a\n\nevent: forged\ndata: x\r\ny\rz", "next"}));
+    }
     std::vector<std::string> lines;
     for (int i = 0; i < 3; ++i)
       lines.push_back("rank " + std::to_string(rank) + " line " + std::to_string(i));
@@ -247,7 +261,8 @@ class FakeControlPlane final : public ControlPlane {
 
 class ApiServerTest : public ::testing::Test {
  protected:
-  void start(std::shared_ptr<const TokenTable> tokens = nullptr, std::size_t max_body = 1 << 20) {
+  void start(std::shared_ptr<const TokenTable> tokens = nullptr, std::size_t max_body = 1 << 20,
+             ServeLimits limits = {}) {
     store_ = open_state_store("sqlite://" + (dir_.path() / "falcon.db").string());
     control_->store = store_;
     ApiServerOptions options;
@@ -255,7 +270,8 @@ class ApiServerTest : public ::testing::Test {
     options.store = store_;
     options.clock = clock_;
     options.tokens = std::move(tokens);
-    options.max_body_bytes = max_body;
+    options.limits = limits;
+    options.limits.max_body_bytes = static_cast<int>(max_body);
     server_ = std::make_unique<ApiServer>(options);
     port_ = server_->bind("127.0.0.1", 0);
     thread_ = std::thread([this] { server_->serve(); });
@@ -346,10 +362,11 @@ TEST_F(ApiServerTest, OneClusterWithItsProbeHistorySince) {
   EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("'sinse'"));
 }
 
-// A brief select the control plane can repeat is answered on the event loop: prepared there,
-// recorded with the others of its pass, never reaching select(); anything else (an explained
-// select, a repeat whose decision is gone) is decided on a worker.
-TEST_F(ApiServerTest, ABriefSelectThatRepeatsIsAnsweredOnTheLoopAndRecorded) {
+// A brief select that repeats a standing decision to be recorded (serve.record_repeats written
+// or durable) goes to a worker, where the control plane records it (in the store's group
+// commit), never reaching select(); anything else (an explained select, a repeat whose
+// decision is gone) is decided afresh.
+TEST_F(ApiServerTest, ABriefSelectThatRepeatsIsRecordedOnAWorker) {
   start();
   auto r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
   ASSERT_EQ(r->status, 200) << r->body;
@@ -392,9 +409,9 @@ TEST_F(ApiServerTest, ABriefSelectThatRepeatsIsAnsweredOnTheLoopAndRecorded) {
   EXPECT_THAT(metrics, HasSubstr("falcon_selections_total{outcome=\"selected\"} 3\n"));
 }
 
-// A repeat that is not recorded (record_repeats: none) is answered on the loop at once: the
-// standing decision's id, nothing recorded, no worker.
-TEST_F(ApiServerTest, AnUnrecordedRepeatIsAnsweredOnTheLoopAtOnce) {
+// A repeat that is not recorded (record_repeats: none) is answered on the I/O thread at once:
+// the standing decision's id, nothing recorded, no worker.
+TEST_F(ApiServerTest, AnUnrecordedRepeatIsAnsweredOnTheIoThreadAtOnce) {
   start();
   auto r = post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})");
   ASSERT_EQ(r->status, 200) << r->body;
@@ -729,6 +746,114 @@ TEST_F(ApiServerTest, LogsAsTextOrServerSentEventsWithTheirParameters) {
   EXPECT_EQ(client_->Get("/v1/workloads/nope/run-1/logs")->status, 404);
 }
 
+// Each of a log line's own line breaks starts a data field of the same event: no byte of a line
+// can end its event or start another (an `event:` line).
+TEST_F(ApiServerTest, ServerSentEventsFrameEveryLineSoNoByteEndsAnEvent) {
+  start();
+  auto r = client_->Get("/v1/workloads/tpu-a/forger/logs?format=sse");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body,
+            "data: a\ndata: \ndata: event: forged\ndata: data: x\ndata: y\ndata: z\n\n"
+            "data: next\n\n");
+  // As a client parses it: two events, no line starting with "event:".
+  std::istringstream lines(r->body);
+  std::string line;
+  int events = 0;
+  while (std::getline(lines, line)) {
+    EXPECT_FALSE(line.rfind("event:", 0) == 0) << line;
+    if (line.empty()) ++events;
+  }
+  EXPECT_EQ(events, 2);
+}
+
+// What a browser can be made to send is refused before anything runs: a form's content types,
+// another origin, a Host that is not this server's.
+TEST_F(ApiServerTest, BrowserRequestsFromElsewhereAreRefusedBeforeTheRouteRuns) {
+  start();
+  const std::string host = "127.0.0.1:" + std::to_string(port_);
+  const std::string payload = R"({"accelerator_type": "tpu-v4-64"})";
+  auto r = client_->Post("/v1/select", payload, "text/plain");
+  EXPECT_EQ(r->status, 415);
+  EXPECT_EQ(body(r)["error"]["type"], "UnsupportedMediaType");
+  EXPECT_EQ(client_->Post("/v1/select", payload, "application/x-www-form-urlencoded")->status, 415);
+  EXPECT_EQ(
+      client_->Post("/v1/select", {{"Origin", "http://evil.example"}}, payload, "application/json")
+          ->status,
+      403);
+  EXPECT_EQ(control_->selects.load(), 0);
+  EXPECT_EQ(client_->Post("/v1/select", {{"Origin", "http://" + host}}, payload, "application/json")
+                ->status,
+            200);
+  EXPECT_EQ(
+      client_->Delete("/v1/workloads/tpu-a/run-1", {{"Origin", "http://evil.example"}})->status,
+      403);
+  EXPECT_EQ(client_->Delete("/v1/workloads/tpu-a/run-1")->status, 200);  // no body, no type
+  EXPECT_EQ(
+      client_->Get("/v1/clusters", {{"Host", "rebound.example:" + std::to_string(port_)}})->status,
+      421);
+  EXPECT_EQ(client_->Get("/healthz", {{"Host", "lb.example"}})->status, 200);
+  EXPECT_EQ(client_->Get("/v1/clusters", {{"Host", "localhost:" + std::to_string(port_)}})->status,
+            200);
+  EXPECT_EQ(client_->Get("/v1/clusters", {{"Host", "[::1]:" + std::to_string(port_)}})->status,
+            200);
+}
+
+// Bodies nested too deep or too large are refused while parsing; the same query parameter twice
+// is refused; a method the path does not take is 405 with Allow.
+TEST_F(ApiServerTest, BoundedBodiesParametersAndMethods) {
+  start();
+  auto r = post("/v1/select", std::string(40, '[') + std::string(40, ']'));
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("deeper than 32"));
+  std::string many = "[1";
+  for (int i = 0; i < 20000; ++i) many += ",1";
+  r = post("/v1/select", many + "]");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("more than 10000 values"));
+  EXPECT_EQ(client_->Get("/v1/exports?limit=1&limit=2")->status, 400);
+  r = client_->Put("/v1/clusters", "{}", "application/json");
+  EXPECT_EQ(r->status, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET, HEAD");
+  EXPECT_EQ(client_->Get("/v1/selections?limit=101")->status, 400);  // explained: 100 at most
+  EXPECT_EQ(client_->Get("/v1/selections?limit=1000&summary=true")->status, 200);
+}
+
+// Exports beyond serve.limits.max_exports wait in order (queued, with their place), beyond
+// max_queued_exports they are refused; a stop fails the queued ones at once.
+TEST_F(ApiServerTest, ExportsBeyondTheCapWaitInOrderAndBeyondTheQueueAreRefused) {
+  ServeLimits limits;
+  limits.max_exports = 1;
+  limits.max_queued_exports = 2;
+  start(nullptr, 1 << 20, limits);
+  const std::string payload =
+      R"({"cluster": "tpu-a", "workload": "run-1", "dest": "gs://falcon-logs/p"})";
+  auto r = post("/v1/exports", payload);
+  ASSERT_EQ(r->status, 202) << r->body;
+  EXPECT_EQ(body(r)["state"], "running");
+  r = post("/v1/exports", payload);
+  ASSERT_EQ(r->status, 202);
+  EXPECT_EQ(body(r)["state"], "queued");
+  EXPECT_EQ(body(r)["queue_position"], 1);
+  const std::int64_t second = body(r)["id"];
+  r = post("/v1/exports", payload);
+  EXPECT_EQ(body(r)["queue_position"], 2);
+  const std::int64_t third = body(r)["id"];
+  r = post("/v1/exports", payload);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(body(r)["error"]["type"], "TooManyExports");
+  EXPECT_FALSE(r->get_header_value("Retry-After").empty());
+  r = client_->Get(("/v1/exports/" + std::to_string(third)).c_str());
+  EXPECT_EQ(body(r)["state"], "queued");
+  EXPECT_EQ(body(r)["queue_position"], 2);
+  server_->stop(std::chrono::milliseconds(50));
+  for (const std::int64_t id : {second, third}) {
+    const auto record = store_->get_export(id);
+    ASSERT_TRUE(record);
+    EXPECT_EQ(record->state, "failed");
+    EXPECT_THAT(record->result_json, HasSubstr("server stopped"));
+  }
+}
+
 TEST_F(ApiServerTest, FollowStreamsLinesAndStopsWhenTheClientGoesAway) {
   start();
   std::string received;
@@ -890,16 +1015,26 @@ TEST(ApiServerTokens, FileIsParsedAndCheckedAndCompared) {
     EXPECT_THROW(TokenTable::load(p), ApiServerError) << bad;
   }
   EXPECT_THROW(TokenTable::load((dir.path() / "missing").string()), ApiServerError);
+  // A token listed twice (with the same role or another) is a mistake in the file, not a
+  // last-one-wins.
+  const auto twice = dir.write("twice",
+                               "reader-token-0123456789 read\nother-token-0123456789 read\n"
+                               "reader-token-0123456789 operate\n");
+  ::chmod(twice.c_str(), 0600);
+  EXPECT_THROW(
+      {
+        try {
+          TokenTable::load(twice);
+        } catch (const ApiServerError& e) {
+          EXPECT_THAT(e.what(), HasSubstr(":3: this token is listed already on line 1"));
+          EXPECT_THAT(e.what(), Not(HasSubstr("reader-token")));
+          throw;
+        }
+      },
+      ApiServerError);
 }
 
-TEST(ApiServerAddresses, LoopbackAndListenSplitting) {
-  EXPECT_TRUE(is_loopback_host("127.0.0.1"));
-  EXPECT_TRUE(is_loopback_host("127.1.2.3"));
-  EXPECT_TRUE(is_loopback_host("::1"));
-  EXPECT_TRUE(is_loopback_host("localhost"));
-  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
-  EXPECT_FALSE(is_loopback_host("10.0.0.1"));
-  EXPECT_FALSE(is_loopback_host("::"));
+TEST(ApiServerAddresses, ListenSplitting) {
   EXPECT_EQ(split_listen_address("127.0.0.1:8787"), std::make_pair(std::string("127.0.0.1"), 8787));
   EXPECT_EQ(split_listen_address("[::1]:0"), std::make_pair(std::string("::1"), 0));
   for (const char* bad :
@@ -1130,6 +1265,8 @@ TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
 
 // --tls-cert/--tls-key: the same API over HTTPS (a self-signed certificate made by openssl).
 TEST(ApiServerTls, ServesHttpsWithTheGivenCertificate) {
+  // The client's write of a body the server refused unread meets a closed connection.
+  ::signal(SIGPIPE, SIG_IGN);
   testing::TempDir dir;
   const std::string cert = (dir.path() / "cert.pem").string();
   const std::string key = (dir.path() / "key.pem").string();

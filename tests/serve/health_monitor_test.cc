@@ -477,6 +477,7 @@ class FailingStore final : public StateStore {
     fail("cluster_events");
   }
   std::int64_t start_export(const ExportRecord&) override { fail("start_export"); }
+  bool begin_export(std::int64_t, StoreTime) override { fail("begin_export"); }
   bool update_export_progress(std::int64_t, const std::string&) override { fail("update"); }
   bool finish_export(std::int64_t, const std::string&, const std::string&, StoreTime) override {
     fail("finish_export");

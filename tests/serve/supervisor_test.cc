@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "falcon/api_server.h"
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
+#include "serve/api_server.h"
 #include "serve/prometheus_text.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"

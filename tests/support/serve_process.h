@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -31,8 +32,11 @@ class ServeProcess {
     int err[2];
     if (::pipe(err) != 0) throw std::runtime_error("pipe");
     const std::string bin = built_binary("falcon");
-    std::vector<std::string> args{bin,        "--config",    config,    "serve",
-                                  "--listen", "127.0.0.1:0", "--state", state};
+    std::vector<std::string> args{bin, "--config", config, "serve", "--state", state};
+    // --listen 127.0.0.1:0 unless `extra` names another address.
+    if (std::find(extra.begin(), extra.end(), "--listen") == extra.end()) {
+      args.insert(args.end(), {"--listen", "127.0.0.1:0"});
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -60,9 +64,10 @@ class ServeProcess {
       eof_ = true;
       changed_.notify_all();
     });
-    const std::string first = wait_for(std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"));
+    const std::regex listening("listening on https?://[^ \\n]+:(\\d+)");
+    const std::string first = wait_for(listening);
     std::smatch m;
-    std::regex_search(first, m, std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"));
+    std::regex_search(first, m, listening);
     // The address is the first line.
     if (m.empty() || log().rfind("listening on", 0) != 0) {
       const std::string text = log();
