@@ -16,6 +16,7 @@
 #include "falcon/state_store.h"
 #include "falcon/supervisor.h"
 #include "serve/api_server.h"
+#include "serve/http_server.h"
 #include "serve/serve_log.h"
 
 namespace falcon {
@@ -85,6 +86,25 @@ void Daemon::Impl::build() {
       tokens = std::make_shared<const TokenTable>(TokenTable::load(tokens_file));
     }
   } catch (const ApiServerError& e) {
+    throw DaemonSetupError(e.what());
+  }
+  // What can be checked before anything starts (the health loop probes at once): the address,
+  // whether it needs tokens, the TLS files.
+  try {
+    const std::string resolved = serve::HttpServer::resolve(address.first);
+    if (!tokens && !serve::HttpServer::is_loopback_address(resolved)) {
+      throw DaemonSetupError(fmt::format(
+          "listening on {} ({}, not a loopback address) needs bearer tokens: set "
+          "serve.tokens_file in {} or pass --tokens-file (lines `<token> read|operate`, mode 600)",
+          listen, resolved, config->source_path));
+    }
+    if (options.tls_cert.empty() != options.tls_key.empty()) {
+      throw DaemonSetupError("TLS needs both --tls-cert and --tls-key");
+    }
+    if (!options.tls_cert.empty()) serve::HttpServer::check_tls(options.tls_cert, options.tls_key);
+  } catch (const DaemonSetupError&) {
+    throw;
+  } catch (const std::exception& e) {
     throw DaemonSetupError(e.what());
   }
   // The fabric's store (--state, else serve.state, else <state_dir>/falcon.db): the server

@@ -879,7 +879,11 @@ HttpServer::~HttpServer() {
   impl_->workers.join();
 }
 
-void HttpServer::use_tls(const std::string& cert_file, const std::string& key_file) {
+namespace {
+
+// The server's TLS context: TLS 1.2+, forward-secret AEAD suites, the certificate and key.
+std::shared_ptr<ssl::context> make_tls_context(const std::string& cert_file,
+                                               const std::string& key_file) {
   auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
   context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                        ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
@@ -904,23 +908,45 @@ void HttpServer::use_tls(const std::string& cert_file, const std::string& key_fi
     throw std::runtime_error(
         fmt::format("TLS: key {} does not match certificate {}", key_file, cert_file));
   }
-  std::lock_guard lock(impl_->tls_mutex);
-  impl_->tls = std::move(context);
+  return context;
 }
 
-bool HttpServer::tls() const { return impl_->tls_context() != nullptr; }
-
-int HttpServer::bind(const std::string& host, int port) {
+// The first address `host` resolves to for listening on `port`.
+tcp::endpoint resolve_listen(net::io_context& ioc, const std::string& host, int port) {
   if (port < 0 || port > 65535) throw std::runtime_error(fmt::format("bad port {}", port));
   beast::error_code ec;
-  tcp::resolver resolver(impl_->ioc);
+  tcp::resolver resolver(ioc);
   const auto results = resolver.resolve(
       host, std::to_string(port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
   if (ec || results.empty()) {
     throw std::runtime_error(fmt::format("cannot resolve listen address {}: {}", host,
                                          ec ? ec.message() : "no address"));
   }
-  const tcp::endpoint endpoint = results.begin()->endpoint();
+  return results.begin()->endpoint();
+}
+
+}  // namespace
+
+void HttpServer::use_tls(const std::string& cert_file, const std::string& key_file) {
+  auto context = make_tls_context(cert_file, key_file);
+  std::lock_guard lock(impl_->tls_mutex);
+  impl_->tls = std::move(context);
+}
+
+void HttpServer::check_tls(const std::string& cert_file, const std::string& key_file) {
+  (void)make_tls_context(cert_file, key_file);
+}
+
+std::string HttpServer::resolve(const std::string& host) {
+  net::io_context ioc;
+  return resolve_listen(ioc, host, 0).address().to_string();
+}
+
+bool HttpServer::tls() const { return impl_->tls_context() != nullptr; }
+
+int HttpServer::bind(const std::string& host, int port) {
+  const tcp::endpoint endpoint = resolve_listen(impl_->ioc, host, port);
+  beast::error_code ec;
   auto& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);

@@ -81,6 +81,12 @@ class HttpServer {
   // when they cannot be used (the previous ones stay).
   void use_tls(const std::string& cert_file, const std::string& key_file);
   bool tls() const;
+  // What use_tls() would throw for these files, without a server (checked before anything
+  // else starts).
+  static void check_tls(const std::string& cert_file, const std::string& key_file);
+  // The address bind() would listen on for `host` (numeric). Throws std::runtime_error naming
+  // the host when it does not resolve.
+  static std::string resolve(const std::string& host);
 
   // Resolves `host` (an address or a name), binds the first address it resolves to and listens.
   // Returns the port (port 0: one the OS picked). Throws std::runtime_error naming the address.
