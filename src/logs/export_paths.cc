@@ -420,44 +420,52 @@ LogExportResult export_by_copy(const StagedExportClients& clients, const RankQue
   const auto poll = std::chrono::milliseconds(std::int64_t{std::max(1, s.log_copy_poll_s)} * 1000);
   const auto started = clients.clock.steady_now();
   std::optional<std::chrono::steady_clock::time_point> waiting_since;
-  while (!op.done) {
-    if (op.state == gcp::CopyState::kWaitingForPermissions) {
-      if (!waiting_since) {
-        waiting_since = clients.clock.steady_now();
-        tell(how, {.phase = ExportStatus::Phase::kWaiting,
-                   .via = ExportVia::kCopy,
-                   .message = fmt::format(
-                       "copy operation {} waits for its writer identity {} to be granted access "
-                       "to gs://{}: {}",
-                       op.name, op.writer_identity, staging_bucket,
-                       grant_command(staging_bucket, op.writer_identity)),
-                   .operation = op.name,
-                   .state = gcp::to_string(op.state)});
-      } else if (clients.clock.steady_now() - *waiting_since >=
-                 std::chrono::seconds(s.log_copy_permission_wait_s)) {
-        cancel_and_wait();
-        cleanup();
-        throw precondition(fmt::format(
-            "copy operation {} waited {} s for its writer identity {} to be granted access to "
-            "gs://{} and was cancelled; grant it with\n  {}\nand export again",
-            op.name, s.log_copy_permission_wait_s, op.writer_identity, staging_bucket,
-            grant_command(staging_bucket, op.writer_identity)));
+  try {
+    while (!op.done) {
+      if (op.state == gcp::CopyState::kWaitingForPermissions) {
+        if (!waiting_since) {
+          waiting_since = clients.clock.steady_now();
+          tell(how, {.phase = ExportStatus::Phase::kWaiting,
+                     .via = ExportVia::kCopy,
+                     .message = fmt::format(
+                         "copy operation {} waits for its writer identity {} to be granted access "
+                         "to gs://{}: {}",
+                         op.name, op.writer_identity, staging_bucket,
+                         grant_command(staging_bucket, op.writer_identity)),
+                     .operation = op.name,
+                     .state = gcp::to_string(op.state)});
+        } else if (clients.clock.steady_now() - *waiting_since >=
+                   std::chrono::seconds(s.log_copy_permission_wait_s)) {
+          cancel_and_wait();
+          cleanup();
+          throw precondition(fmt::format(
+              "copy operation {} waited {} s for its writer identity {} to be granted access to "
+              "gs://{} and was cancelled; grant it with\n  {}\nand export again",
+              op.name, s.log_copy_permission_wait_s, op.writer_identity, staging_bucket,
+              grant_command(staging_bucket, op.writer_identity)));
+        }
       }
-    }
-    // Wait for the next poll, asking for cancellation every 200 ms.
-    const auto next = clients.clock.steady_now() + poll;
-    while (clients.clock.steady_now() < next) {
-      if (cancelled(how)) {
-        cancel_and_wait();
-        cleanup();
-        throw cancelled_error(fmt::format("; copy operation {} was cancelled ({})", op.name,
-                                          gcp::to_string(op.state)));
+      // Wait for the next poll, asking for cancellation every 200 ms.
+      const auto next = clients.clock.steady_now() + poll;
+      while (clients.clock.steady_now() < next) {
+        if (cancelled(how)) {
+          cancel_and_wait();
+          cleanup();
+          throw cancelled_error(fmt::format("; copy operation {} was cancelled ({})", op.name,
+                                            gcp::to_string(op.state)));
+        }
+        clients.clock.sleep_for(std::min<std::chrono::nanoseconds>(
+            std::chrono::milliseconds(200), next - clients.clock.steady_now()));
       }
-      clients.clock.sleep_for(std::min<std::chrono::nanoseconds>(
-          std::chrono::milliseconds(200), next - clients.clock.steady_now()));
+      op = clients.admin.get_operation(op.name);
+      report();
     }
-    op = clients.admin.get_operation(op.name);
-    report();
+  } catch (const LogRetrievalError& e) {
+    // A poll that failed for good: the operation must not go on writing where nobody reads.
+    if (e.status() == "FAILED_PRECONDITION" || e.status() == "CANCELLED") throw;
+    if (!op.done) cancel_and_wait();
+    cleanup();
+    throw;
   }
   if (op.state != gcp::CopyState::kSucceeded || op.error_code != 0) {
     cleanup();
@@ -492,8 +500,9 @@ LogExportResult export_by_copy(const StagedExportClients& clients, const RankQue
                {"staging_kept", how.keep_staging}};
   LogExportResult result;
   try {
-    const std::vector<gcp::ObjectMetadata> objects =
+    std::vector<gcp::ObjectMetadata> objects =
         clients.storage.list_objects(staging_bucket, run_prefix);
+    std::erase_if(objects, [](const gcp::ObjectMetadata& o) { return o.size == 0; });
     result = export_staged(clients, query, filter, gcs_dest, staging_bucket, objects, path, how,
                            progress);
   } catch (...) {
@@ -538,7 +547,9 @@ LogExportResult export_by_sink(const StagedExportClients& clients, const RankQue
   for (const std::string& hour : hours) {
     if (cancelled(how)) throw cancelled_error("");
     try {
-      for (auto& o : clients.storage.list_objects(bucket, hour)) objects.push_back(std::move(o));
+      for (auto& o : clients.storage.list_objects(bucket, hour)) {
+        if (o.size != 0) objects.push_back(std::move(o));  // an empty shard has no entries
+      }
     } catch (const LogRetrievalError& e) {
       if (e.http_status() == 404) {
         throw precondition(
