@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -114,6 +115,9 @@ struct StagedEntryDecoder::Impl {
   const RankQuery& query;
   od::parser parser;
   std::string buffer;  // the line, padded for simdjson
+  // The slow path's entry, which the returned views point into.
+  std::string slow_id;
+  std::string slow_line;
 
   explicit Impl(const RankQuery& q) : query(q) {}
 
@@ -124,7 +128,7 @@ struct StagedEntryDecoder::Impl {
   }
 
   // jsonPayload and protoPayload entries: decoded as the Logging client decodes entries:list.
-  std::optional<StagedEntry> slow(std::string_view line) const {
+  std::optional<StagedEntry> slow(std::string_view line) {
     const nlohmann::json item = nlohmann::json::parse(line, nullptr, false);
     if (!item.is_object()) throw std::invalid_argument("the line is not a JSON object");
     const gcp::LogEntry entry = gcp::parse_log_entry(item);
@@ -139,7 +143,9 @@ struct StagedEntryDecoder::Impl {
     }
     const std::optional<int> rank = query.accept(entry);
     if (!rank) return std::nullopt;
-    return StagedEntry{*rank, entry.timestamp_nanos, entry.insert_id, log_line(entry)};
+    slow_id = entry.insert_id;
+    slow_line = log_line(entry);
+    return StagedEntry{*rank, entry.timestamp_nanos, slow_id, slow_line};
   }
 };
 
@@ -151,16 +157,19 @@ std::optional<StagedEntry> StagedEntryDecoder::decode(std::string_view json_line
   json_line = trim(json_line);
   if (json_line.empty()) return std::nullopt;
   Impl& d = *impl_;
-  d.buffer.assign(json_line);
-  d.buffer.append(simdjson::SIMDJSON_PADDING, '\0');
+  // The line, padded as simdjson needs; the buffer keeps its capacity from line to line.
+  if (d.buffer.size() < json_line.size() + simdjson::SIMDJSON_PADDING) {
+    d.buffer.resize(json_line.size() + simdjson::SIMDJSON_PADDING);
+  }
+  std::memcpy(d.buffer.data(), json_line.data(), json_line.size());
+  std::memset(d.buffer.data() + json_line.size(), 0, simdjson::SIMDJSON_PADDING);
   od::document doc;
   Fields f;
   if (d.parser.iterate(d.buffer.data(), json_line.size(), d.buffer.size()).get(doc) ||
       read_fields(doc, f) != simdjson::SUCCESS || f.other_payload) {
     return d.slow(json_line);  // says precisely what is wrong with a line that is not JSON
   }
-  const std::int64_t ts =
-      f.timestamp.empty() ? 0 : parse_rfc3339_nanos(std::string(f.timestamp)).value_or(0);
+  const std::int64_t ts = f.timestamp.empty() ? 0 : parse_rfc3339_nanos(f.timestamp).value_or(0);
   if (!d.wanted_place(f.resource_type, f.project, f.cluster, f.namespace_, ts)) return std::nullopt;
   const std::optional<int> rank = d.query.accept_rank(rank_of_labels(
       f.has_jobset_name ? &f.jobset_name : nullptr, f.has_job_index ? &f.job_index : nullptr,
@@ -172,7 +181,7 @@ std::optional<StagedEntry> StagedEntryDecoder::decode(std::string_view json_line
     text.remove_suffix(1);
     if (text.ends_with('\r')) text.remove_suffix(1);
   }
-  return StagedEntry{*rank, ts, std::string(f.insert_id), std::string(text)};
+  return StagedEntry{*rank, ts, f.insert_id, text};
 }
 
 }  // namespace falcon::logs

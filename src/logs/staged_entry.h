@@ -20,11 +20,12 @@
 
 namespace falcon::logs {
 
+// Views into the decoder's buffers: valid until its next decode().
 struct StagedEntry {
   int rank = 0;
   std::int64_t timestamp_nanos = 0;
-  std::string insert_id;
-  std::string line;  // without its trailing newline
+  std::string_view insert_id;
+  std::string_view line;  // without its trailing newline
 };
 
 // Decodes lines for one query. Not thread-safe: one per thread (it keeps parser buffers).

@@ -140,7 +140,7 @@ TEST_F(Split, TheDecoderAgreesWithTheLoggingClientOnEveryKindOfEntry) {
       ASSERT_TRUE(got.has_value());
       EXPECT_EQ(got->rank, 2);
       EXPECT_EQ(got->line, "hello");
-      EXPECT_EQ(got->insert_id, e["insertId"]);
+      EXPECT_EQ(got->insert_id, e["insertId"].get<std::string>());
       EXPECT_EQ(got->timestamp_nanos, kLogStartNanos + 5);
     }
   }
