@@ -244,7 +244,17 @@ LogExportResult export_staged(const StagedExportClients& clients, const RankQuer
           stop = true;
           throw cancelled_error("");
         }
-        clients.storage.download_object(bucket, objects[i].name, sink, kDownloadRangeBytes);
+        // Asked again for every range, so that a cancel does not wait for a large object.
+        clients.storage.download_object(
+            bucket, objects[i].name,
+            [&](std::string_view piece) {
+              if (stop.load() || cancelled(how)) {
+                stop = true;
+                throw cancelled_error("");
+              }
+              sink(piece);
+            },
+            kDownloadRangeBytes);
       },
       [&](std::size_t i) { return gcp::format_gcs_uri(bucket, objects[i].name); },
       [&](std::size_t done, std::int64_t lines) {
