@@ -1296,6 +1296,160 @@ disable_update_check = true
                     " / ".join(f"{fmt_int(k)}: {mib(v):.1f}" for k, v in sorted(points.items()))
                     + f" MiB ({pct(growth)})")
 
+    # --- export past the read quota (issue 28): read vs copy vs sink, and the splitting --------
+
+    def via_env(self, staging, archive, reads_per_minute=1000000):
+        """The bench environment with the copy and sink paths configured."""
+        repos = re.sub(r"^(\s*)logging_reads_per_minute:\s*\d+.*$",
+                       lambda m: (f"{m.group(1)}logging_reads_per_minute: {reads_per_minute}\n"
+                                  f"{m.group(1)}log_copy_staging: gs://{staging}/stage\n"
+                                  f"{m.group(1)}log_copy_poll_s: 1\n"
+                                  f"{m.group(1)}log_archive: gs://{archive}"),
+                       self.repos.read_text(), flags=re.M)
+        path = self.work / f"repos-via-{reads_per_minute}.yaml"
+        path.write_text(repos)
+        return {**self.env, "FALCON_CONFIG": str(path)}
+
+    def export_via(self, wl, via, tag, env):
+        before = self.fleet.counters()
+        dest = f"gs://{BUCKET}/via/{tag}/"
+        with open(self.work / "export-via.json", "wb") as out:
+            t = run_timed(self.falcon("--json", "job", "export-logs", "--cluster", CLUSTER, wl,
+                                      "--since", self.since, "--dest", dest, "--via", via),
+                          env, out, self.work, check=False)
+        if t.rc != 0:
+            raise RuntimeError(f"export --via {via} failed: "
+                               + (self.work / "last-stderr.txt").read_text()[-2000:])
+        d = diff_counts(before, self.fleet.counters())
+        meta = json.loads(self.fleet.object_data(f"via/{tag}/collection_meta.json"))
+        digests = [hashlib.sha256(self.fleet.object_data(f"via/{tag}/rank-{r}.log")).hexdigest()
+                   for r in range(len(meta["exported_ranks"]))]
+        return t, d, meta, digests
+
+    def bench_export_via(self):
+        ranks = 8
+        per_rank = 5_000 if self.quick else self.args.via_lines
+        total = ranks * per_rank
+        pages = math.ceil(total / PAGE)
+        staging, archive = "falcon-bench-staging", "falcon-bench-archive"
+        self.fleet.reset()
+        for b in (staging, archive):
+            self.fleet.request("POST", f"/storage/v1/b?project={PROJECT}", {"name": b}, auth=True)
+        member = "serviceAccount:" + self.fleet.request(
+            "GET", f"/v2/projects/{PROJECT}/settings", auth=True)["loggingServiceAccountId"]
+        policy = self.fleet.request("GET", f"/storage/v1/b/{staging}/iam", auth=True)
+        policy["bindings"].append({"role": "roles/storage.objectCreator", "members": [member]})
+        self.fleet.request("PUT", f"/storage/v1/b/{staging}/iam", policy, auth=True)
+        wl = "bench-via"
+        self.fleet.generate(wl, list(range(ranks)), per_rank, self.start)
+
+        # read, under a read quota scaled down from Google's 60/min (same on client and server),
+        # low enough that the quota, not this machine, paces the read.
+        quota = 600
+        self.set_server_quota(quota)
+        tr, dr, mr, gr = self.export_via(wl, "read", "read", self.via_env(staging, archive, quota))
+        self.set_server_quota(0)
+        reads = dr.get("logging.list", 0)
+        ideal = reads / quota * 60
+        full_pages = ranks * 1_000_000 // PAGE
+        # copy: the fake copies at `rate` entries/s once it runs (Cloud Logging's rate is not
+        # documented); falcon's own time is what it spends beyond the operation.
+        rate = 1_000_000
+        self.fleet.request("POST", "/_fake/copy", {"entries_per_second": rate,
+                                                   "entries_per_object": 100_000,
+                                                   "duplicate_every": 1000})
+        env = self.via_env(staging, archive)
+        tc, dc, mc, gc = self.export_via(wl, "copy", "copy", env)
+        op_s = mc["operation"]["waited_s"]
+        own_c = tc.wall - op_s
+        # sink: what a sink of the project wrote by now, hourly files with repeats.
+        self.fleet.request("POST", "/_fake/sink_archive",
+                           {"project": PROJECT, "bucket": archive, "shard_entries": 100_000,
+                            "duplicate_every": 1000}, auth=True)
+        ts, ds, ms, gs = self.export_via(wl, "sink", "sink", env)
+        identical = gr == gc == gs and len(gr) == ranks
+        if not identical:
+            raise RuntimeError("the three paths wrote different rank objects")
+        creads, sreads = dc.get("logging.list", 0), ds.get("logging.list", 0)
+        met = creads == 0 and sreads == 0 and identical
+        self.row("E3r", f"Export {ranks} ranks × {per_rank:,} lines **by read** "
+                 f"(entries:list, read quota scaled to {quota}/min)",
+                 f"**{fmt_s(tr.wall)}** for {reads} reads ({pages} data pages), peak "
+                 f"{mib(tr.maxrss_kib):.1f} MiB",
+                 f"quota-bound ideal: {reads} reads at {quota}/min = {fmt_s(ideal)}; at Google's "
+                 f"60/min, 8 × 10^6 lines = {full_pages:,} reads = **{full_pages / 60:.0f} min** "
+                 "of the project's whole read quota",
+                 f"**{ideal / tr.wall:.0%}** of the ideal", "", "",
+                 f"`falcon job export-logs --cluster {CLUSTER} {wl} --since $T0 --via read "
+                 f"--dest gs://{BUCKET}/via/read/` with `gcp.logging_reads_per_minute: {quota}` "
+                 f"and server `POST /_fake/quota {{\"logging_reads_per_minute\":{quota}}}`")
+        self.row("E3c", f"The same **by copy** (entries:copy into a staging prefix, then split)",
+                 f"**{creads} Logging reads**; {fmt_s(tc.wall)} in all, of which the operation "
+                 f"{fmt_s(op_s)} (the fake copies {rate:,} entries/s) and **falcon's own "
+                 f"{fmt_s(own_c)}**; peak **{mib(tc.maxrss_kib):.1f} MiB**; "
+                 f"{mc['staged_objects']} staged objects, {mc['duplicates_dropped']} repeats "
+                 "dropped, staging deleted",
+                 f"read: {reads} reads, {fmt_s(tr.wall)} at {quota}/min "
+                 f"({fmt_s(reads / 60 * 60)} at 60/min)",
+                 f"**{reads} → {creads} reads**; own time {own_c / tr.wall:.2f}× read's wall",
+                 "0 Logging reads", "met" if creads == 0 else "**not met**",
+                 f"`falcon job export-logs ... --via copy` (`gcp.log_copy_staging: "
+                 f"gs://{staging}/stage`, writer identity granted objectCreator)")
+        self.row("E3s", f"The same **by sink** (the Log Router archive's hourly files)",
+                 f"**{sreads} Logging reads**; **{fmt_s(ts.wall)}**, peak "
+                 f"**{mib(ts.maxrss_kib):.1f} MiB**; {ms['staged_objects']} hourly files, "
+                 f"{ms['duplicates_dropped']} repeats dropped",
+                 f"read: {reads} reads, {fmt_s(tr.wall)}",
+                 f"**{reads} → {sreads} reads**, {tr.wall / ts.wall:.1f}× faster than read "
+                 f"at {quota}/min",
+                 "0 Logging reads", "met" if sreads == 0 else "**not met**",
+                 f"`POST /_fake/sink_archive` then `falcon job export-logs ... --via sink` "
+                 f"(`gcp.log_archive: gs://{archive}`)")
+        self.row("E3=", "Byte-identity of the three paths' rank objects",
+                 f"{'**identical**' if identical else '**different**'} (sha256 of each of the "
+                 f"{ranks} rank objects)", "", "", "identical",
+                 "met" if identical else "**not met**", "sha256 of `via/{read,copy,sink}/rank-N.log`")
+        self.target("Export by copy and by sink: 0 Logging reads, same objects as read", met,
+                    f"copy {creads}, sink {sreads} reads; identical: {identical}")
+
+    def bench_split(self):
+        exe = self.build / "bench" / "split_bench"
+        if not exe.exists():
+            raise SystemExit(f"bench: {exe} is missing (build with -DFALCON_BUILD_BENCH=ON)")
+        sizes = [100_000, 1_000_000] if self.quick else [100_000, 1_000_000, 10_000_000]
+        points = {}
+        for n in sizes:
+            args = [str(exe), f"--lines={n}", "--ranks=8", "--objects=64",
+                    "--duplicate-every=100", "--threads=2"]
+            r = json.loads(run(args, capture=True).stdout.strip().splitlines()[-1])
+            if r["unique_lines"] != n:
+                raise RuntimeError(f"split_bench {n}: {r['unique_lines']} unique lines")
+            # The objects are generated in the same process: what that costs alone, to subtract.
+            g = json.loads(run(args + ["--generate-only=1"], capture=True)
+                           .stdout.strip().splitlines()[-1])
+            r["split_cpu_rate"] = r["lines"] / max(1e-9, r["cpu_seconds"] - g["cpu_seconds"])
+            r["net_rate"] = r["lines"] / max(1e-9, r["seconds"] - g["seconds"])
+            points[n] = r
+            log(f"split {n:,}: {fmt_rate(r['lines_per_s'])} lines/s end to end "
+                f"({fmt_rate(r['net_rate'])}/s without the generator's time), "
+                f"{fmt_rate(r['split_cpu_rate'])} lines per CPU-second, peak "
+                f"{mib(r['peak_rss_kib']):.1f} MiB, {r['seconds']:.1f} s")
+        rates = [p["net_rate"] for p in points.values()]
+        peak = max(p["peak_rss_kib"] for p in points.values())
+        met = min(rates) >= 500_000 and peak <= 64 * 1024
+        self.row("S1", "Splitting staged NDJSON per rank (8 ranks, 64 objects, 1% repeats, "
+                 "2 threads, ~1.5 KB GKE entries)",
+                 " / ".join(f"{fmt_int(n)}: **{fmt_rate(p['net_rate'])}/s** "
+                            f"({fmt_rate(p['lines_per_s'])}/s with the generator), "
+                            f"{fmt_rate(p['split_cpu_rate'])}/CPU-s, "
+                            f"**{mib(p['peak_rss_kib']):.1f} MiB**" for n, p in points.items()),
+                 "", "", "≥ 500,000 lines/s, peak ≤ 64 MiB from 10^5 to 10^7",
+                 "met" if met else "**not met**",
+                 "`build/release/bench/split_bench --lines=N --ranks=8 --objects=64 "
+                 "--duplicate-every=100 --threads=2` (and `--generate-only=1`, subtracted)")
+        self.target("Splitting ≥ 500,000 lines/s with peak ≤ 64 MiB", met,
+                    f"min {fmt_rate(min(rates))}/s, peak {mib(peak):.1f} MiB")
+
     # --- the shared read quota -----------------------------------------------------------------
 
     def quota_env(self, reads_per_minute):
@@ -1514,7 +1668,9 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,quota,startup,trace,chaos")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,probe,stream,tail,export,via,split,quota,startup,trace,chaos")
+    ap.add_argument("--via-lines", type=int, default=250_000,
+                    help="lines per rank of the read/copy/sink rows E3 (8 ranks; default 250,000)")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
                     help="runs of the gcloud streaming baseline (default 1: it takes minutes)")
     ap.add_argument("--gcloud-export-ranks", type=int, default=0,
@@ -1560,6 +1716,10 @@ def main():
     if want("export"):
         b.bench_export()
         b.bench_export_flatness()
+    if want("via"):
+        b.bench_export_via()
+    if want("split"):
+        b.bench_split()
     if want("quota"):
         b.bench_quota()
     if want("trace"):

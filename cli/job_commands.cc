@@ -67,6 +67,8 @@ struct ExportArgs {
   int slice = 0;
   std::string since;
   std::string grep;
+  std::string via;  // empty: auto (not sent to a server)
+  bool keep_staging = false;
 };
 
 struct ListArgs {
@@ -500,6 +502,10 @@ LogExportResult export_remote(Context& ctx, const ExportArgs& a) {
   if (a.ranks != "all") body["ranks"] = parse_ranks(a.ranks);
   if (!a.since.empty()) body["since"] = parse_since("--since", a.since);
   if (!a.grep.empty()) body["grep"] = a.grep;
+  // The path choice, when one was asked for: a server that does not know these fields yet
+  // ignores them (and exports by reading).
+  if (!a.via.empty()) body["via"] = a.via;
+  if (a.keep_staging) body["keep_staging"] = true;
   const nlohmann::json started = ctx.api().post("/v1/exports", body);
   const std::int64_t id = started.at("id").get<std::int64_t>();
   const std::string path = "/v1/exports/" + std::to_string(id);
@@ -555,20 +561,70 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
     print_export(ctx, r);
     return kExitOk;
   }
+  ExportOptions how;
+  if (!a.via.empty()) {
+    const std::optional<ExportVia> via = parse_export_via(a.via);
+    if (!via) throw UsageError(fmt::format("--via: {:?} is not auto, read, copy or sink", a.via));
+    how.via = *via;
+  }
+  how.keep_staging = a.keep_staging;
   ClusterFabric& fabric = ctx.fabric();
   const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
   LogFilter filter = log_filter_for(h, a.since, a.grep);
   if (a.ranks != "all") filter.ranks = parse_ranks(a.ranks);
   const bool tty = isatty(STDERR_FILENO) != 0;
+  // Ctrl-C or SIGTERM stops the export: a copy operation is cancelled, staged objects deleted.
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  how.cancelled = [] { return g_interrupted.load() != 0; };
+  std::string last_state;
+  int last_decile = -1;
+  how.on_status = [&](const ExportStatus& s) {
+    switch (s.phase) {
+      case ExportStatus::Phase::kCopying: {
+        // A terminal rewrites one line; a log gets a line per state change and per 10%.
+        if (tty) {
+          std::cerr << fmt::format("\rcopy {}: {} {}%   ", s.operation, s.state, s.percent);
+          if (s.state == "SUCCEEDED" || s.state == "FAILED" || s.state == "CANCELLED") {
+            std::cerr << "\n";
+          }
+        } else if (s.state != last_state || s.percent / 10 != last_decile) {
+          std::cerr << fmt::format("falcon: copy {}: {} {}%\n", s.operation, s.state, s.percent);
+        }
+        last_state = s.state;
+        last_decile = s.percent / 10;
+        break;
+      }
+      case ExportStatus::Phase::kSplitting:
+        if (!s.message.empty()) {
+          std::cerr << "falcon: " << s.message << "\n";
+        } else if (tty) {
+          std::cerr << fmt::format("\rsplitting: {} of {} objects, {} lines   ", s.objects,
+                                   s.objects_total, s.lines)
+                    << (s.objects == s.objects_total ? "\n" : "");
+        }
+        break;
+      default:
+        if (!s.message.empty()) std::cerr << "falcon: " << s.message << "\n";
+        break;
+    }
+  };
   LogExportResult r;
   try {
-    r = fabric.export_pod_logs(h, filter, a.dest, a.slice, [tty](const ExportProgress& p) {
+    r = fabric.export_pod_logs(h, filter, a.dest, a.slice, how, [tty](const ExportProgress& p) {
       if (!tty) return;
       std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
                                p.bytes / 1048576.0, p.done ? " done\n" : "");
     });
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("--ranks: {}", e.what()));
+  } catch (const LogRetrievalError& e) {
+    // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
+    if (const int signal = g_interrupted.load(); signal != 0 && e.status() == "CANCELLED") {
+      std::cerr << "falcon: " << e.what() << "\n";
+      return 128 + signal;
+    }
+    throw;
   }
   print_export(ctx, r);
   return kExitOk;
@@ -655,6 +711,13 @@ void add_export_logs(CLI::App* job, Context& ctx) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--since", a->since, "RFC 3339 time, or an age like 6h");
   cmd->add_option("--grep", a->grep, "Cloud Logging query expression");
+  cmd->add_option("--via", a->via,
+                  "auto (default) | read | copy | sink: entries:list under the read quota, an "
+                  "entries:copy operation (gcp.log_copy_staging), or the sink archive "
+                  "(gcp.log_archive); auto takes the sink when it covers the window, else copy "
+                  "when gcp.log_copy allows it, else read, and says why (docs/log-export.md)");
+  cmd->add_flag("--keep-staging", a->keep_staging,
+                "with copy: keep the staged objects (their prefix is in collection_meta.json)");
   bind(cmd, ctx, a, run_export_logs);
 }
 

@@ -64,6 +64,23 @@ struct GcpSettings {
   // A multiple of 256 KiB. Exports buffer one chunk per rank, so the default is the protocol's
   // minimum: an export is paced by the read quota, not by uploads (see docs/configuration.md).
   int upload_chunk_bytes = 256 << 10;
+  // Log export past the read quota (docs/log-export.md). A Log Router sink's archive in Cloud
+  // Storage, gs://BUCKET[/PREFIX] (the sink's <log id>/YYYY/MM/DD/... layout under it); empty:
+  // none. `--via sink` reads it; `--via auto` does when it covers the export's window.
+  std::string log_archive;
+  // How late the sink's hourly files are complete: an hour ending more than this long ago is in
+  // the archive (Cloud Logging documents 2 to 3 hours).
+  int log_archive_lag_s = 3 * 3600;
+  // entries:copy: whether `--via auto` may start copy operations (an explicit `--via copy` runs
+  // whatever this says, when log_copy_staging is set).
+  bool log_copy = false;
+  // Where copy operations write, gs://BUCKET[/PREFIX]: each export stages under
+  // PREFIX/falcon-copy/<workload>-<time>/ and deletes it afterwards. Empty: copy is not possible.
+  std::string log_copy_staging;
+  // The log bucket copied from, LOCATION/BUCKET_ID in each cluster's project.
+  std::string log_copy_source = "global/_Default";
+  int log_copy_poll_s = 5;               // between operations.get calls
+  int log_copy_permission_wait_s = 600;  // WAITING_FOR_PERMISSIONS this long: cancel, fail
   bool operator==(const GcpSettings&) const = default;
 };
 

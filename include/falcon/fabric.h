@@ -217,9 +217,27 @@ class ClusterFabric {
   // Archives the ranks of slice `slice` to `gcs_dest` (see CloudLogRetriever::export_logs).
   // Throws std::invalid_argument, before reading anything, for a rank a TPU workload falcon
   // submitted does not have (its slice has that many VMs).
+  // This overload reads through entries:list (ExportVia::kRead), as it always did: a caller
+  // that did not choose a path keeps the read quota's behaviour and needs no new permissions.
   LogExportResult export_pod_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest,
       int slice = 0, const std::function<void(const ExportProgress&)>& progress = {}) const;
+  // The same by the path `how.via` (ExportVia: auto, read, copy, sink; docs/log-export.md), with
+  // the same rank objects (CloudLogRetriever::export_logs). For auto and sink without
+  // how.window_end, the workload's end comes from `xpk workload list` (an xpk call; a workload
+  // not ended, or not listed, has none, and then auto does not take the sink). How the
+  // `POST /v1/exports` route supports `via`:
+  //   ExportOptions how{.via = parse_export_via(body["via"]).value_or(ExportVia::kAuto),
+  //                     .keep_staging = body.value("keep_staging", false),
+  //                     .cancelled = [job] { return job->cancel_requested(); },
+  //                     .on_status = [job](const ExportStatus& s) { job->set_status(s); }};
+  //   fabric.export_pod_logs(handle, filter, dest, slice, how, on_progress);
+  // Throws as the other overload, and LogRetrievalError with status CANCELLED once
+  // how.cancelled said so.
+  LogExportResult export_pod_logs(
+      const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
+      const ExportOptions& how,
+      const std::function<void(const ExportProgress&)>& progress = {}) const;
 
   // Checks this machine: the xpk and gcloud binaries and their versions, kubectl and
   // gke-gcloud-auth-plugin, which credential source resolves (never the token), that the

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "falcon/clock.h"
 #include "falcon/config.h"
@@ -98,6 +99,61 @@ struct ExportProgress {
   std::int64_t lines = 0;
   std::int64_t bytes = 0;
   bool done = false;
+};
+
+// How an export gets the entries (docs/log-export.md):
+//   kRead  entries:list, paced by the project's read quota (60 reads of 1000 entries a minute)
+//   kCopy  an entries:copy operation into GcpSettings::log_copy_staging, then the staged objects
+//          are split per rank: no Logging read quota, Cloud Storage instead
+//   kSink  the hourly files of a Log Router sink (GcpSettings::log_archive): no Logging call
+//   kAuto  kSink when the archive covers the window, else kCopy when GcpSettings::log_copy
+//          allows it, else kRead; ExportStatus (phase kChosen) says which and why
+// Every path writes the same rank objects, byte for byte, for the same entries.
+enum class ExportVia { kAuto, kRead, kCopy, kSink };
+const char* to_string(ExportVia via);  // "auto" | "read" | "copy" | "sink"
+std::optional<ExportVia> parse_export_via(std::string_view text);
+
+// What an export is doing now, for a person watching it (CLI stderr, the API's progress).
+struct ExportStatus {
+  enum class Phase {
+    kChosen,     // the path is decided: `via`, and `message` says why
+    kCopying,    // the copy operation's state and progress (each poll)
+    kWaiting,    // the copy waits for its writer identity's access: `message` has the fix
+    kSplitting,  // staged objects read (`objects` of `objects_total`) and `lines` found so far
+    kWriting,    // rank objects being written
+    kCleaning,   // staged objects being deleted
+  };
+  Phase phase = Phase::kChosen;
+  ExportVia via = ExportVia::kRead;
+  std::string message;    // one line for a person
+  std::string operation;  // copy: the operation's name
+  std::string state;      // copy: "SCHEDULED", "WAITING_FOR_PERMISSIONS", "RUNNING", ...
+  int percent = 0;        // copy: the operation's progress
+  std::int64_t objects = 0;
+  std::int64_t objects_total = 0;
+  std::int64_t lines = 0;
+};
+
+// How export_logs runs, beyond what is exported. Every member has a default; the API route that
+// starts exports (POST /v1/exports) passes `via` and `keep_staging` from its request, and
+// `cancelled` and `on_status` from its job.
+struct ExportOptions {
+  ExportVia via = ExportVia::kAuto;
+  // copy: leave the staged objects in place (their prefix is in collection_meta.json).
+  bool keep_staging = false;
+  // The end of the export's window (RFC 3339): the workload's end. `auto` takes the sink only
+  // when the archive is complete up to it; `sink` reads the archive's hours up to it. Empty:
+  // unknown (the workload may still be writing), so `auto` does not take the sink and `sink`
+  // reads up to now.
+  std::string window_end;
+  // Asked between steps (every ~200 ms while a copy runs, before each staged object is read);
+  // true stops the export: a copy operation is cancelled, staged objects are deleted, and
+  // export_logs throws LogRetrievalError with status CANCELLED. Called on the exporting thread
+  // and on the splitting threads, so it must be thread-safe (an atomic flag). Optional.
+  std::function<bool()> cancelled;
+  // Told of each step (ExportStatus). Called on the exporting thread (kSplitting also from the
+  // splitting threads, never two at once). Optional.
+  std::function<void(const ExportStatus&)> on_status;
 };
 
 // Why a log read or an export is waiting, so that the caller can tell its user: the library
@@ -276,6 +332,30 @@ class CloudLogRetriever {
   LogExportResult export_logs(const ClusterConfig& cluster, const std::string& workload_name,
                               const std::string& namespace_, const LogFilter& filter,
                               const std::string& gcs_dest, const LogQueryOptions& options = {},
+                              const std::function<void(const ExportProgress&)>& progress = {});
+
+  // The same export by the path `how.via` says (ExportVia; the overload above is kRead), with the
+  // same rank objects. collection_meta.json also records `via` (the path taken and why), the
+  // copy operation, the entries copied, the staged objects read, the repeats dropped and
+  // `logging_read_calls` (entries:list calls: 0 for copy and sink).
+  //
+  // copy: checks first, each failure a LogRetrievalError (FAILED_PRECONDITION) that says the
+  // fix: log_copy_staging is set; the filter is at most 20,000 characters; the source log bucket
+  // has no CMEK key; the project's Logging service account may create objects in the staging
+  // bucket (when its IAM policy can be read; the error gives the gcloud command that grants it).
+  // Then starts entries:copy with the export's exact filter into a staging prefix of its own,
+  // polls it every log_copy_poll_s (ExportStatus kCopying), cancels it and fails when it waits
+  // for permissions longer than log_copy_permission_wait_s, or when `how.cancelled`; reads the
+  // staged objects (RankSplitter: parallel, memory bounded whatever their size), writes the
+  // ranks, and deletes the staged objects unless keep_staging (also after a failure).
+  // sink: needs log_archive and no filter.grep (a Logging query runs on the server only:
+  // INVALID_ARGUMENT); reads the hourly files of logs stdout and stderr from the hour of the
+  // lower bound to the hour of `how.window_end` (else now).
+  // Blocks. Throws as the other overload.
+  LogExportResult export_logs(const ClusterConfig& cluster, const std::string& workload_name,
+                              const std::string& namespace_, const LogFilter& filter,
+                              const std::string& gcs_dest, const LogQueryOptions& options,
+                              const ExportOptions& how,
                               const std::function<void(const ExportProgress&)>& progress = {});
 
  private:

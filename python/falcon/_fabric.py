@@ -263,6 +263,8 @@ class ClusterFabric:
         gcs_dest: str,
         slice: int = 0,
         progress: Optional[Callable[[ExportProgress], object]] = None,
+        via: str = "read",
+        keep_staging: bool = False,
     ) -> LogExportResult:
         """Archives the ranks of ``filter.ranks`` (None: every rank found; [0]: rank 0 only) of
         slice ``slice`` to ``<gcs_dest>/rank-<N>.log``, then ``<gcs_dest>/collection_meta.json``,
@@ -270,7 +272,15 @@ class ClusterFabric:
         ``progress`` gets an ExportProgress after every page for the ranks it touched and once
         per rank with ``done=True``. An exception raised by ``progress``, or Ctrl-C, aborts the
         export (its uploads are cancelled) and propagates. Raises LogRetrievalError, and
-        ValueError before reading anything for a rank the workload does not have."""
+        ValueError before reading anything for a rank the workload does not have.
+
+        ``via`` chooses how the entries are read (docs/log-export.md): ``"read"`` (the default,
+        entries:list under the project's read quota), ``"copy"`` (an entries:copy operation into
+        ``gcp.log_copy_staging``, then split per rank: no read quota; Ctrl-C cancels the
+        operation), ``"sink"`` (the Log Router sink's archive ``gcp.log_archive``) or ``"auto"``
+        (sink when the archive covers the window, else copy when ``gcp.log_copy`` allows it, else
+        read). Every path writes the same rank objects. ``keep_staging`` keeps a copy's staged
+        objects. ValueError for another ``via``."""
         _check(handle, WorkloadHandle, "handle")
         callback: Optional[Callable[[dict[str, Any]], object]] = None
         if progress is not None:
@@ -281,7 +291,9 @@ class ClusterFabric:
 
         return _load(  # type: ignore[no-any-return]
             LogExportResult,
-            self._native.export_pod_logs(_dump(handle), _filter(filter), gcs_dest, slice, callback),
+            self._native.export_pod_logs(
+                _dump(handle), _filter(filter), gcs_dest, slice, callback, via, keep_staging
+            ),
         )
 
     def doctor(self) -> list[DoctorCheck]:

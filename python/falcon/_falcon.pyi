@@ -59,5 +59,7 @@ class Fabric:
         gcs_dest: str,
         slice: int,
         progress: Optional[Callable[[dict[str, Any]], object]],
+        via: str,
+        keep_staging: bool,
     ) -> str: ...
     def doctor(self) -> str: ...

@@ -67,7 +67,14 @@ json settings_json(const FabricConfig& c) {
         {"ca_file", c.gcp.ca_file},
         {"logging_reads_per_minute", c.gcp.logging_reads_per_minute},
         {"http_timeout_s", c.gcp.http_timeout_s},
-        {"upload_chunk_bytes", c.gcp.upload_chunk_bytes}}},
+        {"upload_chunk_bytes", c.gcp.upload_chunk_bytes},
+        {"log_archive", c.gcp.log_archive},
+        {"log_archive_lag_s", c.gcp.log_archive_lag_s},
+        {"log_copy", c.gcp.log_copy},
+        {"log_copy_staging", c.gcp.log_copy_staging},
+        {"log_copy_source", c.gcp.log_copy_source},
+        {"log_copy_poll_s", c.gcp.log_copy_poll_s},
+        {"log_copy_permission_wait_s", c.gcp.log_copy_permission_wait_s}}},
       {"selection", {{"max_parallel_probes", c.selection.max_parallel_probes}}},
   };
 }
@@ -278,8 +285,8 @@ class PyFabric {
   }
 
   std::string export_pod_logs(const std::string& handle_json, const std::string& filter_json,
-                              const std::string& gcs_dest, int slice,
-                              const py::object& progress) const {
+                              const std::string& gcs_dest, int slice, const py::object& progress,
+                              const std::string& via, bool keep_staging) const {
     auto handle = from_text<WorkloadHandle>(handle_json, "WorkloadHandle");
     auto filter = from_text<LogFilter>(filter_json, "LogFilter");
     CallbackErrors errors;
@@ -301,9 +308,21 @@ class PyFabric {
         throw CallbackAborted();
       }
     };
+    ExportOptions how;
+    const std::optional<ExportVia> parsed = parse_export_via(via);
+    if (!parsed) {
+      throw py::value_error("via must be 'auto', 'read', 'copy' or 'sink', not '" + via + "'");
+    }
+    how.via = *parsed;
+    how.keep_staging = keep_staging;
+    // Ctrl-C (or a raise in `progress`) cancels a copy operation and deletes its staged objects.
+    how.cancelled = [&errors] {
+      py::gil_scoped_acquire acquire;
+      return errors.pending() || errors.check_signals();
+    };
     std::string out;
     run_blocking(errors, [&] {
-      out = to_text(fabric_->export_pod_logs(handle, filter, gcs_dest, slice, on_progress));
+      out = to_text(fabric_->export_pod_logs(handle, filter, gcs_dest, slice, how, on_progress));
     });
     return out;
   }

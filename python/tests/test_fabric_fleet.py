@@ -264,6 +264,21 @@ def test_export_of_rank_zero_only(fleet, fabric):
     assert events and events[-1].done and events[-1].rank == 0 and events[-1].lines > 0
 
 
+def test_export_takes_a_path_and_refuses_an_unknown_one(fleet, fabric):
+    handle = finished(fleet, fabric, "export-via")
+    result = fabric.export_pod_logs(handle, LogFilter(ranks=[0]), "gs://falcon-logs/via-read",
+                                    via="read")
+    assert result.exported_ranks == [0]
+    # auto without an archive or gcp.log_copy reads too.
+    assert fabric.export_pod_logs(handle, LogFilter(ranks=[0]), "gs://falcon-logs/via-auto",
+                                  via="auto").exported_ranks == [0]
+    with pytest.raises(ValueError, match="via must be"):
+        fabric.export_pod_logs(handle, LogFilter(), "gs://falcon-logs/x", via="fast")
+    # copy without gcp.log_copy_staging says what to set, before anything is copied.
+    with pytest.raises(falcon.LogRetrievalError, match="gcp.log_copy_staging"):
+        fabric.export_pod_logs(handle, LogFilter(), "gs://falcon-logs/x", via="copy")
+
+
 def test_bad_log_arguments_raise_before_any_read(fleet, fabric):
     handle = finished(fleet, fabric, "bad-args")
     before = fleet.requests("logging.list")

@@ -13,8 +13,10 @@
 #include "falcon/gcs_uri.h"
 #include "gcp/credentials.h"
 #include "gcp/endpoints.h"
+#include "gcp/logging_admin_client.h"
 #include "gcp/logging_client.h"
 #include "gcp/storage_client.h"
+#include "logs/export_paths.h"
 #include "process/bounded_parallel.h"
 #include "util/time_format.h"
 
@@ -233,6 +235,122 @@ void check_buckets(const FabricConfig& config, const gcp::GcpEndpoints& endpoint
   }
 }
 
+// The export paths past the read quota (docs/log-export.md): for each cluster's project, that
+// entries:copy can copy its log bucket (no CMEK) into gcp.log_copy_staging (the project's Logging
+// service account may create objects there); and that gcp.log_archive can be listed.
+void check_export_paths(const FabricConfig& config, const gcp::GcpEndpoints& endpoints,
+                        const FabricDependencies& deps,
+                        std::shared_ptr<gcp::Credentials> credentials,
+                        std::vector<DoctorCheck>& checks) {
+  const GcpSettings& s = config.gcp;
+  const gcp::StorageClient storage({.endpoint = endpoints.storage,
+                                    .http = deps.http,
+                                    .credentials = credentials,
+                                    .clock = deps.clock,
+                                    .retry = single_attempt(s),
+                                    .request_timeout = std::chrono::seconds(s.http_timeout_s)});
+  const gcp::LoggingAdminClient admin({.endpoint = endpoints.logging,
+                                       .http = deps.http,
+                                       .credentials = credentials,
+                                       .clock = deps.clock,
+                                       .retry = single_attempt(s),
+                                       .request_timeout = std::chrono::seconds(s.http_timeout_s)});
+  if (s.log_copy && s.log_copy_staging.empty()) {
+    checks.push_back(fail("log copy", "gcp.log_copy is true but gcp.log_copy_staging is not set",
+                          "set gcp.log_copy_staging: gs://BUCKET/PREFIX, the bucket entries:copy "
+                          "writes to (docs/log-export.md)"));
+  }
+  if (!s.log_copy_staging.empty()) {
+    const GcsUri staging = parse_gcs_uri(s.log_copy_staging);
+    std::set<std::string> projects;
+    for (const auto& c : config.clusters) projects.insert(c.project);
+    const auto slash = s.log_copy_source.find('/');
+    for (const std::string& project : projects) {
+      const std::string name = "log copy " + project;
+      const std::string source =
+          fmt::format("projects/{}/locations/{}/buckets/{}", project,
+                      s.log_copy_source.substr(0, slash), s.log_copy_source.substr(slash + 1));
+      try {
+        const gcp::LogBucketInfo bucket = admin.get_log_bucket(source);
+        if (!bucket.kms_key_name.empty()) {
+          checks.push_back(fail(name,
+                                fmt::format("{} is encrypted with the customer-managed key {}: "
+                                            "entries:copy cannot copy it",
+                                            source, bucket.kms_key_name),
+                                "export this project's logs with --via read, or from a sink "
+                                "archive (gcp.log_archive, --via sink)"));
+          continue;
+        }
+      } catch (const LogRetrievalError& e) {
+        if (e.http_status() == 404) {
+          checks.push_back(fail(name, e.what(),
+                                "set gcp.log_copy_source to LOCATION/BUCKET_ID of the log bucket "
+                                "holding the clusters' logs"));
+          continue;
+        }
+        checks.push_back(warn(name, fmt::format("cannot read {}: {}", source, e.what()),
+                              fmt::format("grant roles/logging.viewer on project {} to this "
+                                          "identity to check for CMEK",
+                                          project)));
+        continue;
+      }
+      try {
+        const std::string account = admin.logging_service_account(project);
+        const std::string member = "serviceAccount:" + account;
+        bool may = false;
+        for (const auto& b : storage.get_bucket_iam_bindings(staging.bucket)) {
+          if (!gcp::role_creates_objects(b.role)) continue;
+          for (const auto& m : b.members) may = may || m == member;
+        }
+        if (!may) {
+          checks.push_back(
+              fail(name,
+                   fmt::format("entries:copy writes as {}, which may not create objects in gs://{}",
+                               account, staging.bucket),
+                   logs::grant_command(staging.bucket, member)));
+        } else {
+          checks.push_back(ok(name, fmt::format("entries:copy from {} into {} (writer {})", source,
+                                                s.log_copy_staging, account)));
+        }
+      } catch (const LogRetrievalError& e) {
+        checks.push_back(
+            warn(name, fmt::format("cannot check the staging bucket's IAM policy: {}", e.what()),
+                 fmt::format("grant storage.buckets.getIamPolicy on gs://{} to this "
+                             "identity; else a copy waiting for permissions tells",
+                             staging.bucket)));
+      }
+    }
+  }
+  if (!s.log_archive.empty()) {
+    const GcsUri archive = parse_gcs_uri(s.log_archive);
+    std::string prefix = archive.object;
+    if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    try {
+      const bool any = !storage.list_objects(archive.bucket, prefix + "stdout/", 1).empty();
+      if (any) {
+        checks.push_back(ok("log archive", fmt::format("{} holds a sink's hourly stdout files "
+                                                       "(complete after gcp.log_archive_lag_s: "
+                                                       "{} s)",
+                                                       s.log_archive, s.log_archive_lag_s)));
+      } else {
+        checks.push_back(warn(
+            "log archive", fmt::format("{} has no stdout/ files yet", s.log_archive),
+            fmt::format("route the clusters' logs to it with a Log Router sink (gcloud logging "
+                        "sinks create falcon-archive storage.googleapis.com/{} "
+                        "--log-filter='resource.type=\"k8s_container\"' --project=PROJECT) "
+                        "and grant its writer identity roles/storage.objectCreator; files "
+                        "arrive hourly, 2-3 hours late",
+                        archive.bucket)));
+      }
+    } catch (const LogRetrievalError& e) {
+      checks.push_back(fail("log archive", e.what(),
+                            fmt::format("grant roles/storage.objectViewer on gs://{} to this "
+                                        "identity, or fix gcp.log_archive",
+                                        archive.bucket)));
+    }
+  }
+}
+
 DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r) {
   const std::string name = "cluster " + c.name;
   if (r.reachable) {
@@ -281,6 +399,7 @@ std::vector<DoctorCheck> ClusterFabric::doctor() const {
   if (!config.clusters.empty())
     checks.push_back(check_logging(config, endpoints, deps, credentials));
   check_buckets(config, endpoints, deps, credentials, checks);
+  check_export_paths(config, endpoints, deps, credentials, checks);
   check_clusters(config, *m->prober, checks);
   return checks;
 }

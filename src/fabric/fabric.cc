@@ -741,4 +741,35 @@ LogExportResult ClusterFabric::export_pod_logs(
                                     gcs_dest, impl_->query_options(handle, slice), progress);
 }
 
+LogExportResult ClusterFabric::export_pod_logs(
+    const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
+    const ExportOptions& how, const std::function<void(const ExportProgress&)>& progress) const {
+  const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  const auto current = impl_->current();
+  check_ranks_exist(*current->workloads, handle, filter);
+  ExportOptions options = how;
+  const bool archive = !current->config->gcp.log_archive.empty();
+  if (options.window_end.empty() && archive &&
+      (options.via == ExportVia::kAuto || options.via == ExportVia::kSink)) {
+    // The window ends when the workload did; one that has not ended has no end yet.
+    try {
+      const WorkloadStatus status = current->workloads->get_status(config, handle);
+      if (is_terminal_state(status.state) && status.end_time) {
+        options.window_end = *status.end_time;
+      }
+    } catch (const std::exception& e) {
+      if (options.on_status) {
+        options.on_status({.phase = ExportStatus::Phase::kChosen,
+                           .via = options.via,
+                           .message = fmt::format("cannot learn when {} ended ({}); its window "
+                                                  "is taken to end now",
+                                                  handle.workload_name, e.what())});
+      }
+    }
+  }
+  return current->logs->export_logs(config, handle.workload_name, handle.namespace_, filter,
+                                    gcs_dest, impl_->query_options(handle, slice), options,
+                                    progress);
+}
+
 }  // namespace falcon

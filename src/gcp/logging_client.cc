@@ -25,7 +25,7 @@ std::map<std::string, std::string> string_map(const json& object) {
   return out;
 }
 
-LogEntry parse_entry(const json& item) {
+LogEntry parse_entry_fields(const json& item) {
   LogEntry entry;
   entry.log_name = string_field(item, "logName");
   entry.timestamp = string_field(item, "timestamp");
@@ -67,6 +67,8 @@ LogEntry parse_entry(const json& item) {
 
 }  // namespace
 
+LogEntry parse_log_entry(const json& item) { return parse_entry_fields(item); }
+
 LogEntriesPage parse_log_entries_page(const std::string& body, const std::string& call) {
   // Each entry is decoded as soon as the parser has read it, and dropped from the document:
   // only one entry's JSON tree is in memory at a time, besides the decoded page.
@@ -82,7 +84,7 @@ LogEntriesPage parse_log_entries_page(const std::string& body, const std::string
     } else if (depth == 1 && event == E::array_end) {
       in_entries = false;
     } else if (in_entries && depth == 2 && event == E::object_end) {
-      out.entries.push_back(parse_entry(parsed));
+      out.entries.push_back(parse_entry_fields(parsed));
       return false;  // decoded: not kept in the document
     }
     return true;

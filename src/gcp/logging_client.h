@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "falcon/clock.h"
 #include "falcon/http_client.h"
 #include "gcp/credentials.h"
@@ -132,6 +134,9 @@ class LogEntryReader {
   int pages_fetched_ = 0;
   std::optional<std::int64_t> first_server_time_;
 };
+
+// One LogEntry JSON object as the reader decodes it (the fields of LogEntry above).
+LogEntry parse_log_entry(const nlohmann::json& item);
 
 // Parses one entries:list response body. Throws LogRetrievalError when it is not the expected
 // JSON (`call` names the request in the message).

@@ -293,6 +293,57 @@ std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucke
   return out;
 }
 
+bool role_creates_objects(const std::string& role) {
+  return role == "roles/storage.objectCreator" || role == "roles/storage.objectAdmin" ||
+         role == "roles/storage.objectUser" || role == "roles/storage.admin" ||
+         role == "roles/storage.legacyBucketWriter" || role == "roles/storage.legacyBucketOwner";
+}
+
+std::vector<IamBinding> StorageClient::get_bucket_iam_bindings(const std::string& bucket) const {
+  const StorageClientOptions& options = *options_;
+  const std::string call = fmt::format("IAM policy get of gs://{}", bucket);
+  HttpRequest request =
+      make_request(options, "GET",
+                   fmt::format("{}/storage/v1/b/{}/iam", options.endpoint, percent_encode(bucket)));
+  const HttpResponse response =
+      send_with_retry(*options.http, std::move(request), retry_options(options, call));
+  const json policy = json::parse(response.body, nullptr, false);
+  if (!policy.is_object()) {
+    throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
+  }
+  std::vector<IamBinding> out;
+  if (const auto b = policy.find("bindings"); b != policy.end() && b->is_array()) {
+    for (const auto& item : *b) {
+      if (!item.is_object()) continue;
+      IamBinding binding{string_field(item, "role"), {}};
+      if (const auto m = item.find("members"); m != item.end() && m->is_array()) {
+        for (const auto& member : *m) {
+          if (member.is_string()) binding.members.push_back(member.get<std::string>());
+        }
+      }
+      out.push_back(std::move(binding));
+    }
+  }
+  return out;
+}
+
+std::string StorageClient::bucket_default_kms_key(const std::string& bucket) const {
+  const StorageClientOptions& options = *options_;
+  const std::string call = fmt::format("get of bucket gs://{}", bucket);
+  HttpRequest request = make_request(
+      options, "GET", fmt::format("{}/storage/v1/b/{}", options.endpoint, percent_encode(bucket)));
+  const HttpResponse response =
+      send_with_retry(*options.http, std::move(request), retry_options(options, call));
+  const json item = json::parse(response.body, nullptr, false);
+  if (!item.is_object()) {
+    throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
+  }
+  if (const auto e = item.find("encryption"); e != item.end() && e->is_object()) {
+    return string_field(*e, "defaultKmsKeyName");
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------------------------------------
 // ResumableUploadWriter
 

@@ -59,6 +59,16 @@ struct StorageClientOptions {
   std::function<void(const RetryWait&)> on_wait;
 };
 
+// One binding of a bucket's IAM policy.
+struct IamBinding {
+  std::string role;                  // "roles/storage.objectCreator"
+  std::vector<std::string> members;  // "serviceAccount:x@y", "projectOwner:p", ...
+};
+
+// True when `role` lets its members create objects in a bucket (objectCreator, objectAdmin,
+// objectUser, admin, legacyBucketWriter, legacyBucketOwner).
+bool role_creates_objects(const std::string& role);
+
 class ResumableUploadWriter;
 
 // Thread-safe; cheap to copy. Every call blocks on the network and throws LogRetrievalError
@@ -108,6 +118,13 @@ class StorageClient {
   std::vector<ObjectMetadata> list_objects(const std::string& bucket,
                                            const std::string& prefix = "",
                                            std::size_t max_objects = 0) const;
+
+  // The bucket's IAM policy bindings (GET .../b/BUCKET/iam; needs storage.buckets.getIamPolicy).
+  std::vector<IamBinding> get_bucket_iam_bindings(const std::string& bucket) const;
+
+  // The bucket's default KMS key (encryption.defaultKmsKeyName); empty when it has none. A
+  // missing bucket is LogRetrievalError with http_status 404.
+  std::string bucket_default_kms_key(const std::string& bucket) const;
 
  private:
   std::shared_ptr<const StorageClientOptions> options_;

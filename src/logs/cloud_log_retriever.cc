@@ -8,6 +8,7 @@
 #include "falcon/log_retriever.h"
 #include "gcp/rate_limiter.h"
 #include "logs/exit_code.h"
+#include "logs/export_paths.h"
 #include "logs/filter_builder.h"
 #include "logs/log_exporter.h"
 #include "logs/log_sources.h"
@@ -22,12 +23,14 @@ struct CloudLogRetriever::Impl {
   // Single reads made on behalf of a status call: two attempts within 20 s, no quota waits.
   gcp::LoggingClient quick_logging;
   gcp::StorageClient storage;
+  gcp::LoggingAdminClient admin;
 
   explicit Impl(logs::RetrieverOptions o)
       : options(wired(std::move(o))),
         logging(options.logging),
         quick_logging(quick(options.logging)),
-        storage(options.storage) {}
+        storage(options.storage),
+        admin(options.admin) {}
 
   // The clients share the wait handler, and both Logging clients one read limiter.
   static logs::RetrieverOptions wired(logs::RetrieverOptions o) {
@@ -44,7 +47,16 @@ struct CloudLogRetriever::Impl {
       };
       if (!o.logging.on_wait) o.logging.on_wait = tell;
       if (!o.storage.on_wait) o.storage.on_wait = tell;
+      if (!o.admin.on_wait) o.admin.on_wait = tell;
     }
+    // The admin client goes where the Logging reads go, unless told otherwise.
+    if (!o.admin.http) {
+      o.admin.http = o.logging.http;
+      o.admin.endpoint = o.logging.endpoint;
+      o.admin.credentials = o.logging.credentials;
+      o.admin.seed = o.logging.seed;
+    }
+    if (!o.admin.clock) o.admin.clock = o.clock;
     return o;
   }
 
@@ -158,6 +170,15 @@ LogExportResult CloudLogRetriever::export_logs(
     const ClusterConfig& cluster, const std::string& workload_name, const std::string& namespace_,
     const LogFilter& filter, const std::string& gcs_dest, const LogQueryOptions& options,
     const std::function<void(const ExportProgress&)>& progress) {
+  ExportOptions how;
+  how.via = ExportVia::kRead;
+  return export_logs(cluster, workload_name, namespace_, filter, gcs_dest, options, how, progress);
+}
+
+LogExportResult CloudLogRetriever::export_logs(
+    const ClusterConfig& cluster, const std::string& workload_name, const std::string& namespace_,
+    const LogFilter& filter, const std::string& gcs_dest, const LogQueryOptions& options,
+    const ExportOptions& how, const std::function<void(const ExportProgress&)>& progress) {
   std::optional<std::set<int>> ranks;
   if (filter.ranks) {
     ranks.emplace(filter.ranks->begin(), filter.ranks->end());
@@ -174,7 +195,56 @@ LogExportResult CloudLogRetriever::export_logs(
                                .buffer_bytes = impl_->options.export_buffer_bytes,
                                .max_chunk_bytes = impl_->options.storage.upload_chunk_bytes},
                               query, filter, gcs_dest, progress);
+  // Copy and sink: the staged objects split per rank.
+  const logs::StagedExportClients staged{
+      .admin = impl_->admin,
+      .storage = impl_->storage,
+      .clock = *impl_->options.clock,
+      .settings = impl_->options.export_settings,
+      .max_chunk_bytes = impl_->options.storage.upload_chunk_bytes,
+      .splitter = impl_->options.splitter};
+  const logs::PathChoice choice = logs::choose_export_path(staged, query, filter, how);
+  if (how.on_status) {
+    how.on_status(
+        {.phase = ExportStatus::Phase::kChosen,
+         .via = choice.via,
+         .message = fmt::format("exporting via {}: {}", to_string(choice.via), choice.reason)});
+  }
+  switch (choice.via) {
+    case ExportVia::kCopy:
+      return logs::export_by_copy(staged, query, filter, gcs_dest, how, choice.reason, progress);
+    case ExportVia::kSink:
+      return logs::export_by_sink(staged, query, filter, gcs_dest, how, choice.reason, progress);
+    default:
+      break;
+  }
+  if (how.cancelled && how.cancelled()) {
+    throw LogRetrievalError("the export was cancelled", 0, "CANCELLED");
+  }
+  session.set_reason(choice.reason);
   return session.run();
+}
+
+const char* to_string(ExportVia via) {
+  switch (via) {
+    case ExportVia::kAuto:
+      return "auto";
+    case ExportVia::kRead:
+      return "read";
+    case ExportVia::kCopy:
+      return "copy";
+    case ExportVia::kSink:
+      return "sink";
+  }
+  return "read";
+}
+
+std::optional<ExportVia> parse_export_via(std::string_view text) {
+  for (const ExportVia via :
+       {ExportVia::kAuto, ExportVia::kRead, ExportVia::kCopy, ExportVia::kSink}) {
+    if (text == to_string(via)) return via;
+  }
+  return std::nullopt;
 }
 
 }  // namespace falcon

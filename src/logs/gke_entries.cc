@@ -56,10 +56,10 @@ std::optional<PodIndex> parse_pod_name(std::string_view pod_name, std::string_vi
   return PodIndex{*slice, *worker};
 }
 
-std::optional<int> rank_of_entry(const gcp::LogEntry& entry, std::string_view workload, int slice) {
-  const std::string* name = find_label(entry, kJobsetNameLabel);
-  const std::string* job_index = find_label(entry, kJobIndexLabel);
-  const std::string* completion = find_label(entry, kCompletionIndexLabel);
+std::optional<int> rank_of_labels(const std::string_view* name, const std::string_view* job_index,
+                                  const std::string_view* completion,
+                                  const std::string_view* pod_name, std::string_view workload,
+                                  int slice) {
   if (name && job_index && completion) {
     if (*name != workload) return std::nullopt;
     const auto s = parse_index(*job_index);
@@ -69,11 +69,26 @@ std::optional<int> rank_of_entry(const gcp::LogEntry& entry, std::string_view wo
   }
   // Partly labelled: whatever label is there must still agree.
   if (name && *name != workload) return std::nullopt;
-  const auto pod = entry.resource_labels.find("pod_name");
-  if (pod == entry.resource_labels.end()) return std::nullopt;
-  const auto index = parse_pod_name(pod->second, workload);
+  if (!pod_name) return std::nullopt;
+  const auto index = parse_pod_name(*pod_name, workload);
   if (!index || index->slice != slice) return std::nullopt;
   return index->worker;
+}
+
+std::optional<int> rank_of_entry(const gcp::LogEntry& entry, std::string_view workload, int slice) {
+  const auto view = [](const std::string* s) -> std::optional<std::string_view> {
+    if (!s) return std::nullopt;
+    return std::string_view(*s);
+  };
+  const auto name = view(find_label(entry, kJobsetNameLabel));
+  const auto job_index = view(find_label(entry, kJobIndexLabel));
+  const auto completion = view(find_label(entry, kCompletionIndexLabel));
+  std::optional<std::string_view> pod;
+  if (const auto it = entry.resource_labels.find("pod_name"); it != entry.resource_labels.end()) {
+    pod = it->second;
+  }
+  const auto ptr = [](const std::optional<std::string_view>& v) { return v ? &*v : nullptr; };
+  return rank_of_labels(ptr(name), ptr(job_index), ptr(completion), ptr(pod), workload, slice);
 }
 
 bool belongs_to_workload(const gcp::LogEntry& entry, std::string_view workload) {

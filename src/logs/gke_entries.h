@@ -48,6 +48,14 @@ std::optional<PodIndex> parse_pod_name(std::string_view pod_name, std::string_vi
 // and whose pod-name test is a substring match.
 std::optional<int> rank_of_entry(const gcp::LogEntry& entry, std::string_view workload, int slice);
 
+// rank_of_entry on the four values it reads (each null when the entry lacks it): the pod
+// labels jobset-name, job-index and job-completion-index, and resource.labels.pod_name.
+std::optional<int> rank_of_labels(const std::string_view* jobset_name,
+                                  const std::string_view* job_index,
+                                  const std::string_view* completion_index,
+                                  const std::string_view* pod_name, std::string_view workload,
+                                  int slice);
+
 // True when `entry` is a log of one of `workload`'s pods, whatever the slice and worker: its
 // jobset-name label equals `workload` exactly, or, without that label, its pod name parses as
 // one of the workload's (parse_pod_name).

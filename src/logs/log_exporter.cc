@@ -23,8 +23,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int kPageSize = 1000;
-constexpr const char* kLogContentType = "text/plain; charset=utf-8";
-constexpr const char* kMetadataObject = "collection_meta.json";
 
 json timestamp_or_null(bool present, std::int64_t nanos) {
   return present ? json(format_rfc3339_nanos(nanos)) : json(nullptr);
@@ -191,17 +189,19 @@ void ExportSession::finish() {
   result_.exported_at = format_iso8601(clients_.clock.now());
 }
 
-void ExportSession::write_metadata() {
+json export_metadata(const RankQuery& query, const LogFilter& filter, const LogExportResult& result,
+                     const std::map<int, RankObjectSummary>& ranks, const json& path) {
   json per_rank = json::object();
   std::vector<int> empty;
   std::int64_t total_lines = 0;
   std::int64_t total_bytes = 0;
   std::optional<std::int64_t> first;
   std::optional<std::int64_t> last;
-  for (const auto& [rank, state] : ranks_) {
+  for (const auto& [rank, state] : ranks) {
     const bool any = state.lines > 0;
+    const auto uri = result.gcs_uris.find(rank);
     per_rank[std::to_string(rank)] = {
-        {"uri", result_.gcs_uris[rank]},
+        {"uri", uri == result.gcs_uris.end() ? std::string() : uri->second},
         {"lines", state.lines},
         {"bytes", state.bytes},
         {"empty", !any},
@@ -216,29 +216,40 @@ void ExportSession::write_metadata() {
       empty.push_back(rank);
     }
   }
-  const json metadata = {
-      {"workload", query_.workload()},
-      {"cluster", query_.cluster_name()},
-      {"project", query_.project()},
-      {"cluster_id", query_.cluster_id()},
-      {"namespace", query_.namespace_()},
-      {"slice", query_.slice()},
-      {"ranks_requested",
-       query_.ranks() ? json(std::vector<int>(query_.ranks()->begin(), query_.ranks()->end()))
-                      : json("all")},
-      {"exported_ranks", result_.exported_ranks},
-      {"empty_ranks", empty},
-      {"ranks", per_rank},
-      {"lines", total_lines},
-      {"bytes", total_bytes},
-      {"first_timestamp", timestamp_or_null(first.has_value(), first.value_or(0))},
-      {"last_timestamp", timestamp_or_null(last.has_value(), last.value_or(0))},
-      {"filter",
-       {{"lql", query_.filter()},
-        {"log_filter", filter_},
-        {"not_before", format_rfc3339_nanos(query_.not_before_nanos())}}},
-      {"list_requests", pages_},
-      {"exported_at", result_.exported_at}};
+  json metadata = {{"workload", query.workload()},
+                   {"cluster", query.cluster_name()},
+                   {"project", query.project()},
+                   {"cluster_id", query.cluster_id()},
+                   {"namespace", query.namespace_()},
+                   {"slice", query.slice()},
+                   {"ranks_requested", query.ranks() ? json(std::vector<int>(query.ranks()->begin(),
+                                                                             query.ranks()->end()))
+                                                     : json("all")},
+                   {"exported_ranks", result.exported_ranks},
+                   {"empty_ranks", empty},
+                   {"ranks", per_rank},
+                   {"lines", total_lines},
+                   {"bytes", total_bytes},
+                   {"first_timestamp", timestamp_or_null(first.has_value(), first.value_or(0))},
+                   {"last_timestamp", timestamp_or_null(last.has_value(), last.value_or(0))},
+                   {"filter",
+                    {{"lql", query.filter()},
+                     {"log_filter", filter},
+                     {"not_before", format_rfc3339_nanos(query.not_before_nanos())}}},
+                   {"exported_at", result.exported_at}};
+  for (const auto& [key, value] : path.items()) metadata[key] = value;
+  return metadata;
+}
+
+void ExportSession::write_metadata() {
+  std::map<int, RankObjectSummary> ranks;
+  for (const auto& [rank, state] : ranks_) {
+    ranks[rank] = {state.lines, state.bytes, state.first_nanos, state.last_nanos};
+  }
+  json path = {{"via", {{"path", "read"}, {"reason", via_reason_}}},
+               {"list_requests", pages_},
+               {"logging_read_calls", pages_}};
+  const json metadata = export_metadata(query_, filter_, result_, ranks, path);
   clients_.storage.upload_object(bucket_, prefix_ + kMetadataObject, metadata.dump(2) + "\n",
                                  "application/json");
 }

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "falcon/clock.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
@@ -56,6 +58,28 @@ class ChunkBudget {
 // prefix ("path/" or ""). Throws LogRetrievalError (INVALID_ARGUMENT) for anything else.
 std::pair<std::string, std::string> parse_export_destination(const std::string& gcs_dest);
 
+// What went to one rank's object, for the metadata.
+struct RankObjectSummary {
+  std::int64_t lines = 0;
+  std::int64_t bytes = 0;
+  std::int64_t first_nanos = 0;  // valid when lines > 0
+  std::int64_t last_nanos = 0;
+};
+
+// collection_meta.json of an export (the same fields whatever the path): workload, cluster,
+// project, cluster_id, namespace, slice, ranks_requested, exported_ranks, empty_ranks, ranks
+// (uri, lines, bytes, empty, first/last timestamp), lines, bytes, first/last timestamp, filter,
+// exported_at, then every member of `path` (via, logging_read_calls, ...).
+nlohmann::json export_metadata(const RankQuery& query, const LogFilter& filter,
+                               const LogExportResult& result,
+                               const std::map<int, RankObjectSummary>& ranks,
+                               const nlohmann::json& path);
+
+// The name of the metadata object under an export's prefix.
+inline constexpr const char* kMetadataObject = "collection_meta.json";
+// The content type of rank objects.
+inline constexpr const char* kLogContentType = "text/plain; charset=utf-8";
+
 // What an export uses, owned by the retriever.
 struct ExportClients {
   const gcp::LoggingClient& logging;
@@ -78,6 +102,8 @@ class ExportSession {
   // The export. Blocks. On any failure every upload still open is cancelled, no metadata is
   // written, and the LogRetrievalError names the workload and the destination.
   LogExportResult run();
+  // Why the read path was taken: collection_meta.json's via.reason.
+  void set_reason(std::string reason) { via_reason_ = std::move(reason); }
 
  private:
   // One rank of an export: where it goes and what went there.
@@ -113,6 +139,7 @@ class ExportSession {
   ChunkBudget budget_;
   std::map<int, RankExport> ranks_;
   std::int64_t pages_ = 0;
+  std::string via_reason_ = "asked for";
   LogExportResult result_;
 };
 

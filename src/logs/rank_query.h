@@ -35,6 +35,11 @@ class RankQuery {
   // The rank `entry` belongs to when it is one of the wanted ranks of the workload's slice,
   // else nullopt (see rank_of_entry).
   std::optional<int> accept(const gcp::LogEntry& entry) const;
+  // The same on a rank already found (rank_of_labels): the rank when it is a wanted one.
+  std::optional<int> accept_rank(std::optional<int> rank) const {
+    if (!rank || (ranks_ && !ranks_->contains(*rank))) return std::nullopt;
+    return rank;
+  }
 
   const std::optional<std::set<int>>& ranks() const { return ranks_; }
   std::int64_t not_before_nanos() const { return spec_.not_before_nanos; }

@@ -101,6 +101,13 @@ RetrieverOptions make_retriever_options(const LogRetrieverOptions& public_option
                             gcp::kUploadQuantum * gcp::kUploadQuantum;
   options.storage.upload_chunk_bytes = std::max(chunk, gcp::kUploadQuantum);
 
+  options.admin.endpoint = endpoints.logging;
+  options.admin.http = public_options.http;
+  options.admin.credentials = options.storage.credentials;
+  options.admin.clock = public_options.clock;
+  options.admin.request_timeout = timeout;
+  options.export_settings = settings;
+
   options.clock = public_options.clock;
   options.on_wait = public_options.on_wait;
   return options;

@@ -16,8 +16,10 @@
 #include "falcon/clock.h"
 #include "falcon/log_retriever.h"
 #include "gcp/endpoints.h"
+#include "gcp/logging_admin_client.h"
 #include "gcp/logging_client.h"
 #include "gcp/storage_client.h"
+#include "logs/rank_splitter.h"
 
 namespace falcon::logs {
 
@@ -32,6 +34,12 @@ struct RetrieverOptions {
   // rank's chunk is this divided by the number of ranks, rounded down to a multiple of 256 KiB,
   // at least 256 KiB (the protocol's minimum) and at most storage.upload_chunk_bytes.
   std::size_t export_buffer_bytes = std::size_t{64} << 20;
+  // entries:copy, operations, log buckets and settings (the copy path; no read quota).
+  gcp::LoggingAdminClientOptions admin;
+  // The copy and sink paths: log_archive*, log_copy* (GcpSettings).
+  GcpSettings export_settings;
+  // How the copy and sink paths split staged objects per rank.
+  SplitterOptions splitter;
   // Timestamps ("now" for the default 24-hour window, exported_at) and follow's waits.
   std::shared_ptr<Clock> clock;
   // Told of waits (LogWaitNotice), through logging.on_wait and storage.on_wait unless those are

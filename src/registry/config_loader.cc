@@ -460,6 +460,20 @@ const StringRule kLocationRule{.max_bytes = kGcpLocationMaxLength, .check = chec
 const StringRule kClusterIdRule{.max_bytes = kXpkNameMaxLength, .check = check_cluster_id};
 const StringRule kNamespaceRule{.max_bytes = 63, .check = check_namespace};
 const StringRule kGcsRule{.max_bytes = kGcsUriMaxBytes, .check = check_gcs};
+const StringRule kOptionalGcsRule{
+    .max_bytes = kGcsUriMaxBytes, .may_be_empty = true, .check = [](std::string_view v) {
+      return v.empty() ? std::string() : check_gcs(v);
+    }};
+// LOCATION/BUCKET_ID of a log bucket.
+std::string check_log_bucket(std::string_view v) {
+  const auto slash = v.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash + 1 == v.size() ||
+      v.find('/', slash + 1) != std::string_view::npos) {
+    return fmt::format("{} is not LOCATION/BUCKET_ID (e.g. global/_Default)", quote_value(v));
+  }
+  return no_controls(v);
+}
+const StringRule kLogBucketRule{.max_bytes = 200, .check = check_log_bucket};
 const StringRule kProviderRule{.max_bytes = 16, .check = check_provider};
 const StringRule kAcceleratorRule{.max_bytes = kMaxAcceleratorType, .check = no_controls};
 const StringRule kLabelKeyRule{.max_bytes = kMaxLabelKey, .check = no_controls};
@@ -768,6 +782,13 @@ void parse_gcp(Problems& problems, const std::optional<YAML::Node>& node, GcpSet
   s->read_string("ca_file", &out.ca_file, kOptionalPathRule);
   s->read_int("logging_reads_per_minute", 1, kMaxReadsPerMinute, &out.logging_reads_per_minute);
   s->read_int("http_timeout_s", 1, kMaxTimeoutS, &out.http_timeout_s);
+  s->read_string("log_archive", &out.log_archive, kOptionalGcsRule);
+  s->read_int("log_archive_lag_s", 0, kMaxTimeoutS, &out.log_archive_lag_s);
+  s->read_bool("log_copy", &out.log_copy);
+  s->read_string("log_copy_staging", &out.log_copy_staging, kOptionalGcsRule);
+  s->read_string("log_copy_source", &out.log_copy_source, kLogBucketRule);
+  s->read_int("log_copy_poll_s", 1, 3600, &out.log_copy_poll_s);
+  s->read_int("log_copy_permission_wait_s", 0, 3600, &out.log_copy_permission_wait_s);
   int chunk = out.upload_chunk_bytes;
   if (s->read_int("upload_chunk_bytes", 1, kMaxChunkBytes, &chunk)) {
     if (chunk % kChunkQuantum != 0) {

@@ -275,6 +275,35 @@ TEST(ConfigValidation, BadSettingsValues) {
   EXPECT_THAT(problems, Contains(HasSubstr("selection.max_parallel_probes: must be between")));
 }
 
+TEST(ConfigValidation, LogExportPathSettingsAreReadAndChecked) {
+  const FabricConfig defaults = parse_fabric_config(kValidCluster, "repos.yaml");
+  EXPECT_EQ(defaults.gcp.log_archive, "");
+  EXPECT_FALSE(defaults.gcp.log_copy);
+  EXPECT_EQ(defaults.gcp.log_copy_source, "global/_Default");
+  EXPECT_EQ(defaults.gcp.log_archive_lag_s, 10800);
+  const FabricConfig config = parse_fabric_config(
+      std::string(kValidCluster) +
+          "gcp:\n  log_archive: gs://archive\n  log_archive_lag_s: 7200\n  log_copy: true\n"
+          "  log_copy_staging: gs://staging/falcon\n  log_copy_source: us-central1/team-logs\n"
+          "  log_copy_poll_s: 10\n  log_copy_permission_wait_s: 60\n",
+      "repos.yaml");
+  EXPECT_EQ(config.gcp.log_archive, "gs://archive");
+  EXPECT_EQ(config.gcp.log_archive_lag_s, 7200);
+  EXPECT_TRUE(config.gcp.log_copy);
+  EXPECT_EQ(config.gcp.log_copy_staging, "gs://staging/falcon");
+  EXPECT_EQ(config.gcp.log_copy_source, "us-central1/team-logs");
+  EXPECT_EQ(config.gcp.log_copy_poll_s, 10);
+  EXPECT_EQ(config.gcp.log_copy_permission_wait_s, 60);
+  const auto problems = problems_of(std::string(kValidCluster) +
+                                    "gcp:\n  log_archive: s3://x\n  log_copy: maybe\n"
+                                    "  log_copy_source: _Default\n  log_copy_poll_s: 0\n");
+  EXPECT_THAT(problems, Contains(HasSubstr("gcp.log_archive")));
+  EXPECT_THAT(problems, Contains(HasSubstr("gcp.log_copy:")));
+  EXPECT_THAT(problems,
+              Contains(HasSubstr("gcp.log_copy_source: '_Default' is not LOCATION/BUCKET_ID")));
+  EXPECT_THAT(problems, Contains(HasSubstr("gcp.log_copy_poll_s: must be between")));
+}
+
 TEST(ConfigValidation, BreakerSettingsAreReadAndChecked) {
   const BreakerSettings defaults =
       parse_fabric_config(kValidCluster, "repos.yaml").selection.breaker;

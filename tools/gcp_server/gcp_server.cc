@@ -20,10 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "gcp_server/api_error.h"
+#include "gcp_server/log_copy.h"
 #include "gcp_server/log_store.h"
 #include "gcp_server/object_store.h"
 #include "gcp_server/token_authority.h"
 #include "gcp_server/wire.h"
+#include "util/time_format.h"
 
 namespace falcon::fake {
 
@@ -467,7 +469,8 @@ struct GcpServer::Impl {
         clock(options.clock ? options.clock : make_system_clock()),
         logs(options.list_scan_budget),
         read_quota(options.logging_reads_per_minute),
-        tokens(clock, options.strict_credentials) {
+        tokens(clock, options.strict_credentials),
+        copies(logs, objects, clock) {
     default_token = "ya29.falcon-fake-default." + random_hex(16);
     tokens.add_fixed(default_token);
     for (const auto& t : options.fixed_tokens) tokens.add_fixed(t);
@@ -625,6 +628,7 @@ struct GcpServer::Impl {
   ReadQuota read_quota;
   ObjectStore objects;
   TokenAuthority tokens;
+  LogCopyService copies;
   FaultInjector faults;
   std::string default_token;
   std::string base_url;
@@ -922,6 +926,12 @@ void GcpServer::Impl::object_get(Call& call) {
   // Object bytes go out as stored: never let the HTTP layer gzip them on the fly.
   const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
   std::shared_ptr<const std::string> data = object->data;
+  // A Range reaching past the end gets the bytes there are, as GCS answers (206, Content-Range
+  // bytes a-(size-1)/size); httplib would announce the whole range and close short of it.
+  for (auto& range : const_cast<httplib::Request&>(req).ranges) {
+    const auto last = static_cast<ssize_t>(data->size()) - 1;
+    if (range.second > last) range.second = last;
+  }
   if (data->empty()) {
     // httplib keeps calling a provider of length 0; an empty body needs none.
     res.set_content("", object->content_type);
@@ -983,6 +993,31 @@ void GcpServer::Impl::install_routes() {
             [this](Call& c) { logging_list(c); });
   with_body("POST", "/v2/entries:write", fixed("logging.write"), Api::kLogging, true, false,
             [this](Call& c) { logging_write(c); });
+  // entries:copy and its long-running operations; log buckets and settings (log_copy.h).
+  with_body("POST", "/v2/entries:copy", fixed("logging.copy"), Api::kLogging, true, false,
+            [this](Call& c) { send_json(c.res, 200, copies.start(parse_json_body(c))); });
+  const std::string operations = R"(/v2/(projects/[^/]+/locations/[^/]+)/operations)";
+  get(operations + R"(/([^/:]+))", fixed("logging.operations_get"), Api::kLogging, true,
+      [this](Call& c) {
+        send_json(c.res, 200,
+                  copies.get(c.req.matches[1].str() + "/operations/" + c.req.matches[2].str()));
+      });
+  with_body("POST", operations + R"(/([^/:]+):cancel)", fixed("logging.operations_cancel"),
+            Api::kLogging, true, false, [this](Call& c) {
+              c.drain();
+              copies.cancel(c.req.matches[1].str() + "/operations/" + c.req.matches[2].str());
+              send_json(c.res, 200, json::object());
+            });
+  get(operations, fixed("logging.operations_list"), Api::kLogging, true, [this](Call& c) {
+    send_json(c.res, 200, copies.list(c.req.matches[1].str(), c.req.get_param_value("filter")));
+  });
+  get(R"(/v2/(projects/[^/]+/locations/[^/]+/buckets/[^/]+))", fixed("logging.bucket_get"),
+      Api::kLogging, true,
+      [this](Call& c) { send_json(c.res, 200, copies.log_bucket(c.req.matches[1].str())); });
+  get(R"(/v2/projects/([^/]+)/settings)", fixed("logging.settings_get"), Api::kLogging, true,
+      [this](Call& c) {
+        send_json(c.res, 200, LogCopyService::settings_of(c.req.matches[1].str()));
+      });
 
   // Storage uploads.
   // gcloud (apitools) starts resumable uploads on /resumable/upload/...; GCS serves both.
@@ -1028,6 +1063,12 @@ void GcpServer::Impl::install_routes() {
     objects.remove(c.req.matches[1], object_name_from_target(c.req));
     c.res.status = 204;
   });
+  get(R"(/storage/v1/b/([^/]+)/iam)", fixed("storage.iam_get"), Api::kStorage, true,
+      [this](Call& c) { send_json(c.res, 200, objects.get_iam_policy(c.req.matches[1])); });
+  with_body("PUT", R"(/storage/v1/b/([^/]+)/iam)", fixed("storage.iam_set"), Api::kStorage, true,
+            false, [this](Call& c) {
+              send_json(c.res, 200, objects.set_iam_policy(c.req.matches[1], parse_json_body(c)));
+            });
   get(R"(/storage/v1/b/([^/]+)/o)", fixed("storage.list"), Api::kStorage, true,
       [this](Call& c) { object_list(c); });
   get(R"(/storage/v1/b/([^/]+))", fixed("storage.bucket_get"), Api::kStorage, true,
@@ -1124,8 +1165,46 @@ void GcpServer::Impl::control_routes() {
                    {"logging_quota_rejections", read_quota.rejected()},
                    {"objects", objects.object_count()}});
   });
+  // entries:copy's behaviour (log_copy.h CopySettings): GET shows it, POST changes the fields
+  // given.
+  server.Get("/_fake/copy", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, to_json(copies.copy_settings()));
+  });
+  server.Post("/_fake/copy",
+              guarded([this, json_body](const httplib::Request& req, httplib::Response& res) {
+                CopySettings s = copies.copy_settings();
+                apply_copy_settings(json_body(req), s);
+                copies.set_copy_settings(s);
+                send_json(res, 200, to_json(s));
+              }));
+  // {"name": "projects/P/locations/L/buckets/B", "kms_key_name": "..."} ("" removes it).
+  server.Post("/_fake/log_buckets",
+              guarded([this, json_body](const httplib::Request& req, httplib::Response& res) {
+                const json j = json_body(req);
+                copies.set_cmek(j.at("name").get<std::string>(),
+                                j.value("kms_key_name", std::string()));
+                send_json(res, 200, copies.log_bucket(j.at("name").get<std::string>()));
+              }));
+  // {"project", "bucket", "until" (RFC 3339; default now), "shard_entries" (default 100000),
+  // "duplicate_every" (default 0)}: what a sink of the project to the bucket wrote by then.
+  server.Post("/_fake/sink_archive",
+              guarded([this, json_body](const httplib::Request& req, httplib::Response& res) {
+                const json j = json_body(req);
+                std::int64_t until = now_ns();
+                if (j.contains("until")) {
+                  const auto parsed = parse_rfc3339_nanos(j.at("until").get<std::string>());
+                  if (!parsed) throw std::invalid_argument("until is not an RFC 3339 time");
+                  until = *parsed;
+                }
+                const std::int64_t written = copies.write_sink_archive(
+                    j.at("project").get<std::string>(), j.at("bucket").get<std::string>(), until,
+                    std::max<std::int64_t>(1, j.value("shard_entries", std::int64_t{100000})),
+                    j.value("duplicate_every", std::int64_t{0}));
+                send_json(res, 200, json{{"objects", written}});
+              }));
   server.Post("/_fake/reset", [this](const httplib::Request&, httplib::Response& res) {
     faults.clear();
+    copies.clear();
     {
       std::lock_guard lock(counts_mutex);
       counts.clear();
@@ -1252,6 +1331,7 @@ std::size_t GcpServer::object_count() const { return impl_->objects.object_count
 std::int64_t GcpServer::logging_quota_rejections() const { return impl_->read_quota.rejected(); }
 
 FaultInjector& GcpServer::faults() { return impl_->faults; }
+LogCopyService& GcpServer::copies() { return impl_->copies; }
 
 std::map<std::string, std::int64_t> GcpServer::request_counts() const {
   std::lock_guard lock(impl_->counts_mutex);
@@ -1260,6 +1340,7 @@ std::map<std::string, std::int64_t> GcpServer::request_counts() const {
 
 void GcpServer::reset() {
   impl_->faults.clear();
+  impl_->copies.clear();
   {
     std::lock_guard lock(impl_->counts_mutex);
     impl_->counts.clear();

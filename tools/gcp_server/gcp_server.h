@@ -8,6 +8,12 @@
 //
 // Routes (all under base_url()):
 //   POST /v2/entries:list, /v2/entries:write                   Logging ("logging.list", ".write")
+//   POST /v2/entries:copy                                       ("logging.copy", log_copy.h)
+//   GET  /v2/projects/P/locations/L/operations[/ID]   ("logging.operations_list", "_get")
+//   POST /v2/projects/P/locations/L/operations/ID:cancel        ("logging.operations_cancel")
+//   GET  /v2/projects/P/locations/L/buckets/B, /v2/projects/P/settings
+//                                                  ("logging.bucket_get", "logging.settings_get")
+//   GET|PUT /storage/v1/b/B/iam                    ("storage.iam_get", "storage.iam_set")
 //   POST /upload/storage/v1/b/B/o?uploadType=resumable|media|multipart
 //                                                  ("storage.upload_init", "storage.upload_media")
 //   PUT  /upload/storage/v1/b/B/o?upload_id=ID     ("storage.upload_chunk")
@@ -22,7 +28,9 @@
 //        /computeMetadata/v1/project/project-id    ("metadata.other")
 // Control endpoints (never authenticated, never faulted):
 //   GET /_fake/counters, POST /_fake/reset, GET|POST|DELETE /_fake/faults, POST /_fake/tokens,
-//   POST /_fake/service_accounts, POST /_fake/authorized_users, GET /_fake/health.
+//   POST /_fake/service_accounts, POST /_fake/authorized_users, GET /_fake/health,
+//   GET|POST /_fake/copy (CopySettings), POST /_fake/log_buckets (CMEK),
+//   POST /_fake/sink_archive (write a sink's hourly files).
 // Protocol details and the choices where the reference is silent are documented in lql.h
 // (filters), log_store.h (listing), object_store.h (uploads) and token_authority.h (OAuth).
 #pragma once
@@ -46,6 +54,8 @@ class Server;
 }
 
 namespace falcon::fake {
+
+class LogCopyService;
 
 struct GcpServerOptions {
   std::string host = "127.0.0.1";
@@ -112,6 +122,8 @@ class GcpServer {
   std::int64_t logging_quota_rejections() const;
 
   FaultInjector& faults();
+  // entries:copy, its operations, log buckets and the sink archive (log_copy.h).
+  LogCopyService& copies();
   // Requests received per route name (see the table above), including failed ones.
   std::map<std::string, std::int64_t> request_counts() const;
   // Clears faults, counters, logs, objects and upload sessions.

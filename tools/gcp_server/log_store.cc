@@ -560,6 +560,17 @@ LogListResult LogStore::list(const LogListRequest& request) const {
   const std::ptrdiff_t step = request.descending ? -1 : 1;
   std::ptrdiff_t k = request.descending ? n - 1 : 0;
   auto in_range = [&](std::ptrdiff_t i) { return i >= 0 && i < n; };
+  if (request.count_only) {
+    for (; in_range(k); k += step) {
+      const Entry& e = entries_[lo[k]];
+      if (accept(e)) {
+        ++result.matched;
+        last = &e;
+      }
+    }
+    examined_ += examined;
+    return result;
+  }
   for (; in_range(k); k += step) {
     const Entry& e = entries_[lo[k]];
     if (accept(e)) {

@@ -31,11 +31,14 @@ struct LogListRequest {
   bool descending = false;                  // orderBy "timestamp desc"
   int page_size = 50;                       // 1..1000, validated by the caller
   std::string page_token;                   // from a previous result, or empty
+  // Only count the matching entries (LogListResult::matched): no page, no token, no scan budget.
+  bool count_only = false;
 };
 
 struct LogListResult {
   std::vector<std::string> entries;  // each a serialized LogEntry JSON object
   std::string next_page_token;       // empty when the listing is complete
+  std::size_t matched = 0;           // count_only: every entry the request matches
 };
 
 class LogStore {

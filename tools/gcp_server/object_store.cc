@@ -158,6 +158,78 @@ json ObjectStore::get_bucket(const std::string& name) const {
   return bucket_json(it->second.name, it->second.project, it->second.created_ns);
 }
 
+namespace {
+
+json default_bindings(const std::string& project) {
+  const std::string p = project.empty() ? "falcon-local" : project;
+  return json::array({json{{"role", "roles/storage.legacyBucketOwner"},
+                           {"members", json::array({"projectEditor:" + p, "projectOwner:" + p})}},
+                      json{{"role", "roles/storage.legacyBucketReader"},
+                           {"members", json::array({"projectViewer:" + p})}}});
+}
+
+json policy_json(const std::string& bucket, const json& bindings, std::int64_t version) {
+  return json{{"kind", "storage#policy"},
+              {"resourceId", "projects/_/buckets/" + bucket},
+              {"version", 1},
+              {"etag", base64_encode(fmt::format("CA{}", version))},
+              {"bindings", bindings}};
+}
+
+}  // namespace
+
+json ObjectStore::get_iam_policy(const std::string& bucket) const {
+  std::lock_guard lock(mutex_);
+  auto it = buckets_.find(bucket);
+  if (it == buckets_.end()) throw ApiError::not_found("The specified bucket does not exist.");
+  const Bucket& b = it->second;
+  return policy_json(b.name, b.bindings.empty() ? default_bindings(b.project) : b.bindings,
+                     b.policy_version);
+}
+
+json ObjectStore::set_iam_policy(const std::string& bucket, const json& policy) {
+  std::lock_guard lock(mutex_);
+  auto it = buckets_.find(bucket);
+  if (it == buckets_.end()) throw ApiError::not_found("The specified bucket does not exist.");
+  Bucket& b = it->second;
+  if (!policy.is_object() || !policy.contains("bindings") || !policy["bindings"].is_array()) {
+    throw ApiError::invalid_argument("bindings: a list of {role, members} is required");
+  }
+  for (const auto& binding : policy["bindings"]) {
+    if (!binding.is_object() || !binding.value("role", json()).is_string() ||
+        !binding.value("members", json()).is_array()) {
+      throw ApiError::invalid_argument("bindings: each needs a role and a list of members");
+    }
+  }
+  if (const auto etag = policy.find("etag");
+      etag != policy.end() && etag->is_string() && !etag->get<std::string>().empty() &&
+      etag->get<std::string>() != base64_encode(fmt::format("CA{}", b.policy_version))) {
+    throw ApiError(412, "FAILED_PRECONDITION", "conditionNotMet",
+                   "The policy's etag does not match: it was changed since it was read.");
+  }
+  b.bindings = policy["bindings"];
+  if (b.bindings.empty()) b.bindings = default_bindings(b.project);
+  ++b.policy_version;
+  return policy_json(b.name, b.bindings, b.policy_version);
+}
+
+bool ObjectStore::can_create_objects(const std::string& bucket, const std::string& member) const {
+  static const std::vector<std::string> kWriters = {
+      "roles/storage.objectCreator", "roles/storage.objectAdmin", "roles/storage.admin",
+      "roles/storage.legacyBucketWriter", "roles/storage.legacyBucketOwner"};
+  std::lock_guard lock(mutex_);
+  auto it = buckets_.find(bucket);
+  if (it == buckets_.end()) return false;
+  for (const auto& binding : it->second.bindings) {
+    const std::string role = binding.value("role", "");
+    if (std::find(kWriters.begin(), kWriters.end(), role) == kWriters.end()) continue;
+    for (const auto& m : binding.value("members", json::array())) {
+      if (m.is_string() && m.get<std::string>() == member) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<json> ObjectStore::list_buckets() const {
   std::lock_guard lock(mutex_);
   std::vector<json> out;

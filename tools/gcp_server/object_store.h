@@ -79,6 +79,16 @@ class ObjectStore {
   nlohmann::json get_bucket(const std::string& name) const;  // 404 when absent
   std::vector<nlohmann::json> list_buckets() const;
 
+  // The bucket's IAM policy (GET /storage/v1/b/B/iam): `bindings` of role and members, as set
+  // by set_iam_policy; a new bucket has the project's legacy bindings only. 404 when absent.
+  nlohmann::json get_iam_policy(const std::string& bucket) const;
+  // Replaces the bindings (PUT /storage/v1/b/B/iam); 400 when `policy` has no `bindings` list,
+  // 412 when its etag is given and stale. Returns the stored policy.
+  nlohmann::json set_iam_policy(const std::string& bucket, const nlohmann::json& policy);
+  // True when `member` ("serviceAccount:x@y") holds a role that may create objects in `bucket`
+  // (objectCreator, objectAdmin, admin, legacyBucketWriter, legacyBucketOwner).
+  bool can_create_objects(const std::string& bucket, const std::string& member) const;
+
   // One-shot upload (uploadType=media or multipart). Throws ApiError 412 on a failed
   // ifGenerationMatch.
   std::shared_ptr<const StoredObject> insert(const std::string& bucket, const std::string& name,
@@ -124,6 +134,8 @@ class ObjectStore {
     std::string project;
     std::int64_t created_ns = 0;
     std::map<std::string, std::shared_ptr<const StoredObject>> objects;
+    nlohmann::json bindings = nlohmann::json::array();  // IAM policy bindings
+    std::int64_t policy_version = 1;                    // the etag: bumped by each set
   };
 
   Bucket& bucket_for_write(const std::string& name, std::int64_t now_ns);  // auto-creates

@@ -27,12 +27,19 @@
 //   - `gcloud logging read` POSTs /v2/entries:list with resourceNames, filter,
 //     orderBy "timestamp desc" and pageSize, and adds no timestamp of its own when the filter
 //     already has one.
+//   - `gcloud logging copy BUCKET_ID DEST --location=L --log-filter=F` POSTs /v2/entries:copy
+//     {name, filter, destination} and prints the Operation; `gcloud logging operations
+//     describe ID --location=L` GETs /v2/projects/P/locations/L/operations/ID, and `... list
+//     --operation-filter=request_type=CopyLogEntries` GETs .../operations?filter=...
+//   - `gcloud storage buckets add-iam-policy-binding` reads the bucket's policy (GET .../iam)
+//     and writes it back with the binding added (PUT .../iam).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "gcp_server/log_copy.h"
 #include "server_fixture.h"
 #include "subprocess.h"
 #include "support/temp_dir.h"
@@ -160,6 +167,50 @@ TEST_F(GcloudFidelity, StorageCopyCatAndListRoundTripBytes) {
   const HttpResult meta = get("/storage/v1/b/fidelity-bucket/o/dir%2Fsmall.txt");
   EXPECT_EQ(meta.body["size"], std::to_string(small.size()));
   EXPECT_EQ(get("/storage/v1/b/fidelity-bucket/o/dir%2Fsmall.txt?alt=media").raw, small);
+}
+
+TEST_F(GcloudFidelity, LoggingCopyRunsAsAnOperationThatDescribeAndListShow) {
+  for (int i = 0; i < 5; ++i) {
+    server_.write_log_entries(
+        {gke_entry("p", "fid-job", i % 2, kT0 + (i + 1) * 1'000'000'000LL, fmt::format("l{}", i))});
+  }
+  ASSERT_EQ(post_json("/storage/v1/b?project=p", {{"name", "copy-bucket"}}).status, 200);
+  // The grant falcon's error message asks for, run by gcloud itself.
+  const std::string member =
+      "serviceAccount:" + falcon::fake::LogCopyService::logging_service_account("p");
+  gcloud({"storage", "buckets", "add-iam-policy-binding", "gs://copy-bucket", "--member=" + member,
+          "--role=roles/storage.objectCreator", "--format=json"});
+  const std::string started = gcloud(
+      {"logging", "copy", "_Default", "storage.googleapis.com/copy-bucket/staged",
+       "--location=global",
+       R"(--log-filter=labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="fid-job" AND timestamp>="2024-05-01T00:00:00Z")",
+       "--project=p", "--format=json"});
+  const json op = json::parse(started, nullptr, false);
+  ASSERT_TRUE(op.is_object()) << started;
+  const std::string name = op.value("name", "");
+  ASSERT_TRUE(name.starts_with("projects/p/locations/global/operations/")) << started;
+  EXPECT_EQ(op["metadata"]["writerIdentity"], member);
+  const std::string id = name.substr(name.rfind('/') + 1);
+  const std::string described = gcloud({"logging", "operations", "describe", id,
+                                        "--location=global", "--project=p", "--format=json"});
+  const json done = json::parse(described, nullptr, false);
+  ASSERT_TRUE(done.is_object()) << described;
+  EXPECT_EQ(done["done"], true);
+  EXPECT_EQ(done["metadata"]["state"], "OPERATION_STATE_SUCCEEDED");
+  EXPECT_EQ(done["metadata"]["progress"], 100);
+  EXPECT_EQ(done["response"]["logEntriesCopiedCount"], "5");
+  const std::string listed =
+      gcloud({"logging", "operations", "list", "--location=global",
+              "--operation-filter=request_type=CopyLogEntries", "--project=p", "--format=json"});
+  const json ops = json::parse(listed, nullptr, false);
+  ASSERT_TRUE(ops.is_array()) << listed;
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0]["name"], name);
+  // The staged objects hold the five entries.
+  const std::string ls = gcloud({"storage", "ls", "gs://copy-bucket/staged/"});
+  EXPECT_NE(ls.find(".jsonl"), std::string::npos) << ls;
+  EXPECT_GE(server_.request_counts()["logging.copy"], 1);
+  EXPECT_GE(server_.request_counts()["storage.iam_set"], 1);
 }
 
 }  // namespace
