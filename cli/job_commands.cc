@@ -513,8 +513,24 @@ LogExportResult export_remote(Context& ctx, const ExportArgs& a) {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   std::map<std::string, nlohmann::json> shown;  // progress per rank, as last printed
+  std::string said;                             // the step, as last printed
   for (;;) {
     const nlohmann::json e = ctx.api().get(path);
+    // The export's step (queued, the path chosen and why, a copy's state and progress): one
+    // line each time it changes, as a local export prints it.
+    std::string step;
+    if (e.value("state", "") == "queued" && e.contains("queue_position")) {
+      step = fmt::format("export {}: queued behind the server's running exports (place {})", id,
+                         e["queue_position"].dump());
+    } else if (e.contains("status") && e["status"].is_object()) {
+      const nlohmann::json& s = e["status"];
+      step = s.value("message", "");
+      if (s.contains("percent")) step += fmt::format(" ({}%)", s["percent"].get<int>());
+    }
+    if (!step.empty() && step != said) {
+      std::cerr << "falcon: " << step << "\n";
+      said = step;
+    }
     if (tty && e.contains("progress") && e["progress"].is_object()) {
       for (const auto& [rank, p] : e["progress"].items()) {
         if (shown[rank] == p) continue;
@@ -527,7 +543,7 @@ LogExportResult export_remote(Context& ctx, const ExportArgs& a) {
     }
     const std::string state = e.at("state").get<std::string>();
     if (state == "done") return e.at("result").get<LogExportResult>();
-    if (state != "running") {
+    if (state != "running" && state != "queued") {
       nlohmann::json error = e.at("result").value("error", nlohmann::json::object());
       if (!error.contains("message")) {
         error = {{"type", "InternalError"},

@@ -373,15 +373,17 @@ class Client:
 
     def export_pod_logs(
         self, handle: WorkloadHandle, filter: Optional[LogFilter], gcs_dest: str,
-        slice: int = 0, progress: Optional[Callable[[ExportProgress], object]] = None, *,
-        poll_interval: float = 1.0,
+        slice: int = 0, progress: Optional[Callable[[ExportProgress], object]] = None,
+        via: str = "read", keep_staging: bool = False, *, poll_interval: float = 1.0,
     ) -> LogExportResult:
         """Archives the ranks of ``filter.ranks`` (None: every rank found) to
-        ``<gcs_dest>/rank-<N>.log`` on the service, polling its progress every
-        ``poll_interval`` seconds; ``progress`` gets the counts of each rank that changed.
-        Raises the export's error (LogRetrievalError, ...) when it failed."""
+        ``<gcs_dest>/rank-<N>.log`` on the service, by ``via`` (``auto``, ``read``, ``copy`` or
+        ``sink``: docs/log-export.md), polling its progress every ``poll_interval`` seconds
+        (while it waits in the service's queue too); ``progress`` gets the counts of each rank
+        that changed. Raises the export's error (LogRetrievalError, ...) when it failed."""
         body: dict[str, Any] = {"cluster": handle.cluster, "workload": handle.workload_name,
-                                "dest": gcs_dest, "slice": slice}
+                                "dest": gcs_dest, "slice": slice, "via": via,
+                                "keep_staging": keep_staging}
         if filter is not None:
             if filter.ranks is not None:
                 body["ranks"] = list(filter.ranks)

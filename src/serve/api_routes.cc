@@ -31,6 +31,8 @@ using serve::string_field;
 
 namespace {
 
+// Where an export's step is kept in its stored progress, beside the ranks ("0", "1", ...).
+constexpr const char* kStatusKey = "status";
 // The most ranks an export names: more than any slice has VMs (xpk's largest TPU slice has
 // 2,048), and a bound on the work one request can ask for when the workload's shape is unknown.
 constexpr std::size_t kMaxExportRanks = 4096;
@@ -728,13 +730,20 @@ json ApiServer::Impl::export_json(const ExportRecord& e) const {
     json j = json::parse(text, nullptr, false);
     return j.is_discarded() ? json(text) : j;
   };
+  json progress = parsed(e.progress_json);
+  json status = nullptr;
+  if (progress.is_object() && progress.contains(kStatusKey)) {
+    status = progress[kStatusKey];
+    progress.erase(kStatusKey);
+  }
   json out = {
       {"id", e.id},
       {"workload", e.workload},
       {"cluster", e.cluster},
       {"dest", e.dest},
       {"state", e.state},
-      {"progress", parsed(e.progress_json)},
+      {"progress", progress},
+      {"status", status},
       {"result", parsed(e.result_json)},
       {"started_at", format_iso8601(e.started_at)},
       {"finished_at", e.finished_at ? json(format_iso8601(*e.finished_at)) : json(nullptr)}};
@@ -774,12 +783,16 @@ struct ExportRequest {
   std::string dest;
   LogFilter filter;
   int slice = 0;
+  ExportVia via = ExportVia::kAuto;
+  bool keep_staging = false;
 };
 
 ExportRequest parse_export_request(const Request& req, const ServeLimits& limits, StoreTime now) {
   check_params(req, {});
   const json body = serve::parse_body(
-      req, {"cluster", "workload", "dest", "ranks", "slice", "since", "grep"}, limits);
+      req,
+      {"cluster", "workload", "dest", "ranks", "slice", "since", "grep", "via", "keep_staging"},
+      limits);
   ExportRequest out;
   out.cluster = *string_field(body, "cluster", "", true);
   out.workload = *string_field(body, "workload", "", true);
@@ -814,7 +827,34 @@ ExportRequest parse_export_request(const Request& req, const ServeLimits& limits
     out.filter.since = format_iso8601(serve::time_param("since", *since, now));
   }
   out.filter.grep = string_field(body, "grep", "", false);
+  if (const auto via = string_field(body, "via", "", false)) {
+    const auto parsed = parse_export_via(*via);
+    if (!parsed) {
+      throw bad_request(fmt::format("via: '{}' is not one of auto, read, copy, sink",
+                                    serve::escape_for_log(*via, 40)));
+    }
+    out.via = *parsed;
+  }
+  if (const auto it = body.find("keep_staging"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) throw bad_request("keep_staging: must be true or false");
+    out.keep_staging = it->get<bool>();
+  }
   return out;
+}
+
+// An export's step as the API shows it (the `status` of GET /v1/exports/{id}).
+json status_json(const ExportStatus& s) {
+  static constexpr const char* kPhases[] = {"chosen",    "copying", "waiting",
+                                            "splitting", "writing", "cleaning"};
+  json j = {{"phase", kPhases[static_cast<int>(s.phase)]},
+            {"via", to_string(s.via)},
+            {"message", s.message}};
+  if (!s.operation.empty()) j["operation"] = s.operation;
+  if (!s.state.empty()) j["state"] = s.state;
+  if (s.phase == ExportStatus::Phase::kCopying) j["percent"] = s.percent;
+  if (s.objects_total > 0) j["objects"] = {{"read", s.objects}, {"total", s.objects_total}};
+  if (s.lines > 0) j["lines"] = s.lines;
+  return j;
 }
 
 json stopped_result() { return {{"error", {{"type", "Stopped"}, {"message", "server stopped"}}}}; }
@@ -825,23 +865,42 @@ json stopped_result() { return {{"error", {{"type", "Stopped"}, {"message", "ser
 // (unless stop() gave up on it first), then hands its slot to the next queued export.
 std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const WorkloadHandle& handle,
                                                   const LogFilter& filter, const std::string& dest,
-                                                  int slice) {
+                                                  int slice, ExportVia via, bool keep_staging) {
   return [control_ptr = options.control, store_ptr = options.store, clock = options.clock,
-          on_event = options.on_event, tracker = exports, id, handle, filter, dest, slice] {
+          on_event = options.on_event, tracker = exports, cancel = cancel_exports, id, handle,
+          filter, dest, slice, via, keep_staging] {
     std::string state = kExportDone;
     json result;
     try {
       store_ptr->begin_export(id, clock->now());
-      auto progress = std::make_shared<json>(json::object());
-      result = control_ptr->export_logs(handle, filter, dest, slice, [&](const ExportProgress& p) {
-        (*progress)[std::to_string(p.rank)] = {
-            {"lines", p.lines}, {"bytes", p.bytes}, {"done", p.done}};
+      // Per rank {lines, bytes, done}, and the export's step under "status" (the copy operation,
+      // the splitting...): stored together, shown apart (export_json).
+      std::mutex progress_mutex;
+      json progress = json::object();
+      const auto store_progress = [&] {
         try {
-          store_ptr->update_export_progress(id, progress->dump());
+          store_ptr->update_export_progress(id, progress.dump());
         } catch (const std::exception&) {
           // Progress is advisory; the result below is what counts.
         }
-      });
+      };
+      ExportOptions how;
+      how.via = via;
+      how.keep_staging = keep_staging;
+      // Past the stop's grace: a copy operation is cancelled and its staged objects deleted.
+      how.cancelled = [cancel] { return cancel->load(); };
+      how.on_status = [&](const ExportStatus& s) {
+        std::lock_guard lock(progress_mutex);
+        progress[kStatusKey] = status_json(s);
+        store_progress();
+      };
+      result =
+          control_ptr->export_logs(handle, filter, dest, slice, how, [&](const ExportProgress& p) {
+            std::lock_guard lock(progress_mutex);
+            progress[std::to_string(p.rank)] = {
+                {"lines", p.lines}, {"bytes", p.bytes}, {"done", p.done}};
+            store_progress();
+          });
     } catch (const FalconError& e) {
       state = kExportFailed;
       result = {{"error", {{"type", e.type_name()}, {"message", e.what()}}}};
@@ -899,7 +958,8 @@ void ApiServer::Impl::start_export(Request& req, Response& res) {
     exports->unreserve();
     throw;
   }
-  if (!exports->place(id, export_job(id, handle, e.filter, e.dest, e.slice))) {
+  if (!exports->place(id,
+                      export_job(id, handle, e.filter, e.dest, e.slice, e.via, e.keep_staging))) {
     store().finish_export(id, kExportFailed, stopped_result().dump(), now());
     throw HttpError(503, "Unavailable", "the export could not be started; try again later");
   }

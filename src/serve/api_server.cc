@@ -576,7 +576,9 @@ void ApiServer::stop(std::chrono::milliseconds grace) {
   impl_->http->stop();
   // Exports cannot be interrupted: the queued ones fail now; the running ones get the grace,
   // then are marked failed too.
-  for (const std::int64_t id : impl_->exports->stop(grace)) {
+  const std::vector<std::int64_t> given_up = impl_->exports->stop(grace);
+  impl_->cancel_exports->store(true);  // those still running stop their copies and clean up
+  for (const std::int64_t id : given_up) {
     try {
       impl_->options.store->finish_export(
           id, kExportFailed,

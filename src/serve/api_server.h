@@ -161,8 +161,11 @@ class ControlPlane {
   // Throws std::invalid_argument, before anything is read, for a rank of filter.ranks that the
   // workload does not have (when its shape is known). The default checks nothing.
   virtual void check_export(const WorkloadHandle& handle, const LogFilter& filter) const;
+  // As ClusterFabric::export_pod_logs with `how` (the path: read, copy, sink; its cancel flag and
+  // status callback).
   virtual LogExportResult export_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
+      const ExportOptions& how,
       const std::function<void(const ExportProgress&)>& progress) const = 0;
 
   virtual ConfigInfo config_info() const = 0;

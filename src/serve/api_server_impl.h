@@ -120,6 +120,8 @@ struct ApiServer::Impl {
   std::shared_ptr<ShareLimiter> stream_shares;
   std::atomic<int> active_follows{0};
   std::shared_ptr<std::atomic<bool>> stop_flag = std::make_shared<std::atomic<bool>>(false);
+  // Set once stop() gave up waiting for the exports still running.
+  std::shared_ptr<std::atomic<bool>> cancel_exports = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<ExportTracker> exports;
 
   // Request metrics: labels from closed sets (route templates, known methods, statuses).
@@ -166,7 +168,8 @@ struct ApiServer::Impl {
   void logs(serve::Request& req, serve::Response& res);
   void start_export(serve::Request& req, serve::Response& res);
   std::function<void()> export_job(std::int64_t id, const WorkloadHandle& handle,
-                                   const LogFilter& filter, const std::string& dest, int slice);
+                                   const LogFilter& filter, const std::string& dest, int slice,
+                                   ExportVia via, bool keep_staging);
   void send_asset(const serve::Request& req, serve::Response& res, const std::string& path) const;
   nlohmann::json export_json(const ExportRecord& e) const;
 };

@@ -472,8 +472,9 @@ class FabricControlPlane final : public ControlPlane {
 
   LogExportResult export_logs(
       const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
+      const ExportOptions& how,
       const std::function<void(const ExportProgress&)>& progress) const override {
-    return fabric_->export_pod_logs(handle, filter, dest, slice, progress);
+    return fabric_->export_pod_logs(handle, filter, dest, slice, how, progress);
   }
 
   ConfigInfo config_info() const override {

@@ -136,7 +136,7 @@ class FakeControlPlane final : public ControlPlane {
     const_cast<FakeControlPlane*>(this)->follow_stopped = true;
   }
   LogExportResult export_logs(const WorkloadHandle& h, const LogFilter& filter,
-                              const std::string& dest, int,
+                              const std::string& dest, int, const ExportOptions&,
                               const std::function<void(const ExportProgress&)>&) const override {
     if (filter.grep) const_cast<FakeControlPlane*>(this)->export_grep = *filter.grep;
     LogExportResult r;

@@ -73,6 +73,7 @@ class FakeControlPlane final : public ControlPlane {
   std::condition_variable export_cv;
   bool release_export = false;
   std::vector<WorkloadSpec> submitted;
+  std::atomic<ExportVia> export_via{ExportVia::kAuto};
 
   void check(const std::string& name) const {
     for (const auto& c : configs) {
@@ -225,8 +226,19 @@ class FakeControlPlane final : public ControlPlane {
   }
   LogExportResult export_logs(
       const WorkloadHandle& h, const LogFilter&, const std::string& dest, int,
+      const ExportOptions& how,
       const std::function<void(const ExportProgress&)>& progress) const override {
     auto* self = const_cast<FakeControlPlane*>(this);
+    self->export_via = how.via;
+    if (how.on_status) {
+      ExportStatus chosen;
+      chosen.via = how.via;
+      chosen.message = "copy: a bucket's entries are copied into Cloud Storage";
+      chosen.state = "RUNNING";
+      chosen.percent = 40;
+      chosen.phase = ExportStatus::Phase::kCopying;
+      how.on_status(chosen);
+    }
     progress({0, 10, 100, false});
     std::unique_lock lock(self->export_mutex);
     self->export_cv.wait(lock, [self] { return self->release_export; });
@@ -950,6 +962,40 @@ TEST_F(ApiServerTest, ExportsRunInTheBackgroundWithProgressInTheStore) {
       post("/v1/exports", R"({"cluster": "nope", "workload": "w", "dest": "gs://falcon-logs/p"})")
           ->status,
       404);
+}
+
+// The path of an export (via: auto, read, copy, sink; keep_staging) is passed to the layer,
+// and the step it reports (the copy operation's state and progress) is shown as `status`.
+TEST_F(ApiServerTest, AnExportsPathIsChosenByTheRequestAndItsStepShown) {
+  start();
+  auto r = post("/v1/exports",
+                R"({"cluster": "tpu-a", "workload": "run-1", "dest": "gs://falcon-logs/p",
+                    "via": "copy", "keep_staging": true})");
+  ASSERT_EQ(r->status, 202) << r->body;
+  const std::string path = "/v1/exports/" + std::to_string(body(r)["id"].get<std::int64_t>());
+  json j;
+  for (int i = 0; i < 500; ++i) {
+    j = body(client_->Get(path.c_str()));
+    if (j["progress"].contains("0")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(control_->export_via.load(), ExportVia::kCopy);
+  EXPECT_EQ(j["status"]["via"], "copy");
+  EXPECT_EQ(j["status"]["phase"], "copying");
+  EXPECT_EQ(j["status"]["state"], "RUNNING");
+  EXPECT_EQ(j["status"]["percent"], 40);
+  EXPECT_EQ(j["progress"].size(), 1u);  // the ranks only
+  EXPECT_TRUE(j["progress"].contains("0"));
+  r = post(
+      "/v1/exports",
+      R"({"cluster": "tpu-a", "workload": "run-1", "dest": "gs://falcon-logs/p", "via": "fax"})");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(),
+              HasSubstr("via: 'fax' is not one of auto, read, copy, sink"));
+  r = post(
+      "/v1/exports",
+      R"({"cluster": "tpu-a", "workload": "run-1", "dest": "gs://falcon-logs/p", "keep_staging": 1})");
+  EXPECT_EQ(r->status, 400);
 }
 
 TEST_F(ApiServerTest, StopMarksAnExportStillRunningAfterTheGraceFailed) {

@@ -373,6 +373,7 @@ class SimControl final : public ControlPlane {
   void follow_log(const WorkloadHandle&, int, const LogFilter&, int, const std::function<bool()>&,
                   const std::function<void(const std::string&)>&) const override {}
   LogExportResult export_logs(const WorkloadHandle&, const LogFilter&, const std::string&, int,
+                              const ExportOptions&,
                               const std::function<void(const ExportProgress&)>&) const override {
     throw std::logic_error("not used");
   }

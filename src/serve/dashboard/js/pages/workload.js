@@ -208,13 +208,17 @@ function exportSection(ctx, cluster, name, bucket) {
       const done = ranks.filter(([, p]) => p.done).length;
       const bytes = ranks.reduce((n, [, p]) => n + (p.bytes || 0), 0);
       const linesN = ranks.reduce((n, [, p]) => n + (p.lines || 0), 0);
+      const step = x.state === 'queued'
+        ? `waiting for the server's running exports (place ${x.queue_position ?? '?'})`
+        : x.status ? `${x.status.message}${x.status.percent !== undefined ? ` (${x.status.percent}%)` : ''}` : null;
       fill(out,
         h('p', {}, `Export ${id}: `, h('span', {class: `badge ${x.state === 'done' ? 'ok' : x.state === 'failed' ? 'bad' : 'warn'}`, id: 'export-state'}, x.state),
           ` ${done}/${ranks.length} ranks, ${linesN} lines, ${bytes} bytes`),
+        step ? h('p', {class: 'meta', id: 'export-step'}, step) : null,
         h('progress', {max: Math.max(1, ranks.length), value: x.state === 'done' ? Math.max(1, ranks.length) : done, 'aria-label': 'ranks exported'}),
         x.state === 'failed' ? h('p', {class: 'err'}, x.result?.error?.message || 'failed') : null,
         x.state === 'done' && x.result ? h('p', {class: 'meta'}, `Written to ${x.dest}`) : null);
-      if (x.state === 'running') timer = setTimeout(poll, 500);
+      if (x.state === 'running' || x.state === 'queued') timer = setTimeout(poll, 500);
     };
     poll();
   });
