@@ -88,7 +88,9 @@ TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCance
       get(c, "/v1/selections/" + std::to_string(second["selection_id"].get<int>()));
   EXPECT_THAT(decision["reason"].get<std::string>(), HasSubstr("selected tpu-b"));
 
-  // Every cluster shows its probe; the unreachable one says why.
+  // Every cluster shows its probe once the health loop has probed each (the selects above probed
+  // only the TPU clusters); the unreachable one says why.
+  serve.wait_ready();
   const json clusters = get(c, "/v1/clusters");
   ASSERT_EQ(clusters["clusters"].size(), 4u);
   for (const json& cl : clusters["clusters"]) {
