@@ -9,6 +9,7 @@
 //
 //   falcon::canonical_accelerator_type("tpu-v4-64");   // "v4-64"
 //   falcon::canonical_accelerator_type("v4-64");       // "v4-64"
+//   falcon::canonical_accelerator_type("tpu-v5e-256"); // "v5litepod-256"
 //   falcon::canonical_accelerator_type("tpu-v4-48");   // nullopt
 //   falcon::closest_xpk_accelerator_types("tpu-v4-128", falcon::DeviceClass::kTpu);
 //       // {"tpu7-128", "v4-128", "tpu7x-128", "v4-1280", "tpu7x-1280"}, as xpk's argparse says
@@ -47,8 +48,9 @@ const std::vector<XpkAcceleratorType>& xpk_accelerator_types();
 const XpkAcceleratorType* find_xpk_accelerator_type(std::string_view xpk_name);
 
 // The canonical (xpk) name of an accelerator type given in either spelling: `name` itself when
-// it is in the table, else `name` without a leading "tpu-" when that is a TPU name of the table
-// (the spec's spelling). nullopt when neither is: xpk would refuse it.
+// it is in the table, else the TPU name of the table that the spec's spelling stands for:
+// without a leading "tpu-", and with Cloud TPU's "v5e-" read as xpk's "v5litepod-"
+// ("tpu-v5e-256" -> "v5litepod-256"). nullopt otherwise: xpk would refuse it.
 std::optional<std::string> canonical_accelerator_type(std::string_view name);
 
 // Up to `n` names of the table (of class `only`, or all) closest to `name`, best first, ranked

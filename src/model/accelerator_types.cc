@@ -150,12 +150,15 @@ const XpkAcceleratorType* find_xpk_accelerator_type(std::string_view xpk_name) {
 
 std::optional<std::string> canonical_accelerator_type(std::string_view name) {
   if (find_xpk_accelerator_type(name) != nullptr) return std::string(name);
+  // The spec's spellings: a "tpu-" prefix, and Cloud TPU's product name "v5e" for what xpk
+  // calls "v5litepod" (tpu-v5e-256 is xpk's v5litepod-256).
   constexpr std::string_view kSpecPrefix = "tpu-";
-  if (name.starts_with(kSpecPrefix)) {
-    const std::string_view rest = name.substr(kSpecPrefix.size());
-    const XpkAcceleratorType* t = find_xpk_accelerator_type(rest);
-    if (t != nullptr && t->device_class == DeviceClass::kTpu) return std::string(rest);
-  }
+  constexpr std::string_view kV5e = "v5e-";
+  std::string rest(name.starts_with(kSpecPrefix) ? name.substr(kSpecPrefix.size()) : name);
+  if (rest.starts_with(kV5e)) rest = "v5litepod-" + rest.substr(kV5e.size());
+  if (rest == name) return std::nullopt;
+  const XpkAcceleratorType* t = find_xpk_accelerator_type(rest);
+  if (t != nullptr && t->device_class == DeviceClass::kTpu) return rest;
   return std::nullopt;
 }
 

@@ -53,6 +53,11 @@ TEST(AcceleratorTypes, BothSpellingsHaveOneCanonicalForm) {
   EXPECT_EQ(canonical_accelerator_type("tpu-h100-80gb-8"), std::nullopt);  // not a TPU
   EXPECT_EQ(canonical_accelerator_type("tpu-v4-65"), std::nullopt);
   EXPECT_EQ(canonical_accelerator_type("tpu-"), std::nullopt);
+  // The spec's own example: Cloud TPU v5e is xpk's v5litepod.
+  EXPECT_EQ(canonical_accelerator_type("tpu-v5e-256"), "v5litepod-256");
+  EXPECT_EQ(canonical_accelerator_type("v5e-16"), "v5litepod-16");
+  EXPECT_EQ(canonical_accelerator_type("tpu-v5e-48"), std::nullopt);  // no such slice
+  EXPECT_EQ(canonical_accelerator_type("v5e-"), std::nullopt);
 }
 
 // As real xpk 1.13.1 answers `--tpu-type=tpu-v4-128` (reference/xpk.md).

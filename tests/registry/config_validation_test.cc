@@ -689,9 +689,16 @@ TEST(ConfigValidation, AcceleratorTypeXpkRefusesNamesTheClosestValidOnes) {
               Contains(HasSubstr("repos.yaml:8:15: clusters.tpu-v4-prod.accelerator_types[0].type: "
                                  "'tpu-v4-65' is not an accelerator type xpk 1.13.1 accepts "
                                  "(closest valid types: v4-64, v4-6656, v4-6528, ")));
-  EXPECT_THAT(problems_of(valid_with("type: tpu-v4-64", "type: tpu-v5e-256")),
-              Contains(HasSubstr("'tpu-v5e-256' is not an accelerator type xpk 1.13.1 accepts "
-                                 "(closest valid types: v6e-256, v5p-256, ")));
+  EXPECT_THAT(problems_of(valid_with("type: tpu-v4-64", "type: tpu-v5e-48")),
+              Contains(HasSubstr("'tpu-v5e-48' is not an accelerator type xpk 1.13.1 accepts ")));
+}
+
+// The spec's example repos.yaml names tpu-v5e-256: xpk's v5litepod-256.
+TEST(ConfigValidation, TheSpecsV5eSpellingIsXpksV5litepod) {
+  const FabricConfig config =
+      parse_fabric_config(valid_with("type: tpu-v4-64", "type: tpu-v5e-256"), "repos.yaml");
+  ASSERT_EQ(config.clusters.size(), 1u);
+  EXPECT_EQ(config.clusters[0].accelerator_slots.at(0).type, "v5litepod-256");
 }
 
 TEST(ConfigValidation, GpuTypeTypoSuggestsGpuTypesOnly) {
