@@ -256,34 +256,74 @@ void print_explain(const std::string& policy, const std::vector<CandidateScore>&
 }
 
 // Selections from a file: one selection (cluster select --json, GET /v1/selections/ID, POST
-// /v1/select), a list of them, or {"selections": [...]} (GET /v1/selections).
+// /v1/select), a list of them, or {"selections": [...]} (GET /v1/selections). Read as a stream:
+// each selection of a list is converted as soon as it is parsed and its JSON dropped, so memory
+// follows the selections rather than the file's document, and nesting deeper than any recorded
+// selection has is refused before it is built.
+constexpr int kMaxReplayDepth = 32;
+
 std::vector<ClusterSelection> read_recorded(const std::string& path) {
-  std::string text;
-  if (path == "-") {
-    std::ostringstream in;
-    in << std::cin.rdbuf();
-    text = in.str();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError(fmt::format("--replay: cannot read '{}'", path));
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    text = bytes.str();
+  using nlohmann::json;
+  using Event = json::parse_event_t;
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path, std::ios::binary);
+    if (!file) throw UsageError(fmt::format("--replay: cannot read '{}'", path));
+    in = &file;
   }
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) throw UsageError(fmt::format("--replay: '{}' is not JSON", path));
-  nlohmann::json list = j;
-  if (j.is_object() && j.contains("selections")) list = j.at("selections");
-  if (!list.is_array()) list = nlohmann::json::array({list});
   std::vector<ClusterSelection> out;
-  for (std::size_t i = 0; i < list.size(); ++i) {
+  const auto take = [&](const json& j) {
     try {
-      out.push_back(list[i].get<ClusterSelection>());
-    } catch (const nlohmann::json::exception& e) {
+      out.push_back(j.get<ClusterSelection>());
+    } catch (const json::exception& e) {
       throw UsageError(fmt::format(
           "--replay: '{}': selection {} is not a recorded selection (the JSON of cluster select "
           "--json or GET /v1/selections/ID): {}",
-          path, i, e.what()));
+          path, out.size(), e.what()));
+    }
+  };
+  // Where the parser is: the top value an array (its elements are at depth 1), or an object whose
+  // "selections" array is open (its elements are at depth 2).
+  bool top_is_array = false;
+  std::string top_key;
+  bool in_selections = false;
+  const json::parser_callback_t each = [&](int depth, Event event, json& parsed) {
+    if (event == Event::object_start || event == Event::array_start) {
+      if (depth >= kMaxReplayDepth) {
+        throw UsageError(
+            fmt::format("--replay: '{}' nests deeper than {} levels", path, kMaxReplayDepth));
+      }
+      if (depth == 0) top_is_array = event == Event::array_start;
+      if (depth == 1 && !top_is_array && event == Event::array_start) {
+        in_selections = top_key == "selections";
+      }
+      return true;
+    }
+    if (event == Event::key && depth == 1) {
+      top_key = parsed.get<std::string>();
+      return true;
+    }
+    const bool element = (top_is_array && depth == 1) || (in_selections && depth == 2);
+    if (element) {
+      take(parsed);
+      return false;  // converted: dropped from the document
+    }
+    if (event == Event::array_end && depth == 1) in_selections = false;
+    return true;
+  };
+  json top;
+  try {
+    top = json::parse(*in, each);
+  } catch (const json::parse_error& e) {
+    throw UsageError(fmt::format("--replay: '{}' is not JSON: {}", path, e.what()));
+  }
+  if (!top_is_array) {
+    const auto list = top.is_object() ? top.find("selections") : top.end();
+    if (list == top.end()) {
+      take(top);  // one selection
+    } else if (!list->is_array()) {
+      take(*list);
     }
   }
   if (out.empty()) throw UsageError(fmt::format("--replay: '{}' holds no selection", path));

@@ -129,6 +129,21 @@ TEST_F(CliFleetTest, ClusterSelectExplainsEveryCandidateAndReplaysTheDecision) {
   r = falcon({"cluster", "select", "--replay", file.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.stderr_text, HasSubstr("decision.json"));
+  // 200,000 nested arrays (400 KB) crashed the recursive copy of the document: refused at the
+  // depth a recorded selection never reaches.
+  std::ofstream(file) << std::string(200000, '[') << std::string(200000, ']');
+  r = falcon({"cluster", "select", "--replay", file.string()});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_THAT(r.stderr_text, HasSubstr("nests deeper than 32 levels"));
+  // A plain list, converted selection by selection; a bad one is named by its place.
+  std::ofstream(file) << nlohmann::json::array({j, j, 7}).dump();
+  r = falcon({"cluster", "select", "--replay", file.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text, HasSubstr("selection 2 is not a recorded selection"));
+  std::ofstream(file) << nlohmann::json::array({j, j, j}).dump();
+  r = falcon({"cluster", "select", "--replay", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("0 of 3 decisions change"));
   r = falcon({"cluster", "select", "--replay-selection", "999999"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.stderr_text, HasSubstr("no selection 999999"));
