@@ -17,9 +17,14 @@ TEST_DIR ?= build/asan
 WERROR_DIR ?= build/release-werror
 FUZZ_DIR ?= build/fuzz
 FUZZ_SECONDS ?= 20
-PYTHON_DIR ?= build/python
+# The Python module is built in the -Werror release tree: one optimised configuration for both.
+PYTHON_DIR ?= $(WERROR_DIR)
 # The interpreter the module is built for and tested with: Debian's, not a pyenv shim on PATH.
 PYTHON ?= /usr/bin/python3
+# The optimised, non-sanitized configuration with -Werror: the library, the CLI, the fleet's
+# tools, the benchmarks and the Python module (position-independent for it).
+RELEASE_WERROR_FLAGS = -G Ninja -DCMAKE_BUILD_TYPE=Release -DFALCON_WERROR=ON \
+  -DFALCON_BUILD_TESTS=OFF -DFALCON_BUILD_BENCH=ON -DFALCON_PYTHON=ON -DPython_EXECUTABLE=$(PYTHON)
 
 .PHONY: all setup build build-test build-werror demo test test-unit fuzz-build fuzz python-build python-test python-demo bench format clean
 
@@ -38,10 +43,10 @@ build-test: setup
 	@cmake --build $(TEST_DIR) -j $(JOBS)
 
 # Release (-O2) with -Werror: GCC warns about some things (-Wrestrict, -Wmaybe-uninitialized)
-# only when optimising. No tests or benchmarks: the library, the CLI and the fleet's tools.
+# only when optimising. Everything but the tests: the library, the CLI, the fleet's tools, the
+# benchmarks and the Python module.
 build-werror: setup
-	@cmake -S . -B $(WERROR_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DFALCON_WERROR=ON \
-	  -DFALCON_BUILD_TESTS=OFF -DFALCON_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B $(WERROR_DIR) $(RELEASE_WERROR_FLAGS) >/dev/null
 	@cmake --build $(WERROR_DIR) -j $(JOBS)
 
 # libFuzzer targets (clang, ASan + UBSan), fuzz/.
@@ -55,11 +60,10 @@ fuzz: fuzz-build
 	@bash fuzz/run --build $(FUZZ_DIR) --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
 
 # The Python module (python/) and the fleet's tools, optimised, position-independent, without
-# sanitizers: an ASan-built extension cannot be loaded into the stock interpreter.
+# sanitizers (an ASan-built extension cannot be loaded into the stock interpreter), in the
+# -Werror release tree (configured as build-werror, so that make test builds it once).
 python-build: setup
-	@cmake -S . -B $(PYTHON_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DFALCON_PYTHON=ON -DPython_EXECUTABLE=$(PYTHON) -DFALCON_BUILD_TESTS=OFF \
-	  -DFALCON_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B $(PYTHON_DIR) $(RELEASE_WERROR_FLAGS) >/dev/null
 	@cmake --build $(PYTHON_DIR) -j $(JOBS) --target _falcon falcon falcon-fleet fleet-xpk fleet-gcloud
 
 # pytest (Debian's python3-pytest) against the local fleet; mypy over the example.

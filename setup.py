@@ -3,9 +3,11 @@
     pip install --no-build-isolation .
 
 --no-build-isolation: pip then uses the installed setuptools and wheel (Debian's python3-setuptools
-and python3-wheel) instead of downloading them. CMake builds into build/pip (FALCON_PIP_BUILD_DIR
-overrides it) with the interpreter that runs pip; the static libraries it links come from the same
-build, so nothing but the module is installed.
+and python3-wheel) instead of downloading them. CMake builds into build/pip with the interpreter
+that runs pip; the static libraries it links come from the same build, so nothing but the module
+is installed. FALCON_PIP_BUILD_DIR names another build directory: one that is configured already
+(`make python-build`'s build/release-werror) is reused as it is, only `_falcon` built in it, so
+pip takes seconds instead of a whole build (about 20 minutes on two cores).
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext: Extension) -> None:
-        build_dir = pathlib.Path(os.environ.get("FALCON_PIP_BUILD_DIR", ROOT / "build" / "pip"))
+        given = os.environ.get("FALCON_PIP_BUILD_DIR")
+        build_dir = pathlib.Path(given or ROOT / "build" / "pip")
+        # A configured build named by the caller is reused with its own settings.
+        reuse = given is not None and (build_dir / "CMakeCache.txt").exists()
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
             "-DFALCON_PYTHON=ON", "-DFALCON_BUILD_TESTS=OFF", "-DFALCON_BUILD_BENCH=OFF",
@@ -38,7 +43,8 @@ class CMakeBuild(build_ext):
         if shutil.which("ninja"):
             configure += ["-G", "Ninja"]
         jobs = os.environ.get("FALCON_JOBS", "2")
-        subprocess.run(configure, check=True)
+        if not reuse:
+            subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--target", "_falcon", "-j", jobs],
                        check=True)
         built = sorted((build_dir / "python" / "falcon").glob("_falcon*.so"))

@@ -132,7 +132,9 @@ int fill_history(const Options& o) {
     std::vector<falcon::ProbeRecord> batch;
     for (int c = 0; c < o.clusters; ++c) {
       falcon::ProbeRecord p;
-      p.result.cluster = "c" + std::to_string(c);
+      // Appended, not "c" + std::to_string(c): GCC 12 at -O3 reports a false -Wrestrict on that.
+      p.result.cluster = "c";
+      p.result.cluster += std::to_string(c);
       p.result.reachable = true;
       p.result.queue_depth = static_cast<int>((r + c) % 3);
       p.result.running_count = 1;

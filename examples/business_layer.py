@@ -6,7 +6,7 @@ the workload, poll its status until it is done, parse rank 0's log for metrics (
 read as the loop asks), archive every rank's log to Cloud Storage. Retries, sessions and metric
 storage are the business layer's; this script shows the calls and the errors to handle.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/business_layer.py --config repos.yaml
+    PYTHONPATH=build/release-werror/python /usr/bin/python3 examples/business_layer.py --config repos.yaml
 
 Against the local fleet: README.md, "Python". Exit status: 0 when the workload completed and
 its logs were archived; 1 when it failed; 2 when no cluster could take it or it could not be

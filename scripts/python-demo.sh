@@ -2,7 +2,7 @@
 # examples/business_layer.py (the spec's business flow in Python, `import falcon`) against the
 # local fleet: what `make python-demo` runs.
 #
-#   scripts/python-demo.sh [BUILD_DIR]      (default build/python; `make python-demo` builds it)
+#   scripts/python-demo.sh [BUILD_DIR]      (default build/release-werror; `make python-demo` builds it)
 #
 # Starts the fleet (examples/local-fleet.yaml, time scale 60) on a port the OS chooses, points
 # the layer at it as scripts/demo.sh does, runs the example with a 240-second (4 s real) run,
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$root/build/python}" && pwd)
+build=$(cd "${1:-$root/build/release-werror}" && pwd)
 bin="$build/bin"
 python=${PYTHON:-/usr/bin/python3}
 for exe in falcon-fleet fleet-xpk fleet-gcloud; do

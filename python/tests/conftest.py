@@ -3,8 +3,8 @@ module, started as tests/support/local_fleet.cc starts it in the C++ tests: a fl
 loopback port the OS picks (--port 0), on a manual clock (time_scale 0, moved by
 ``fleet.advance``), and a repos.yaml pointing the layer at it.
 
-The binaries and the importable package come from FALCON_BUILD_DIR (default build/python, what
-``make python-test`` builds): <dir>/bin/* and <dir>/python/falcon.
+The binaries and the importable package come from FALCON_BUILD_DIR (default
+build/release-werror, what ``make python-test`` builds): <dir>/bin/* and <dir>/python/falcon.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any, Iterator
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("FALCON_BUILD_DIR", ROOT / "build" / "python")).resolve()
+BUILD = pathlib.Path(
+    os.environ.get("FALCON_BUILD_DIR", ROOT / "build" / "release-werror")).resolve()
 BIN = BUILD / "bin"
 if os.environ.get("FALCON_TEST_INSTALLED") != "1":
     sys.path.insert(0, str(BUILD / "python"))

@@ -1,6 +1,6 @@
 """`pip install --no-build-isolation --no-index .` from the checkout: Debian's setuptools and
-wheel, no network; CMake builds the module into build/pip (FALCON_PIP_BUILD_DIR), which shares
-ccache entries with build/python."""
+wheel, no network. FALCON_PIP_BUILD_DIR names the build the tests run against (FALCON_BUILD_DIR),
+so pip reuses it instead of building the whole tree again."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import ast
 import os
 import subprocess
 
-from conftest import ROOT
+from conftest import BUILD, ROOT
 
 
 def test_pip_installs_the_package_from_the_checkout_without_network(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", str(venv)],
                    check=True, timeout=300)
-    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               FALCON_PIP_BUILD_DIR=str(BUILD))
     env.pop("PYTHONPATH", None)
     run = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "."],
