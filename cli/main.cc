@@ -37,22 +37,11 @@ int run_action(Context& ctx) {
       return kExitUsage;
     }
     return report(ctx, e.type_name(), e.what(), kExitUsage, details_of(e));
-  } catch (const UnknownClusterError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitNotFound, details_of(e));
-  } catch (const WorkloadNotFoundError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitNotFound, details_of(e));
-  } catch (const NoAvailableClusterError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitNoCluster, details_of(e));
-  } catch (const InvalidWorkloadSpecError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitUsage, details_of(e));
-  } catch (const XpkCommandError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitXpkFailed, details_of(e));
-  } catch (const CommandStartError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitXpkFailed, details_of(e));
-  } catch (const LogRetrievalError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitLogs, details_of(e));
-  } catch (const ClusterUnreachableError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitUnreachable, details_of(e));
+  } catch (const FalconError& e) {
+    // The code from the one table the server and the remote client read too (exit_codes.h).
+    const ErrorAnswer* answer = find_error_answer(e.type_name());
+    return report(ctx, e.type_name(), e.what(), answer ? answer->exit_code : kExitInternal,
+                  details_of(e));
   } catch (const ApiError& e) {
     // The server's error, printed as the CLI prints its own, with the same exit code.
     if (e.type() == "ClusterConfigError" && !ctx.json && e.error().contains("problems") &&
@@ -76,8 +65,6 @@ int run_action(Context& ctx) {
                   [&e](nlohmann::json& out) { out["url"] = e.url(); });
   } catch (const UsageError& e) {
     return report(ctx, "UsageError", e.what(), kExitUsage);
-  } catch (const FalconError& e) {
-    return report(ctx, e.type_name(), e.what(), kExitInternal, details_of(e));
   } catch (const std::exception& e) {
     return report(ctx, "InternalError", fmt::format("internal error: {}", e.what()), kExitInternal);
   }

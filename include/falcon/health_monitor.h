@@ -132,6 +132,11 @@ class HealthMonitor {
   static constexpr std::chrono::minutes kPruneAgainAfter{1};
   Stats stats() const;
 
+  // Why the last probe the loop wrote to the state store could not be written (the store's
+  // error, with the database's reason); nullopt once a write succeeded again, or without a
+  // store. GET /readyz answers 503 with it.
+  std::optional<std::string> store_problem() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -287,6 +287,17 @@ class StateStore {
   // row.state and row.state_observed_at. Throws std::invalid_argument for an empty cluster or
   // workload or a submitted_at that does not parse.
   virtual std::int64_t record_submission(const SubmissionRow& row) = 0;
+  // The intent of a submission, written before xpk runs: stores `row` only when the store has
+  // no submission of the same (cluster, workload); returns whether it did. An existing row (an
+  // earlier workload of that name, which may still exist) is left as it is, with its states.
+  // Throws as record_submission, and StateStoreError when the row cannot be written: the
+  // caller then creates nothing.
+  virtual bool record_submission_intent(const SubmissionRow& row) = 0;
+  // Deletes the submission of (`cluster`, `workload`) submitted at `submitted_at` (ISO 8601), a
+  // recorded intent whose create made nothing; returns whether a row was deleted. A row of
+  // another submission of the name (another submitted_at) is left alone.
+  virtual bool forget_submission(const std::string& cluster, const std::string& workload,
+                                 const std::string& submitted_at) = 0;
   // The submission of `workload` on `cluster`, or nullopt.
   virtual std::optional<SubmissionRow> find_submission(const std::string& cluster,
                                                        const std::string& workload) = 0;

@@ -7,12 +7,15 @@
 // here they also take the handle's ClusterConfig (the facade resolves handle.cluster through
 // the registry).
 //
-// Submission record. After each successful submit the submission is recorded in a
-// SubmissionStore, so that later calls by name (another falcon process, days later) can recover
-// what falcon submitted: find_submission, and the accelerator column of list_workloads. The
-// facade passes one over the state store (falcon.db, docs/state-store.md); a manager built
-// without one appends to <state_dir>/submissions.jsonl, the old record file (file mode 0600,
-// directory 0700; format and concurrency rules in src/workload/submission_log.h).
+// Submission record. Every submit records the submission in a SubmissionStore before xpk runs
+// when the store can take an intent (the state store: no workload exists that it does not know
+// of; a store that cannot take it fails the submit with nothing created; a create that made
+// nothing takes its record back), else after a successful create, so that later calls by name
+// (another falcon process, days later) can recover what falcon submitted: find_submission, and
+// the accelerator column of list_workloads. The facade passes one over the state store
+// (falcon.db, docs/state-store.md); a manager built without one appends to
+// <state_dir>/submissions.jsonl, the old record file (file mode 0600, directory 0700; format and
+// concurrency rules in src/workload/submission_log.h).
 //
 // Namespaces (DESIGN D3). Stock xpk has no --namespace flag; everything runs in `default`.
 // xpk.namespace_flag decides:
@@ -97,6 +100,15 @@ class SubmissionStore {
   // Remembers `record`, replacing an earlier one of the same (cluster, workload). May throw
   // (FalconError, StateStoreError); submit catches it: the workload exists either way.
   virtual void record(const SubmissionRecord& record) = 0;
+  // Before xpk runs: remembers `record` unless a record of the same (cluster, workload) exists
+  // (an earlier workload of that name, left as it is); returns whether it did. Throws when it
+  // cannot tell or cannot write (StateStoreError, FalconError): submit then runs nothing. The
+  // default remembers nothing and returns false, so submit records after the create as before
+  // (the append-only record file, which cannot take a record back).
+  virtual bool intend(const SubmissionRecord& record);
+  // After a create that made nothing: takes back the record intend() wrote. Must not throw. The
+  // default does nothing.
+  virtual void forget(const SubmissionRecord& record);
   // The latest record of (`cluster` registry name, `workload`), or nullopt. Must not throw: a
   // store it cannot read answers nullopt.
   virtual std::optional<SubmissionRecord> find(const std::string& cluster,
@@ -128,6 +140,15 @@ class WorkloadNotCreatedError : public WorkloadSubmitError {
  public:
   using WorkloadSubmitError::WorkloadSubmitError;
   const char* type_name() const noexcept override { return "WorkloadNotCreatedError"; }
+};
+
+// A create refused because a workload of that name exists on the cluster already: xpk said so
+// about this workload (not about its service account or roles, which it reports as "already
+// exists" on every create) and created nothing. The only submit failure the API answers 409.
+class WorkloadExistsError : public WorkloadSubmitError {
+ public:
+  using WorkloadSubmitError::WorkloadSubmitError;
+  const char* type_name() const noexcept override { return "WorkloadExistsError"; }
 };
 
 // The outcome of fetching one cluster's credentials (ClusterFabric::warm_up).
@@ -174,13 +195,16 @@ class XpkWorkloadManager {
   // characters), the priority (very-low|low|medium|high|very-high), env keys
   // ([a-zA-Z_][a-zA-Z0-9_]*) and values (no `"`, `\` or newline: xpk pastes them unescaped into
   // YAML), a non-empty image and command, the accelerator being one the cluster declares, and
-  // the namespace rule above. Returns the handle (namespace used, submitted_at) and appends the
-  // submission record; a failure to write the record does not fail the submit (the workload
-  // exists), it only means find_submission will not know it.
+  // the namespace rule above. Records the submission before running xpk (see the file comment):
+  // a store that cannot take it throws StateStoreError (its database's reason) and nothing runs.
+  // Returns the handle (namespace used, submitted_at). When a record of the name existed
+  // already, it is replaced after the create succeeded; a failure to write it then does not fail
+  // the submit (the workload exists, and the store knows its name).
   // Throws WorkloadSubmitError: a validation failure (exit_code null, nothing run), the binary
   // missing or the state directory unusable, a timeout or signal (exit_code null), or a
   // non-zero exit (its code, and stderr plus xpk's error lines); WorkloadNotCreatedError when
-  // that exit came before xpk's create step (see there). Blocks up to
+  // that exit came before xpk's create step (see there); WorkloadExistsError when xpk refused
+  // the name because a workload of that name exists. Blocks up to
   // xpk.command_timeout_s, plus one `--help` call the first time in auto mode.
   WorkloadHandle submit(const ClusterConfig& cluster, const WorkloadSpec& spec);
 

@@ -10,6 +10,9 @@
     ├── XpkCommandError           an xpk command failed                           .cluster,
     │   │                                                                         .exit_code, .stderr
     │   └── WorkloadSubmitError   `xpk workload create` failed or was refused     + .workload
+    │       ├── WorkloadExistsError       the name exists on the cluster (nothing created)
+    │       ├── WorkloadNotCreatedError   xpk gave up before its create step (nothing created)
+    │       └── InvalidWorkloadSpecError  refused before xpk ran (also a ValueError)
     ├── WorkloadNotFoundError     status/cancel of a workload the cluster lacks   .cluster, .workload
     ├── LogRetrievalError         Cloud Logging or Cloud Storage failed           .http_status, .status
     ├── CommandStartError         a binary could not be started                   .binary
@@ -36,6 +39,9 @@ __all__ = [
     "ClusterUnreachableError",
     "XpkCommandError",
     "WorkloadSubmitError",
+    "WorkloadExistsError",
+    "WorkloadNotCreatedError",
+    "InvalidWorkloadSpecError",
     "WorkloadNotFoundError",
     "LogRetrievalError",
     "CommandStartError",
@@ -115,6 +121,20 @@ class WorkloadSubmitError(XpkCommandError):
         self.workload: str = self.details.get("workload", "")
 
 
+class WorkloadExistsError(WorkloadSubmitError):
+    """A workload of that name exists on the cluster already; nothing was created."""
+
+
+class WorkloadNotCreatedError(WorkloadSubmitError):
+    """xpk gave up before its create step (the cluster did not answer its existence check, or
+    its scheduling validation failed): nothing was created, so submitting again is safe."""
+
+
+class InvalidWorkloadSpecError(WorkloadSubmitError, ValueError):
+    """The spec was refused before xpk ran (name, priority, environment, image, command,
+    accelerator, namespace): the caller's input is at fault."""
+
+
 class WorkloadNotFoundError(FalconError):
     """Status or cancel of a workload the cluster does not have."""
 
@@ -163,6 +183,9 @@ _CLASSES: dict[str, type[FalconError]] = {
         ClusterUnreachableError,
         XpkCommandError,
         WorkloadSubmitError,
+        WorkloadExistsError,
+        WorkloadNotCreatedError,
+        InvalidWorkloadSpecError,
         WorkloadNotFoundError,
         LogRetrievalError,
         CommandStartError,

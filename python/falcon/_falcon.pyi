@@ -4,6 +4,8 @@ from typing import Any, Callable, Optional
 
 __version__: str
 
+def _error_types() -> list[str]: ...
+
 def check_config(config_path: str) -> str: ...
 
 class LogStream:

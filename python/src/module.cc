@@ -19,10 +19,12 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "falcon/exit_codes.h"
 #include "falcon/fabric.h"
 
 namespace py = pybind11;
@@ -378,6 +380,15 @@ PYBIND11_MODULE(_falcon, m) {
   using namespace falcon;
   m.doc() = "The C++ cluster fabric; use the package `falcon`, not this module.";
   m.attr("__version__") = FALCON_VERSION;
+  // The type names of the layer's errors (exit_codes.h), so that a test can check that the
+  // package has a class for each.
+  m.def("_error_types", [] {
+    std::vector<std::string> out;
+    for (const ErrorAnswer& a : error_answers()) {
+      if (a.falcon_error) out.emplace_back(a.type);
+    }
+    return out;
+  });
   py::register_exception_translator(&translate);
 
   py::class_<LogStream>(m, "LogStream")

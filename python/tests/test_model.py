@@ -123,6 +123,15 @@ def test_arguments_of_the_wrong_type_raise_type_error():
                                              {"name": "w"})  # type: ignore[arg-type]
 
 
+def test_every_error_type_of_the_layer_has_its_class():
+    from falcon import _falcon
+    from falcon._errors import _CLASSES
+
+    types = _falcon._error_types()
+    assert "StateStoreError" in types and "WorkloadExistsError" in types
+    assert [t for t in types if t not in _CLASSES] == []
+
+
 def test_exception_classes_carry_their_attributes():
     from falcon._errors import _from_native
 
@@ -147,8 +156,16 @@ def test_exception_classes_carry_their_attributes():
     e = _from_native("ClusterConfigError", "bad", json.dumps({"problems": ["f:1:1: x: y"]}))
     assert e.problems == ["f:1:1: x: y"]
     for name in ("ClusterUnreachableError", "WorkloadNotFoundError", "CommandStartError",
-                 "StateStoreError", "XpkCommandError"):
+                 "StateStoreError", "XpkCommandError", "WorkloadExistsError",
+                 "WorkloadNotCreatedError", "InvalidWorkloadSpecError"):
         assert type(_from_native(name, "m", "{}")).__name__ == name
+
+    # The submit failures are WorkloadSubmitErrors by cause; a refused spec is a ValueError too.
+    for name in ("WorkloadExistsError", "WorkloadNotCreatedError", "InvalidWorkloadSpecError"):
+        e = _from_native(name, "m", json.dumps({"cluster": "c", "workload": "w"}))
+        assert isinstance(e, falcon.WorkloadSubmitError) and e.workload == "w"
+    assert isinstance(_from_native("InvalidWorkloadSpecError", "m", "{}"), ValueError)
+    assert not isinstance(_from_native("WorkloadExistsError", "m", "{}"), ValueError)
 
 
 def test_probe_capacity_and_capacity_signals_read_back():

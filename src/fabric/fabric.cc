@@ -118,6 +118,22 @@ class StateSubmissionStore final : public SubmissionStore {
     }
   }
 
+  // Throws (StateStoreError): the submit then creates nothing.
+  bool intend(const SubmissionRecord& record) override {
+    return open_()->record_submission_intent(row_of(record));
+  }
+
+  void forget(const SubmissionRecord& record) override {
+    try {
+      open_()->forget_submission(record.cluster, record.workload, record.submitted_at);
+    } catch (const std::exception& e) {
+      notice_(fmt::format(
+          "workload '{}' was not created on cluster '{}', but its record could not be taken "
+          "back from the state store: {}; it lists as submitted and its status as UNKNOWN",
+          record.workload, record.cluster, e.what()));
+    }
+  }
+
   std::optional<SubmissionRecord> find(const std::string& cluster,
                                        const std::string& workload) const override {
     std::shared_ptr<StateStore> store;

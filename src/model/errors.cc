@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/exit_codes.h"
+
 namespace falcon {
 namespace {
 
@@ -123,6 +125,36 @@ void StateStoreError::add_details(nlohmann::json& out) const {
   out["backend"] = backend_;
   out["location"] = location_;
   out["operation"] = operation_;
+}
+
+const std::vector<ErrorAnswer>& error_answers() {
+  static const std::vector<ErrorAnswer> table = {
+      {"ClusterConfigError", kExitUsage, 400, true},
+      {"InvalidWorkloadSpecError", kExitUsage, 400, true},
+      {"UsageError", kExitUsage, 400, false},
+      {"UnknownClusterError", kExitNotFound, 404, true},
+      {"WorkloadNotFoundError", kExitNotFound, 404, true},
+      {"NoAvailableClusterError", kExitNoCluster, 503, true},
+      {"WorkloadExistsError", kExitXpkFailed, 409, true},
+      {"WorkloadNotCreatedError", kExitXpkFailed, 502, true},
+      {"WorkloadSubmitError", kExitXpkFailed, 502, true},
+      {"XpkCommandError", kExitXpkFailed, 502, true},
+      {"CommandStartError", kExitXpkFailed, 502, true},
+      {"LogRetrievalError", kExitLogs, 502, true},
+      {"ClusterUnreachableError", kExitUnreachable, 503, true},
+      // The database down or refusing writes: the request may succeed shortly.
+      {"StateStoreError", kExitInternal, 503, true},
+      {"FalconError", kExitInternal, 500, true},
+      {"InternalError", kExitInternal, 500, false},
+  };
+  return table;
+}
+
+const ErrorAnswer* find_error_answer(std::string_view type) {
+  for (const ErrorAnswer& a : error_answers()) {
+    if (a.type == type) return &a;
+  }
+  return nullptr;
 }
 
 }  // namespace falcon

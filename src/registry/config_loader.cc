@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -1143,8 +1144,23 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
 FabricConfig load_fabric_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw ClusterConfigError(
-        {fmt::format("{}: cannot read the configuration: {}", path, std::strerror(errno))});
+    const int error = errno;
+    std::string problem =
+        fmt::format("{}: cannot read the configuration: {}", path, std::strerror(error));
+    if (error == ENOENT) {
+      problem +=
+          " (name the file with --config FILE or FALCON_CONFIG; without either falcon reads "
+          "./repos.yaml. The repository's examples/repos.yaml is a starting point, and "
+          "examples/local-repos.yaml points at the local fleet)";
+    }
+    throw ClusterConfigError({problem});
+  }
+  // An oversized file is refused with its real size, before reading it.
+  std::error_code size_error;
+  if (const auto size = std::filesystem::file_size(path, size_error);
+      !size_error && size > kMaxConfigBytes) {
+    throw ClusterConfigError({fmt::format(
+        "{}: (document): the file is {} bytes; at most {} are read", path, size, kMaxConfigBytes)});
   }
   // One byte more than the bound, so that an oversized file is reported as such.
   std::string text(kMaxConfigBytes + 1, '\0');

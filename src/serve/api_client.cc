@@ -45,6 +45,30 @@ std::string excerpt(const std::string& text, std::size_t max = 200) {
   return out;
 }
 
+// What a failed request's transport error means, in words.
+std::string transport_failure(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "could not connect (refused, or no route to it)";
+    case httplib::Error::ConnectionTimeout:
+      return "the connection timed out";
+    case httplib::Error::Read:
+      return "the connection failed while reading the answer (closed, or timed out)";
+    case httplib::Error::Write:
+      return "the connection failed while sending the request";
+    case httplib::Error::SSLConnection:
+      return "the TLS handshake failed";
+    case httplib::Error::SSLLoadingCerts:
+      return "the CA certificates could not be loaded";
+    case httplib::Error::SSLServerVerification:
+      return "the server's certificate could not be verified";
+    case httplib::Error::Canceled:
+      return "the request was cancelled";
+    default:
+      return fmt::format("the request failed ({})", httplib::to_string(error));
+  }
+}
+
 }  // namespace
 
 ApiError::ApiError(int status, nlohmann::json error)
@@ -82,7 +106,7 @@ struct ApiClient::Impl {
 
   [[noreturn]] void unreachable(const std::string& method, const std::string& path,
                                 httplib::Error error) const {
-    std::string reason = httplib::to_string(error);
+    std::string reason = transport_failure(error);
     if (error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout) {
       reason += " (is `falcon serve` running there?)";
     }
@@ -216,7 +240,7 @@ void ApiClient::stream_lines(const std::string& path,
   if (!result) {
     throw ApiError(0, {{"type", "LogRetrievalError"},
                        {"message", fmt::format("the log stream from {}{} broke off: {}", impl_->url,
-                                               path, httplib::to_string(result.error()))}});
+                                               path, transport_failure(result.error()))}});
   }
   if (!partial.empty()) on_line(partial);
 }
@@ -245,18 +269,8 @@ std::string ApiClient::query(
 }
 
 int exit_code_for_api_error(int status, const std::string& type) {
-  // The layer's errors, as the CLI's own handler maps them (cli/main.cc).
-  if (type == "ClusterConfigError" || type == "InvalidWorkloadSpecError" || type == "UsageError") {
-    return kExitUsage;
-  }
-  if (type == "UnknownClusterError" || type == "WorkloadNotFoundError") return kExitNotFound;
-  if (type == "NoAvailableClusterError") return kExitNoCluster;
-  if (type == "XpkCommandError" || type == "WorkloadSubmitError" || type == "CommandStartError") {
-    return kExitXpkFailed;
-  }
-  if (type == "LogRetrievalError") return kExitLogs;
-  if (type == "ClusterUnreachableError") return kExitUnreachable;
-  if (type == "StateStoreError" || type == "InternalError") return kExitInternal;
+  // The layer's errors, as the CLI's own handler maps them (exit_codes.h).
+  if (const ErrorAnswer* answer = find_error_answer(type)) return answer->exit_code;
   // Otherwise by the status: the inverse of the server's mapping (api_server.h).
   switch (status) {
     case 400:

@@ -213,6 +213,10 @@ void ApiServer::Impl::add_service_routes() {
           serve::send_error(res, 503, "NotReady", "the server is stopping");
         } else if (!control().ready()) {
           serve::send_error(res, 503, "NotReady", "not every cluster has been probed yet");
+        } else if (const auto problem = control().store_problem()) {
+          // Selections, submissions and exports need the store: send traffic elsewhere.
+          serve::send_error(res, 503, "NotReady",
+                            fmt::format("the state store cannot be written: {}", *problem));
         } else {
           send_json(res, 200, {{"status", "ready"}});
         }

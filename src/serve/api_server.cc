@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "falcon/errors.h"
+#include "falcon/exit_codes.h"
 #include "falcon/supervisor.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
@@ -463,41 +464,26 @@ void ApiServer::Impl::finished(const Request& req, int status, double seconds,
 // Answers the exception in flight with its status and the CLI's error shape; returns the
 // message for the log.
 std::string ApiServer::Impl::answer_error(Response& res) {
-  auto falcon_error = [&res](int status, const FalconError& e) {
-    json details = json::object();
-    e.add_details(details);
-    serve::send_error(res, status, e.type_name(), e.what(), details);
-    return std::string(e.what());
-  };
   try {
     throw;
   } catch (const HttpError& e) {
     serve::send_error(res, e.status(), e.type(), e.what(), e.details());
     for (const auto& [name, value] : e.headers().items()) res.headers.set(name, value);
     return e.what();
-  } catch (const ClusterConfigError& e) {
-    return falcon_error(400, e);
-  } catch (const UnknownClusterError& e) {
-    return falcon_error(404, e);
-  } catch (const WorkloadNotFoundError& e) {
-    return falcon_error(404, e);
-  } catch (const NoAvailableClusterError& e) {
-    return falcon_error(503, e);
-  } catch (const ClusterUnreachableError& e) {
-    return falcon_error(503, e);
-  } catch (const InvalidWorkloadSpecError& e) {
-    return falcon_error(400, e);
-  } catch (const WorkloadSubmitError& e) {
-    const bool exists = std::string_view(e.what()).find("already exists") != std::string::npos;
-    return falcon_error(exists ? 409 : 502, e);
-  } catch (const XpkCommandError& e) {
-    return falcon_error(502, e);
-  } catch (const CommandStartError& e) {
-    return falcon_error(502, e);
-  } catch (const LogRetrievalError& e) {
-    return falcon_error(502, e);
   } catch (const FalconError& e) {
-    return falcon_error(500, e);
+    // The status from the one table the CLI and the remote client read too (exit_codes.h): by
+    // the error's type, never by its text (a duplicate name is a WorkloadExistsError).
+    const ErrorAnswer* answer = find_error_answer(e.type_name());
+    const int status = answer ? answer->http_status : 500;
+    if (dynamic_cast<const StateStoreError*>(&e) != nullptr) {
+      // The database down or refusing writes (a restart, a full disk): the request may succeed
+      // shortly, and the reason is the database's own.
+      res.headers.set("Retry-After", "1");
+    }
+    json details = json::object();
+    e.add_details(details);
+    serve::send_error(res, status, e.type_name(), e.what(), details);
+    return e.what();
   } catch (const std::invalid_argument& e) {
     serve::send_error(res, 400, "UsageError", e.what());
     return e.what();

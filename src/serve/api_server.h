@@ -175,6 +175,9 @@ class ControlPlane {
   virtual FabricCounters::Snapshot fabric_counters() const { return {}; }
   // True once every cluster has a cached probe (GET /readyz).
   virtual bool ready() const = 0;
+  // Why the state store cannot be written now (its last write failed, with the database's
+  // reason), or nullopt (GET /readyz answers 503 with it). The default knows of nothing.
+  virtual std::optional<std::string> store_problem() const { return std::nullopt; }
 };
 
 // A bearer token's rights: `read` (GET) or `operate` (everything).

@@ -495,6 +495,8 @@ class FabricControlPlane final : public ControlPlane {
     return monitor_->snapshot().size() == fabric_->list_clusters().size();
   }
 
+  std::optional<std::string> store_problem() const override { return monitor_->store_problem(); }
+
  private:
   void note_config_loaded() {
     const auto config = fabric_->config();

@@ -77,6 +77,7 @@ struct HealthMonitor::Impl {
   bool wake = false;  // the schedule changed: the loop recomputes its wait
   std::thread thread;
   Stats stats;
+  std::optional<std::string> store_problem;  // the last probe write's failure, if it failed
 
   // The wait after a probe with `failures` consecutive failures (0: reachable): the interval,
   // doubled per failure up to the cap (never below the interval), scaled by 1 +/- jitter.
@@ -136,9 +137,12 @@ struct HealthMonitor::Impl {
       rec.duration_ms = duration_ms;
       rec.extra_json = probe_extra_json(result);
       store->record_probes({rec});
-    } catch (const std::exception&) {
+      std::lock_guard lock(mutex);
+      store_problem.reset();
+    } catch (const std::exception& e) {
       std::lock_guard lock(mutex);
       ++stats.store_failures;
+      store_problem = e.what();
     }
   }
 
@@ -465,6 +469,11 @@ std::optional<MonitoredProbe> HealthMonitor::cached(const std::string& cluster,
 HealthMonitor::Stats HealthMonitor::stats() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->stats;
+}
+
+std::optional<std::string> HealthMonitor::store_problem() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->store_problem;
 }
 
 }  // namespace falcon

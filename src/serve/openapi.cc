@@ -34,7 +34,7 @@ constexpr const char* kOpenApi = R"json({
   "security": [{"bearer": []}],
   "paths": {
     "/healthz": {"get": {"summary": "The process is up", "security": [], "responses": {"200": {"description": "ok"}}}},
-    "/readyz": {"get": {"summary": "Every cluster has a cached probe", "security": [], "responses": {"200": {"description": "ready"}, "503": {"description": "not yet"}}}},
+    "/readyz": {"get": {"summary": "Every cluster has a cached probe and the state store takes writes", "security": [], "responses": {"200": {"description": "ready"}, "503": {"description": "not yet, stopping, or the state store's last write failed (the reason in the message)"}}}},
     "/": {"get": {"summary": "The dashboard (HTML; its data calls carry the bearer token the user enters)", "security": [], "responses": {"200": {"description": "the dashboard's page", "content": {"text/html": {}}}, "304": {"description": "unchanged (If-None-Match)"}}}},
     "/ui/{path}": {"get": {"summary": "The dashboard's scripts and styles, compiled into the binary; ETag and Cache-Control: no-cache", "security": [], "parameters": [{"name": "path", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "the file"}, "304": {"description": "unchanged (If-None-Match)"}, "404": {"description": "no such file"}}}},
     "/metrics": {"get": {"summary": "Prometheus text format", "responses": {"200": {"description": "metrics", "content": {"text/plain": {}}}}}},

@@ -66,15 +66,6 @@ std::optional<double> span(const std::optional<StoreTime>& from,
   return seconds_between(*from, *to);
 }
 
-// Whether a failed create says that `name` itself exists already (the fabric's "workload '<name>'
-// already exists on cluster ..."), which after a hand-over means the previous leader submitted
-// it. Any other "already exists" in xpk's output (xpk prints "RoleBinding: ... already exists.
-// Skipping its creation." on every create) is not: taking that for the replacement adopted a
-// workload that was never created.
-bool names_duplicate(std::string_view message, const std::string& name) {
-  return message.find(fmt::format("workload '{}' already exists", name)) != std::string_view::npos;
-}
-
 std::string default_holder() {
   char host[256] = {0};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -278,7 +269,7 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
   record.created_at = clock.now();
   record.updated_at = record.created_at;
   if (!store.create_managed(record)) {
-    throw WorkloadSubmitError(
+    throw WorkloadExistsError(
         fmt::format("managed workload '{}' already exists (GET /v1/managed)", spec.name), cluster,
         spec.name, std::nullopt, "");
   }
@@ -1230,10 +1221,22 @@ struct Supervisor::Impl {
         landed(false);
         failure = e.what();
         made_nothing = true;
-      } catch (const WorkloadSubmitError& e) {
-        const bool duplicate = names_duplicate(e.what(), d.replacement);
+      } catch (const WorkloadExistsError& e) {
+        // The replacement's name exists: after a hand-over the previous leader submitted it.
+        // Any other failure is not, though xpk's output may say "already exists" about its
+        // service account and roles on every create.
+        const bool duplicate = e.workload() == d.replacement;
         landed(duplicate);  // a duplicate is there: adopted below
         if (!duplicate) failure = e.what();
+      } catch (const WorkloadSubmitError& e) {
+        landed(false);
+        failure = e.what();
+      } catch (const StateStoreError&) {
+        // The store could not take the replacement's intent, so nothing was created: neither
+        // the cluster's failure nor an attempt. This workload's turn ends here (the pass says
+        // why); the next pass decides again from what the store holds.
+        landed(false);
+        throw;
       } catch (const std::exception& e) {
         landed(false);
         failure = e.what();

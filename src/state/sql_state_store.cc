@@ -60,6 +60,20 @@ SqlValue opt_int(const std::optional<int>& v) {
   return std::int64_t{*v};
 }
 
+// The most bytes of one cluster's error text a stored probe or decision keeps. A failing xpk
+// prints kilobytes; kept in full with every candidate of every failed decision, they filled a
+// freed disk again within seconds. The first kilobyte names the cause (the process's log and
+// the live answer have the whole text).
+constexpr std::size_t kMaxStoredErrorBytes = 1024;
+
+std::optional<std::string> bounded_error(const std::optional<std::string>& error) {
+  if (!error || error->size() <= kMaxStoredErrorBytes) return error;
+  std::size_t cut = kMaxStoredErrorBytes;
+  // Not inside a UTF-8 sequence: back up over continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>((*error)[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}... ({} more bytes)", error->substr(0, cut), error->size() - cut);
+}
+
 SqlValue opt_text(const std::optional<std::string>& v) {
   if (!v) return nullptr;
   return *v;
@@ -447,6 +461,31 @@ std::int64_t SqlStateStore::record_submission(const SubmissionRow& row) {
   });
 }
 
+bool SqlStateStore::record_submission_intent(const SubmissionRow& row) {
+  require_nonempty(row.handle.cluster, "submission cluster");
+  require_nonempty(row.handle.workload_name, "submission workload name");
+  const std::int64_t submitted_ms = parse_time_field(row.handle.submitted_at, "submitted_at");
+  auto values = submission_values(row, submitted_ms);
+  return write("record_submission_intent", [&](SqlConnection& c) {
+    const SqlRows ids = c.query(
+        std::string(kInsertSubmission) + " ON CONFLICT (cluster, workload) DO NOTHING RETURNING id",
+        values);
+    return !ids.empty();
+  });
+}
+
+bool SqlStateStore::forget_submission(const std::string& cluster, const std::string& workload,
+                                      const std::string& submitted_at) {
+  const std::int64_t submitted_ms = parse_time_field(submitted_at, "submitted_at");
+  return write("forget_submission", [&](SqlConnection& c) {
+    const SqlRows ids = c.query(
+        "DELETE FROM submissions WHERE cluster = $1 AND workload = $2 AND submitted_at_ms = $3 "
+        "RETURNING id",
+        {cluster, workload, submitted_ms});
+    return !ids.empty();
+  });
+}
+
 std::optional<SubmissionRow> SqlStateStore::find_submission(const std::string& cluster,
                                                             const std::string& workload) {
   return read("find_submission", [&](SqlConnection& c) -> std::optional<SubmissionRow> {
@@ -600,7 +639,18 @@ std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) 
   pending.decided_at = selection.decided_at;
   pending.policy = selection.policy;
   pending.reason = selection.reason;
-  pending.json = pack_explanation(to_json_text(selection));
+  const bool long_errors =
+      std::any_of(selection.probe_results.begin(), selection.probe_results.end(),
+                  [](const ClusterProbeResult& r) {
+                    return r.error && r.error->size() > kMaxStoredErrorBytes;
+                  });
+  if (long_errors) {
+    ClusterSelection bounded = selection;
+    for (ClusterProbeResult& r : bounded.probe_results) r.error = bounded_error(r.error);
+    pending.json = pack_explanation(to_json_text(bounded));
+  } else {
+    pending.json = pack_explanation(to_json_text(selection));
+  }
   commit_selection(mine);
   if (pending.error) std::rethrow_exception(pending.error);
   return pending.id;
@@ -914,7 +964,7 @@ std::vector<std::int64_t> SqlStateStore::record_probes(const std::vector<ProbeRe
                                    std::int64_t{p.result.reachable ? 1 : 0},
                                    opt_int(p.result.queue_depth),
                                    opt_int(p.result.running_count),
-                                   opt_text(p.result.error),
+                                   opt_text(bounded_error(p.result.error)),
                                    p.backend,
                                    p.duration_ms,
                                    p.extra_json};

@@ -28,6 +28,9 @@ class SqlStateStore final : public StateStore {
   int schema_version() const override { return schema_version_; }
 
   std::int64_t record_submission(const SubmissionRow& row) override;
+  bool record_submission_intent(const SubmissionRow& row) override;
+  bool forget_submission(const std::string& cluster, const std::string& workload,
+                         const std::string& submitted_at) override;
   std::optional<SubmissionRow> find_submission(const std::string& cluster,
                                                const std::string& workload) override;
   SubmissionPage list_submissions(const SubmissionQuery& query) override;

@@ -129,6 +129,10 @@ std::optional<SubmissionRecord> SubmissionLog::find(const std::string& cluster,
   return found;
 }
 
+bool SubmissionStore::intend(const SubmissionRecord&) { return false; }
+
+void SubmissionStore::forget(const SubmissionRecord&) {}
+
 namespace {
 
 class JsonlSubmissionStore final : public SubmissionStore {

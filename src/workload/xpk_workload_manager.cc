@@ -275,16 +275,54 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
   for (const auto& [key, value] : spec.env) flags.push_back("--env=" + key + "=" + value);
 
   const std::string submitted_at = format_iso8601(clock_->now());
+  const SubmissionRecord record{.cluster = cluster.name,
+                                .workload = spec.name,
+                                .namespace_ = ns,
+                                .accelerator_type = slot->type,  // one spelling in the record
+                                .device_class = to_string(slot->device_class),
+                                .submitted_at = submitted_at,
+                                .cluster_id = cluster.cluster_id,
+                                .project = cluster.project,
+                                .zone = cluster.zone,
+                                .docker_image = spec.docker_image,
+                                .priority = spec.priority};
+  // Intent before effect: recorded before xpk runs, so that no workload exists that the store
+  // does not know of. A store that cannot take it fails the submit here, with nothing created.
+  // A record of the name that exists already (an earlier workload of that name) is left alone
+  // until the create has succeeded.
+  bool intended = false;
+  try {
+    intended = submissions_->intend(record);
+  } catch (const StateStoreError& e) {
+    throw StateStoreError(
+        e.backend(), e.location(),
+        fmt::format("record the submission of workload '{}' to cluster '{}' before creating it "
+                    "(nothing was created)",
+                    spec.name, cluster.name),
+        e.db_message());
+  } catch (const std::exception& e) {
+    throw refuse(fmt::format(
+        "the submission could not be recorded before creating it (nothing was created): {}",
+        e.what()));
+  }
+  // A create that made nothing takes its intent back; one that may have made the workload keeps
+  // it (a later status by name tells which).
+  const auto made_nothing = [&] {
+    if (intended) submissions_->forget(record);
+  };
+
   CommandResult r;
   try {
     r = xpk_->run_workload(cluster, "create", flags, spec.extra_args,
                            std::chrono::seconds(settings.command_timeout_s));
   } catch (const std::exception& e) {
+    made_nothing();  // xpk did not run (a missing binary, an unusable state directory)
     throw refuse(e.what());
   }
   if (!r.ok()) {
     if (auto line = duplicate_name_line(r, spec.name)) {
-      throw WorkloadSubmitError(
+      made_nothing();
+      throw WorkloadExistsError(
           fmt::format("workload '{}' already exists on cluster '{}' (xpk workload create exited "
                       "{} without replacing it); pick another name, or cancel the existing "
                       "workload first: falcon job cancel --cluster {} {}",
@@ -293,6 +331,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
     }
     const auto failure = xpk::describe_failure(r);
     if (failed_before_create_step(r)) {
+      made_nothing();
       throw WorkloadNotCreatedError(
           fmt::format("xpk workload create failed for workload '{}' on cluster '{}' before its "
                       "create step (nothing was created): {}",
@@ -305,21 +344,13 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
         cluster.name, spec.name, exit_code_of(r), failure.details);
   }
 
-  SubmissionRecord record{.cluster = cluster.name,
-                          .workload = spec.name,
-                          .namespace_ = ns,
-                          .accelerator_type = slot->type,  // one spelling in the record
-                          .device_class = to_string(slot->device_class),
-                          .submitted_at = submitted_at,
-                          .cluster_id = cluster.cluster_id,
-                          .project = cluster.project,
-                          .zone = cluster.zone,
-                          .docker_image = spec.docker_image,
-                          .priority = spec.priority};
-  try {
-    submissions_->record(record);
-  } catch (const std::exception&) {
-    // The workload exists; failing now would invite a duplicate submit. See the header.
+  if (!intended) {
+    try {
+      submissions_->record(record);  // replaces the earlier workload's record of the name
+    } catch (const std::exception&) {
+      // The workload exists and the store knows its name; failing now would invite a
+      // duplicate submit. See the header.
+    }
   }
   return WorkloadHandle{.workload_name = spec.name,
                         .cluster = cluster.name,

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -108,6 +109,25 @@ TEST(CliConfig, ValidateMissingFileExitsTwo) {
   const auto r = run_falcon({"config", "validate", "/nonexistent/repos.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.stderr_text, HasSubstr("/nonexistent/repos.yaml: cannot read the configuration"));
+  // ... and says how to name one.
+  EXPECT_THAT(r.stderr_text, HasSubstr("--config FILE or FALCON_CONFIG"));
+  EXPECT_THAT(r.stderr_text, HasSubstr("examples/repos.yaml"));
+}
+
+// The size of an oversized file is its own, not the bytes read of it.
+TEST(CliConfig, AnOversizedFileIsRefusedWithItsRealSize) {
+  testing::TempDir dir;
+  const auto path = dir.path() / "big.yaml";
+  {
+    std::ofstream out(path);
+    out << "clusters: {}\n#";
+    out << std::string(3 * 1024 * 1024, 'x');
+  }
+  const auto size = std::filesystem::file_size(path);
+  const auto r = run_falcon({"config", "validate", path.string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.stderr_text,
+              HasSubstr("the file is " + std::to_string(size) + " bytes; at most 1048576"));
 }
 
 TEST(CliConfig, JsonErrorIsPrintedOnStdoutToo) {

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 
 #include "falcon/state_store.h"
 #include "support/local_fleet.h"
+#include "support/postgres_server.h"
 #include "support/run_falcon.h"
 #include "support/serve_process.h"
 #include "support/temp_dir.h"
@@ -103,7 +105,14 @@ TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCance
 
   const json submitted = post(c, "/v1/workloads", {{"spec", spec("serve-run")}}, 201);
   EXPECT_EQ(submitted["handle"]["cluster"], "tpu-b");
-  post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("serve-run")}}, 409);
+  const json twice =
+      post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("serve-run")}}, 409);
+  EXPECT_EQ(twice["error"]["type"], "WorkloadExistsError");
+  // A create the cluster could not take is xpk's failure, not a duplicate name, though xpk's
+  // output says "xpk-sa already exists" on every create.
+  const json refused =
+      post(c, "/v1/workloads", {{"cluster", "tpu-down"}, {"spec", spec("serve-refused")}}, 502);
+  EXPECT_EQ(refused["error"]["type"], "WorkloadNotCreatedError") << refused.dump();
   fleet_.advance(std::chrono::seconds(10));
   const json status = get(c, "/v1/workloads/tpu-b/serve-run");
   EXPECT_EQ(status["status"]["state"], "RUNNING");
@@ -341,6 +350,38 @@ TEST_F(ServeFleetTest, ANonLoopbackAddressNeedsTokens) {
   EXPECT_EQ(c.Get("/v1/clusters", {{"Authorization", "Bearer operator-token-0123456789"}})->status,
             200);
   EXPECT_THAT(serve.log(), ::testing::Not(HasSubstr("operator-token")));
+}
+
+// Intent before effect: while the state store is down, a submit is refused with the database's
+// reason (503) and nothing is created on the cluster; once it is back, submits go through, and
+// every one that was answered 201 is in the store.
+TEST_F(ServeFleetTest, ASubmitWhileTheStoreIsDownIsRefusedAndCreatesNothing) {
+  if (testing::postgres_tests_opted_out()) GTEST_SKIP() << "FALCON_SKIP_POSTGRES_TESTS=1";
+  testing::PostgresServer pg;  // its own: this test stops it
+  ServeProcess serve(fleet_.repos_path(), pg.create_database("intent"));
+  serve.wait_ready();
+  httplib::Client c("127.0.0.1", serve.port());
+  c.set_read_timeout(120, 0);
+  post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("before-outage")}}, 201);
+
+  pg.shut_down();
+  const json refused =
+      post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("in-outage")}}, 503);
+  EXPECT_EQ(refused["error"]["type"], "StateStoreError") << refused.dump();
+  EXPECT_THAT(refused["error"].value("message", ""), HasSubstr("nothing was created"));
+
+  pg.restart();
+  post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("after-outage")}}, 201);
+  // The cluster never had the refused one; the store has exactly the two answered 201.
+  EXPECT_EQ(get(c, "/v1/workloads/tpu-b/in-outage", 404)["error"]["type"], "WorkloadNotFoundError");
+  const json live = get(c, "/v1/workloads?live=true&cluster=tpu-b");
+  std::set<std::string> on_cluster;
+  for (const json& w : live["clusters"][0]["workloads"]) on_cluster.insert(w["name"]);
+  EXPECT_EQ(on_cluster, (std::set<std::string>{"before-outage", "after-outage"}));
+  const json listed = get(c, "/v1/workloads?cluster=tpu-b");
+  std::set<std::string> stored;
+  for (const json& w : listed["workloads"]) stored.insert(w["handle"]["workload_name"]);
+  EXPECT_EQ(stored, on_cluster);
 }
 
 }  // namespace

@@ -364,7 +364,9 @@ TEST_F(FabricStateTest, AnOldSubmissionsFileIsImportedOnceAndLeftReadOnly) {
   EXPECT_THAT(notices_, SizeIs(0));
 }
 
-TEST_F(FabricStateTest, AStoreThatCannotBeOpenedCostsOnlyMemory) {
+// Selecting and probing cost only memory without a store; a submit is refused before xpk runs,
+// since a workload the store does not know of could not be found by name again.
+TEST_F(FabricStateTest, AStoreThatCannotBeOpenedCostsMemoryAndRefusesSubmits) {
   write_config("serve:\n  state: mysql://db/falcon\n");
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
@@ -373,18 +375,22 @@ TEST_F(FabricStateTest, AStoreThatCannotBeOpenedCostsOnlyMemory) {
   EXPECT_EQ(s.selected_cluster, "tpu-a");
   EXPECT_EQ(s.selection_id, 0);
   EXPECT_TRUE(f->get_cluster_status("tpu-b").reachable);
-  const WorkloadHandle h = f->submit_workload("tpu-a", spec("no-memory"));
-  EXPECT_EQ(h.cluster, "tpu-a");
-  EXPECT_EQ(f->handle_for("tpu-a", "no-memory").submitted_at, "");  // not remembered
+  try {
+    f->submit_workload("tpu-a", spec("no-memory"));
+    ADD_FAILURE() << "expected StateStoreError";
+  } catch (const StateStoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("workload 'no-memory' to cluster 'tpu-a' before creating it "
+                                    "(nothing was created)"));
+    EXPECT_THAT(e.what(), HasSubstr("mysql://db/falcon"));
+  }
+  EXPECT_TRUE(runner_->calls_matching({"workload", "create"}).empty());
   EXPECT_THROW(f->state_store(), StateStoreError);
-  // Said once that the store cannot be opened, and once that the submission is not recorded.
+  // Said once that the store cannot be opened.
   int open_notices = 0;
   for (const auto& n : notices_) {
     if (n.find("the state store cannot be opened") != std::string::npos) ++open_notices;
   }
   EXPECT_EQ(open_notices, 1);
-  EXPECT_THAT(notices_, Contains(HasSubstr("workload 'no-memory' was submitted to cluster "
-                                           "'tpu-a' but could not be recorded")));
   EXPECT_THAT(notices_, Contains(HasSubstr("mysql://db/falcon")));
 }
 

@@ -91,7 +91,7 @@ class FakeControlPlane final : public ControlPlane {
   WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
     check(c);
     if (spec.name == "exists") {
-      throw WorkloadSubmitError("workload 'exists' already exists on cluster '" + c + "'", c,
+      throw WorkloadExistsError("workload 'exists' already exists on cluster '" + c + "'", c,
                                 spec.name, 1, "");
     }
     if (spec.name == "Bad_Name") throw InvalidWorkloadSpecError("bad name", c, spec.name);
@@ -275,12 +275,12 @@ TEST_F(ApiClientTest, TheServersErrorsGiveTheExitCodesOfLocalMode) {
       {[&] { c.get("/v1/workloads/tpu-a/gone"); }, 404, "WorkloadNotFoundError", kExitNotFound},
       {[&] { c.get("/v1/workloads/tpu-a/xpk-fails"); }, 502, "XpkCommandError", kExitXpkFailed},
       {[&] { c.get("/v1/workloads/tpu-a/no-xpk"); }, 502, "CommandStartError", kExitXpkFailed},
-      {[&] { c.get("/v1/workloads/tpu-a/db"); }, 500, "StateStoreError", kExitInternal},
+      {[&] { c.get("/v1/workloads/tpu-a/db"); }, 503, "StateStoreError", kExitInternal},
       {[&] { c.get("/v1/workloads/tpu-a/no-logs/logs"); }, 502, "LogRetrievalError", kExitLogs},
       {[&] {
          c.post("/v1/workloads", {{"cluster", "tpu-a"}, {"spec", spec}});
        },
-       409, "WorkloadSubmitError", kExitXpkFailed},
+       409, "WorkloadExistsError", kExitXpkFailed},
       {[&] {
          c.post("/v1/workloads", {{"cluster", "tpu-a"}, {"spec", bad}});
        },

@@ -171,8 +171,19 @@ class FakeControlPlane final : public ControlPlane {
   WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
     check(c);
     if (spec.name == "exists") {
-      throw WorkloadSubmitError("workload 'exists' already exists on cluster '" + c + "'", c,
+      throw WorkloadExistsError("workload 'exists' already exists on cluster '" + c + "'", c,
                                 spec.name, 1, "");
+    }
+    if (spec.name == "store-down") {
+      throw StateStoreError("postgresql", "postgresql://db/falcon", "record_submission",
+                            "the database system is starting up");
+    }
+    if (spec.name == "refused") {
+      // xpk's words on every create, about its own service account: not a duplicate name.
+      throw WorkloadSubmitError(
+          "xpk workload create failed for workload 'refused' on cluster '" + c +
+              "': [XPK] xpk-sa already exists. Skipping its creation. admission webhook denied",
+          c, spec.name, 1, "");
     }
     if (spec.name == "Bad_Name")
       throw InvalidWorkloadSpecError("bad name 'Bad_Name'", c, spec.name);
@@ -269,6 +280,16 @@ class FakeControlPlane final : public ControlPlane {
     return s;
   }
   bool ready() const override { return true; }
+  std::optional<std::string> store_problem() const override {
+    std::lock_guard lock(store_problem_mutex);
+    return store_down;
+  }
+  void set_store_down(std::optional<std::string> why) {
+    std::lock_guard lock(store_problem_mutex);
+    store_down = std::move(why);
+  }
+  mutable std::mutex store_problem_mutex;
+  std::optional<std::string> store_down;
 };
 
 class ApiServerTest : public ::testing::Test {
@@ -667,6 +688,17 @@ TEST_F(ApiServerTest, SubmitStatusCancelAndTheirErrorStatuses) {
                     R"(", "docker_image": "i", "command": ["a"], "accelerator_type": "v4-64"}})");
   };
   EXPECT_EQ(with_name("exists")->status, 409);
+  EXPECT_EQ(body(with_name("exists"))["error"]["type"], "WorkloadExistsError");
+  // A create the cluster refused is xpk's failure (502), though its text says "already exists".
+  EXPECT_EQ(with_name("refused")->status, 502);
+  EXPECT_EQ(body(with_name("refused"))["error"]["type"], "WorkloadSubmitError");
+  // The store down: 503 to try again, with the database's own reason.
+  r = with_name("store-down");
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(body(r)["error"]["type"], "StateStoreError");
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(),
+              HasSubstr("the database system is starting up"));
   EXPECT_EQ(with_name("Bad_Name")->status, 400);
   EXPECT_EQ(body(with_name("Bad_Name"))["error"]["type"], "InvalidWorkloadSpecError");
   EXPECT_EQ(with_name("x", "nope")->status, 404);
@@ -1020,6 +1052,13 @@ TEST_F(ApiServerTest, ConfigHealthReadinessAndUnknownRoutes) {
   EXPECT_EQ(j["reload_failures"], 1);
   EXPECT_EQ(j["state"]["backend"], "sqlite");
   EXPECT_EQ(client_->Get("/healthz")->status, 200);
+  EXPECT_EQ(client_->Get("/readyz")->status, 200);
+  // A store that cannot be written: not ready, and why.
+  control_->set_store_down("disk full (SQLITE_FULL)");
+  r = client_->Get("/readyz");
+  EXPECT_EQ(r->status, 503);
+  EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("SQLITE_FULL"));
+  control_->set_store_down(std::nullopt);
   EXPECT_EQ(client_->Get("/readyz")->status, 200);
   r = client_->Get("/v2/everything");
   EXPECT_EQ(r->status, 404);

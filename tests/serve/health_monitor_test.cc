@@ -434,6 +434,10 @@ class FailingStore final : public StateStore {
   std::string location() const override { return "sqlite:///gone.db"; }
   int schema_version() const override { return kStateSchemaVersion; }
   std::int64_t record_submission(const SubmissionRow&) override { fail("record_submission"); }
+  bool record_submission_intent(const SubmissionRow&) override { fail("intent"); }
+  bool forget_submission(const std::string&, const std::string&, const std::string&) override {
+    fail("forget");
+  }
   std::optional<SubmissionRow> find_submission(const std::string&, const std::string&) override {
     fail("find_submission");
   }
@@ -529,6 +533,9 @@ TEST_F(HealthMonitorTest, StoreFailuresAreCountedAndTheLoopGoesOn) {
   EXPECT_EQ(st.store_failures, 5);
   EXPECT_EQ(st.downsample_failures, 1);
   EXPECT_TRUE(m->latest("b")->result.reachable);  // the cache still has it
+  // /readyz says why: the store's own error.
+  ASSERT_TRUE(m->store_problem().has_value());
+  EXPECT_THAT(*m->store_problem(), ::testing::HasSubstr("disk I/O error"));
 }
 
 TEST_F(HealthMonitorTest, ProbesAreWrittenToTheHistoryWithBackendAndDuration) {
@@ -552,6 +559,7 @@ TEST_F(HealthMonitorTest, ProbesAreWrittenToTheHistoryWithBackendAndDuration) {
   EXPECT_FALSE(b->result.reachable);
   EXPECT_EQ(b->result.error, "probe timed out after 15s");
   EXPECT_EQ(m->stats().store_failures, 0);
+  EXPECT_EQ(m->store_problem(), std::nullopt);
   EXPECT_EQ(m->stats().downsample_runs, 1);
 }
 

@@ -192,7 +192,8 @@ class SimControl final : public ControlPlane {
   std::vector<std::string> breaker_failures;
   std::map<std::string, int> cancel_calls;  // by cluster, answered or not
   int failing_submits = 0;                  // the next N submits fail (transient)
-  std::map<std::string, int> failing_on;    // the next N submits to a cluster fail (transient)
+  int store_refusals = 0;  // the next N submits fail as a store that cannot take their intent
+  std::map<std::string, int> failing_on;  // the next N submits to a cluster fail (transient)
   bool create_then_fail = false;    // a failing submit makes the workload all the same (a timeout)
   std::function<void()> on_status;  // called by status() (a slow log read), before it answers
   std::string cut_after_failed_create;  // this cluster stops answering after a failed create
@@ -304,6 +305,12 @@ class SimControl final : public ControlPlane {
       int& n;
       ~Landed() { --n; }
     } landed{in_flight};
+    if (store_refusals > 0) {
+      --store_refusals;
+      throw StateStoreError("postgresql", "postgresql://db/f",
+                            "record the submission of workload '" + spec.name + "'",
+                            "the database system is starting up");
+    }
     if (failing_submits > 0 || failing_on[c] > 0) {
       --(failing_submits > 0 ? failing_submits : failing_on[c]);
       if (create_then_fail) sim.at(c).workloads[spec.name].spec = spec;
@@ -321,7 +328,7 @@ class SimControl final : public ControlPlane {
     if (!cl.reachable) throw WorkloadSubmitError("Unable to connect", c, spec.name, 1, "");
     if (cl.workloads.contains(spec.name)) {
       // The fabric's words for a duplicate (XpkWorkloadManager::submit).
-      throw WorkloadSubmitError("workload '" + spec.name + "' already exists on cluster '" + c +
+      throw WorkloadExistsError("workload '" + spec.name + "' already exists on cluster '" + c +
                                     "' (xpk workload create exited 1 without replacing it)",
                                 c, spec.name, 1, "");
     }
@@ -924,6 +931,24 @@ TEST_F(SupervisorTest, AReadmittedEvictionIsNotReplacedWhenAPassIsSlow) {
 // create was taken for the replacement existing already, so the supervisor "adopted" a workload
 // that was never made, found it missing on its next look and opened another incident (the chaos
 // benchmark's flaky creates burned one recovery per failed create this way).
+// A store that cannot take a replacement's intent made nothing anywhere: not an attempt, not the
+// cluster's failure; the next pass submits it.
+TEST_F(SupervisorTest, AStoreRefusingTheIntentIsNeitherAnAttemptNorTheClustersFailure) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "FAILED", 137);
+  control_->store_refusals = 1;
+  run(*sup, 1);
+  EXPECT_TRUE(control_->submits.empty());
+  EXPECT_TRUE(control_->breaker_failures.empty());
+  run(*sup, 1);
+  ASSERT_EQ(control_->submits.size(), 1u);
+  EXPECT_EQ(record("train").incarnation, "train-r1");
+  const auto recovery = store_->get_recovery("train-1");
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->attempts, 1);  // the refused one did not count
+}
+
 TEST_F(SupervisorTest, AFailedCreateIsRetriedEvenWhenXpkSaysSomethingElseAlreadyExists) {
   auto sup = make("a");
   manage("train");

@@ -19,6 +19,7 @@ namespace falcon::testing {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using namespace std::chrono_literals;
 
@@ -98,6 +99,36 @@ TEST_P(StateStoreContract, ReopeningFindsEverythingWritten) {
   ASSERT_TRUE(again->latest_probe("tpu-a"));
 }
 
+// A failing xpk prints kilobytes; stored with every candidate of every failed decision they
+// filled a freed disk within seconds. Stored errors keep their first kilobyte, cut between
+// characters, and say how much was cut.
+TEST_P(StateStoreContract, StoredErrorTextsAreBounded) {
+  std::string long_error = "xpk failed: ";
+  while (long_error.size() < 8000) long_error += "Unable to connect to the server ";
+  long_error += "\xc3\xa9";  // a two-byte character near the end
+  ProbeRecord p = probe("tpu-a", 5);
+  p.result.reachable = false;
+  p.result.error = std::string(1023, 'x') + "\xc3\xa9" + long_error;  // cut inside the é
+  store_->record_probes({p});
+  const auto stored = store_->latest_probe("tpu-a");
+  ASSERT_TRUE(stored && stored->result.error);
+  EXPECT_EQ(stored->result.error->rfind(std::string(1023, 'x') + "... (", 0), 0u)
+      << stored->result.error->substr(0, 1100);
+  EXPECT_THAT(*stored->result.error, HasSubstr(" more bytes)"));
+
+  ClusterSelection s = selection("v4-64", "tpu-b", 1000);
+  s.probe_results[0].error = long_error;
+  const auto id = store_->record_selection(s);
+  const auto got = store_->get_selection(id);
+  ASSERT_TRUE(got);
+  const auto& error = got->selection.probe_results.at(0).error;
+  ASSERT_TRUE(error);
+  EXPECT_LT(error->size(), 1100u);
+  EXPECT_EQ(error->substr(0, 100), long_error.substr(0, 100));
+  // Short errors are kept as they are.
+  EXPECT_EQ(got->selection.probe_results.at(1).error, s.probe_results.at(1).error);
+}
+
 // --- Submissions.
 
 TEST_P(StateStoreContract, SubmissionRoundTripsEveryFieldWithItsSpec) {
@@ -133,6 +164,34 @@ TEST_P(StateStoreContract, ResubmissionOfTheSameNameReplacesTheRowWithANewId) {
   EXPECT_EQ(found->id, second);
   EXPECT_EQ(found->docker_image, "gcr.io/p/img:2");
   EXPECT_EQ(store_->list_submissions({}).rows.size(), 1u);
+}
+
+// The intent written before xpk runs: stored only when the name is free, so that a duplicate
+// create leaves the record (and the observed states) of the workload that has the name.
+TEST_P(StateStoreContract, AnIntentIsStoredOnlyForAFreeNameAndCanBeTakenBack) {
+  EXPECT_TRUE(store_->record_submission_intent(submission("tpu-a", "w", 0)));
+  const auto first = store_->find_submission("tpu-a", "w");
+  ASSERT_TRUE(first);
+  store_->record_workload_event(WorkloadEvent{.cluster = "tpu-a",
+                                              .workload = "w",
+                                              .state = "RUNNING",
+                                              .observed_at = at_ms(1000),
+                                              .detail = "xpk workload list"});
+  SubmissionRow again = submission("tpu-a", "w", 60000);
+  again.docker_image = "gcr.io/p/other:1";
+  EXPECT_FALSE(store_->record_submission_intent(again));
+  const auto kept = store_->find_submission("tpu-a", "w");
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->id, first->id);
+  EXPECT_EQ(kept->docker_image, first->docker_image);
+  EXPECT_EQ(kept->state, "RUNNING");
+  // Taken back only by the submission that wrote it (its submitted_at).
+  EXPECT_FALSE(store_->forget_submission("tpu-a", "w", again.handle.submitted_at));
+  EXPECT_TRUE(store_->find_submission("tpu-a", "w"));
+  EXPECT_TRUE(store_->forget_submission("tpu-a", "w", first->handle.submitted_at));
+  EXPECT_FALSE(store_->find_submission("tpu-a", "w"));
+  EXPECT_FALSE(store_->forget_submission("tpu-a", "w", first->handle.submitted_at));
+  EXPECT_THROW(store_->forget_submission("tpu-a", "w", "yesterday"), std::invalid_argument);
 }
 
 TEST_P(StateStoreContract, SubmissionWithABadTimeOrNoNameIsRejectedBeforeWriting) {

@@ -288,6 +288,16 @@ void PostgresServer::stop() {
   pid_ = -1;
 }
 
+void PostgresServer::shut_down() { stop(); }
+
+void PostgresServer::restart() {
+  if (pid_ > 0) return;
+  if (!start_on(port_)) {
+    throw std::runtime_error("the test PostgreSQL could not start again on port " +
+                             std::to_string(port_) + " (taken meanwhile)");
+  }
+}
+
 std::string PostgresServer::url(const std::string& database) const {
   return "postgresql://falcon@127.0.0.1:" + std::to_string(port_) + "/" + database;
 }

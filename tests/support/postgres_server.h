@@ -48,6 +48,11 @@ class PostgresServer {
   std::string fresh_database();
   // Runs SQL through psql against `database`; returns psql's stdout. Throws std::runtime_error.
   std::string psql(const std::string& database, const std::string& sql) const;
+  // An outage: stops the server (fast shutdown; clients see their connections closed and new
+  // ones refused) until restart() starts it again on the same port with the same data. restart
+  // throws std::runtime_error when it cannot (the port taken meanwhile, a failed start).
+  void shut_down();
+  void restart();
 
  private:
   void init_cluster();

@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -315,9 +317,114 @@ TEST_F(WorkloadManagerTest, GpuCommandsMayNotCarryQuotesXpkPastesIntoDoubleQuote
   EXPECT_NO_THROW(manager().submit(tpu_cluster(), spec));
 }
 
+// A SubmissionStore in memory that logs each call beside the runner's calls, and can refuse
+// writes as a database that is down does.
+class LoggingSubmissionStore final : public SubmissionStore {
+ public:
+  explicit LoggingSubmissionStore(std::shared_ptr<FakeCommandRunner> runner)
+      : runner_(std::move(runner)) {}
+  void record(const SubmissionRecord& r) override {
+    log.push_back(fmt::format("record {} (xpk calls {})", r.workload, runner_->calls().size()));
+    if (down) throw StateStoreError("postgresql", "postgresql://db/f", "record", "down");
+    rows[r.cluster + "/" + r.workload] = r;
+  }
+  bool intend(const SubmissionRecord& r) override {
+    log.push_back(fmt::format("intend {} (xpk calls {})", r.workload, runner_->calls().size()));
+    if (down) {
+      throw StateStoreError("postgresql", "postgresql://db/f", "record_submission_intent",
+                            "the database system is shutting down");
+    }
+    return rows.emplace(r.cluster + "/" + r.workload, r).second;
+  }
+  void forget(const SubmissionRecord& r) override {
+    log.push_back("forget " + r.workload);
+    const auto it = rows.find(r.cluster + "/" + r.workload);
+    if (it != rows.end() && it->second.submitted_at == r.submitted_at) rows.erase(it);
+  }
+  std::optional<SubmissionRecord> find(const std::string& c, const std::string& w) const override {
+    const auto it = rows.find(c + "/" + w);
+    return it == rows.end() ? std::nullopt : std::optional(it->second);
+  }
+
+  std::shared_ptr<FakeCommandRunner> runner_;
+  std::vector<std::string> log;
+  std::map<std::string, SubmissionRecord> rows;
+  bool down = false;
+};
+
+class SubmissionIntentTest : public WorkloadManagerTest {
+ protected:
+  XpkWorkloadManager manager_with_store() {
+    return XpkWorkloadManager(make_xpk_cli(runner_, settings_), clock_, store_);
+  }
+  std::shared_ptr<LoggingSubmissionStore> store_ =
+      std::make_shared<LoggingSubmissionStore>(runner_);
+};
+
+TEST_F(SubmissionIntentTest, TheSubmissionIsRecordedBeforeXpkRuns) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  const auto handle = manager_with_store().submit(tpu_cluster(), tpu_spec());
+  EXPECT_THAT(store_->log, ElementsAre("intend llama-8b-bench (xpk calls 0)"));
+  const auto row = store_->find("tpu-v4-prod", "llama-8b-bench");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->submitted_at, handle.submitted_at);
+  EXPECT_EQ(row->namespace_, "default");
+}
+
+TEST_F(SubmissionIntentTest, AStoreThatCannotTakeTheIntentFailsTheSubmitWithNothingCreated) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  store_->down = true;
+  try {
+    manager_with_store().submit(tpu_cluster(), tpu_spec());
+    ADD_FAILURE() << "expected StateStoreError";
+  } catch (const StateStoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("llama-8b-bench"));
+    EXPECT_THAT(e.what(), HasSubstr("nothing was created"));
+    EXPECT_EQ(e.db_message(), "the database system is shutting down");
+  }
+  EXPECT_TRUE(runner_->calls().empty());  // xpk never ran
+}
+
+TEST_F(SubmissionIntentTest, ACreateThatMadeNothingTakesItsIntentBack) {
+  runner_->on({"workload", "create"},
+              FakeCommandRunner::fails(1, "", testing::kCreateUnreachableStdout));
+  EXPECT_THROW(manager_with_store().submit(tpu_cluster(), tpu_spec()), WorkloadNotCreatedError);
+  EXPECT_EQ(store_->find("tpu-v4-prod", "llama-8b-bench"), std::nullopt);
+  EXPECT_EQ(store_->log.back(), "forget llama-8b-bench");
+}
+
+TEST_F(SubmissionIntentTest, ACreateThatMayHaveMadeTheWorkloadKeepsItsRecord) {
+  runner_->on({"workload", "create"},
+              FakeCommandRunner::fails(1, testing::kCreateApplyUnreachableStderr,
+                                       testing::kCreateApplyUnreachableStdout));
+  EXPECT_THROW(manager_with_store().submit(tpu_cluster(), tpu_spec()), WorkloadSubmitError);
+  EXPECT_TRUE(store_->find("tpu-v4-prod", "llama-8b-bench").has_value());
+  EXPECT_THAT(store_->log, Not(Contains("forget llama-8b-bench")));
+}
+
+// A duplicate name leaves the record of the workload that has it as it was.
+TEST_F(SubmissionIntentTest, ADuplicateNameLeavesTheExistingRecordAlone) {
+  SubmissionRecord earlier{.cluster = "tpu-v4-prod",
+                           .workload = "llama-8b-bench",
+                           .namespace_ = "team-a",
+                           .submitted_at = "2026-01-01T00:00:00.000Z"};
+  store_->rows["tpu-v4-prod/llama-8b-bench"] = earlier;
+  runner_->on({"workload", "create"}, FakeCommandRunner::fails(1, testing::kCreateDuplicateStderr,
+                                                               testing::kCreateDuplicateStdout));
+  EXPECT_THROW(manager_with_store().submit(tpu_cluster(), tpu_spec()), WorkloadExistsError);
+  EXPECT_EQ(store_->find("tpu-v4-prod", "llama-8b-bench"), earlier);
+  // The name free again (the earlier workload deleted): the new record replaces it after the
+  // create succeeded.
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  const auto handle = manager_with_store().submit(tpu_cluster(), tpu_spec());
+  EXPECT_EQ(store_->find("tpu-v4-prod", "llama-8b-bench")->submitted_at, handle.submitted_at);
+  EXPECT_EQ(store_->log.back(), "record llama-8b-bench (xpk calls 2)");
+}
+
 TEST_F(WorkloadManagerTest, ADuplicateNameSaysSoFirstWithoutXpksNoise) {
   runner_->on({"workload", "create"}, FakeCommandRunner::fails(1, testing::kCreateDuplicateStderr,
                                                                testing::kCreateDuplicateStdout));
+  EXPECT_THROW(manager().submit(tpu_cluster(), tpu_spec()), WorkloadExistsError);
   const auto e = submit_error(tpu_cluster(), tpu_spec());
   const std::string what = e.what();
   EXPECT_EQ(what.rfind("workload 'llama-8b-bench' already exists on cluster 'tpu-v4-prod'", 0), 0u)
