@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build make pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
-  libcli11-dev libfmt-dev libcpp-httplib-dev zlib1g-dev libboost-dev libsimdjson-dev ccache
+  libcli11-dev libfmt-dev libcpp-httplib-dev zlib1g-dev libboost-dev libsimdjson-dev libre2-dev ccache
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev libpq-dev postgresql-15
   clang-format python3 time ca-certificates wrk

@@ -6,11 +6,12 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
-#include <regex>
 #include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
+#include <re2/re2.h>
+
 #include <nlohmann/json.hpp>
 
 #include "util/time_format.h"
@@ -20,52 +21,6 @@ namespace falcon::fake::lql {
 using nlohmann::json;
 
 namespace {
-
-// What Cloud Logging's regular expressions (RE2) refuse that std::regex would take: a
-// back-reference (\1 to \9; RE2 has none) and a repetition count above 1000 (RE2's limit). Both
-// are checked before std::regex sees the pattern: libstdc++ reads those numbers into a long
-// without a bound, so "\\1111111111111111111111" overflowed inside it (found by fuzz/lql_fuzz.cc).
-std::optional<std::string> re2_refuses(std::string_view p) {
-  constexpr int kMaxRepeat = 1000;
-  bool in_class = false;
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    const char c = p[i];
-    if (c == '\\' && i + 1 < p.size()) {
-      if (!in_class && p[i + 1] >= '1' && p[i + 1] <= '9') {
-        return fmt::format("back-references (\\{}) are not supported (RE2 syntax)", p[i + 1]);
-      }
-      ++i;
-      continue;
-    }
-    if (in_class) {
-      if (c == ']') in_class = false;
-      continue;
-    }
-    if (c == '[') {
-      in_class = true;
-      if (i + 1 < p.size() && p[i + 1] == '^') ++i;
-      if (i + 1 < p.size() && p[i + 1] == ']') ++i;  // a leading ']' is literal
-      continue;
-    }
-    if (c != '{') continue;
-    // {n}, {n,} or {n,m}: each number at most kMaxRepeat (and so at most 4 digits).
-    std::size_t j = i + 1;
-    for (int part = 0; part < 2 && j < p.size(); ++part) {
-      std::size_t digits = 0;
-      long value = 0;
-      while (j < p.size() && p[j] >= '0' && p[j] <= '9') {
-        if (++digits <= 4) value = value * 10 + (p[j] - '0');
-        ++j;
-      }
-      if (digits > 4 || value > kMaxRepeat) {
-        return fmt::format("repetition count above {} (RE2's limit)", kMaxRepeat);
-      }
-      if (j >= p.size() || p[j] != ',') break;
-      ++j;
-    }
-  }
-  return std::nullopt;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Text helpers
@@ -215,7 +170,7 @@ struct Node {
   std::optional<double> number;
   std::optional<std::int64_t> time;  // for timestamp fields
   std::optional<int> severity;       // for the severity field
-  std::shared_ptr<const std::regex> regex;
+  std::shared_ptr<const RE2> regex;  // =~ and !~: RE2, as Cloud Logging's own
 
   // kSearch: tokens every one of which must be found; phrases (from backticks) must be found
   // as adjacent token runs.
@@ -772,21 +727,16 @@ class Parser {
       return n;
     }
     if (op == Op::kRegex || op == Op::kNotRegex) {
-      std::string pattern = lit.text;
-      auto flags = std::regex::ECMAScript;
-      if (pattern.rfind("(?i)", 0) == 0) {
-        pattern.erase(0, 4);
-        flags |= std::regex::icase;
-      }
-      if (const auto why = re2_refuses(pattern)) {
-        throw error(fmt::format("invalid regular expression \"{}\": {}", lit.text, *why), lit.pos);
-      }
-      try {
-        n->regex = std::make_shared<const std::regex>(pattern, flags);
-      } catch (const std::regex_error& e) {
-        throw error(fmt::format("invalid regular expression \"{}\": {}", lit.text, e.what()),
+      // RE2, the engine Cloud Logging uses: its syntax ((?i) included) and its errors, and
+      // matching in time linear in the text whatever the pattern.
+      RE2::Options options;
+      options.set_log_errors(false);
+      auto re = std::make_shared<const RE2>(lit.text, options);
+      if (!re->ok()) {
+        throw error(fmt::format("invalid regular expression \"{}\": {}", lit.text, re->error()),
                     lit.pos);
       }
+      n->regex = std::move(re);
       return n;
     }
     if (is_time_path(n->path) && op != Op::kHas) {
@@ -867,11 +817,10 @@ bool match_value(const Node& n, Op op, const json& j) {
   if (j.is_null()) return false;
   if (op == Op::kRegex) {
     if (j.is_object()) {
-      return any_leaf_text(
-          j, [&](std::string_view s) { return std::regex_search(s.begin(), s.end(), *n.regex); });
+      return any_leaf_text(j, [&](std::string_view s) { return RE2::PartialMatch(s, *n.regex); });
     }
     const std::string s = scalar_text(j);
-    return std::regex_search(s, *n.regex);
+    return RE2::PartialMatch(s, *n.regex);
   }
   if (j.is_object()) {
     if (op != Op::kHas) return false;
@@ -920,7 +869,7 @@ bool eval_compare(const Node& n, const EntryView& v) {
     } else {
       const std::string text = format_rfc3339_nanos(*t);
       result =
-          op == Op::kRegex ? std::regex_search(text, *n.regex) : icontains(text, n.value_lower);
+          op == Op::kRegex ? RE2::PartialMatch(text, *n.regex) : icontains(text, n.value_lower);
     }
   } else if (const json* j = v.find(n.path)) {
     result = match_value(n, op, *j);
