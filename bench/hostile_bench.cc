@@ -385,7 +385,10 @@ void in_parallel(int threads, double seconds, bool once, F one) {
 
 void count(json& out, const std::string& what, int status, std::mutex& m) {
   std::lock_guard lock(m);
-  out[what][std::to_string(status)] = out[what].value(std::to_string(status), 0) + 1;
+  json& counts = out[what];
+  if (!counts.is_object()) counts = json::object();  // the first count
+  const std::string key = std::to_string(status);
+  counts[key] = counts.value(key, 0) + 1;
 }
 
 void attack_nested(const Options& o, json& out) {
