@@ -45,6 +45,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "support/raw_http_client.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -75,71 +77,17 @@ long rss_kb(int pid) {
   return 0;
 }
 
-// A blocking connection (plain or TLS) from `source` to 127.0.0.1:port, with a timeout on
-// every read and write.
-class Conn {
- public:
-  Conn(int port, bool tls, const std::string& source, int timeout_ms) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    const int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (!source.empty()) {
-      sockaddr_in local{};
-      local.sin_family = AF_INET;
-      ::inet_pton(AF_INET, source.c_str(), &local.sin_addr);
-      ::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local);
-    }
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<std::uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return;
-    if (tls) {
-      ctx_ = SSL_CTX_new(TLS_client_method());
-      SSL_CTX_set_verify(ctx_, SSL_VERIFY_NONE, nullptr);
-      ssl_ = SSL_new(ctx_);
-      SSL_set_fd(ssl_, fd_);
-      if (SSL_connect(ssl_) != 1) return;
-    }
-    ok_ = true;
-  }
-  ~Conn() {
-    if (ssl_) SSL_free(ssl_);
-    if (ctx_) SSL_CTX_free(ctx_);
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return ok_; }
-  bool send(const std::string& data) {
-    std::size_t off = 0;
-    while (ok_ && off < data.size()) {
-      const long w = ssl_ ? SSL_write(ssl_, data.data() + off, static_cast<int>(data.size() - off))
-                          : ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-      if (w <= 0) return false;
-      off += static_cast<std::size_t>(w);
-    }
-    return ok_;
-  }
-  // The status of the answer (0: none), reading the head only.
-  int status() {
-    std::string in;
-    char buf[4096];
-    while (in.find("\r\n") == std::string::npos) {
-      const long r = ssl_ ? SSL_read(ssl_, buf, sizeof buf) : ::recv(fd_, buf, sizeof buf, 0);
-      if (r <= 0) return 0;
-      in.append(buf, static_cast<std::size_t>(r));
-    }
-    return in.size() >= 12 ? std::atoi(in.c_str() + 9) : 0;
-  }
+using falcon::testing::RawHttpClient;
 
- private:
-  int fd_ = -1;
-  SSL_CTX* ctx_ = nullptr;
-  SSL* ssl_ = nullptr;
-  bool ok_ = false;
-};
+// A blocking connection (plain or TLS) from `source` to 127.0.0.1:port, with a timeout on
+// every read and write: the tests' raw client (tests/support/raw_http_client.h).
+std::unique_ptr<RawHttpClient> connect_from(int port, bool tls, const std::string& source,
+                                            int timeout_ms) {
+  return std::make_unique<RawHttpClient>(
+      port, RawHttpClient::Options{.tls = tls,
+                                   .source_address = source,
+                                   .read_timeout = std::chrono::milliseconds(timeout_ms)});
+}
 
 std::string request(const std::string& method, const std::string& path, int port,
                     const std::string& token = "", const std::string& body = "") {
@@ -157,9 +105,9 @@ std::string request(const std::string& method, const std::string& path, int port
 std::pair<int, double> ask(int port, bool tls, const std::string& req, const std::string& source,
                            int timeout_ms) {
   const auto t = Clock::now();
-  Conn c(port, tls, source, timeout_ms);
-  if (!c.ok() || !c.send(req)) return {0, ms_since(t)};
-  const int status = c.status();
+  const auto c = connect_from(port, tls, source, timeout_ms);
+  if (!c->connected() || !c->send(req)) return {0, ms_since(t)};
+  const int status = c->read_answer(true).status;  // the head only
   return {status, ms_since(t)};
 }
 
@@ -317,9 +265,9 @@ void attack_slow(const Options& o, json& out) {
 }
 
 void attack_trickle(const Options& o, json& out) {
-  std::vector<std::unique_ptr<Conn>> conns;
+  std::vector<std::unique_ptr<RawHttpClient>> conns;
   for (int i = 0; i < 64; ++i) {
-    conns.push_back(std::make_unique<Conn>(o.port, o.tls, source_address(i), 2000));
+    conns.push_back(connect_from(o.port, o.tls, source_address(i), 2000));
   }
   const std::string head = "GET /v1/clusters HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaa";
   const auto until = Clock::now() + std::chrono::duration<double>(o.seconds);
@@ -417,12 +365,12 @@ void attack_follows(const Options& o, json& out) {
   const auto slash = o.workload.find('/');
   const std::string path = "/v1/workloads/" + o.workload.substr(0, slash) + "/" +
                            o.workload.substr(slash + 1) + "/logs?follow=true";
-  std::vector<std::unique_ptr<Conn>> held;
+  std::vector<std::unique_ptr<RawHttpClient>> held;
   std::map<int, int> statuses;
   for (int i = 0; i < 64; ++i) {
-    auto c = std::make_unique<Conn>(o.port, o.tls, source_address(i), 30000);
+    auto c = connect_from(o.port, o.tls, source_address(i), 30000);
     c->send(request("GET", path, o.port, o.token));
-    ++statuses[c->status()];
+    ++statuses[c->read_answer(true).status];
     held.push_back(std::move(c));
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));  // held open

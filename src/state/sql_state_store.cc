@@ -434,11 +434,22 @@ auto SqlStateStore::read(const char* operation, F&& fn) {
 
 // --- Submissions.
 
-std::int64_t SqlStateStore::record_submission(const SubmissionRow& row) {
+namespace {
+
+// A submission's checks (cluster, name, time) and its column values; the submitted time in ms.
+std::pair<std::int64_t, std::vector<SqlValue>> checked_submission(const SubmissionRow& row) {
   require_nonempty(row.handle.cluster, "submission cluster");
   require_nonempty(row.handle.workload_name, "submission workload name");
   const std::int64_t submitted_ms = parse_time_field(row.handle.submitted_at, "submitted_at");
-  auto values = submission_values(row, submitted_ms);
+  return {submitted_ms, submission_values(row, submitted_ms)};
+}
+
+}  // namespace
+
+std::int64_t SqlStateStore::record_submission(const SubmissionRow& row) {
+  auto checked = checked_submission(row);
+  const std::int64_t submitted_ms = checked.first;
+  auto& values = checked.second;
   return write("record_submission", [&](SqlConnection& c) {
     c.query(
         "DELETE FROM workload_states WHERE cluster = $1 AND workload = $2 AND "
@@ -462,10 +473,7 @@ std::int64_t SqlStateStore::record_submission(const SubmissionRow& row) {
 }
 
 bool SqlStateStore::record_submission_intent(const SubmissionRow& row) {
-  require_nonempty(row.handle.cluster, "submission cluster");
-  require_nonempty(row.handle.workload_name, "submission workload name");
-  const std::int64_t submitted_ms = parse_time_field(row.handle.submitted_at, "submitted_at");
-  auto values = submission_values(row, submitted_ms);
+  auto values = checked_submission(row).second;
   return write("record_submission_intent", [&](SqlConnection& c) {
     const SqlRows ids = c.query(
         std::string(kInsertSubmission) + " ON CONFLICT (cluster, workload) DO NOTHING RETURNING id",
@@ -644,13 +652,12 @@ std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) 
                   [](const ClusterProbeResult& r) {
                     return r.error && r.error->size() > kMaxStoredErrorBytes;
                   });
+  std::optional<ClusterSelection> bounded;  // a copy only when an error text is cut
   if (long_errors) {
-    ClusterSelection bounded = selection;
-    for (ClusterProbeResult& r : bounded.probe_results) r.error = bounded_error(r.error);
-    pending.json = pack_explanation(to_json_text(bounded));
-  } else {
-    pending.json = pack_explanation(to_json_text(selection));
+    bounded = selection;
+    for (ClusterProbeResult& r : bounded->probe_results) r.error = bounded_error(r.error);
   }
+  pending.json = pack_explanation(to_json_text(bounded ? *bounded : selection));
   commit_selection(mine);
   if (pending.error) std::rethrow_exception(pending.error);
   return pending.id;
