@@ -8,10 +8,10 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 
+#include "util/base64.h"
+
 namespace falcon::gcp {
 namespace {
-
-constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 struct BioDeleter {
   void operator()(BIO* bio) const { BIO_free(bio); }
@@ -38,60 +38,6 @@ std::unique_ptr<EVP_PKEY, PkeyDeleter> load_private_key(std::string_view pem) {
 
 }  // namespace
 
-std::string base64url_encode(std::string_view data) {
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 3 <= data.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                       (static_cast<unsigned char>(data[i + 1]) << 8) |
-                       static_cast<unsigned char>(data[i + 2]);
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    out.push_back(kAlphabet[(v >> 6) & 63]);
-    out.push_back(kAlphabet[v & 63]);
-  }
-  const std::size_t rest = data.size() - i;
-  if (rest > 0) {
-    unsigned v = static_cast<unsigned char>(data[i]) << 16;
-    if (rest == 2) v |= static_cast<unsigned char>(data[i + 1]) << 8;
-    out.push_back(kAlphabet[(v >> 18) & 63]);
-    out.push_back(kAlphabet[(v >> 12) & 63]);
-    if (rest == 2) out.push_back(kAlphabet[(v >> 6) & 63]);
-  }
-  return out;
-}
-
-std::optional<std::string> base64url_decode(std::string_view text) {
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  unsigned buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z')
-      v = c - 'A';
-    else if (c >= 'a' && c <= 'z')
-      v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9')
-      v = c - '0' + 52;
-    else if (c == '-' || c == '+')
-      v = 62;
-    else if (c == '_' || c == '/')
-      v = 63;
-    else
-      return std::nullopt;
-    buffer = (buffer << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
-
 void check_rsa_private_key(std::string_view pem) { load_private_key(pem); }
 
 std::string sign_rs256(std::string_view pem_private_key, std::string_view data) {
@@ -116,9 +62,10 @@ std::string sign_rs256(std::string_view pem_private_key, std::string_view data) 
 
 std::string make_signed_jwt(std::string_view header_json, std::string_view payload_json,
                             std::string_view pem_private_key) {
-  std::string signing_input = base64url_encode(header_json) + "." + base64url_encode(payload_json);
+  std::string signing_input =
+      base64_encode(header_json, Base64::kUrl) + "." + base64_encode(payload_json, Base64::kUrl);
   const std::string signature = sign_rs256(pem_private_key, signing_input);
-  return signing_input + "." + base64url_encode(signature);
+  return signing_input + "." + base64_encode(signature, Base64::kUrl);
 }
 
 }  // namespace falcon::gcp

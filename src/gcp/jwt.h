@@ -8,11 +8,6 @@
 
 namespace falcon::gcp {
 
-// Base64url without padding (RFC 7515 section 2).
-std::string base64url_encode(std::string_view data);
-// Accepts padded or unpadded base64url; nullopt on a character outside the alphabet.
-std::optional<std::string> base64url_decode(std::string_view text);
-
 // Throws std::invalid_argument when `pem` is not a PEM RSA private key (the message never quotes
 // the key). Use it to reject a bad key file before any token is asked for.
 void check_rsa_private_key(std::string_view pem);

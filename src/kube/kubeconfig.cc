@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "util/base64.h"
+
 namespace falcon::kube {
 namespace {
 
@@ -38,27 +40,6 @@ YAML::Node named(const YAML::Node& root, const char* list, const char* inner,
 
 }  // namespace
 
-std::optional<std::string> base64_decode(std::string_view text) {
-  static constexpr std::string_view kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  unsigned int buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
-    const auto pos = kAlphabet.find(c);
-    if (pos == std::string_view::npos) return std::nullopt;
-    buffer = (buffer << 6) | static_cast<unsigned int>(pos);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
-
 KubeTarget parse_kubeconfig(std::string_view yaml_text, const std::string& source) {
   YAML::Node root;
   try {
@@ -86,7 +67,7 @@ KubeTarget parse_kubeconfig(std::string_view yaml_text, const std::string& sourc
                              cluster_name));
   }
   if (const std::string data = scalar(cluster, "certificate-authority-data"); !data.empty()) {
-    auto pem = base64_decode(data);
+    auto pem = base64_decode(data, Base64::kStandard, /*skip_whitespace=*/true);
     if (!pem) {
       fail(source,
            fmt::format("cluster '{}': certificate-authority-data is not base64", cluster_name));

@@ -40,7 +40,4 @@ KubeTarget parse_kubeconfig(std::string_view yaml_text, const std::string& sourc
 // Same, from a file; the error names the path, and says when the file does not exist.
 KubeTarget read_kubeconfig(const std::filesystem::path& path);
 
-// Standard base64 (with or without padding); nullopt on a character outside the alphabet.
-std::optional<std::string> base64_decode(std::string_view text);
-
 }  // namespace falcon::kube

@@ -20,6 +20,7 @@
 #include "support/fake_clock.h"
 #include "support/fake_http_client.h"
 #include "support/temp_dir.h"
+#include "util/base64.h"
 
 namespace falcon::gcp {
 namespace {
@@ -233,8 +234,9 @@ TEST(ServiceAccountKey, SignsAnRs256JwtAndExchangesItAtTheKeysTokenUri) {
   const auto dot1 = jwt.find('.');
   const auto dot2 = jwt.rfind('.');
   ASSERT_NE(dot1, dot2);
-  const json header = json::parse(*base64url_decode(jwt.substr(0, dot1)));
-  const json claims = json::parse(*base64url_decode(jwt.substr(dot1 + 1, dot2 - dot1 - 1)));
+  const json header = json::parse(*base64_decode(jwt.substr(0, dot1), Base64::kUrl));
+  const json claims =
+      json::parse(*base64_decode(jwt.substr(dot1 + 1, dot2 - dot1 - 1), Base64::kUrl));
   EXPECT_EQ(header, (json{{"alg", "RS256"}, {"typ", "JWT"}, {"kid", "key-id-1"}}));
   const auto now = std::chrono::duration_cast<seconds>(clock->now().time_since_epoch()).count();
   EXPECT_EQ(claims, (json{{"iss", "sa@proj.iam.gserviceaccount.com"},
@@ -243,7 +245,7 @@ TEST(ServiceAccountKey, SignsAnRs256JwtAndExchangesItAtTheKeysTokenUri) {
                           {"iat", now},
                           {"exp", now + 3600}}));
   // The signature verifies with the public key, and not over other bytes.
-  const std::string signature = *base64url_decode(jwt.substr(dot2 + 1));
+  const std::string signature = *base64_decode(jwt.substr(dot2 + 1), Base64::kUrl);
   EXPECT_TRUE(test_key().verify(jwt.substr(0, dot2), signature));
   EXPECT_FALSE(test_key().verify(jwt.substr(0, dot2) + "x", signature));
   EXPECT_EQ(jwt.find('='), std::string::npos);  // base64url without padding

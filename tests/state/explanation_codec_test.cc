@@ -65,14 +65,15 @@ TEST(ExplanationCodec, ADamagedValueIsRefusedSayingHow) {
     }
     return "no error";
   };
-  EXPECT_THAT(error_of(packed.substr(0, packed.size() - 1)), HasSubstr("whole number of quads"));
-  EXPECT_THAT(error_of(packed.substr(0, 3) + "!!!!" + packed.substr(7)), HasSubstr("'!' at 3"));
-  // Cut at a quad boundary: valid base64 of a stream that stops early.
+  // A character outside the alphabet, padding before the end, a dangling character: not base64
+  // (util/base64.h, the layer's one codec, checks the text).
+  EXPECT_THAT(error_of(packed.substr(0, 3) + "!!!!" + packed.substr(7)), HasSubstr("not base64"));
+  EXPECT_THAT(error_of("z1:ab=c"), HasSubstr("not base64"));
+  EXPECT_THAT(error_of("z1:ab==dddd"), HasSubstr("not base64"));
+  EXPECT_THAT(error_of("z1:abcde"), HasSubstr("not base64"));
+  // Cut anywhere else: valid base64 of a stream that stops early.
   EXPECT_THAT(error_of(packed.substr(0, 3 + (packed.size() - 3) / 8 * 4)), HasSubstr("cut short"));
   EXPECT_THAT(error_of("z1:////"), HasSubstr("does not inflate"));  // a reserved block type
-  EXPECT_THAT(error_of("z1:abc"), HasSubstr("whole number of quads"));
-  EXPECT_THAT(error_of("z1:ab=c"), HasSubstr("'=' at 5"));
-  EXPECT_THAT(error_of("z1:ab==dddd"), HasSubstr("'=' at 5"));  // padding before the end
 }
 
 }  // namespace
