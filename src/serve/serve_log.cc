@@ -6,9 +6,9 @@
 
 #include <cerrno>
 #include <chrono>
-#include <ctime>
 
 #include "serve/http_message.h"
+#include "util/time_format.h"
 
 namespace falcon::serve {
 
@@ -16,17 +16,6 @@ namespace {
 
 constexpr auto kAccessFlush = std::chrono::milliseconds(100);
 constexpr std::size_t kMaxBuffered = 64 << 10;
-
-std::string format_now() {
-  const auto now = std::chrono::system_clock::now();
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms % 1000);
-}
 
 std::string dump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -53,21 +42,24 @@ ServeLog::~ServeLog() {
 }
 
 void ServeLog::write(const char* level, const std::string& message, nlohmann::json fields) {
-  const std::string time = format_now();
-  std::string line;
+  append(format_line(level, message, fields), true);
+}
+
+std::string ServeLog::format_line(const char* level, const std::string& message,
+                                  const nlohmann::json& fields) const {
+  const std::string time = format_iso8601(std::chrono::system_clock::now());
   if (tty_) {
-    line = fmt::format("{} {:<5} {}", time, level, escape_for_log(message, 4000));
+    std::string line = fmt::format("{} {:<5} {}", time, level, escape_for_log(message, 4000));
     if (fields.is_object()) {
       for (const auto& [k, v] : fields.items()) line += fmt::format(" {}={}", k, human(v));
     }
-  } else {
-    nlohmann::json j = {{"time", time}, {"level", level}, {"msg", message}};
-    if (fields.is_object()) {
-      for (const auto& [k, v] : fields.items()) j[k] = v;
-    }
-    line = dump(j);
+    return line;
   }
-  append(line, true);
+  nlohmann::json j = {{"time", time}, {"level", level}, {"msg", message}};
+  if (fields.is_object()) {
+    for (const auto& [k, v] : fields.items()) j[k] = v;
+  }
+  return dump(j);
 }
 
 void ServeLog::raw(const std::string& line) { append(line, true); }
@@ -78,25 +70,14 @@ void ServeLog::request(const RequestLogEntry& r) {
   if (!warn && (which == AccessLog::kNone || (which == AccessLog::kErrors && r.status < 400))) {
     return;
   }
-  if (tty_) {
-    nlohmann::json fields = {{"method", r.method},
-                             {"route", r.route},
-                             {"path", r.path},
-                             {"status", r.status},
-                             {"ms", static_cast<std::int64_t>(r.seconds * 1000)}};
-    if (!r.error.empty()) fields["error"] = r.error;
-    write(warn ? "warn" : "info", "request", std::move(fields));
-    return;
-  }
-  const auto quoted = [](const std::string& s) { return dump(nlohmann::json(s)); };
-  std::string line =
-      fmt::format(R"({{"time":"{}","level":"{}","msg":"request","method":{},"route":{},"path":{},)"
-                  R"("status":{},"ms":{})",
-                  format_now(), warn ? "warn" : "info", quoted(r.method), quoted(r.route),
-                  quoted(r.path), r.status, static_cast<std::int64_t>(r.seconds * 1000));
-  if (!r.error.empty()) line += ",\"error\":" + quoted(r.error);
-  line += '}';
-  append(line, warn);
+  nlohmann::json fields = {{"method", r.method},
+                           {"route", r.route},
+                           {"path", r.path},
+                           {"status", r.status},
+                           {"ms", static_cast<std::int64_t>(r.seconds * 1000)}};
+  if (!r.error.empty()) fields["error"] = r.error;
+  // Batched unless it is a server error (docs/serve.md "Logs").
+  append(format_line(warn ? "warn" : "info", "request", fields), warn);
 }
 
 void ServeLog::append(const std::string& line, bool now) {

@@ -40,6 +40,9 @@ class ServeLog {
   void request(const RequestLogEntry& r);
 
  private:
+  // One line: `time level message key=value...` on a terminal, else a JSON object.
+  std::string format_line(const char* level, const std::string& message,
+                          const nlohmann::json& fields) const;
   void append(const std::string& line, bool now);
   void write_out();  // under mutex_
   void flush_loop();
