@@ -4,6 +4,8 @@
 //
 //   FalconError
 //   ├── ClusterConfigError        repos.yaml is missing, malformed or invalid (every problem)
+//   ├── InvalidValueError         a value given (a name, rank, slice, time) breaks its rule
+//   │                             (falcon/values.h)
 //   ├── UnknownClusterError       a cluster name the registry does not know (the spec's KeyError)
 //   ├── NoAvailableClusterError   no candidate, or every candidate unreachable or full
 //   ├── ClusterUnreachableError   one cluster's probe timed out or failed

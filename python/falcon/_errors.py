@@ -2,6 +2,8 @@
 
     FalconError
     ├── ClusterConfigError        repos.yaml is missing, malformed or invalid     .problems
+    ├── InvalidValueError         a value given (name, rank, slice, time) breaks  .field
+    │                             its rule (also a ValueError)
     ├── UnknownClusterError       a cluster name the registry does not know       .cluster
     │                             (also a KeyError, as the spec says)
     ├── NoAvailableClusterError   no candidate, or every candidate unreachable    .accelerator,
@@ -21,7 +23,7 @@
 
 Every error has ``.message`` (what ``str()`` gives) and ``.details`` (the extra fields as a
 dict, as ``falcon --json`` prints them). Bad arguments (a malformed since, a negative rank) raise
-``ValueError``.
+``InvalidValueError``, a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ._model import ClusterProbeResult
 __all__ = [
     "FalconError",
     "ClusterConfigError",
+    "InvalidValueError",
     "UnknownClusterError",
     "NoAvailableClusterError",
     "ClusterUnreachableError",
@@ -71,6 +74,15 @@ class ClusterConfigError(FalconError):
     def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
         super().__init__(message, details)
         self.problems: list[str] = list(self.details.get("problems", []))
+
+
+class InvalidValueError(FalconError, ValueError):
+    """A value given (a workload or cluster name, a rank, a slice, a time) breaks its rule;
+    ``field`` names the argument."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.field: str = self.details.get("field", "")
 
 
 class UnknownClusterError(FalconError, KeyError):
@@ -178,6 +190,7 @@ _CLASSES: dict[str, type[FalconError]] = {
     for cls in (
         FalconError,
         ClusterConfigError,
+        InvalidValueError,
         UnknownClusterError,
         NoAvailableClusterError,
         ClusterUnreachableError,

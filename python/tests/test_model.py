@@ -165,6 +165,8 @@ def test_exception_classes_carry_their_attributes():
         e = _from_native(name, "m", json.dumps({"cluster": "c", "workload": "w"}))
         assert isinstance(e, falcon.WorkloadSubmitError) and e.workload == "w"
     assert isinstance(_from_native("InvalidWorkloadSpecError", "m", "{}"), ValueError)
+    e = _from_native("InvalidValueError", "rank: -1 is not...", json.dumps({"field": "rank"}))
+    assert isinstance(e, ValueError) and isinstance(e, falcon.FalconError) and e.field == "rank"
     assert not isinstance(_from_native("WorkloadExistsError", "m", "{}"), ValueError)
 
 

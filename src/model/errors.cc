@@ -1,4 +1,5 @@
 #include "falcon/errors.h"
+#include "falcon/values.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,10 +38,10 @@ ClusterConfigError::ClusterConfigError(std::vector<std::string> problems)
 void ClusterConfigError::add_details(nlohmann::json& out) const { out["problems"] = problems_; }
 
 UnknownClusterError::UnknownClusterError(std::string cluster, const std::vector<std::string>& known)
-    : FalconError(known.empty()
-                      ? fmt::format("unknown cluster '{}': no clusters are registered", cluster)
-                      : fmt::format("unknown cluster '{}' (registered: {})", cluster,
-                                    fmt::join(known, ", "))),
+    : FalconError(known.empty() ? fmt::format("unknown cluster {}: no clusters are registered",
+                                              quote_value(cluster))
+                                : fmt::format("unknown cluster {} (registered: {})",
+                                              quote_value(cluster), fmt::join(known, ", "))),
       cluster_(std::move(cluster)) {}
 
 void UnknownClusterError::add_details(nlohmann::json& out) const { out["cluster"] = cluster_; }
@@ -91,7 +92,8 @@ void WorkloadSubmitError::add_details(nlohmann::json& out) const {
 }
 
 WorkloadNotFoundError::WorkloadNotFoundError(std::string cluster, std::string workload)
-    : FalconError(fmt::format("workload '{}' not found on cluster '{}'", workload, cluster)),
+    : FalconError(fmt::format("workload {} not found on cluster {}", quote_value(workload),
+                              quote_value(cluster))),
       cluster_(std::move(cluster)),
       workload_(std::move(workload)) {}
 
@@ -131,6 +133,7 @@ const std::vector<ErrorAnswer>& error_answers() {
   static const std::vector<ErrorAnswer> table = {
       {"ClusterConfigError", kExitUsage, 400, true},
       {"InvalidWorkloadSpecError", kExitUsage, 400, true},
+      {"InvalidValueError", kExitUsage, 400, true},
       {"UsageError", kExitUsage, 400, false},
       {"UnknownClusterError", kExitNotFound, 404, true},
       {"WorkloadNotFoundError", kExitNotFound, 404, true},

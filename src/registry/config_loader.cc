@@ -23,9 +23,9 @@
 #include "falcon/config.h"
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
+#include "falcon/values.h"
 #include "util/closest.h"
 #include "util/names.h"
-#include "util/quote.h"
 
 namespace falcon {
 namespace {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "falcon/errors.h"
+#include "falcon/values.h"
 
 namespace falcon {
 
@@ -31,6 +32,7 @@ ClusterConfig ClusterRegistry::get_cluster(const std::string& name) const {
   for (const auto& c : config->clusters) {
     if (c.name == name) return c;
   }
+  check_cluster_name("cluster", name);  // a name that cannot be one is the caller's mistake
   std::vector<std::string> known;
   for (const auto& c : config->clusters) known.push_back(c.name);
   throw UnknownClusterError(name, known);

@@ -1,5 +1,7 @@
 #include "serve/api_request.h"
 
+#include "falcon/values.h"
+
 #include <fmt/format.h>
 
 #include "falcon/log_retriever.h"
@@ -172,14 +174,15 @@ bool bool_param(const Request& req, const std::string& name) {
 }
 
 StoreTime time_param(const std::string& name, const std::string& text, StoreTime now) {
+  // The rule of every --since (falcon/values.h), answered as this API's other bad parameters.
+  std::string resolved;
   try {
-    const std::string resolved = resolve_since(text, now);
-    if (auto t = parse_rfc3339(resolved)) return *t;
-  } catch (const std::invalid_argument& e) {
-    throw bad_request(fmt::format("query parameter {}: {}", name, e.what()));
+    resolved = check_since("query parameter " + name, text, now);
+  } catch (const InvalidValueError& e) {
+    throw bad_request(e.what());
   }
-  throw bad_request(
-      fmt::format("query parameter {}: not a time: '{}'", name, escape_for_log(text, 40)));
+  if (auto t = parse_rfc3339(resolved)) return *t;
+  throw bad_request(fmt::format("query parameter {}: not a time: {}", name, quote_value(text)));
 }
 
 std::int64_t id_from_path(const std::string& text, const std::string& what) {

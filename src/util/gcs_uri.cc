@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "falcon/values.h"
 #include "util/names.h"
-#include "util/quote.h"
 
 namespace falcon {
 namespace {

@@ -82,19 +82,14 @@ std::string format_with_fraction(std::int64_t nanos, int digits) {
   return buf;
 }
 
-}  // namespace
+// An RFC 3339 timestamp as whole seconds since the epoch and nanoseconds (0 <= nanos < 1e9),
+// checked for form only: four-digit years cannot overflow the seconds.
+struct Instant {
+  std::int64_t seconds = 0;
+  std::int64_t nanos = 0;
+};
 
-std::string format_iso8601(std::chrono::system_clock::time_point t) {
-  const auto nanos =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  // format_with_fraction truncates toward the past to whole milliseconds (no multiplication
-  // that could overflow at the ends of the range).
-  return format_with_fraction(nanos, 3);
-}
-
-std::string format_rfc3339_nanos(std::int64_t nanos) { return format_with_fraction(nanos, 9); }
-
-std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
+std::optional<Instant> parse_instant(std::string_view s) {
   int year, month, day;
   if (!read_digits(s, 0, 4, year) || s.size() < 10 || s[4] != '-' || s[7] != '-' ||
       !read_digits(s, 5, 2, month) || !read_digits(s, 8, 2, day)) {
@@ -104,9 +99,8 @@ std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
   const std::int64_t days =
       days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   if (civil_from_days(days).d != static_cast<unsigned>(day)) return std::nullopt;  // Feb 30
-  // Whole seconds cannot overflow for four-digit years; nanoseconds can (to_nanos checks).
   std::int64_t seconds = days * 86'400;
-  if (s.size() == 10) return to_nanos(seconds, 0);
+  if (s.size() == 10) return Instant{seconds, 0};
 
   int hh, mm, ss;
   if (s.size() < 20 || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
@@ -133,7 +127,8 @@ std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
   }
   if (pos >= s.size()) return std::nullopt;
   if (s[pos] == 'Z' || s[pos] == 'z') {
-    return pos + 1 == s.size() ? to_nanos(seconds, frac) : std::nullopt;
+    if (pos + 1 != s.size()) return std::nullopt;
+    return Instant{seconds, frac};
   }
   if (s[pos] != '+' && s[pos] != '-') return std::nullopt;
   int oh, om;
@@ -141,8 +136,29 @@ std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view s) {
       !read_digits(s, pos + 4, 2, om)) {
     return std::nullopt;
   }
+  if (oh > 23 || om > 59) return std::nullopt;  // RFC 3339's time-numoffset
   const std::int64_t offset = static_cast<std::int64_t>(oh) * 3600 + om * 60;
-  return to_nanos(s[pos] == '+' ? seconds - offset : seconds + offset, frac);
+  return Instant{s[pos] == '+' ? seconds - offset : seconds + offset, frac};
+}
+
+}  // namespace
+
+std::string format_iso8601(std::chrono::system_clock::time_point t) {
+  const auto nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  // format_with_fraction truncates toward the past to whole milliseconds (no multiplication
+  // that could overflow at the ends of the range).
+  return format_with_fraction(nanos, 3);
+}
+
+std::string format_rfc3339_nanos(std::int64_t nanos) { return format_with_fraction(nanos, 9); }
+
+bool is_rfc3339_form(std::string_view text) { return parse_instant(text).has_value(); }
+
+std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view text) {
+  const auto instant = parse_instant(text);
+  if (!instant) return std::nullopt;
+  return to_nanos(instant->seconds, instant->nanos);
 }
 
 std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text) {

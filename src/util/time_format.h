@@ -22,6 +22,10 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
 // Same as parse_rfc3339 but in nanoseconds since the epoch, for exact ordering of log entries.
 std::optional<std::int64_t> parse_rfc3339_nanos(std::string_view text);
 
+// Whether `text` has the form parse_rfc3339 reads, whatever the instant: true for
+// `9999-12-31T23:59:59Z`, which it cannot hold. Tells "out of range" from "not a time".
+bool is_rfc3339_form(std::string_view text);
+
 // Nanoseconds since the epoch as RFC 3339 with 9 fractional digits: `...T08:00:00.000000123Z`.
 std::string format_rfc3339_nanos(std::int64_t nanos);
 

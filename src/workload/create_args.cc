@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "util/quote.h"
+#include "falcon/values.h"
 
 namespace falcon::workload {
 namespace {

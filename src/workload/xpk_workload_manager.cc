@@ -9,8 +9,8 @@
 
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
+#include "falcon/values.h"
 #include "falcon/workload_manager.h"
-#include "util/quote.h"
 #include "util/time_format.h"
 #include "workload/create_args.h"
 #include "workload/submission_log.h"
@@ -22,33 +22,10 @@
 namespace falcon {
 namespace {
 
-constexpr std::size_t kMaxNameLength = 40;
 constexpr std::array<std::string_view, 5> kPriorities = {"very-low", "low", "medium", "high",
                                                          "very-high"};
 constexpr const char* kDefaultNamespace = "default";
 constexpr const char* kSubmissionsFile = "submissions.jsonl";
-
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-// xpk's name_type: fullmatch [a-z]([-a-z0-9]*[a-z0-9])? and at most 40 characters.
-std::optional<std::string> name_problem(const std::string& name) {
-  if (name.empty()) return "the workload name is empty";
-  if (name.size() > kMaxNameLength) {
-    return fmt::format("workload name {} is too long: xpk allows at most {} characters",
-                       quote_value(name), kMaxNameLength);
-  }
-  const bool ok =
-      (name.front() >= 'a' && name.front() <= 'z') && is_lower_alnum(name.back()) &&
-      std::all_of(name.begin(), name.end(), [](char c) { return is_lower_alnum(c) || c == '-'; });
-  if (!ok) {
-    return fmt::format(
-        "workload name {} is invalid: it must start with a lower-case letter, contain only "
-        "lower-case letters, digits and '-', and end with a letter or digit "
-        "([a-z]([-a-z0-9]*[a-z0-9])?)",
-        quote_value(name));
-  }
-  return std::nullopt;
-}
 
 bool is_env_key(const std::string& key) {
   auto head = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
@@ -209,7 +186,7 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                                cluster.name, spec.name, std::nullopt, "");
   };
 
-  if (auto problem = name_problem(spec.name)) throw invalid(*problem);
+  if (auto problem = workload_name_problem(spec.name)) throw invalid(*problem);
   if (std::find(kPriorities.begin(), kPriorities.end(), spec.priority) == kPriorities.end()) {
     throw invalid(fmt::format("priority {} is not one of {}", quote_value(spec.priority),
                               fmt::join(kPriorities, ", ")));
@@ -375,11 +352,7 @@ std::vector<xpk::ListedWorkload> XpkWorkloadManager::read_workloads(
 
 WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
                                               const WorkloadHandle& handle) {
-  if (auto problem = name_problem(handle.workload_name)) {
-    throw XpkCommandError(
-        fmt::format("cannot query a workload on cluster '{}': {}", cluster.name, *problem),
-        cluster.name, std::nullopt, "");
-  }
+  check_workload_name("workload", handle.workload_name);  // before xpk runs
   const auto workloads = read_workloads(cluster, handle.workload_name);
   WorkloadStatus status;
   status.workload_name = handle.workload_name;
@@ -398,10 +371,7 @@ WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
 }
 
 bool XpkWorkloadManager::cancel(const ClusterConfig& cluster, const WorkloadHandle& handle) {
-  if (auto problem = name_problem(handle.workload_name)) {
-    throw XpkCommandError(fmt::format("cannot cancel on cluster '{}': {}", cluster.name, *problem),
-                          cluster.name, std::nullopt, "");
-  }
+  check_workload_name("workload", handle.workload_name);  // before xpk runs
   const auto timeout = std::chrono::seconds(xpk_->settings().command_timeout_s);
   const CommandResult r =
       xpk_->run_workload(cluster, "delete", {"--workload=" + handle.workload_name}, {}, timeout);

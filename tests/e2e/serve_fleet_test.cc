@@ -90,6 +90,16 @@ TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCance
       get(c, "/v1/selections/" + std::to_string(second["selection_id"].get<int>()));
   EXPECT_THAT(decision["reason"].get<std::string>(), HasSubstr("selected tpu-b"));
 
+  // A name that cannot be one is the caller's bad value (400, InvalidValueError, as exit 2
+  // locally), named and escaped; nothing runs (issue 31).
+  const json bad_name = get(c, "/v1/workloads/tpu-b/Bad_Name", 400);
+  EXPECT_EQ(bad_name["error"]["type"], "InvalidValueError");
+  EXPECT_EQ(bad_name["error"]["field"], "workload");
+  const json bad_cluster = get(c, "/v1/workloads/Tpu_B/w/logs", 400);
+  EXPECT_EQ(bad_cluster["error"]["type"], "InvalidValueError");
+  EXPECT_THAT(bad_cluster["error"]["message"].get<std::string>(),
+              HasSubstr("cluster: 'Tpu_B' is not a cluster name"));
+
   // Every cluster shows its probe once the health loop has probed each (the selects above probed
   // only the TPU clusters); the unreachable one says why.
   serve.wait_ready();

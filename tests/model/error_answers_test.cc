@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "falcon/errors.h"
+#include "falcon/values.h"
 #include "falcon/workload_manager.h"
 
 namespace falcon {
@@ -22,6 +23,7 @@ std::vector<std::unique_ptr<FalconError>> one_of_each() {
   std::vector<std::unique_ptr<FalconError>> all;
   all.push_back(std::make_unique<FalconError>("m"));
   all.push_back(std::make_unique<ClusterConfigError>(std::vector<std::string>{"f:1:1: x: y"}));
+  all.push_back(std::make_unique<InvalidValueError>("--rank", "'-1' is not a whole number"));
   all.push_back(std::make_unique<UnknownClusterError>("c", std::vector<std::string>{"a"}));
   all.push_back(
       std::make_unique<NoAvailableClusterError>("m", "v4-64", std::vector<ClusterProbeResult>{}));
@@ -70,6 +72,7 @@ TEST(ErrorAnswers, ExitCodesAndStatusesAreTheDocumentedOnes) {
   };
   EXPECT_EQ(pair("ClusterConfigError"), std::pair(2, 400));
   EXPECT_EQ(pair("InvalidWorkloadSpecError"), std::pair(2, 400));
+  EXPECT_EQ(pair("InvalidValueError"), std::pair(2, 400));
   EXPECT_EQ(pair("UnknownClusterError"), std::pair(3, 404));
   EXPECT_EQ(pair("WorkloadNotFoundError"), std::pair(3, 404));
   EXPECT_EQ(pair("NoAvailableClusterError"), std::pair(4, 503));

@@ -1,5 +1,5 @@
 // Values quoted in messages stay short, on one line, and valid UTF-8.
-#include "util/quote.h"
+#include "falcon/values.h"
 
 #include <gtest/gtest.h>
 

@@ -26,6 +26,18 @@ TEST(TimeFormat, ParsesOffsetsFractionsAndBareDates) {
 
 // Every instant int64 nanoseconds can hold parses exactly, up to the last nanosecond at both
 // ends, including the day of the minimum whose midnight is itself out of range.
+// RFC 3339's offsets are hours 00-23 and minutes 00-59 (found by the fleet's own parser, written
+// independently of this one).
+TEST(TimeFormat, RejectsOffsetsOutsideTheGrammar) {
+  EXPECT_TRUE(parse_rfc3339("2026-04-13T08:00:00+23:59"));
+  EXPECT_FALSE(parse_rfc3339("2026-04-13T08:00:00+24:00"));
+  EXPECT_FALSE(parse_rfc3339("2026-04-13T08:00:00+02:60"));
+  EXPECT_FALSE(is_rfc3339_form("2026-04-13T08:00:00-24:00"));
+  // A well-formed time the layer cannot hold keeps its form (values.h says "out of range").
+  EXPECT_FALSE(parse_rfc3339("9999-12-31T23:59:59Z"));
+  EXPECT_TRUE(is_rfc3339_form("9999-12-31T23:59:59Z"));
+}
+
 TEST(TimeFormat, ParsesBothEndsOfTheRepresentableRange) {
   EXPECT_EQ(parse_rfc3339_nanos("1677-09-21T00:12:43.145224192Z"), kMin);
   EXPECT_EQ(parse_rfc3339_nanos("2262-04-11T23:47:16.854775807Z"), kMax);

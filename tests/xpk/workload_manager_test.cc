@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "falcon/values.h"
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
 #include "support/temp_dir.h"
@@ -247,8 +248,8 @@ TEST_F(WorkloadManagerTest, ValidatesBeforeRunningXpk) {
   const std::vector<Case> cases = {
       {[](WorkloadSpec& s) { s.name = "Llama"; }, "must start with a lower-case letter"},
       {[](WorkloadSpec& s) { s.name = "llama-"; }, "end with a letter or digit"},
-      {[](WorkloadSpec& s) { s.name = "9lives"; }, "is invalid"},
-      {[](WorkloadSpec& s) { s.name = "llama_8b"; }, "is invalid"},
+      {[](WorkloadSpec& s) { s.name = "9lives"; }, "is not a workload name"},
+      {[](WorkloadSpec& s) { s.name = "llama_8b"; }, "is not a workload name"},
       {[](WorkloadSpec& s) { s.name = ""; }, "empty"},
       {[](WorkloadSpec& s) { s.name = std::string(41, 'a'); }, "at most 40"},
       {[](WorkloadSpec& s) { s.priority = "urgent"; }, "priority 'urgent' is not one of"},
@@ -615,11 +616,12 @@ TEST_F(WorkloadManagerTest, GetStatusMatchesNamesExactlyAndReportsUnlistedAsNotF
   }
 }
 
-// Issue 11: status validates the name as cancel does, before running xpk.
+// Issue 11: status validates the name as cancel does, before running xpk; issue 31: it is the
+// caller's bad value (exit 2), not a failed xpk command.
 TEST_F(WorkloadManagerTest, GetStatusRefusesANameXpkCannotHaveWithoutRunningXpk) {
   EXPECT_THROW(manager().get_status(tpu_cluster(),
                                     WorkloadHandle{"Bad Name;rm", "tpu-v4-prod", "default", ""}),
-               XpkCommandError);
+               InvalidValueError);
   EXPECT_TRUE(runner_->calls().empty());
 }
 
@@ -701,7 +703,7 @@ TEST_F(WorkloadManagerTest, CancelOtherFailuresRaiseXpkCommandError) {
 TEST_F(WorkloadManagerTest, CancelRefusesANameXpkWouldRejectWithoutRunningIt) {
   EXPECT_THROW(manager().cancel(tpu_cluster(),
                                 WorkloadHandle{std::string(41, 'a'), "tpu-v4-prod", "default", ""}),
-               XpkCommandError);
+               InvalidValueError);
   EXPECT_THAT(runner_->calls(), IsEmpty());
 }
 
