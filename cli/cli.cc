@@ -4,12 +4,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 
 namespace falcon::cli {
+namespace {
+
+// The most of one table cell shown: a cause or a reason, not a dump.
+constexpr std::size_t kMaxCellBytes = 512;
+
+}  // namespace
 
 std::string Context::config_path() const {
   if (!config_flag.empty()) return config_flag;
@@ -86,7 +91,12 @@ void Context::refuse_remote(const std::string& command, const std::string& why) 
 void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << "\n"; }
 
 void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows) {
+                 const std::vector<std::vector<std::string>>& given) {
+  // Every cell on one line, whatever it holds (a multi-line xpk cause, an escape sequence).
+  std::vector<std::vector<std::string>> rows = given;
+  for (auto& row : rows) {
+    for (auto& cell : row) cell = printable(cell, kMaxCellBytes);
+  }
   std::vector<std::size_t> width(header.size());
   for (std::size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
   for (const auto& row : rows) {
@@ -115,14 +125,6 @@ std::string or_dash(const std::optional<std::string>& value) {
 
 std::string or_dash(const std::optional<int>& value) {
   return value ? std::to_string(*value) : "-";
-}
-
-std::string parse_since(const std::string& flag, const std::string& text) {
-  try {
-    return resolve_since(text, std::chrono::system_clock::now());
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("{}: {}", flag, e.what()));
-  }
 }
 
 }  // namespace falcon::cli

@@ -15,6 +15,7 @@
 #include "falcon/api_client.h"
 #include "falcon/exit_codes.h"
 #include "falcon/fabric.h"
+#include "falcon/values.h"
 
 namespace falcon::cli {
 
@@ -66,17 +67,14 @@ struct Context {
 // Prints `value` as indented JSON on stdout.
 void print_json(const nlohmann::json& value);
 
-// A plain text table: a header row and rows, columns aligned, two spaces apart.
+// A plain text table: a header row and rows, columns aligned, two spaces apart. Cells are shown
+// escaped and cut (values.h printable), so that each row is one line.
 void print_table(const std::vector<std::string>& header,
                  const std::vector<std::vector<std::string>>& rows);
 
 // "-" for an absent value.
 std::string or_dash(const std::optional<std::string>& value);
 std::string or_dash(const std::optional<int>& value);
-
-// RFC 3339 as given, or a relative age ("90s", "30m", "6h", "2d") turned into a timestamp
-// before now. Throws UsageError naming `flag`.
-std::string parse_since(const std::string& flag, const std::string& text);
 
 // Makes `handler` the action of subcommand `cmd`: once `cmd` is parsed, main() runs
 // handler(ctx, *args). Registration only declares options (into *args) and binds a handler.

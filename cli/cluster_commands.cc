@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/cli.h"
@@ -54,15 +55,26 @@ std::string one_line(const std::optional<std::string>& error) {
   return out;
 }
 
+// The probes' table. With a decision's `scores`, the last column is each cluster's verdict (why
+// it was chosen or skipped: a full queue, an open breaker), or its probe error.
 void print_probe_table(const std::vector<ClusterProbeResult>& results,
-                       const std::map<std::string, int>& max_depth) {
+                       const std::map<std::string, int>& max_depth,
+                       const std::vector<CandidateScore>* scores = nullptr) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : results) {
     auto max = max_depth.find(r.cluster);
+    std::string last = one_line(r.error);
+    if (scores != nullptr && (!r.error || r.error->empty())) {
+      for (const CandidateScore& c : *scores) {
+        if (c.cluster == r.cluster && !c.verdict.empty()) last = c.verdict;
+      }
+    }
     rows.push_back({r.cluster, probe_state(r), or_dash(r.queue_depth), or_dash(r.running_count),
-                    max == max_depth.end() ? "-" : std::to_string(max->second), one_line(r.error)});
+                    max == max_depth.end() ? "-" : std::to_string(max->second), last});
   }
-  print_table({"CLUSTER", "STATE", "QUEUED", "RUNNING", "MAX_QUEUE", "ERROR"}, rows);
+  print_table({"CLUSTER", "STATE", "QUEUED", "RUNNING", "MAX_QUEUE",
+               scores != nullptr ? "VERDICT" : "ERROR"},
+              rows);
 }
 
 // --- Client mode: GET /v1/clusters gives each cluster's configuration and breakers.
@@ -157,6 +169,7 @@ struct StatusArgs {
 };
 
 int run_cluster_status(Context& ctx, const StatusArgs& a) {
+  check_cluster_name("cluster", a.name);
   ClusterProbeResult r;
   std::vector<BreakerReport> breakers;
   if (ctx.remote()) {
@@ -229,6 +242,7 @@ void print_explain(const std::string& policy, const std::vector<CandidateScore>&
   std::cout << "policy " << (policy.empty() ? "priority" : policy) << ": " << policy_formula(policy)
             << "\n";
   std::vector<std::vector<std::string>> rows;
+  std::set<std::string> uncounted;  // signals the policy shows but does not count: left out
   for (const CandidateScore& c : scores) {
     const std::string rank = c.rank > 0 ? std::to_string(c.rank) : "-";
     if (!c.eligible) {
@@ -238,10 +252,13 @@ void print_explain(const std::string& policy, const std::vector<CandidateScore>&
     bool first = true;
     for (const SignalTerm& t : c.terms) {
       const bool counted = t.weight != 0 || t.normalized;
+      if (!counted) {
+        uncounted.insert(t.signal);
+        continue;
+      }
       rows.push_back({first ? c.cluster : "", first ? rank : "", t.signal, term_value(t, c),
-                      t.normalized ? fixed(*t.normalized) : "-",
-                      counted ? fmt::format("{:g}", t.weight) : "-",
-                      counted && policy != "priority" ? fixed(t.contribution) : "-", ""});
+                      t.normalized ? fixed(*t.normalized) : "-", fmt::format("{:g}", t.weight),
+                      policy != "priority" ? fixed(t.contribution) : "-", ""});
       first = false;
     }
     std::string total = "-";
@@ -253,6 +270,10 @@ void print_explain(const std::string& policy, const std::vector<CandidateScore>&
   print_table(
       {"CLUSTER", "RANK", "SIGNAL", "VALUE", "NORMALIZED", "WEIGHT", "CONTRIBUTION", "VERDICT"},
       rows);
+  if (!uncounted.empty()) {
+    std::cout << fmt::format("not counted by this policy, not shown (--json has them): {}\n",
+                             fmt::join(uncounted, ", "));
+  }
 }
 
 // Selections from a file: one selection (cluster select --json, GET /v1/selections/ID, POST
@@ -428,7 +449,7 @@ int run_cluster_select_remote(Context& ctx, const SelectArgs& a) {
   if (a.explain) {
     print_explain(s.policy, s.scores);
   } else {
-    print_probe_table(s.probe_results, max_depths(ctx));
+    print_probe_table(s.probe_results, max_depths(ctx), &s.scores);
   }
   std::cout << s.reason << "\n";
   if (s.selection_id != 0) std::cout << "decision recorded as selection " << s.selection_id << "\n";
@@ -458,7 +479,7 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
       if (a.explain) {
         print_explain(s.policy, s.scores);
       } else {
-        print_probe_table(s.probe_results, max_depths(ctx));
+        print_probe_table(s.probe_results, max_depths(ctx), &s.scores);
       }
       std::cout << s.reason << "\n";
       if (s.selection_id != 0)
@@ -469,7 +490,7 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
     if (!ctx.json && a.explain && !e.scores().empty()) {
       print_explain(e.policy(), e.scores());
     } else if (!ctx.json && !e.probe_results().empty()) {
-      print_probe_table(e.probe_results(), max_depths(ctx));
+      print_probe_table(e.probe_results(), max_depths(ctx), &e.scores());
     }
     throw;
   }
@@ -507,7 +528,7 @@ void add_cluster_commands(CLI::App& app, Context& ctx) {
   auto status_args = std::make_shared<StatusArgs>();
   CLI::App* status = cluster->add_subcommand(
       "status", "probe one cluster now (exit 0 reachable, 7 unreachable, 3 unknown)");
-  status->add_option("name", status_args->name, "cluster name")->required();
+  status->add_option("cluster", status_args->name, "cluster name")->required();
   bind(status, ctx, status_args, run_cluster_status);
 
   auto select_args = std::make_shared<SelectArgs>();

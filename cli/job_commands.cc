@@ -15,6 +15,7 @@
 #include "falcon/gcs_uri.h"
 #include "falcon/state_store.h"
 #include "falcon/supervisor.h"
+#include "falcon/values.h"
 
 namespace falcon::cli {
 namespace {
@@ -50,10 +51,12 @@ struct JobRef {
   std::string workload;
 };
 
+// --rank and --slice are kept as given and checked by falcon/values.h's rule (so that `-1`,
+// `2147483647` and `x` all get the same message, naming the flag and the range).
 struct LogArgs {
   JobRef job;
-  int rank = 0;
-  int slice = 0;
+  std::string rank = "0";
+  std::string slice = "0";
   std::string since;
   std::string grep;
   int tail = 0;
@@ -64,7 +67,7 @@ struct ExportArgs {
   JobRef job;
   std::string dest;
   std::string ranks = "all";
-  int slice = 0;
+  std::string slice = "0";
   std::string since;
   std::string grep;
   std::string via;  // empty: auto (not sent to a server)
@@ -98,6 +101,13 @@ void to_json(nlohmann::json& j, const CancelOutcome& v) {
   j = {{"workload_name", v.workload_name}, {"cluster", v.cluster}, {"cancelled", v.cancelled}};
 }
 
+// The names of a job reference, checked before anything runs, locally or through a server.
+const JobRef& checked(const JobRef& ref) {
+  check_cluster_name("--cluster", ref.cluster);
+  check_workload_name("workload", ref.workload);
+  return ref;
+}
+
 void add_job_ref(CLI::App* cmd, JobRef& ref) {
   cmd->add_option("--cluster", ref.cluster, "cluster name (as in repos.yaml)")->required();
   cmd->add_option("workload", ref.workload, "workload name")->required();
@@ -108,7 +118,7 @@ std::map<std::string, std::string> parse_env(const std::vector<std::string>& ite
   for (const auto& item : items) {
     const auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw UsageError(fmt::format("--env: '{}' is not KEY=VALUE", item));
+      throw UsageError(fmt::format("--env: {} is not KEY=VALUE", quote_value(item)));
     }
     env[item.substr(0, eq)] = item.substr(eq + 1);
   }
@@ -118,25 +128,12 @@ std::map<std::string, std::string> parse_env(const std::vector<std::string>& ite
 std::vector<int> parse_ranks(const std::string& text) {
   std::vector<int> ranks;
   std::size_t start = 0;
-  while (start <= text.size()) {
+  for (;;) {
     const auto comma = text.find(',', start);
-    const std::string part =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    std::size_t used = 0;
-    int rank = -1;
-    try {
-      rank = std::stoi(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || rank < 0) {
-      throw UsageError(fmt::format("--ranks: '{}' is not 'all' or a list like 0,1,2", text));
-    }
-    ranks.push_back(rank);
-    if (comma == std::string::npos) break;
+    ranks.push_back(parse_index("--ranks", text.substr(start, comma - start), kMaxRank));
+    if (comma == std::string::npos) return ranks;
     start = comma + 1;
   }
-  return ranks;
 }
 
 void print_status(const WorkloadStatus& s) {
@@ -149,13 +146,15 @@ void print_status(const WorkloadStatus& s) {
 LogFilter log_filter_for(const WorkloadHandle& handle, const std::string& since,
                          const std::string& grep) {
   LogFilter filter;
-  if (!since.empty()) filter.since = parse_since("--since", since);
+  if (!since.empty()) {
+    filter.since = check_since("--since", since, std::chrono::system_clock::now());
+  }
   if (!grep.empty()) filter.grep = grep;
   if (!filter.since && handle.submitted_at.empty()) {
     std::cerr << fmt::format(
-        "falcon: no record of submitting '{}' from here; reading the last 24 hours of logs (use "
+        "falcon: no record of submitting {} from here; reading the last 24 hours of logs (use "
         "--since to change the window)\n",
-        handle.workload_name);
+        quote_value(handle.workload_name));
   }
   return filter;
 }
@@ -225,8 +224,9 @@ double parse_duration_s(const std::string& flag, const std::string& text) {
     used = 0;
   }
   if (number.empty() || used != number.size() || !(value >= 0) || value * unit > 7 * 86400.0) {
-    throw UsageError(fmt::format(
-        "{}: '{}' is not a duration like 300, 90s, 5m or 1h (at most 7 days)", flag, text));
+    throw UsageError(
+        fmt::format("{}: {} is not a duration like 300, 90s, 5m or 1h (at most 7 days)", flag,
+                    quote_value(text)));
   }
   return value * unit;
 }
@@ -249,6 +249,8 @@ nlohmann::json managed_body(const SubmitArgs& a) {
 }
 
 int run_submit(Context& ctx, const SubmitArgs& a) {
+  check_workload_name("--name", a.name);
+  if (!a.cluster.empty()) check_cluster_name("--cluster", a.cluster);
   const WorkloadSpec spec = spec_from(a);
   const nlohmann::json managed = managed_body(a);
   if (!managed.is_null() && !ctx.remote()) {
@@ -345,7 +347,8 @@ int run_recoveries(Context& ctx, const RecoveriesArgs& a) {
   return kExitOk;
 }
 
-int run_status(Context& ctx, const JobRef& ref) {
+int run_status(Context& ctx, const JobRef& given) {
+  const JobRef& ref = checked(given);
   WorkloadStatus s;
   if (ctx.remote()) {
     s = ctx.api().get(workload_path(ref)).at("status").get<WorkloadStatus>();
@@ -361,7 +364,8 @@ int run_status(Context& ctx, const JobRef& ref) {
   return kExitOk;
 }
 
-int run_cancel(Context& ctx, const JobRef& ref) {
+int run_cancel(Context& ctx, const JobRef& given) {
+  const JobRef& ref = checked(given);
   WorkloadHandle h;
   bool cancelled = false;
   if (ctx.remote()) {
@@ -387,8 +391,10 @@ std::optional<std::string> parse_state(const std::string& text) {
   std::string upper = text;
   for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   if (!is_valid_state(upper)) {
-    throw UsageError(fmt::format(
-        "--state: '{}' is not one of QUEUED, RUNNING, COMPLETED, FAILED, UNKNOWN", text));
+    throw UsageError(
+        fmt::format("--state: {} is not one of QUEUED, RUNNING, COMPLETED, FAILED, "
+                    "UNKNOWN",
+                    quote_value(text)));
   }
   return upper;
 }
@@ -413,6 +419,7 @@ std::vector<WorkloadInfo> list_remote(Context& ctx, const std::string& cluster,
 }
 
 int run_list(Context& ctx, const ListArgs& a) {
+  check_cluster_name("--cluster", a.cluster);
   const auto state = parse_state(a.state);
   const auto workloads = ctx.remote() ? list_remote(ctx, a.cluster, state)
                                       : ctx.fabric().list_workloads(a.cluster, state);
@@ -429,14 +436,50 @@ int run_list(Context& ctx, const ListArgs& a) {
   return kExitOk;
 }
 
-int run_logs_remote(Context& ctx, const LogArgs& a) {
+// Prints log lines as they come (one JSON string a line with --json) and counts them.
+class LinePrinter {
+ public:
+  explicit LinePrinter(bool json) : json_(json) {}
+  void operator()(const std::string& line) {
+    if (json_) {
+      std::cout << nlohmann::json(line).dump() << "\n";
+    } else {
+      std::cout << line << "\n";
+    }
+    ++count_;
+  }
+  std::size_t count() const { return count_; }
+
+ private:
+  bool json_;
+  std::size_t count_ = 0;
+};
+
+// A read that printed nothing says so on stderr (and exits 0: an empty window is no error), and
+// what --grep is when one was given: a Cloud Logging query, where `step=99` compares a field.
+void say_when_empty(const LogArgs& a, int rank, int slice, std::size_t lines) {
+  if (lines > 0) return;
+  std::string where = fmt::format("rank {}", rank);
+  if (slice > 0) where += fmt::format(" of slice {}", slice);
+  std::cerr << fmt::format("falcon: no log lines for {} of workload {} on cluster {}{}\n", where,
+                           a.job.workload, a.job.cluster,
+                           a.since.empty() ? "" : " since " + quote_value(a.since));
+  if (!a.grep.empty()) {
+    std::cerr << fmt::format(
+        "falcon: --grep is a Cloud Logging query, not a regular expression; to find text in "
+        "the lines, quote it as a string: --grep '\"{}\"'\n",
+        printable(a.grep, 200));
+  }
+}
+
+int run_logs_remote(Context& ctx, const LogArgs& a, int rank, int slice) {
   std::optional<std::string> since;
-  if (!a.since.empty()) since = parse_since("--since", a.since);
+  if (!a.since.empty()) since = check_since("--since", a.since, std::chrono::system_clock::now());
   auto opt_int = [](int v) { return v > 0 ? std::optional(std::to_string(v)) : std::nullopt; };
   const std::string path =
       workload_path(a.job) + "/logs" +
-      ApiClient::query({{"rank", std::to_string(a.rank)},
-                        {"slice", opt_int(a.slice)},
+      ApiClient::query({{"rank", std::to_string(rank)},
+                        {"slice", opt_int(slice)},
                         {"tail", opt_int(a.tail)},
                         {"since", since},
                         {"grep", a.grep.empty() ? std::nullopt : std::optional(a.grep)},
@@ -445,37 +488,29 @@ int run_logs_remote(Context& ctx, const LogArgs& a) {
     std::signal(SIGINT, on_interrupt);
     std::signal(SIGTERM, on_interrupt);
   }
+  LinePrinter print(ctx.json);
   ctx.api().stream_lines(
       path,
-      [json = ctx.json](const std::string& line) {
-        if (json) {
-          std::cout << nlohmann::json(line).dump() << "\n";
-        } else {
-          std::cout << line << "\n";
-        }
+      [&print](const std::string& line) {
+        print(line);
         std::cout.flush();
       },
       [] { return g_interrupted.load() != 0; });
   if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
+  say_when_empty(a, rank, slice, print.count());
   return kExitOk;
 }
 
-int run_logs(Context& ctx, const LogArgs& a) {
-  if (ctx.remote()) return run_logs_remote(ctx, a);
+int run_logs_local(Context& ctx, const LogArgs& a, int rank, int slice) {
   ClusterFabric& fabric = ctx.fabric();
   const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
   LogFilter filter = log_filter_for(h, a.since, a.grep);
   if (a.tail > 0) filter.tail_lines = a.tail;
-  auto emit = [json = ctx.json](const std::string& line) {
-    if (json) {
-      std::cout << nlohmann::json(line).dump() << "\n";
-    } else {
-      std::cout << line << "\n";
-    }
-  };
+  LinePrinter print(ctx.json);
   if (!a.follow) {
-    for (const std::string& line : fabric.stream_pod_log(h, a.rank, filter, a.slice)) emit(line);
+    for (const std::string& line : fabric.stream_pod_log(h, rank, filter, slice)) print(line);
     std::cout.flush();
+    say_when_empty(a, rank, slice, print.count());
     return kExitOk;
   }
   // --follow: poll for new lines; stop on Ctrl-C, or shortly after the workload finishes.
@@ -483,24 +518,53 @@ int run_logs(Context& ctx, const LogArgs& a) {
   std::signal(SIGTERM, on_interrupt);
   FollowOptions options;
   fabric.follow_pod_log_until_finished(
-      h, a.rank, filter, a.slice, options, [] { return g_interrupted.load() != 0; },
+      h, rank, filter, slice, options, [] { return g_interrupted.load() != 0; },
       [&](const std::string& line) {
-        emit(line);
+        print(line);
         std::cout.flush();
       });
   // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
   if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
+  say_when_empty(a, rank, slice, print.count());
   return kExitOk;
 }
 
+int run_logs(Context& ctx, const LogArgs& a) {
+  checked(a.job);
+  const int rank = parse_index("--rank", a.rank, kMaxRank);
+  const int slice = parse_index("--slice", a.slice, kMaxSlice);
+  // Cloud Logging refuses a filter it cannot parse with 400 and a position in the whole filter,
+  // which the user never sees: say that --grep's expression is the part they wrote.
+  const auto grep_hint = [&a] {
+    std::cerr << fmt::format(
+        "falcon: the filter Cloud Logging refused includes --grep {} (a Cloud Logging query: "
+        "field=value, \"text\", AND, OR, NOT); the position above counts lines of the whole "
+        "filter, where --grep's expression is on a line of its own\n",
+        quote_value(a.grep));
+  };
+  try {
+    return ctx.remote() ? run_logs_remote(ctx, a, rank, slice)
+                        : run_logs_local(ctx, a, rank, slice);
+  } catch (const LogRetrievalError& e) {
+    if (!a.grep.empty() && e.http_status() == 400) grep_hint();
+    throw;
+  } catch (const ApiError& e) {
+    if (!a.grep.empty() && e.type() == "LogRetrievalError" &&
+        e.error().value("http_status", 0) == 400) {
+      grep_hint();
+    }
+    throw;
+  }
+}
+
 // Client mode: POST /v1/exports starts it on the server; its progress is polled until it ends.
-LogExportResult export_remote(Context& ctx, const ExportArgs& a) {
-  nlohmann::json body = {{"cluster", a.job.cluster},
-                         {"workload", a.job.workload},
-                         {"dest", a.dest},
-                         {"slice", a.slice}};
+LogExportResult export_remote(Context& ctx, const ExportArgs& a, int slice) {
+  nlohmann::json body = {
+      {"cluster", a.job.cluster}, {"workload", a.job.workload}, {"dest", a.dest}, {"slice", slice}};
   if (a.ranks != "all") body["ranks"] = parse_ranks(a.ranks);
-  if (!a.since.empty()) body["since"] = parse_since("--since", a.since);
+  if (!a.since.empty()) {
+    body["since"] = check_since("--since", a.since, std::chrono::system_clock::now());
+  }
   if (!a.grep.empty()) body["grep"] = a.grep;
   // The path choice, when one was asked for: a server that does not know these fields yet
   // ignores them (and exports by reading).
@@ -562,6 +626,8 @@ LogExportResult export_remote(Context& ctx, const ExportArgs& a) {
 }
 
 int run_export_logs(Context& ctx, const ExportArgs& a) {
+  checked(a.job);
+  const int slice = parse_index("--slice", a.slice, kMaxSlice);
   try {
     (void)parse_gcs_uri(a.dest);
   } catch (const std::invalid_argument& e) {
@@ -570,7 +636,7 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
   if (ctx.remote()) {
     LogExportResult r;
     try {
-      r = export_remote(ctx, a);
+      r = export_remote(ctx, a, slice);
     } catch (const Interrupted& i) {
       return 128 + i.signal;
     }
@@ -580,7 +646,10 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
   ExportOptions how;
   if (!a.via.empty()) {
     const std::optional<ExportVia> via = parse_export_via(a.via);
-    if (!via) throw UsageError(fmt::format("--via: {:?} is not auto, read, copy or sink", a.via));
+    if (!via) {
+      throw UsageError(
+          fmt::format("--via: {} is not auto, read, copy or sink", quote_value(a.via)));
+    }
     how.via = *via;
   }
   how.keep_staging = a.keep_staging;
@@ -627,7 +696,7 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
   };
   LogExportResult r;
   try {
-    r = fabric.export_pod_logs(h, filter, a.dest, a.slice, how, [tty](const ExportProgress& p) {
+    r = fabric.export_pod_logs(h, filter, a.dest, slice, how, [tty](const ExportProgress& p) {
       if (!tty) return;
       std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
                                p.bytes / 1048576.0, p.done ? " done\n" : "");
@@ -701,10 +770,12 @@ void add_logs(CLI::App* job, Context& ctx) {
   auto a = std::make_shared<LogArgs>();
   CLI::App* cmd = job->add_subcommand("logs", "print one rank's log lines (rank 0 by default)");
   add_job_ref(cmd, a->job);
-  cmd->add_option("--rank", a->rank, "worker index within the slice")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--slice", a->slice, "slice index (multi-slice workloads)")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rank", a->rank,
+                  fmt::format("worker index within the slice (0 to {})", kMaxRank))
+      ->type_name("INT");
+  cmd->add_option("--slice", a->slice,
+                  fmt::format("slice index, multi-slice workloads (0 to {})", kMaxSlice))
+      ->type_name("INT");
   cmd->add_option("--since", a->since, "RFC 3339 time, or an age like 30m, 6h, 2d");
   cmd->add_option("--grep", a->grep,
                   "Cloud Logging query expression, applied on the server (e.g. step_time)");
@@ -723,8 +794,9 @@ void add_export_logs(CLI::App* job, Context& ctx) {
   add_job_ref(cmd, a->job);
   cmd->add_option("--dest", a->dest, "gs://BUCKET/PATH/")->required();
   cmd->add_option("--ranks", a->ranks, "all (default) or a list like 0,1");
-  cmd->add_option("--slice", a->slice, "slice index (multi-slice workloads)")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--slice", a->slice,
+                  fmt::format("slice index, multi-slice workloads (0 to {})", kMaxSlice))
+      ->type_name("INT");
   cmd->add_option("--since", a->since, "RFC 3339 time, or an age like 6h");
   cmd->add_option("--grep", a->grep, "Cloud Logging query expression");
   cmd->add_option("--via", a->via,
@@ -749,8 +821,8 @@ void add_job_ref_command(CLI::App* job, Context& ctx, const std::string& name,
 }  // namespace
 
 void add_job_commands(CLI::App& app, Context& ctx) {
-  CLI::App* job =
-      app.add_subcommand("job", "xpk workloads: submit, status, cancel, list, logs, recoveries");
+  CLI::App* job = app.add_subcommand(
+      "job", "xpk workloads: submit, status, cancel, list, logs, export-logs, recoveries");
   job->require_subcommand(1);
   add_submit(job, ctx);
   add_job_ref_command(job, ctx, "status", "state of one workload", run_status);

@@ -12,6 +12,9 @@
 namespace falcon::cli {
 namespace {
 
+// The most of a parse error shown (it may quote a 100,000-character argument).
+constexpr std::size_t kMaxParseMessageBytes = 400;
+
 // Prints the error as the user should see it and returns the exit code for it.
 int report(const Context& ctx, const std::string& type, const std::string& message, int code,
            const std::function<void(nlohmann::json&)>& details = {}) {
@@ -33,7 +36,7 @@ int run_action(Context& ctx) {
   } catch (const ClusterConfigError& e) {
     // One problem per line, so CI logs point at each.
     if (!ctx.json) {
-      for (const auto& p : e.problems()) std::cerr << p << "\n";
+      for (const auto& p : e.problems()) std::cerr << "falcon: " << p << "\n";
       return kExitUsage;
     }
     return report(ctx, e.type_name(), e.what(), kExitUsage, details_of(e));
@@ -46,7 +49,9 @@ int run_action(Context& ctx) {
     // The server's error, printed as the CLI prints its own, with the same exit code.
     if (e.type() == "ClusterConfigError" && !ctx.json && e.error().contains("problems") &&
         e.error()["problems"].is_array()) {
-      for (const auto& p : e.error()["problems"]) std::cerr << p.get<std::string>() << "\n";
+      for (const auto& p : e.error()["problems"]) {
+        std::cerr << "falcon: " << printable(p.get<std::string>(), 4096) << "\n";
+      }
       return kExitUsage;
     }
     std::string message = e.what();
@@ -106,8 +111,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11's message quotes what was given: shown escaped and cut, as every value is.
+    std::cerr << "falcon: " << falcon::printable(e.what(), kMaxParseMessageBytes)
+              << "\nRun with --help for more information.\n";
+    return kExitUsage;
   }
   if (!ctx.action) {
     std::cerr << app.help();

@@ -238,14 +238,9 @@ std::function<bool()> follow_until_finished(
     std::function<bool()> interrupted, std::chrono::milliseconds linger,
     std::chrono::milliseconds check_every = std::chrono::seconds(15));
 
-// The linger that follow_until_finished needs with `options`: a poll interval and 5 s more.
+// The linger that follow_until_finished needs with `options`: one more poll, after the entries
+// written as the workload ended have become visible (a poll interval and the visibility delay).
 std::chrono::milliseconds follow_linger(const FollowOptions& options);
-
-// A `--since` value as LogFilter::since takes it: an RFC 3339 time is returned as it is; an age
-// ("90s", "30m", "6h", "2d": a whole number and one unit) is counted back from `now`. Throws
-// std::invalid_argument saying what is accepted for anything else, and for an age that reaches
-// back before 1970 (no log is older; larger ages would overflow).
-std::string resolve_since(const std::string& text, std::chrono::system_clock::time_point now);
 
 // Thread-safe: calls may run concurrently (they share the HTTP client, the credentials and the
 // per-project read limiter); each LogLines it returns belongs to one reader.

@@ -122,13 +122,17 @@ DoctorCheck check_optional_tool(CommandRunner& runner, const std::string& name,
 }
 
 // Runs one call of a Google client and turns its outcome into a check: `ok_detail` on success,
-// else the client's error with `permission_fix` for a 401/403.
+// else the client's error with `permission_fix` for a 401/403 and `not_found_fix` (when given)
+// for a 404.
 DoctorCheck check_endpoint(const std::string& name, const std::string& ok_detail,
-                           const std::string& permission_fix, const std::function<void()>& call) {
+                           const std::string& permission_fix, const std::function<void()>& call,
+                           const std::string& not_found_fix = "") {
   try {
     call();
     return ok(name, ok_detail);
   } catch (const LogRetrievalError& e) {
+    if (e.http_status() == 404 && !not_found_fix.empty())
+      return fail(name, e.what(), not_found_fix);
     return fail(name, e.what(),
                 e.http_status() == 401 || e.http_status() == 403
                     ? permission_fix
@@ -231,7 +235,10 @@ void check_buckets(const FabricConfig& config, const gcp::GcpEndpoints& endpoint
         fmt::format("grant roles/storage.objectAdmin (Storage Object Admin) on gs://{} to this "
                     "identity",
                     bucket),
-        [&] { (void)storage.list_objects(bucket, "", 1); }));
+        [&] { (void)storage.list_objects(bucket, "", 1); },
+        fmt::format("the bucket does not exist (or is in another project): create it "
+                    "(gcloud storage buckets create gs://{}) or correct gcs_bucket in repos.yaml",
+                    bucket)));
   }
 }
 

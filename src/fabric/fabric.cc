@@ -11,6 +11,7 @@
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
+#include "falcon/values.h"
 #include "kube/kube_prober.h"
 #include "util/time_format.h"
 #include "xpk/credential_warmup.h"
@@ -157,6 +158,21 @@ class StateSubmissionStore final : public SubmissionStore {
   std::function<std::shared_ptr<StateStore>()> open_;
   std::function<void(const std::string&)> notice_;
 };
+
+// A log read's values, checked before anything runs (falcon/values.h): the workload's name, the
+// rank and slice, the ranks of the filter and its start, an RFC 3339 time or an age ("6h",
+// resolved here against `now`).
+LogFilter checked_log_request(const WorkloadHandle& handle, int rank, int slice, LogFilter filter,
+                              std::chrono::system_clock::time_point now) {
+  check_workload_name("workload", handle.workload_name);
+  check_index("rank", rank, kMaxRank);
+  check_index("slice", slice, kMaxSlice);
+  if (filter.ranks) {
+    for (const int r : *filter.ranks) check_index("ranks", r, kMaxRank);
+  }
+  if (filter.since) filter.since = check_since("since", *filter.since, now);
+  return filter;
+}
 
 FabricDependencies with_real_effects(const FabricConfig& config, FabricDependencies deps) {
   if (!deps.runner) deps.runner = make_posix_command_runner();
@@ -703,6 +719,7 @@ std::vector<WorkloadInfo> ClusterFabric::list_workloads(
 WorkloadHandle ClusterFabric::handle_for(const std::string& cluster,
                                          const std::string& workload_name) const {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
+  check_workload_name("workload", workload_name);
   if (auto record = impl_->current()->workloads->find_submission(cluster, workload_name)) {
     return {workload_name, cluster, record->namespace_, record->submitted_at};
   }
@@ -712,15 +729,19 @@ WorkloadHandle ClusterFabric::handle_for(const std::string& cluster,
 LogLines ClusterFabric::stream_pod_log(const WorkloadHandle& handle, int rank,
                                        const LogFilter& filter, int slice) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  const LogFilter checked =
+      checked_log_request(handle, rank, slice, filter, impl_->deps.clock->now());
   return impl_->current()->logs->stream_log(config, handle.workload_name, handle.namespace_, rank,
-                                            filter, impl_->query_options(handle, slice));
+                                            checked, impl_->query_options(handle, slice));
 }
 
 void ClusterFabric::follow_pod_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
                                    int slice, const FollowOptions& options,
                                    const std::function<void(const std::string&)>& on_line) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  impl_->current()->logs->follow_log(config, handle.workload_name, handle.namespace_, rank, filter,
+  const LogFilter checked =
+      checked_log_request(handle, rank, slice, filter, impl_->deps.clock->now());
+  impl_->current()->logs->follow_log(config, handle.workload_name, handle.namespace_, rank, checked,
                                      impl_->query_options(handle, slice), options, on_line);
 }
 
@@ -737,23 +758,28 @@ void ClusterFabric::follow_pod_log_until_finished(
           return true;  // deleted (or garbage-collected): no new lines will come
         }
       },
-      interrupted, follow_linger(options));
+      interrupted, follow_linger(options),
+      // Asked as often as the log is polled: a finished workload is noticed within a poll
+      // (one xpk or Kubernetes list per poll), not after 15 s.
+      options.poll_interval);
   follow_pod_log(handle, rank, filter, slice, options, on_line);
 }
 
 void ClusterFabric::check_export_ranks(const WorkloadHandle& handle,
                                        const LogFilter& filter) const {
   (void)impl_->registry.get_cluster(handle.cluster);  // UnknownClusterError
-  check_ranks_exist(*impl_->current()->workloads, handle, filter);
+  check_ranks_exist(*impl_->current()->workloads, handle,
+                    checked_log_request(handle, 0, 0, filter, impl_->deps.clock->now()));
 }
 
 LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const std::function<void(const ExportProgress&)>& progress) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  const LogFilter checked = checked_log_request(handle, 0, slice, filter, impl_->deps.clock->now());
   const auto current = impl_->current();
-  check_ranks_exist(*current->workloads, handle, filter);
-  return current->logs->export_logs(config, handle.workload_name, handle.namespace_, filter,
+  check_ranks_exist(*current->workloads, handle, checked);
+  return current->logs->export_logs(config, handle.workload_name, handle.namespace_, checked,
                                     gcs_dest, impl_->query_options(handle, slice), progress);
 }
 
@@ -761,8 +787,9 @@ LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const ExportOptions& how, const std::function<void(const ExportProgress&)>& progress) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
+  const LogFilter checked = checked_log_request(handle, 0, slice, filter, impl_->deps.clock->now());
   const auto current = impl_->current();
-  check_ranks_exist(*current->workloads, handle, filter);
+  check_ranks_exist(*current->workloads, handle, checked);
   ExportOptions options = how;
   const bool archive = !current->config->gcp.log_archive.empty();
   if (options.window_end.empty() && archive &&
@@ -783,7 +810,7 @@ LogExportResult ClusterFabric::export_pod_logs(
       }
     }
   }
-  return current->logs->export_logs(config, handle.workload_name, handle.namespace_, filter,
+  return current->logs->export_logs(config, handle.workload_name, handle.namespace_, checked,
                                     gcs_dest, impl_->query_options(handle, slice), options,
                                     progress);
 }

@@ -75,6 +75,9 @@ TEST_F(CliFleetTest, ClusterSelectShowsTheProbeTableAndTheReason) {
   EXPECT_THAT(r.stdout_text, HasSubstr("tpu-down"));
   EXPECT_THAT(r.stdout_text, HasSubstr("unreachable"));
   EXPECT_THAT(r.stdout_text, HasSubstr("selected tpu-b: reachable, queue_depth=0 <= max=5"));
+  // Without --explain, the table still says why a reachable cluster was skipped (issue 31).
+  EXPECT_THAT(r.stdout_text, HasSubstr("VERDICT"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("skipped: queue full: queue_depth=3 > max=2"));
   const auto j = falcon_json({"cluster", "select", "--accelerator", "tpu-v4-64"});
   EXPECT_EQ(j["selected_cluster"], "tpu-b");
   EXPECT_EQ(j["probe_results"].size(), 3u);
@@ -85,6 +88,9 @@ TEST_F(CliFleetTest, ClusterSelectExplainsEveryCandidateAndReplaysTheDecision) {
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_THAT(r.stdout_text, HasSubstr("policy priority: lowest slot priority wins"));
   EXPECT_THAT(r.stdout_text, HasSubstr("CONTRIBUTION"));
+  // Signals the priority policy does not count are named once, not listed per cluster (issue 31).
+  EXPECT_THAT(r.stdout_text, HasSubstr("not counted by this policy, not shown (--json has them)"));
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr("drain_per_min ")));
   EXPECT_THAT(r.stdout_text, HasSubstr("skipped: queue full: queue_depth=3 > max=2"));
   EXPECT_THAT(r.stdout_text, HasSubstr("skipped: unreachable"));
   EXPECT_THAT(r.stdout_text, HasSubstr("selected: priority 2, queue_depth 0"));
@@ -513,9 +519,63 @@ TEST_F(CliFleetTest, StatusOfAMissingWorkloadExitsThreeAndBadNamesAreRefused) {
   const auto missing = falcon({"job", "status", "--cluster", "tpu-b", "never-submitted"});
   EXPECT_EQ(missing.exit_code, 3) << missing.stderr_text;
   EXPECT_THAT(missing.stderr_text, HasSubstr("'never-submitted' not found on cluster 'tpu-b'"));
+  // A usage error (issue 31): xpk never ran.
   const auto bad = falcon({"job", "status", "--cluster", "tpu-b", "Bad_Name"});
-  EXPECT_EQ(bad.exit_code, 5) << bad.stderr_text;
-  EXPECT_THAT(bad.stderr_text, HasSubstr("Bad_Name"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.stderr_text;
+  EXPECT_THAT(bad.stderr_text, HasSubstr("workload: 'Bad_Name' is not a workload name"));
+}
+
+// Issue 31: every bad value is exit 2 with a message naming the flag and the rule, the value
+// echoed short and escaped, whichever command it is given to; nothing runs.
+TEST_F(CliFleetTest, EveryBadValueIsExitTwoNamingTheFlagAndTheRule) {
+  const auto refused = [&](const std::vector<std::string>& args, const std::string& message) {
+    const auto r = falcon(args);
+    EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+    EXPECT_THAT(r.stderr_text, HasSubstr(message));
+    EXPECT_LT(r.stderr_text.size(), 800u) << "a bounded echo";
+    EXPECT_EQ(r.stderr_text.find('\x1b'), std::string::npos) << "no raw escape sequence";
+    EXPECT_TRUE(r.stdout_text.empty()) << r.stdout_text;
+  };
+  const std::string is_not_index = "is not a whole number from 0 to 100000";
+  refused({"job", "logs", "--cluster", "tpu-b", "Bad_Name"},
+          "workload: 'Bad_Name' is not a workload name");
+  refused({"job", "export-logs", "--cluster", "tpu-b", "Bad_Name", "--dest", "gs://bucket-x/p/"},
+          "workload: 'Bad_Name' is not a workload name");
+  refused({"job", "cancel", "--cluster", "tpu-b", std::string(100000, 'a')}, "(100000 bytes)");
+  refused({"job", "logs", "--cluster", "tpu-b", "w", "--slice", "2147483647"},
+          "--slice: '2147483647' " + is_not_index);
+  refused({"job", "logs", "--cluster", "tpu-b", "w", "--rank", "-1"},
+          "--rank: '-1' " + is_not_index);
+  refused({"job", "logs", "--cluster", "tpu-b", "w", "--rank", "x"}, "--rank: 'x' " + is_not_index);
+  refused(
+      {"job", "export-logs", "--cluster", "tpu-b", "w", "--dest", "gs://bucket-x/p/", "--ranks", "0,-1"},
+      "--ranks: '-1' " + is_not_index);
+  refused({"job", "logs", "--cluster", "tpu-b", "w", "--since", "9999-12-31T23:59:59Z"},
+          "--since: '9999-12-31T23:59:59Z' is out of range");
+  refused({"job", "logs", "--cluster", "tpu-b", "w", "--since", "yesterday"},
+          "--since: 'yesterday' is neither an RFC 3339 time");
+  refused({"cluster", "status", "c\x1b[2Jx"}, "cluster: 'c\\x1b[2Jx' is not a cluster name");
+  refused({"job", "list", "--cluster", "Tpu_B"}, "--cluster: 'Tpu_B' is not a cluster name");
+  refused({"job", "submit", "--accelerator", "tpu-v4-64", "--name", "Bad_Name", "--image", "i",
+           "--", "true"},
+          "--name: 'Bad_Name' is not a workload name");
+  // The argument parser's own messages are escaped and cut too.
+  refused({"cluster", "list", "\x1b[2J"}, "\\x1b[2J");
+  refused({"job", "logs", "--cluster", "tpu-b", "w", "--tail", std::string(100000, '9')}, "--tail");
+}
+
+// Issue 31: a read that finds nothing says so (exit 0), and says what --grep is.
+TEST_F(CliFleetTest, AnEmptyReadSaysSoAndWhatGrepIs) {
+  const auto r = falcon({"job", "logs", "--cluster", "tpu-b", "never-ran", "--grep", "step=99"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_TRUE(r.stdout_text.empty());
+  EXPECT_THAT(r.stderr_text, HasSubstr("no log lines for rank 0 of workload never-ran"));
+  EXPECT_THAT(r.stderr_text, HasSubstr("--grep '\"step=99\"'"));
+  // A query Cloud Logging cannot parse: its position is in a filter the user never wrote, so
+  // the CLI says where --grep's part is.
+  const auto bad = falcon({"job", "logs", "--cluster", "tpu-b", "never-ran", "--grep", "step="});
+  EXPECT_EQ(bad.exit_code, 6) << bad.stderr_text;
+  EXPECT_THAT(bad.stderr_text, HasSubstr("the filter Cloud Logging refused includes --grep 'step='"));
 }
 
 // Issue 11: a --follow ended by SIGINT or SIGTERM exits as the shell reports that signal

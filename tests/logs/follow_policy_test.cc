@@ -53,37 +53,11 @@ TEST(FollowUntilFinished, AnInterruptStopsAtOnce) {
   EXPECT_TRUE(stop());
 }
 
-TEST(FollowUntilFinished, TheLingerIsAPollAndFiveSeconds) {
+TEST(FollowUntilFinished, TheLingerIsAPollAndTheVisibilityDelay) {
   FollowOptions options;
   options.poll_interval = milliseconds(2'500);
-  EXPECT_EQ(follow_linger(options), milliseconds(7'500));
-}
-
-TEST(ResolveSince, TimesStayAndAgesCountBackFromNow) {
-  const FakeClock clock;  // 2026-04-13T08:00:00Z
-  EXPECT_EQ(resolve_since("2026-04-13T07:00:00Z", clock.now()), "2026-04-13T07:00:00Z");
-  EXPECT_EQ(resolve_since("90s", clock.now()), "2026-04-13T07:58:30.000Z");
-  EXPECT_EQ(resolve_since("30m", clock.now()), "2026-04-13T07:30:00.000Z");
-  EXPECT_EQ(resolve_since("6h", clock.now()), "2026-04-13T02:00:00.000Z");
-  EXPECT_EQ(resolve_since("2d", clock.now()), "2026-04-11T08:00:00.000Z");
-}
-
-TEST(ResolveSince, RejectsWhatItCannotRepresent) {
-  const FakeClock clock;
-  for (const char* bad : {"", "m", "5", "5w", "-5m", "5 m", "last tuesday", "1e3s"}) {
-    EXPECT_THROW(resolve_since(bad, clock.now()), std::invalid_argument) << bad;
-  }
-  // Ages before 1970, and ages whose seconds would overflow, are errors, not wrong windows.
-  for (const char* old :
-       {"106752d", "20600d", "99999999999999999999999d", "9223372036854775807s"}) {
-    try {
-      resolve_since(old, clock.now());
-      ADD_FAILURE() << old;
-    } catch (const std::invalid_argument& e) {
-      EXPECT_THAT(e.what(), HasSubstr("before 1970")) << old;
-    }
-  }
-  EXPECT_NO_THROW(resolve_since("20000d", clock.now()));
+  options.visibility_delay = milliseconds(2'000);
+  EXPECT_EQ(follow_linger(options), milliseconds(4'500));
 }
 
 }  // namespace
