@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rfc3339.h"
 #include "gcp_server/lql.h"
-#include "util/time_format.h"
 
 namespace {
 
@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!filter.matches(lql::JsonEntryView(entry))) continue;
     const auto ts = entry.find("timestamp");
     if (ts == entry.end()) continue;
-    const auto nanos = falcon::parse_rfc3339_nanos(ts->get<std::string>());
+    const auto nanos = falcon::tools::parse_rfc3339_nanos(ts->get<std::string>());
     if (nanos && (*nanos < bounds.lo || *nanos > bounds.hi)) __builtin_trap();
   }
   return 0;

@@ -4,9 +4,10 @@
 #   scripts/demo.sh [--no-wait] [BUILD_DIR]   (default build/release; `make demo` builds it)
 #
 # Starts the fleet (examples/local-fleet.yaml) on a port the OS chooses, points the layer at it
-# (examples/local-repos.yaml plus the environment below), then drives the falcon CLI through the
-# spec's business flow: list clusters, warm up their credentials, select, submit, poll to
-# completion, tail rank 0, export every rank's log, show the objects and collection_meta.json.
+# (examples/local-repos.yaml and the environment the fleet writes to its --env-file), then
+# drives the falcon CLI through the spec's business flow: list clusters, warm up their
+# credentials, select, submit, poll to completion, tail rank 0, export every rank's log, show the
+# objects and collection_meta.json.
 # Then the same layer as a service: starts `falcon serve` on the fleet, selects twice through it
 # with `falcon --server` (the second answer from its probe cache, with each probe's age), shows
 # the recorded decision from the API, prints the dashboard's URL and keeps the server up until
@@ -52,7 +53,8 @@ json_field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("
 
 say "Starting the local fleet (4 simulated GKE clusters, Cloud Logging, Cloud Storage, OAuth)"
 "$bin/falcon-fleet" --fleet "$root/examples/local-fleet.yaml" --port 0 \
-  --ready-file "$work/ready.json" --token-file "$work/token" >"$work/fleet.log" 2>&1 &
+  --repos-file "$root/examples/local-repos.yaml" --ready-file "$work/ready.json" \
+  --env-file "$work/fleet.env" --token-file "$work/token" >"$work/fleet.log" 2>&1 &
 fleet_pid=$!
 for _ in $(seq 1 200); do
   [[ -s "$work/ready.json" ]] && break
@@ -63,12 +65,12 @@ done
 url=$(json_field '["url"]' <"$work/ready.json")
 echo "fleet listening on $url (pid $fleet_pid)"
 
-export PATH="$bin:$PATH"
-export FALCON_CONFIG="$root/examples/local-repos.yaml"
-export FALCON_FLEET_URL="$url"
-export FALCON_LOGGING_ENDPOINT="$url"
-export STORAGE_EMULATOR_HOST="$url"
-export FALCON_ACCESS_TOKEN_FILE="$work/token"
+# PATH (the build's bin/ first: fleet-xpk, fleet-gcloud, falcon), FALCON_CONFIG,
+# FALCON_FLEET_URL, FALCON_LOGGING_ENDPOINT, STORAGE_EMULATOR_HOST, FALCON_ACCESS_TOKEN_FILE.
+echo "the fleet's environment ($work/fleet.env):"
+sed 's/^/  /' "$work/fleet.env"
+# shellcheck source=/dev/null
+source "$work/fleet.env"
 export XDG_STATE_HOME="$work/state"
 
 say "1. The registry: repos.yaml is validated, then listed"

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "falcon/accelerator_types.h"
+#include "common/xpk_accelerators.h"
 
 namespace falcon::fleet {
 namespace {
@@ -49,21 +49,19 @@ int builtin_tpu_workers(std::string_view type) {
 }
 
 // The table's entry for `device_type` in either spelling, or nullptr.
-const XpkAcceleratorType* table_entry(std::string_view device_type) {
-  const auto canonical = canonical_accelerator_type(device_type);
-  return canonical ? find_xpk_accelerator_type(*canonical) : nullptr;
+const tools::XpkSystem* table_entry(std::string_view device_type) {
+  const auto name = tools::xpk_name_for(device_type);
+  return name ? tools::find_xpk_system(*name) : nullptr;
 }
 
 }  // namespace
 
 bool is_xpk_tpu_type(std::string_view value) {
-  const XpkAcceleratorType* t = find_xpk_accelerator_type(value);
+  const tools::XpkSystem* t = tools::find_xpk_system(value);
   return t != nullptr && t->device_class == DeviceClass::kTpu;
 }
 
-bool is_xpk_device_type(std::string_view value) {
-  return find_xpk_accelerator_type(value) != nullptr;
-}
+bool is_xpk_device_type(std::string_view value) { return tools::find_xpk_system(value) != nullptr; }
 
 std::optional<std::string> xpk_accelerator_choice_error(std::string_view flag,
                                                         std::string_view value) {
@@ -77,12 +75,12 @@ std::optional<std::string> xpk_accelerator_choice_error(std::string_view flag,
     return std::nullopt;
   }
   return fmt::format("invalid choice: '{}' (closest matches: {})", value,
-                     fmt::join(closest_xpk_accelerator_types(value, only), ", "));
+                     fmt::join(tools::xpk_closest_matches(value, only), ", "));
 }
 
 DeviceClass classify_device(std::string_view device_type, bool given_as_tpu_type) {
   if (given_as_tpu_type) return DeviceClass::kTpu;
-  if (const XpkAcceleratorType* t = table_entry(device_type)) return t->device_class;
+  if (const tools::XpkSystem* t = table_entry(device_type)) return t->device_class;
   const std::string_view t = device_type;
   if (starts_with(t, "tpu") || starts_with(t, "v2-") || starts_with(t, "v3-") ||
       starts_with(t, "v4-") || starts_with(t, "v5") || starts_with(t, "v6e")) {
@@ -110,7 +108,7 @@ int workers_per_slice(std::string_view device_type, DeviceClass device_class,
     }
   }
   if (auto it = overrides.find("default"); it != overrides.end()) return std::max(1, it->second);
-  if (const XpkAcceleratorType* t = table_entry(device_type)) {
+  if (const tools::XpkSystem* t = table_entry(device_type)) {
     if (device_class == DeviceClass::kGpu) return 1;
     return std::max(1, t->vms_per_slice);
   }
@@ -126,7 +124,7 @@ int workers_per_slice(std::string_view device_type, DeviceClass device_class,
 }
 
 int chips_per_vm(std::string_view device_type, DeviceClass device_class) {
-  const XpkAcceleratorType* t = table_entry(device_type);
+  const tools::XpkSystem* t = table_entry(device_type);
   if (t != nullptr && device_class != DeviceClass::kCpu) return t->chips_per_vm;
   switch (device_class) {
     case DeviceClass::kTpu:

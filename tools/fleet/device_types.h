@@ -1,8 +1,8 @@
 // What a device type means to the simulator: whether xpk accepts it, TPU, GPU or CPU, how many
 // pods (VMs) one slice has, and what the pods' main container is called. The facts come from the
-// layer's table of xpk's accelerator types (falcon/accelerator_types.h, xpk 1.13.1), so the fleet
-// refuses exactly what real xpk refuses; the number of pods is overridable per device type from
-// the fleet file (`workers_per_slice:`).
+// fleet's own table of xpk's accelerator types (common/xpk_accelerators.h, xpk 1.13.1), so the
+// fleet refuses exactly what real xpk refuses; the number of pods is overridable per device type
+// from the fleet file (`workers_per_slice:`).
 //
 //   v4-64 / tpu-v4-64      TPU, 8 workers per slice (the table's VMs per slice)
 //   h100-80gb-8            GPU, one pod per node (--num-nodes)
@@ -14,11 +14,12 @@
 #include <string>
 #include <string_view>
 
-#include "falcon/model.h"
+#include "common/xpk_accelerators.h"
 
 namespace falcon::fleet {
 
-// DeviceClass is the layer's (falcon/model.h): kTpu, kGpu, kCpu; to_string gives "tpu", ...
+// xpk's classes of device: kTpu, kGpu, kCpu; to_string gives "tpu", "gpu", "cpu".
+using tools::DeviceClass;
 
 // Whether real xpk's `--tpu-type` accepts `value` (its TPU names only: "v4-64", not
 // "tpu-v4-64").

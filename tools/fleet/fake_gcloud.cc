@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
 #include "fleet/kubeconfig.h"
-#include "util/names.h"
 
 namespace falcon::fleet {
 namespace {
@@ -90,7 +90,7 @@ int get_credentials(const std::vector<std::string>& args, FleetApi* api, const F
   }
 
   env.err << "Fetching cluster endpoint and auth data.\n" << std::flush;
-  if (!gcp_location_kind(a.location)) {
+  if (!tools::gcp_location_kind(a.location)) {
     env.err << "ERROR: (" << kCommand
             << fmt::format(") ResponseError: code=400, message=Location \"{}\" does not exist.\n",
                            a.location)

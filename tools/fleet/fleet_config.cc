@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "falcon/accelerator_types.h"
-#include "util/names.h"
+#include "common/names.h"
+#include "common/xpk_accelerators.h"
 
 namespace falcon::fleet {
 namespace {
@@ -244,11 +244,10 @@ void parse_topology(Checker& c, const YAML::Node& n, const std::string& path,
   for (const auto& kv : n) {
     const std::string label = kv.first.as<std::string>();
     const std::string lpath = Checker::join(path, label);
-    const bool known =
-        std::any_of(xpk_accelerator_types().begin(), xpk_accelerator_types().end(),
-                    [&](const XpkAcceleratorType& t) {
-                      return !t.gke_accelerator.empty() && t.gke_accelerator == label;
-                    });
+    const bool known = std::any_of(
+        tools::xpk_systems().begin(), tools::xpk_systems().end(), [&](const tools::XpkSystem& t) {
+          return !t.gke_accelerator.empty() && t.gke_accelerator == label;
+        });
     if (!known) {
       c.problem(kv.first, lpath,
                 fmt::format("'{}' is not a GKE accelerator label of xpk's types (like "
@@ -346,10 +345,10 @@ void parse_workloads(Checker& c, const YAML::Node& node, const std::string& path
     if (auto n = w["device_type"]) {
       if (auto v = c.nonempty_string(n, field("device_type"))) {
         out.device_type = *v;
-        const auto canonical = canonical_accelerator_type(*v);
+        const auto canonical = tools::xpk_name_for(*v);
         const bool offered =
             std::any_of(cluster.capacity.begin(), cluster.capacity.end(), [&](const auto& entry) {
-              return canonical && canonical_accelerator_type(entry.first) == canonical;
+              return canonical && tools::xpk_name_for(entry.first) == canonical;
             });
         if (!offered) {
           c.problem(n, field("device_type"),
@@ -397,7 +396,7 @@ void parse_workloads(Checker& c, const YAML::Node& node, const std::string& path
     if (!out.name.empty()) {
       const std::string longest =
           out.count > 1 ? fmt::format("{}-{}", out.name, out.count) : out.name;
-      if (!is_valid_xpk_name(out.name) || !is_valid_xpk_name(longest)) {
+      if (!tools::is_xpk_name(out.name) || !tools::is_xpk_name(longest)) {
         c.problem(w["name"], field("name"),
                   fmt::format("'{}' is not a valid xpk workload name ([a-z]([-a-z0-9]*[a-z0-9])?, "
                               "at most 40 characters, including the -<count> suffix)",
@@ -418,7 +417,7 @@ void check_zone_and_location(Checker& c, const YAML::Node& node, const std::stri
   if (out.zone.empty()) return;  // reported as missing
   bool shapes_ok = true;
   for (const auto& [key, value] : {std::pair{"zone", &out.zone}, {"location", &out.location}}) {
-    if (!gcp_location_kind(*value)) {
+    if (!tools::gcp_location_kind(*value)) {
       c.problem(node[key] ? node[key] : node, Checker::join(path, key),
                 fmt::format("'{}' is not a GCP zone or region (like us-central2-b or us-central1)",
                             value->substr(0, 64)));
@@ -428,7 +427,7 @@ void check_zone_and_location(Checker& c, const YAML::Node& node, const std::stri
   }
   if (!shapes_ok || out.zone == out.location) return;
   const bool zonal = !out.regional();
-  if (region_of(out.zone) != region_of(out.location) || zonal) {
+  if (tools::region_of(out.zone) != tools::region_of(out.location) || zonal) {
     c.problem(node["location"], Checker::join(path, "location"),
               fmt::format("zone '{}' does not reach a cluster at '{}': a zonal cluster is reached "
                           "through its own zone only, a regional one through its region or a "
@@ -456,7 +455,7 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
       if (std::string_view(key) == "zone") out.zone = *v;
       if (std::string_view(key) == "cluster_id") {
         out.cluster_id = *v;
-        if (!is_valid_xpk_name(*v)) {
+        if (!tools::is_xpk_name(*v)) {
           c.problem(n, field(key),
                     fmt::format("'{}' is not a valid cluster name for xpk "
                                 "([a-z]([-a-z0-9]*[a-z0-9])?, at most 40 characters)",
@@ -476,13 +475,12 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
       for (const auto& kv : n) {
         const std::string type = kv.first.as<std::string>();
         const std::string type_path = Checker::join(field("capacity"), type);
-        const auto canonical = canonical_accelerator_type(type);
+        const auto canonical = tools::xpk_name_for(type);
         if (!canonical) {
-          c.problem(
-              kv.first, type_path,
-              fmt::format("'{}' is not a device type xpk {} accepts (closest matches: {})", type,
-                          kXpkAcceleratorTableVersion,
-                          fmt::join(closest_xpk_accelerator_types(type, std::nullopt), ", ")));
+          c.problem(kv.first, type_path,
+                    fmt::format("'{}' is not a device type xpk {} accepts (closest matches: {})",
+                                type, tools::kXpkTableVersion,
+                                fmt::join(tools::xpk_closest_matches(type, std::nullopt), ", ")));
           continue;
         }
         if (auto [it, inserted] = canonical_seen.emplace(*canonical, type); !inserted) {
@@ -506,7 +504,9 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
 
 }  // namespace
 
-bool FleetCluster::regional() const { return gcp_location_kind(location) == LocationKind::kRegion; }
+bool FleetCluster::regional() const {
+  return tools::gcp_location_kind(location) == tools::LocationKind::kRegion;
+}
 
 FleetConfigError::FleetConfigError(std::vector<std::string> problems)
     : std::runtime_error(join_lines(problems)), problems_(std::move(problems)) {}
@@ -531,15 +531,6 @@ int XpkProfile::version_number() const {
   if (std::sscanf(version.c_str(), "v%d.%d%c", &major, &minor, &tail) < 2) return 10000;
   if (tail != 0 && tail != '.' && tail != '-' && tail != '+') return 10000;
   return major * 100 + minor;
-}
-
-bool is_valid_xpk_name(std::string_view name) {
-  if (name.empty() || name.size() > 40) return false;
-  if (name.front() < 'a' || name.front() > 'z') return false;
-  for (char ch : name) {
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
-  }
-  return name.back() != '-';
 }
 
 FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& source_name) {

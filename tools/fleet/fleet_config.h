@@ -173,7 +173,4 @@ FleetConfig load_fleet_config(const std::string& path);
 // Same, from text; `source_name` stands in for the path in messages.
 FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& source_name);
 
-// xpk's name rule: [a-z]([-a-z0-9]*[a-z0-9])? and at most 40 characters.
-bool is_valid_xpk_name(std::string_view name);
-
 }  // namespace falcon::fleet

@@ -4,8 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
+#include "common/rfc3339.h"
 #include "fleet/kubeconfig.h"
-#include "util/time_format.h"
 
 namespace falcon::fleet {
 namespace {
@@ -186,7 +187,7 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     sim_.clock().advance(std::chrono::nanoseconds(static_cast<std::int64_t>(seconds * 1e9)));
     sim_.advance();
     const std::int64_t now = sim_.clock().now_ns();
-    return {{"now", format_rfc3339_nanos(now)}, {"now_ns", now}};
+    return {{"now", tools::format_rfc3339_nanos(now)}, {"now_ns", now}};
   }
   if (route == "logs:generate") {
     GenerateRequest req;
@@ -211,7 +212,7 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     req.interval_ns = static_cast<std::int64_t>(opt<double>(body, "interval_ms", 1.0) * 1e6);
     req.omit_completion_index = opt<bool>(body, "omit_completion_index", false);
     if (body.contains("start_time")) {
-      const auto t = parse_rfc3339_nanos(str(body, "start_time"));
+      const auto t = tools::parse_rfc3339_nanos(str(body, "start_time"));
       if (!t) throw ControlError(400, "field 'start_time' must be an RFC 3339 timestamp");
       req.start_ns = *t;
     }
@@ -295,7 +296,7 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
     req.namespace_ = opt<std::string>(body, "namespace", "default");
     req.env = opt<std::map<std::string, std::string>>(body, "env", {});
     req.ttl_seconds_after_finished = opt<std::int64_t>(body, "ttl_seconds_after_finished", 43200);
-    if (!is_valid_xpk_name(req.workload)) throw ControlError(400, "invalid workload name");
+    if (!tools::is_xpk_name(req.workload)) throw ControlError(400, "invalid workload name");
     const CreateOutcome r = sim_.create(*name, req, opt<bool>(body, "overwrite", false));
     return {{"failure", failure_json(r.failure)}, {"result", result_name(r.result)}};
   }

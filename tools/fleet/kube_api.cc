@@ -9,7 +9,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include "util/time_format.h"
+#include "common/base64.h"
+#include "common/rfc3339.h"
 
 namespace falcon::fleet {
 namespace {
@@ -69,7 +70,7 @@ json group(const std::string& name, const std::string& version) {
 }
 
 std::string age(const std::string& created, std::chrono::system_clock::time_point now) {
-  const auto t = parse_rfc3339(created);
+  const auto t = tools::parse_rfc3339(created);
   if (!t) return "<unknown>";
   const auto s = std::chrono::duration_cast<std::chrono::seconds>(now - *t).count();
   if (s < 120) return fmt::format("{}s", std::max<long long>(s, 0));
@@ -230,9 +231,7 @@ json KubeApi::issue_token() {
     token = fmt::format("fleet.{:016x}{:016x}", random_(), random_());
     tokens_[token] = expires;
   }
-  const auto secs = std::chrono::time_point_cast<std::chrono::seconds>(expires);
-  std::string when = format_iso8601(secs);  // ...T08:00:00.000Z
-  when = when.substr(0, 19) + "Z";
+  const std::string when = tools::format_rfc3339(tools::to_nanos(expires), 0);  // ...T08:00:00Z
   return {{"kind", "ExecCredential"},
           {"apiVersion", "client.authentication.k8s.io/v1beta1"},
           {"spec", {{"interactive", false}}},
@@ -512,29 +511,6 @@ void register_cluster_routes(httplib::Server& server, KubeApi& api) {
              });
 }
 
-std::string base64(const std::string& data) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                       (static_cast<unsigned char>(data[i + 1]) << 8) |
-                       static_cast<unsigned char>(data[i + 2]);
-    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63],
-            kAlphabet[v & 63]};
-  }
-  if (i + 1 == data.size()) {
-    const unsigned v = static_cast<unsigned char>(data[i]) << 16;
-    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], '=', '='};
-  } else if (i + 2 == data.size()) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) |
-                       (static_cast<unsigned char>(data[i + 1]) << 8);
-    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63], '='};
-  }
-  return out;
-}
-
 }  // namespace
 
 struct KubeTlsServer::Impl {
@@ -605,6 +581,6 @@ std::string KubeTlsServer::base_url() const {
   return fmt::format("https://{}:{}", impl_->host, impl_->port);
 }
 
-std::string KubeTlsServer::ca_data() const { return base64(pem_); }
+std::string KubeTlsServer::ca_data() const { return tools::base64_encode(pem_); }
 
 }  // namespace falcon::fleet

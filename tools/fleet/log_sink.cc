@@ -2,8 +2,8 @@
 
 #include <iterator>
 
+#include "common/rfc3339.h"
 #include "fleet/pod_logs.h"
-#include "util/time_format.h"
 
 namespace falcon::fleet {
 
@@ -24,7 +24,7 @@ nlohmann::json make_log_entry(const nlohmann::json& shared, const TextLine& line
     bits = bits / 36 ^ mix64(bits);
   }
   e["insertId"] = std::move(insert_id);
-  e["timestamp"] = format_rfc3339_nanos(line.time_ns);
+  e["timestamp"] = tools::format_rfc3339_nanos(line.time_ns);
   e["textPayload"] = line.text;
   return e;
 }

@@ -9,8 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "falcon/accelerator_types.h"
-#include "util/time_format.h"
+#include "common/names.h"
+#include "common/rfc3339.h"
+#include "common/xpk_accelerators.h"
 
 namespace falcon::fleet {
 namespace {
@@ -25,12 +26,6 @@ int priority_rank(const std::string& priority) {
   if (priority == "medium") return 2;
   if (priority == "low") return 1;
   return 0;
-}
-
-std::string region_of(const std::string& zone) {
-  const auto dash = zone.rfind('-');
-  if (dash != std::string::npos && zone.size() - dash == 2) return zone.substr(0, dash);
-  return zone;
 }
 
 struct RunPlan {
@@ -145,8 +140,7 @@ struct Condition {
 }  // namespace
 
 std::string format_k8s_time(std::int64_t time_ns) {
-  std::string s = format_rfc3339_nanos(time_ns);  // 2026-06-01T10:00:00.123456789Z
-  return s.substr(0, 19) + "Z";
+  return tools::format_rfc3339(time_ns, 0);  // 2026-06-01T10:00:00Z
 }
 
 struct FleetSimulator::Workload {
@@ -376,7 +370,7 @@ std::optional<std::string> FleetSimulator::resolve(const std::string& project,
   }
   if (matches.empty()) return std::nullopt;
   for (const FleetCluster* c : matches) {
-    if (c->zone == zone || c->location == zone || region_of(c->zone) == zone) return c->name;
+    if (c->zone == zone || c->location == zone || tools::region_of(c->zone) == zone) return c->name;
   }
   return matches.front()->name;
 }
@@ -953,8 +947,8 @@ CreateResult FleetSimulator::create_locked(Cluster& c, const CreateRequest& requ
                                                 : w->workers * w->request.num_slices;
   w->plan = make_plan(config_.defaults, config_.logs, request.env);
   w->run_ns = clock_->span_ns(w->plan.duration_ns);
-  if (const auto canonical = canonical_accelerator_type(request.device_type)) {
-    if (const XpkAcceleratorType* t = find_xpk_accelerator_type(*canonical);
+  if (const auto canonical = tools::xpk_name_for(request.device_type)) {
+    if (const tools::XpkSystem* t = tools::find_xpk_system(*canonical);
         t && c.spec.topology.count(t->gke_accelerator)) {
       w->topology_label = t->gke_accelerator;
       w->slice_chips = w->device_class == DeviceClass::kGpu ? t->chips_per_vm * w->request.num_nodes
@@ -1063,8 +1057,8 @@ FleetSimulator::ClusterQueueView FleetSimulator::cluster_queue(const std::string
     };
     // Device types without topology: xpk's flavor "1x<type>", one slice per workload slot.
     for (const auto& [type, slots] : c.spec.capacity) {
-      const auto canonical = canonical_accelerator_type(type);
-      const XpkAcceleratorType* t = canonical ? find_xpk_accelerator_type(*canonical) : nullptr;
+      const auto canonical = tools::xpk_name_for(type);
+      const tools::XpkSystem* t = canonical ? tools::find_xpk_system(*canonical) : nullptr;
       if (!t || t->device_class == DeviceClass::kCpu || c.spec.topology.count(t->gke_accelerator)) {
         continue;
       }
@@ -1238,7 +1232,7 @@ nlohmann::json FleetSimulator::state() {
   const std::int64_t now = clock_->now_ns();
   Entries out = advance_locked(now);
   nlohmann::json j;
-  j["now"] = format_rfc3339_nanos(now);
+  j["now"] = tools::format_rfc3339_nanos(now);
   j["now_ns"] = now;
   j["time_scale"] = clock_->scale();
   j["xpk"] = {{"version", config_.xpk.version},
@@ -1285,7 +1279,7 @@ nlohmann::json FleetSimulator::state() {
       wj["state"] = w.state();
       wj["sequence"] = w.sequence;
       wj["seed"] = w.seed;
-      wj["created"] = format_rfc3339_nanos(w.created_ns);
+      wj["created"] = tools::format_rfc3339_nanos(w.created_ns);
       wj["created_ns"] = w.created_ns;
       wj["reserved_ns"] = w.reserved_ns;
       wj["started_ns"] = w.started_ns;

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
 #include "fleet/device_types.h"
 #include "fleet/fleet_config.h"
 
@@ -515,11 +516,8 @@ std::optional<std::string> convert(const Opt& o, const std::string& v) {
     case Type::kString:
       return xpk_accelerator_choice_error(o.flags.back(), v);  // --tpu-type, --device-type
     case Type::kName:
-      if (is_valid_xpk_name(v)) return std::nullopt;
-      return fmt::format(
-          "Name must be less than 40 characters and match the pattern "
-          "`[a-z]([-a-z0-9]*[a-z0-9])?` Name is currently {}",
-          v);
+      if (tools::is_xpk_name(v)) return std::nullopt;
+      return tools::xpk_name_error(v);
     case Type::kInt: {
       std::size_t used = 0;
       try {

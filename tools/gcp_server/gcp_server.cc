@@ -19,13 +19,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/base64.h"
+#include "common/rfc3339.h"
 #include "gcp_server/api_error.h"
 #include "gcp_server/log_copy.h"
 #include "gcp_server/log_store.h"
 #include "gcp_server/object_store.h"
 #include "gcp_server/token_authority.h"
 #include "gcp_server/wire.h"
-#include "util/time_format.h"
 
 namespace falcon::fake {
 
@@ -922,7 +923,7 @@ void GcpServer::Impl::object_get(Call& call) {
   res.set_header("x-goog-metageneration", std::to_string(object->metageneration));
   res.set_header("x-goog-stored-content-length", std::to_string(object->data->size()));
   res.set_header("x-goog-stored-content-encoding", "identity");
-  res.set_header("ETag", "\"" + base64_encode(std::to_string(object->generation)) + "\"");
+  res.set_header("ETag", "\"" + tools::base64_encode(std::to_string(object->generation)) + "\"");
   // Object bytes go out as stored: never let the HTTP layer gzip them on the fly.
   const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
   std::shared_ptr<const std::string> data = object->data;
@@ -1192,7 +1193,7 @@ void GcpServer::Impl::control_routes() {
                 const json j = json_body(req);
                 std::int64_t until = now_ns();
                 if (j.contains("until")) {
-                  const auto parsed = parse_rfc3339_nanos(j.at("until").get<std::string>());
+                  const auto parsed = tools::parse_rfc3339_nanos(j.at("until").get<std::string>());
                   if (!parsed) throw std::invalid_argument("until is not an RFC 3339 time");
                   until = *parsed;
                 }

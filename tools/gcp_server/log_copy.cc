@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "common/rfc3339.h"
 #include "gcp_server/api_error.h"
 #include "gcp_server/wire.h"
-#include "util/time_format.h"
 
 namespace falcon::fake {
 
@@ -32,7 +32,7 @@ std::uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-std::string time_text(std::int64_t ns) { return format_rfc3339_nanos(ns); }
+std::string time_text(std::int64_t ns) { return tools::format_rfc3339_nanos(ns); }
 
 // The value of the first `"key":"..."` in a serialized entry (the fake's own serializer writes
 // top-level keys first and never escapes these values' characters).

@@ -9,10 +9,11 @@
 
 #include <fmt/format.h>
 
+#include "common/base64.h"
+#include "common/rfc3339.h"
 #include "gcp_server/api_error.h"
 #include "gcp_server/lql.h"
 #include "gcp_server/wire.h"
-#include "util/time_format.h"
 
 namespace falcon::fake {
 
@@ -120,7 +121,7 @@ std::string make_token(const LogListRequest& r, const Position& p) {
             {"t", p.timestamp},
             {"i", p.insert_id},
             {"d", r.descending}};
-  return base64url_encode(t.dump());
+  return tools::base64url_encode(t.dump());
 }
 
 Position parse_token(const LogListRequest& r) {
@@ -129,7 +130,7 @@ Position parse_token(const LogListRequest& r) {
         "The page token is invalid, or does not belong to this request's resourceNames, filter "
         "and orderBy");
   };
-  const auto raw = base64url_decode(r.page_token);
+  const auto raw = tools::base64url_decode(r.page_token);
   if (!raw) throw fail();
   const json t = json::parse(*raw, nullptr, false);
   if (!t.is_object() || t.value("v", 0) != 1 || !t.contains("t") || !t["t"].is_number_integer() ||
@@ -193,7 +194,8 @@ class LogStore::View final : public lql::EntryView {
       if (const json* p = find(path); p && lql::JsonEntryView(*p).any_text(fn)) return true;
     }
     if (lql::JsonEntryView(s_.fields).any_text(fn)) return true;
-    return fn(format_rfc3339_nanos(e_.timestamp)) || fn(format_rfc3339_nanos(e_.receive_timestamp));
+    return fn(tools::format_rfc3339_nanos(e_.timestamp)) ||
+           fn(tools::format_rfc3339_nanos(e_.receive_timestamp));
   }
 
  private:
@@ -299,7 +301,7 @@ LogStore::Entry LogStore::normalize(json entry, const json& log_name, const json
   if (e.contains("timestamp")) {
     const json& t = e["timestamp"];
     std::optional<std::int64_t> ns;
-    if (t.is_string()) ns = parse_rfc3339_nanos(t.get<std::string>());
+    if (t.is_string()) ns = tools::parse_rfc3339_nanos(t.get<std::string>());
     if (!ns) throw bad(fmt::format("Invalid timestamp {}", t.dump()));
     out.timestamp = *ns;
   }
@@ -623,7 +625,7 @@ void LogStore::attach_file(const std::filesystem::path& path) {
       for (std::size_t i = 0; i < batch.size(); ++i) {
         std::int64_t receive = 0;
         if (auto it = batch[i].find("receiveTimestamp"); it != batch[i].end() && it->is_string()) {
-          receive = parse_rfc3339_nanos(it->get<std::string>()).value_or(0);
+          receive = tools::parse_rfc3339_nanos(it->get<std::string>()).value_or(0);
         }
         batch[i].erase("receiveTimestamp");
         entries_.push_back(normalize(std::move(batch[i]), json(), json(), json(), receive, i));

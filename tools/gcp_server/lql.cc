@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "util/time_format.h"
+#include "common/rfc3339.h"
 
 namespace falcon::fake::lql {
 
@@ -740,7 +740,7 @@ class Parser {
       return n;
     }
     if (is_time_path(n->path) && op != Op::kHas) {
-      n->time = parse_rfc3339_nanos(lit.text);
+      n->time = tools::parse_rfc3339_nanos(lit.text);
       if (!n->time) {
         throw error(fmt::format("invalid timestamp \"{}\" (expected RFC 3339)", lit.text), lit.pos);
       }
@@ -867,7 +867,7 @@ bool eval_compare(const Node& n, const EntryView& v) {
     } else if (n.time && op != Op::kRegex && op != Op::kHas) {
       result = ordered(op, three_way(*t, *n.time));
     } else {
-      const std::string text = format_rfc3339_nanos(*t);
+      const std::string text = tools::format_rfc3339_nanos(*t);
       result =
           op == Op::kRegex ? RE2::PartialMatch(text, *n.regex) : icontains(text, n.value_lower);
     }
@@ -911,7 +911,7 @@ bool eval_search(const Node& n, const EntryView& v) {
   if (n.path.empty()) return v.any_text(visit);
   if (is_time_path(n.path)) {
     const auto t = v.time_field(n.path[0]);
-    return t && visit(format_rfc3339_nanos(*t));
+    return t && visit(tools::format_rfc3339_nanos(*t));
   }
   const json* j = v.find(n.path);
   return j && any_leaf_text(*j, visit);
@@ -1103,7 +1103,7 @@ const json* JsonEntryView::find(const std::vector<std::string>& path) const {
 std::optional<std::int64_t> JsonEntryView::time_field(std::string_view name) const {
   auto it = entry_.find(std::string(name));
   if (it == entry_.end() || !it->is_string()) return std::nullopt;
-  return parse_rfc3339_nanos(it->get_ref<const std::string&>());
+  return tools::parse_rfc3339_nanos(it->get_ref<const std::string&>());
 }
 
 bool JsonEntryView::any_text(const std::function<bool(std::string_view)>& fn) const {

@@ -6,8 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "common/base64.h"
+#include "common/rfc3339.h"
 #include "gcp_server/api_error.h"
-#include "util/time_format.h"
 
 namespace falcon::fake {
 
@@ -31,11 +32,8 @@ struct ObjectStore::Session {
 
 namespace {
 
-std::string gcs_time(std::int64_t ns) {
-  return format_iso8601(std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::nanoseconds(ns))));
-}
+// `2026-04-13T08:00:00.123Z`: Cloud Storage's times have milliseconds.
+std::string gcs_time(std::int64_t ns) { return tools::format_rfc3339(ns, 3); }
 
 bool valid_bucket_name(const std::string& name) {
   static const std::regex kName(R"(^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$)");
@@ -82,7 +80,7 @@ json StoredObject::to_json(const std::string& base_url) const {
          {"size", std::to_string(data ? data->size() : 0)},
          {"md5Hash", md5_base64},
          {"crc32c", crc32c_base64},
-         {"etag", base64_encode(std::to_string(generation))},
+         {"etag", tools::base64_encode(std::to_string(generation))},
          {"timeCreated", gcs_time(created_ns)},
          {"updated", gcs_time(created_ns)},
          {"timeStorageClassUpdated", gcs_time(created_ns)}};
@@ -172,7 +170,7 @@ json policy_json(const std::string& bucket, const json& bindings, std::int64_t v
   return json{{"kind", "storage#policy"},
               {"resourceId", "projects/_/buckets/" + bucket},
               {"version", 1},
-              {"etag", base64_encode(fmt::format("CA{}", version))},
+              {"etag", tools::base64_encode(fmt::format("CA{}", version))},
               {"bindings", bindings}};
 }
 
@@ -203,7 +201,7 @@ json ObjectStore::set_iam_policy(const std::string& bucket, const json& policy) 
   }
   if (const auto etag = policy.find("etag");
       etag != policy.end() && etag->is_string() && !etag->get<std::string>().empty() &&
-      etag->get<std::string>() != base64_encode(fmt::format("CA{}", b.policy_version))) {
+      etag->get<std::string>() != tools::base64_encode(fmt::format("CA{}", b.policy_version))) {
     throw ApiError(412, "FAILED_PRECONDITION", "conditionNotMet",
                    "The policy's etag does not match: it was changed since it was read.");
   }
@@ -375,7 +373,7 @@ ObjectStore::ListResult ObjectStore::list(const std::string& bucket, const std::
   if (b == buckets_.end()) throw ApiError::not_found("The specified bucket does not exist.");
   std::string after;  // resume strictly after this name (or past this prefix)
   if (!page_token.empty()) {
-    auto decoded = base64url_decode(page_token);
+    auto decoded = tools::base64url_decode(page_token);
     if (!decoded) throw ApiError::invalid_argument("Invalid page token");
     after = *decoded;
   }
@@ -405,7 +403,7 @@ ObjectStore::ListResult ObjectStore::list(const std::string& bucket, const std::
     }
     if (is_prefix && !out.prefixes.empty() && out.prefixes.back() == entry) continue;
     if (emitted == max_results) {
-      out.next_page_token = base64url_encode(after);
+      out.next_page_token = tools::base64url_encode(after);
       break;
     }
     if (is_prefix) {

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "common/base64.h"
 #include "gcp_server/wire.h"
 
 namespace falcon::fake {
@@ -147,10 +148,10 @@ json TokenAuthority::jwt_bearer(const std::string& assertion,
   if (dot2 == std::string::npos || assertion.find('.', dot2 + 1) != std::string::npos) {
     throw invalid_grant("Invalid JWT: expected header.payload.signature");
   }
-  const auto header_raw = base64url_decode(std::string_view(assertion).substr(0, dot1));
+  const auto header_raw = tools::base64url_decode(std::string_view(assertion).substr(0, dot1));
   const auto claims_raw =
-      base64url_decode(std::string_view(assertion).substr(dot1 + 1, dot2 - dot1 - 1));
-  const auto signature = base64url_decode(std::string_view(assertion).substr(dot2 + 1));
+      tools::base64url_decode(std::string_view(assertion).substr(dot1 + 1, dot2 - dot1 - 1));
+  const auto signature = tools::base64url_decode(std::string_view(assertion).substr(dot2 + 1));
   if (!header_raw || !claims_raw || !signature || signature->empty()) {
     throw invalid_grant("Invalid JWT: not base64url");
   }

@@ -6,76 +6,12 @@
 #include <cctype>
 #include <stdexcept>
 
-#include "util/time_format.h"
+#include "common/base64.h"
+#include "common/rfc3339.h"
 
 namespace falcon::fake {
 
 namespace {
-
-constexpr char kStd[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-constexpr char kUrl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-std::string encode(std::string_view in, const char* alphabet, bool pad) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  while (i + 3 <= in.size()) {
-    const std::uint32_t v = (static_cast<std::uint8_t>(in[i]) << 16) |
-                            (static_cast<std::uint8_t>(in[i + 1]) << 8) |
-                            static_cast<std::uint8_t>(in[i + 2]);
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-    out += alphabet[(v >> 6) & 63];
-    out += alphabet[v & 63];
-    i += 3;
-  }
-  const std::size_t rest = in.size() - i;
-  if (rest == 1) {
-    const std::uint32_t v = static_cast<std::uint8_t>(in[i]) << 16;
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-    if (pad) out += "==";
-  } else if (rest == 2) {
-    const std::uint32_t v =
-        (static_cast<std::uint8_t>(in[i]) << 16) | (static_cast<std::uint8_t>(in[i + 1]) << 8);
-    out += alphabet[(v >> 18) & 63];
-    out += alphabet[(v >> 12) & 63];
-    out += alphabet[(v >> 6) & 63];
-    if (pad) out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> decode(std::string_view in, bool url) {
-  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == (url ? '-' : '+')) {
-      v = 62;
-    } else if (c == (url ? '_' : '/')) {
-      v = 63;
-    } else {
-      return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<std::uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // a dangling sextet: not valid base64
-  return out;
-}
 
 std::array<std::uint32_t, 256> make_crc32c_table() {
   std::array<std::uint32_t, 256> t{};
@@ -88,11 +24,6 @@ std::array<std::uint32_t, 256> make_crc32c_table() {
 }
 
 }  // namespace
-
-std::string base64_encode(std::string_view bytes) { return encode(bytes, kStd, true); }
-std::string base64url_encode(std::string_view bytes) { return encode(bytes, kUrl, false); }
-std::optional<std::string> base64url_decode(std::string_view text) { return decode(text, true); }
-std::optional<std::string> base64_decode(std::string_view text) { return decode(text, false); }
 
 void append_json_string(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -135,7 +66,7 @@ void append_json_string(std::string& out, std::string_view s) {
 }
 
 std::string format_proto_timestamp(std::int64_t nanos) {
-  std::string s = format_rfc3339_nanos(nanos);  // ...ss.nnnnnnnnnZ
+  std::string s = tools::format_rfc3339_nanos(nanos);  // ...ss.nnnnnnnnnZ
   const std::size_t dot = s.rfind('.');
   if (dot == std::string::npos) return s;
   std::string frac = s.substr(dot + 1, 9);
@@ -194,7 +125,7 @@ std::uint32_t crc32c_update(std::uint32_t crc, std::string_view data) {
 std::string crc32c_base64(std::uint32_t crc) {
   const char bytes[4] = {static_cast<char>(crc >> 24), static_cast<char>(crc >> 16),
                          static_cast<char>(crc >> 8), static_cast<char>(crc)};
-  return base64_encode(std::string_view(bytes, 4));
+  return tools::base64_encode(std::string_view(bytes, 4));
 }
 
 Md5::Md5() : ctx_(EVP_MD_CTX_new()) {
@@ -213,7 +144,7 @@ std::string Md5::final_base64() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), digest, &len);
-  return base64_encode(std::string_view(reinterpret_cast<const char*>(digest), len));
+  return tools::base64_encode(std::string_view(reinterpret_cast<const char*>(digest), len));
 }
 
 std::string random_hex(std::size_t bytes) {

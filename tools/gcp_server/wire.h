@@ -1,20 +1,14 @@
-// Small encoding helpers for the wire formats the fake speaks: base64 (standard and URL-safe),
-// JSON string escaping, proto3 timestamps, percent-encoding, and the CRC32C / MD5 digests that
+// Small encoding helpers for the wire formats the fake speaks (base64 is common/base64.h): JSON
+// string escaping, proto3 timestamps, percent-encoding, and the CRC32C / MD5 digests that
 // Cloud Storage reports.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
 namespace falcon::fake {
-
-std::string base64_encode(std::string_view bytes);                   // with padding
-std::string base64url_encode(std::string_view bytes);                // no padding
-std::optional<std::string> base64url_decode(std::string_view text);  // padding optional
-std::optional<std::string> base64_decode(std::string_view text);     // standard alphabet
 
 // Appends `s` as a JSON string literal (quotes included). Bytes >= 0x80 pass through, so valid
 // UTF-8 stays valid UTF-8.

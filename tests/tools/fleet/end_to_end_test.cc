@@ -268,6 +268,15 @@ struct ChildProcess {
     if (!out || !fgets(buf, sizeof buf, out)) return "";
     return buf;
   }
+  // The lines up to and including the first that starts with `prefix` ("" at the end).
+  std::vector<std::string> lines_until(std::string_view prefix) {
+    std::vector<std::string> lines;
+    for (std::string l = line(); !l.empty(); l = line()) {
+      lines.push_back(l);
+      if (l.rfind(prefix, 0) == 0) break;
+    }
+    return lines;
+  }
   int stop(int sig) {
     kill(pid, sig);
     int status = 0;
@@ -283,11 +292,11 @@ TEST(FalconFleetBinary, PrintsHowToReachItAndStopsCleanlyOnSigterm) {
   ChildProcess child({kFalconFleet, "--fleet", fleet_file.string(), "--print-json", "--token-file",
                       (dir.path() / "token").string()});
   ASSERT_GT(child.pid, 0);
-  const std::string human = child.line();
-  EXPECT_THAT(human, StartsWith("falcon-fleet: 2 cluster(s) (tpu-a, dead) at http://127.0.0.1:"));
-  child.line();  // export FALCON_FLEET_URL=...
-  child.line();  // endpoints
-  const nlohmann::json info = nlohmann::json::parse(child.line(), nullptr, false);
+  const std::vector<std::string> banner = child.lines_until("{");
+  ASSERT_GE(banner.size(), 2u);
+  EXPECT_THAT(banner[0],
+              StartsWith("falcon-fleet: 2 cluster(s) (tpu-a, dead) at http://127.0.0.1:"));
+  const nlohmann::json info = nlohmann::json::parse(banner.back(), nullptr, false);
   ASSERT_TRUE(info.is_object());
   EXPECT_EQ(info["pid"], child.pid);
   EXPECT_EQ(info["url"], "http://127.0.0.1:" + std::to_string(info["port"].get<int>()));
@@ -298,6 +307,44 @@ TEST(FalconFleetBinary, PrintsHowToReachItAndStopsCleanlyOnSigterm) {
   ASSERT_TRUE(xpk_info);
   EXPECT_THAT(xpk_info->body, HasSubstr("\"version\":\"v1.13.1\""));
   EXPECT_EQ(falcon::testing::read_file(dir.path() / "token"),
+            info["token"].get<std::string>() + "\n");
+  EXPECT_EQ(child.stop(SIGTERM), 0);
+}
+
+TEST(FalconFleetBinary, WritesTheEnvironmentThatPointsTheCliAtIt) {
+  testing::TempDir dir;
+  const auto fleet_file = dir.write("fleet.yaml", kFleetYaml);
+  const auto repos_file = dir.write("repos.yaml", "clusters: {}\n");
+  const std::string env_file = (dir.path() / "fleet.env").string();
+  const std::string ready_file = (dir.path() / "ready.json").string();
+  ChildProcess child({kFalconFleet, "--fleet", fleet_file.string(), "--repos-file",
+                      repos_file.string(), "--env-file", env_file, "--ready-file", ready_file});
+  ASSERT_GT(child.pid, 0);
+  // The banner has the export lines, and says which file holds them.
+  std::string banner;
+  for (const auto& l : child.lines_until("export FALCON_ACCESS_TOKEN_FILE=")) banner += l;
+  EXPECT_THAT(banner, HasSubstr("source " + env_file));
+  EXPECT_THAT(banner, HasSubstr("\nexport FALCON_CONFIG='" + repos_file.string() + "'\n"));
+  // The ready file comes last: once it is there, so are the env and token files.
+  for (int i = 0; i < 1000 && !std::filesystem::exists(ready_file); ++i) usleep(10'000);
+  ASSERT_TRUE(std::filesystem::exists(ready_file));
+  const auto info = nlohmann::json::parse(falcon::testing::read_file(ready_file));
+  EXPECT_THAT(banner, HasSubstr(falcon::testing::read_file(env_file)));
+
+  // Sourced by sh, it gives the CLI everything it reads.
+  const auto r = make_posix_command_runner()->run(CommandSpec{
+      .argv = {"/bin/sh", "-c",
+               ". \"$1\" && printf '%s\\n' \"$FALCON_CONFIG\" \"$FALCON_FLEET_URL\" "
+               "\"$FALCON_LOGGING_ENDPOINT\" \"$STORAGE_EMULATOR_HOST\" "
+               "\"$FALCON_ACCESS_TOKEN_FILE\" && command -v fleet-xpk && command -v fleet-gcloud",
+               "sh", env_file}});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const std::string url = info["url"];
+  const std::string bin = std::filesystem::path(kFalconFleet).parent_path().string();
+  EXPECT_EQ(r.stdout_text, repos_file.string() + "\n" + url + "\n" + url + "\n" + url + "\n" +
+                               env_file + ".token\n" + bin + "/fleet-xpk\n" + bin +
+                               "/fleet-gcloud\n");
+  EXPECT_EQ(falcon::testing::read_file(env_file + ".token"),
             info["token"].get<std::string>() + "\n");
   EXPECT_EQ(child.stop(SIGTERM), 0);
 }

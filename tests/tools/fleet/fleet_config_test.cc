@@ -239,17 +239,5 @@ TEST(FleetConfig, NamesAnUnreadableFile) {
   }
 }
 
-TEST(FleetConfig, XpkNameRuleMatchesXpk) {
-  EXPECT_TRUE(is_valid_xpk_name("a"));
-  EXPECT_TRUE(is_valid_xpk_name("llama-8b-bench-01"));
-  EXPECT_TRUE(is_valid_xpk_name(std::string(40, 'a')));
-  EXPECT_FALSE(is_valid_xpk_name(std::string(41, 'a')));
-  EXPECT_FALSE(is_valid_xpk_name(""));
-  EXPECT_FALSE(is_valid_xpk_name("1abc"));
-  EXPECT_FALSE(is_valid_xpk_name("abc-"));
-  EXPECT_FALSE(is_valid_xpk_name("ab_c"));
-  EXPECT_FALSE(is_valid_xpk_name("Abc"));
-}
-
 }  // namespace
 }  // namespace falcon::fleet

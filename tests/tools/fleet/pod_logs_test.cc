@@ -7,9 +7,9 @@
 #include <regex>
 #include <set>
 
+#include "common/rfc3339.h"
 #include "fleet/pod_logs.h"
 #include "sim_fixture.h"
-#include "util/time_format.h"
 
 namespace falcon::fleet {
 namespace {
@@ -75,8 +75,8 @@ TEST(PodLogs, PrintsXpkMarkersAndTrainingSteps) {
   // Timestamps strictly increase within the pod.
   const auto entries = h.entries_of("w", 0, 0);
   for (std::size_t i = 1; i < entries.size(); ++i) {
-    EXPECT_LT(*parse_rfc3339_nanos(entries[i - 1]["timestamp"].get<std::string>()),
-              *parse_rfc3339_nanos(entries[i]["timestamp"].get<std::string>()));
+    EXPECT_LT(*tools::parse_rfc3339_nanos(entries[i - 1]["timestamp"].get<std::string>()),
+              *tools::parse_rfc3339_nanos(entries[i]["timestamp"].get<std::string>()));
   }
 }
 
@@ -205,9 +205,9 @@ TEST(PodLogs, GenerateWritesExactCountsAndReusesExistingPodNames) {
 
 TEST(PodLogs, HelpersMatchKubernetesAndDate) {
   // 2026-06-01T10:00:02Z, a Monday.
-  EXPECT_EQ(format_date_command(*parse_rfc3339_nanos("2026-06-01T10:00:02.5Z")),
+  EXPECT_EQ(format_date_command(*tools::parse_rfc3339_nanos("2026-06-01T10:00:02.5Z")),
             "Mon Jun  1 10:00:02 UTC 2026");
-  EXPECT_EQ(format_k8s_time(*parse_rfc3339_nanos("2026-06-01T10:00:02.999Z")),
+  EXPECT_EQ(format_k8s_time(*tools::parse_rfc3339_nanos("2026-06-01T10:00:02.999Z")),
             "2026-06-01T10:00:02Z");
   EXPECT_EQ(make_pod_name("w", 1, 2, 42), make_pod_name("w", 1, 2, 42));
   EXPECT_NE(make_pod_name("w", 1, 2, 42), make_pod_name("w", 1, 2, 43));

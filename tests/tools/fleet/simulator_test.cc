@@ -8,9 +8,9 @@
 
 #include <algorithm>
 
+#include "common/rfc3339.h"
 #include "fleet/fleet_control.h"
 #include "sim_fixture.h"
-#include "util/time_format.h"
 
 namespace falcon::fleet {
 namespace {
@@ -290,7 +290,7 @@ TEST(SimClock, ManualModeMovesOnlyWhenAdvanced) {
   auto real = std::make_shared<falcon::testing::FakeClock>();
   SimClock clock(real, 0);
   const std::int64_t start = clock.now_ns();
-  EXPECT_EQ(format_rfc3339_nanos(start), "2026-04-13T08:00:00.000000000Z");
+  EXPECT_EQ(tools::format_rfc3339_nanos(start), "2026-04-13T08:00:00.000000000Z");
   real->advance(std::chrono::hours(1));
   EXPECT_EQ(clock.now_ns(), start);
   clock.advance(std::chrono::seconds(5));
@@ -303,7 +303,7 @@ TEST(SimClock, ScaledModeIsTheWallClockAndShrinksDurations) {
   auto real = std::make_shared<falcon::testing::FakeClock>();
   SimClock clock(real, 60);
   const std::int64_t start = clock.now_ns();
-  EXPECT_EQ(format_rfc3339_nanos(start), "2026-04-13T08:00:00.000000000Z");
+  EXPECT_EQ(tools::format_rfc3339_nanos(start), "2026-04-13T08:00:00.000000000Z");
   real->advance(std::chrono::seconds(2));
   EXPECT_EQ(clock.now_ns(), start + 2'000'000'000);  // the wall clock, not 120 s ahead
   EXPECT_EQ(clock.span_ns(240'000'000'000), 4'000'000'000);
@@ -319,7 +319,7 @@ TEST(SimClock, ScaledModeIsTheWallClockAndShrinksDurations) {
 std::vector<std::int64_t> entry_times(const MemoryLogSink& sink) {
   std::vector<std::int64_t> out;
   for (const auto& e : sink.entries()) {
-    const auto t = parse_rfc3339_nanos(e["timestamp"].get<std::string>());
+    const auto t = tools::parse_rfc3339_nanos(e["timestamp"].get<std::string>());
     EXPECT_TRUE(t) << e.dump();
     out.push_back(t.value_or(0));
   }

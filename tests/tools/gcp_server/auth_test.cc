@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "common/base64.h"
 #include "gcp_server/wire.h"
 #include "server_fixture.h"
 
@@ -53,8 +54,9 @@ std::string sign_rs256(const std::string& private_key_pem, const std::string& in
 std::string make_jwt(const json& key, json claims,
                      json header = {{"alg", "RS256"}, {"typ", "JWT"}}) {
   header["kid"] = key["private_key_id"];
-  const std::string input = base64url_encode(header.dump()) + "." + base64url_encode(claims.dump());
-  return input + "." + base64url_encode(sign_rs256(key["private_key"], input));
+  const std::string input =
+      tools::base64url_encode(header.dump()) + "." + tools::base64url_encode(claims.dump());
+  return input + "." + tools::base64url_encode(sign_rs256(key["private_key"], input));
 }
 
 std::string form_escape(const std::string& s) { return percent_encode(s); }
@@ -197,9 +199,9 @@ TEST_F(Auth, JwtBearerRejectsBadAssertions) {
   const auto dot = jwt.find('.');
   json tampered = claims(key);
   tampered["scope"] = "https://www.googleapis.com/auth/devstorage.full_control";
-  expect_grant_error(
-      jwt.substr(0, dot + 1) + base64url_encode(tampered.dump()) + jwt.substr(jwt.rfind('.')),
-      "invalid_grant");
+  expect_grant_error(jwt.substr(0, dot + 1) + tools::base64url_encode(tampered.dump()) +
+                         jwt.substr(jwt.rfind('.')),
+                     "invalid_grant");
   // Wrong algorithm, expired, wrong audience, too long-lived, no scope, malformed.
   expect_grant_error(make_jwt(key, claims(key), {{"alg", "HS256"}}), "invalid_grant");
   json expired = claims(key);

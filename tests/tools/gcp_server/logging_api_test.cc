@@ -60,7 +60,7 @@ TEST_F(LoggingApi, WriteFillsDefaultsAndListReturnsProto3Json) {
   EXPECT_EQ(first["resource"]["labels"]["cluster_name"], "c");
   EXPECT_TRUE(first["insertId"].is_string());
   EXPECT_FALSE(first["insertId"].get<std::string>().empty());
-  EXPECT_TRUE(parse_rfc3339_nanos(first["receiveTimestamp"].get<std::string>()).has_value());
+  EXPECT_TRUE(tools::parse_rfc3339_nanos(first["receiveTimestamp"].get<std::string>()).has_value());
 }
 
 TEST_F(LoggingApi, NoMatchesIsAnEmptyObject) {

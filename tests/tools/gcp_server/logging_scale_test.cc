@@ -69,7 +69,7 @@ TEST_F(MillionEntries, ScaleBehaviour) {
   // 1. A tail: newest 100 lines of one workload since a recent instant, newest first.
   const std::string filter =
       fmt::format(R"(labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="wl-3" AND timestamp>="{}")",
-                  format_rfc3339_nanos(kT0 + 900'000 * kMilli));
+                  tools::format_rfc3339_nanos(kT0 + 900'000 * kMilli));
   std::uint64_t before = server_.log_entries_examined();
   HttpResult r = list({{"filter", filter}, {"orderBy", "timestamp desc"}, {"pageSize", 100}});
   ASSERT_EQ(r.status, 200);
@@ -79,7 +79,7 @@ TEST_F(MillionEntries, ScaleBehaviour) {
             0u);
   std::int64_t previous = std::numeric_limits<std::int64_t>::max();
   for (const auto& e : r.body["entries"]) {
-    const std::int64_t t = *parse_rfc3339_nanos(e["timestamp"].get<std::string>());
+    const std::int64_t t = *tools::parse_rfc3339_nanos(e["timestamp"].get<std::string>());
     EXPECT_LT(t, previous);
     previous = t;
   }
@@ -91,7 +91,8 @@ TEST_F(MillionEntries, ScaleBehaviour) {
   before = server_.log_entries_examined();
   const std::string window = fmt::format(
       R"(timestamp>="{}" AND timestamp<"{}" AND labels."k8s-pod/jobset_sigs_k8s_io/jobset-name"="wl-0")",
-      format_rfc3339_nanos(kT0 + 500'000 * kMilli), format_rfc3339_nanos(kT0 + 505'000 * kMilli));
+      tools::format_rfc3339_nanos(kT0 + 500'000 * kMilli),
+      tools::format_rfc3339_nanos(kT0 + 505'000 * kMilli));
   r = list({{"filter", window}, {"pageSize", 1000}});
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body["entries"].size(), 625u);
@@ -100,9 +101,9 @@ TEST_F(MillionEntries, ScaleBehaviour) {
 
   // 3. Read 50,000 entries through pages of 1000; each page costs about a page of work.
   before = server_.log_entries_examined();
-  json req = {
-      {"filter", fmt::format(R"(timestamp>="{}")", format_rfc3339_nanos(kT0 + 950'000 * kMilli))},
-      {"pageSize", 1000}};
+  json req = {{"filter", fmt::format(R"(timestamp>="{}")",
+                                     tools::format_rfc3339_nanos(kT0 + 950'000 * kMilli))},
+              {"pageSize", 1000}};
   std::size_t total = 0;
   std::int64_t last = 0;
   int pages = 0;
@@ -110,7 +111,7 @@ TEST_F(MillionEntries, ScaleBehaviour) {
     r = list(req);
     ASSERT_EQ(r.status, 200);
     for (const auto& e : r.body.value("entries", json::array())) {
-      const std::int64_t t = *parse_rfc3339_nanos(e["timestamp"].get<std::string>());
+      const std::int64_t t = *tools::parse_rfc3339_nanos(e["timestamp"].get<std::string>());
       ASSERT_GT(t, last);
       last = t;
       ++total;

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/rfc3339.h"
 #include "gcp_server/gcp_server.h"
-#include "util/time_format.h"
 
 namespace falcon::fake::testing {
 
@@ -65,7 +65,7 @@ inline json gke_entry(const std::string& project, const std::string& workload, i
         {"k8s-pod/batch_kubernetes_io/job-completion-index", std::to_string(worker)},
         {"compute.googleapis.com/resource_name", "gke-tpu-node-" + std::to_string(worker)}}},
       {"severity", stream == "stderr" ? "ERROR" : "INFO"},
-      {"timestamp", format_rfc3339_nanos(nanos)},
+      {"timestamp", tools::format_rfc3339_nanos(nanos)},
       {"textPayload", text}};
 }
 
