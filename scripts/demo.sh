@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end, against the local fleet: what `make demo` runs.
 #
-#   scripts/demo.sh [--no-wait] [BUILD_DIR]   (default build/release; `make demo` builds it)
+#   scripts/demo.sh [--no-wait] [BUILD_DIR]   (default build/release-werror; `make demo` builds it)
 #
 # Starts the fleet (examples/local-fleet.yaml) on a port the OS chooses, points the layer at it
 # (examples/local-repos.yaml and the environment the fleet writes to its --env-file), then
@@ -23,7 +23,7 @@ fi
 [[ -t 0 ]] || wait_for_enter=0
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$root/build/release}" && pwd)
+build=$(cd "${1:-$root/build/release-werror}" && pwd)
 bin="$build/bin"
 for exe in falcon falcon-fleet fleet-xpk fleet-gcloud; do
   [[ -x "$bin/$exe" ]] || { echo "demo: $bin/$exe is missing; run 'make build'" >&2; exit 1; }

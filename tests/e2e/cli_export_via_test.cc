@@ -151,7 +151,7 @@ TEST_F(CliExportViaTest, AnUnknownPathIsAUsageError) {
   const auto r = falcon({"job", "export-logs", "--cluster", "tpu-b", "x", "--via", "fast", "--dest",
                          "gs://falcon-logs/x/"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.stderr_text, HasSubstr("--via: \"fast\" is not auto, read, copy or sink"));
+  EXPECT_THAT(r.stderr_text, HasSubstr("--via: 'fast' is not auto, read, copy or sink"));
 }
 
 }  // namespace

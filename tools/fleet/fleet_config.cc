@@ -548,7 +548,27 @@ FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& so
     throw FleetConfigError({fmt::format(
         "{}: the fleet file must be a mapping with a clusters: section", source_name)});
   }
-  c.only_keys(root, "", {"xpk", "time_scale", "defaults", "logs", "workers_per_slice", "clusters"});
+  c.only_keys(
+      root, "",
+      {"xpk", "time_scale", "defaults", "logs", "workers_per_slice", "clusters", "buckets"});
+  if (auto n = root["buckets"]) {
+    if (!n.IsSequence()) {
+      c.problem(n, "buckets", "must be a list of bucket names");
+    } else {
+      for (const auto& b : n) {
+        const std::string name = b.IsScalar() ? b.as<std::string>() : "";
+        // Cloud Storage's rule, in short: 3 to 63 lower-case letters, digits, '-', '_', '.'.
+        const bool ok =
+            name.size() >= 3 && name.size() <= 63 &&
+            name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-_.") == std::string::npos;
+        if (!ok) {
+          c.problem(b, "buckets", "a bucket name is 3 to 63 of a-z, 0-9, '-', '_' and '.'");
+        } else {
+          config.buckets.push_back(name);
+        }
+      }
+    }
+  }
   if (auto n = root["xpk"]) parse_xpk(c, n, config.xpk);
   if (auto n = root["time_scale"]) assign(c.number(n, "time_scale", 0, 1e6), config.time_scale);
   if (auto n = root["defaults"]) parse_defaults(c, n, config.defaults);

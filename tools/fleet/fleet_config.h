@@ -18,6 +18,7 @@
 //     log_lines_per_step: 1     # lines per step (the first is the step_time line)
 //   logs:
 //     omit_completion_index_every: 0  # every Nth pod logs without the completion-index label
+//   buckets: [falcon-logs]      # Cloud Storage buckets that exist from the start
 //   workers_per_slice:          # pods per slice by device type, over the built-in table
 //     tpu-v4-64: 8
 //   clusters:                   # name -> cluster; name, project, zone, cluster_id as in repos.yaml
@@ -162,6 +163,9 @@ struct FleetConfig {
   LogSettings logs;
   std::map<std::string, int> workers_per_slice;
   std::vector<FleetCluster> clusters;  // in file order
+  // Cloud Storage buckets that exist from the start (in the first cluster's project), as a
+  // user's export bucket does before the first export.
+  std::vector<std::string> buckets;
 };
 
 // Reads and validates the fleet file. Throws FleetConfigError naming the file, the line and the

@@ -43,6 +43,9 @@ FleetService::FleetService(FleetConfig config, FleetServiceOptions options)
   gcp_ = std::make_unique<fake::GcpServer>(gcp_options);
   clock_ = std::make_shared<SimClock>(options_.real_clock,
                                       options_.time_scale.value_or(config.time_scale));
+  for (const std::string& bucket : config.buckets) {
+    gcp_->ensure_bucket(bucket, config.clusters.empty() ? "" : config.clusters.front().project);
+  }
   simulator_ = std::make_unique<FleetSimulator>(std::move(config), clock_,
                                                 std::make_shared<GcpLogSink>(*gcp_));
   if (!options_.state_file.empty() && std::filesystem::exists(options_.state_file)) {

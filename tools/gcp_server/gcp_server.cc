@@ -1326,6 +1326,14 @@ void GcpServer::write_text_entries(const json& shared, std::vector<LogLine> line
   impl_->logs.write_text(shared, std::move(lines), impl_->now_ns());
 }
 
+void GcpServer::ensure_bucket(const std::string& name, const std::string& project) {
+  try {
+    impl_->objects.create_bucket(name, project, impl_->now_ns());
+  } catch (const ApiError& e) {
+    if (e.http_status() != 409) throw;  // it exists already
+  }
+}
+
 std::size_t GcpServer::log_entry_count() const { return impl_->logs.size(); }
 std::uint64_t GcpServer::log_entries_examined() const { return impl_->logs.examined(); }
 std::size_t GcpServer::object_count() const { return impl_->objects.object_count(); }

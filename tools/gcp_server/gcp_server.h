@@ -114,6 +114,9 @@ class GcpServer {
   // `textPayload`, with generated insertIds; no JSON object is built per line, so a million
   // lines take a second, not minutes. Throws ApiError when `shared` is invalid.
   void write_text_entries(const nlohmann::json& shared, std::vector<LogLine> lines);
+  // Creates a bucket as POST /storage/v1/b?project=P does, unless it exists. Throws ApiError for
+  // an invalid name.
+  void ensure_bucket(const std::string& name, const std::string& project);
   std::size_t log_entry_count() const;
   // Entries examined by entries:list so far (see LogStore::examined).
   std::uint64_t log_entries_examined() const;

@@ -24,9 +24,8 @@
 //   - `:` is a case-insensitive substring match; `=` and `!=` on strings are case-insensitive
 //     too (the LQL overview says "string comparisons aren't case sensitive"); `=~`/`!~` are
 //     case-sensitive regular-expression searches (unanchored).
-//   - Regular expressions use std::regex ECMAScript syntax, not RE2. Common RE2 constructs
-//     (character classes, `\d`, `\w`, anchors, alternation, repetition) behave the same; a
-//     leading `(?i)` is accepted and turns on case-insensitive matching.
+//   - Regular expressions are RE2's, the engine Cloud Logging uses: its syntax (`(?i)` for
+//     case-insensitive matching included) and its refusals (no backreferences, no lookaround).
 //   - `timestamp` and `receiveTimestamp` compare as instants (nanosecond precision) against an
 //     RFC 3339 value with `Z` or an offset, or a bare date (`2024-05-01` is midnight UTC). A
 //     value that is not a timestamp is a filter error.

@@ -46,6 +46,20 @@ TEST(FleetConfig, LoadsTheShippedExample) {
   EXPECT_EQ(config.clusters[3].cluster_id, "gpu-cluster");
   EXPECT_EQ(config.xpk.version, "v1.13.1");
   EXPECT_EQ(config.workers_per_slice.at("tpu-v4-64"), 8);
+  // The demo's export bucket exists from the start, so doctor's bucket check passes on a fresh
+  // fleet (issue 31).
+  EXPECT_EQ(config.buckets, std::vector<std::string>{"falcon-logs"});
+}
+
+TEST(FleetConfig, BucketsAreAListOfBucketNames) {
+  EXPECT_TRUE(parse_fleet_config(kMinimal, "fleet.yaml").buckets.empty());
+  const FleetConfig config =
+      parse_fleet_config(std::string(kMinimal) + "buckets: [logs-a, logs.b]\n", "fleet.yaml");
+  EXPECT_EQ(config.buckets, (std::vector<std::string>{"logs-a", "logs.b"}));
+  EXPECT_THAT(problems_of(std::string(kMinimal) + "buckets: [Logs]\n"),
+              HasSubstr("a bucket name is 3 to 63"));
+  EXPECT_THAT(problems_of(std::string(kMinimal) + "buckets: logs\n"),
+              HasSubstr("must be a list of bucket names"));
 }
 
 TEST(FleetConfig, AppliesDocumentedDefaults) {
