@@ -201,8 +201,9 @@ class ClusterFabric:
         time bound is ``filter.since``, else the handle's submitted_at minus a margin, else the
         last 24 hours. ``filter.grep`` is a Cloud Logging expression ANDed on the server;
         ``filter.tail_lines = N`` gives the last N lines (one request for N <= 1000);
-        ``filter.ranks`` is ignored. Raises LogRetrievalError (INVALID_ARGUMENT) at once for
-        arguments that cannot make a query; nothing is read before the first ``next()``."""
+        ``filter.ranks`` is ignored. Raises InvalidValueError (a ValueError) at once for a rank,
+        slice, name or since that breaks its rule, naming it in ``field``; nothing is read
+        before the first ``next()``."""
         _check(handle, WorkloadHandle, "handle")
         return LogStream(self._native.stream_pod_log(_dump(handle), rank, _filter(filter), slice))
 

@@ -282,9 +282,14 @@ def test_export_takes_a_path_and_refuses_an_unknown_one(fleet, fabric):
 def test_bad_log_arguments_raise_before_any_read(fleet, fabric):
     handle = finished(fleet, fabric, "bad-args")
     before = fleet.requests("logging.list")
-    with pytest.raises(falcon.LogRetrievalError) as e:
+    with pytest.raises(falcon.InvalidValueError) as e:
         fabric.stream_pod_log(handle, -1)
-    assert e.value.status == "INVALID_ARGUMENT"
+    assert e.value.field == "rank" and isinstance(e.value, ValueError)
+    with pytest.raises(falcon.InvalidValueError) as e:
+        fabric.stream_pod_log(handle, 0, slice=2147483647)
+    assert e.value.field == "slice"
+    with pytest.raises(falcon.InvalidValueError, match="out of range"):
+        fabric.stream_pod_log(handle, 0, falcon.LogFilter(since="9999-12-31T23:59:59Z"))
     assert fleet.requests("logging.list") == before
 
 
