@@ -48,7 +48,16 @@ trap cleanup EXIT
 bold=$'\e[1m'; dim=$'\e[2m'; reset=$'\e[0m'
 [[ -t 1 ]] || { bold=""; dim=""; reset=""; }
 say() { printf '\n%s== %s%s\n' "$bold" "$*" "$reset"; }
-run() { printf '%s$ %s%s\n' "$dim" "$*" "$reset"; "$@"; }
+# Prints the command as a shell would read it back (each argument quoted when it needs to be),
+# so that it can be copied, then runs it.
+run() {
+  local shown=() arg
+  for arg in "$@"; do
+    if [[ "$arg" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then shown+=("$arg"); else shown+=("'${arg//\'/\'\\\'\'}'"); fi
+  done
+  printf '%s$ %s%s\n' "$dim" "${shown[*]}" "$reset"
+  "$@"
+}
 json_field() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval("d"+sys.argv[1]))' "$1"; }
 
 say "Starting the local fleet (4 simulated GKE clusters, Cloud Logging, Cloud Storage, OAuth)"
