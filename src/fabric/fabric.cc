@@ -159,13 +159,12 @@ class StateSubmissionStore final : public SubmissionStore {
   std::function<void(const std::string&)> notice_;
 };
 
-// A log read's values, checked before anything runs (falcon/values.h): the workload's name, the
-// rank and slice, the ranks of the filter and its start, an RFC 3339 time or an age ("6h",
-// resolved here against `now`).
-LogFilter checked_log_request(const WorkloadHandle& handle, int rank, int slice, LogFilter filter,
+// A log read's or export's values, checked before anything runs (falcon/values.h): the
+// workload's name, the slice, the ranks of the filter and its start, an RFC 3339 time or an age
+// ("6h", resolved here against `now`). A one-rank read checks its rank itself.
+LogFilter checked_log_request(const WorkloadHandle& handle, int slice, LogFilter filter,
                               std::chrono::system_clock::time_point now) {
   check_workload_name("workload", handle.workload_name);
-  check_index("rank", rank, kMaxRank);
   check_index("slice", slice, kMaxSlice);
   if (filter.ranks) {
     for (const int r : *filter.ranks) check_index("ranks", r, kMaxRank);
@@ -729,8 +728,8 @@ WorkloadHandle ClusterFabric::handle_for(const std::string& cluster,
 LogLines ClusterFabric::stream_pod_log(const WorkloadHandle& handle, int rank,
                                        const LogFilter& filter, int slice) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  const LogFilter checked =
-      checked_log_request(handle, rank, slice, filter, impl_->deps.clock->now());
+  check_index("rank", rank, kMaxRank);
+  const LogFilter checked = checked_log_request(handle, slice, filter, impl_->deps.clock->now());
   return impl_->current()->logs->stream_log(config, handle.workload_name, handle.namespace_, rank,
                                             checked, impl_->query_options(handle, slice));
 }
@@ -739,8 +738,8 @@ void ClusterFabric::follow_pod_log(const WorkloadHandle& handle, int rank, const
                                    int slice, const FollowOptions& options,
                                    const std::function<void(const std::string&)>& on_line) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  const LogFilter checked =
-      checked_log_request(handle, rank, slice, filter, impl_->deps.clock->now());
+  check_index("rank", rank, kMaxRank);
+  const LogFilter checked = checked_log_request(handle, slice, filter, impl_->deps.clock->now());
   impl_->current()->logs->follow_log(config, handle.workload_name, handle.namespace_, rank, checked,
                                      impl_->query_options(handle, slice), options, on_line);
 }
@@ -769,14 +768,14 @@ void ClusterFabric::check_export_ranks(const WorkloadHandle& handle,
                                        const LogFilter& filter) const {
   (void)impl_->registry.get_cluster(handle.cluster);  // UnknownClusterError
   check_ranks_exist(*impl_->current()->workloads, handle,
-                    checked_log_request(handle, 0, 0, filter, impl_->deps.clock->now()));
+                    checked_log_request(handle, 0, filter, impl_->deps.clock->now()));
 }
 
 LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const std::function<void(const ExportProgress&)>& progress) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  const LogFilter checked = checked_log_request(handle, 0, slice, filter, impl_->deps.clock->now());
+  const LogFilter checked = checked_log_request(handle, slice, filter, impl_->deps.clock->now());
   const auto current = impl_->current();
   check_ranks_exist(*current->workloads, handle, checked);
   return current->logs->export_logs(config, handle.workload_name, handle.namespace_, checked,
@@ -787,7 +786,7 @@ LogExportResult ClusterFabric::export_pod_logs(
     const WorkloadHandle& handle, const LogFilter& filter, const std::string& gcs_dest, int slice,
     const ExportOptions& how, const std::function<void(const ExportProgress&)>& progress) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);
-  const LogFilter checked = checked_log_request(handle, 0, slice, filter, impl_->deps.clock->now());
+  const LogFilter checked = checked_log_request(handle, slice, filter, impl_->deps.clock->now());
   const auto current = impl_->current();
   check_ranks_exist(*current->workloads, handle, checked);
   ExportOptions options = how;

@@ -547,9 +547,9 @@ TEST_F(CliFleetTest, EveryBadValueIsExitTwoNamingTheFlagAndTheRule) {
   refused({"job", "logs", "--cluster", "tpu-b", "w", "--rank", "-1"},
           "--rank: '-1' " + is_not_index);
   refused({"job", "logs", "--cluster", "tpu-b", "w", "--rank", "x"}, "--rank: 'x' " + is_not_index);
-  refused(
-      {"job", "export-logs", "--cluster", "tpu-b", "w", "--dest", "gs://bucket-x/p/", "--ranks", "0,-1"},
-      "--ranks: '-1' " + is_not_index);
+  refused({"job", "export-logs", "--cluster", "tpu-b", "w", "--dest", "gs://bucket-x/p/", "--ranks",
+           "0,-1"},
+          "--ranks: '-1' " + is_not_index);
   refused({"job", "logs", "--cluster", "tpu-b", "w", "--since", "9999-12-31T23:59:59Z"},
           "--since: '9999-12-31T23:59:59Z' is out of range");
   refused({"job", "logs", "--cluster", "tpu-b", "w", "--since", "yesterday"},
@@ -575,7 +575,8 @@ TEST_F(CliFleetTest, AnEmptyReadSaysSoAndWhatGrepIs) {
   // the CLI says where --grep's part is.
   const auto bad = falcon({"job", "logs", "--cluster", "tpu-b", "never-ran", "--grep", "step="});
   EXPECT_EQ(bad.exit_code, 6) << bad.stderr_text;
-  EXPECT_THAT(bad.stderr_text, HasSubstr("the filter Cloud Logging refused includes --grep 'step='"));
+  EXPECT_THAT(bad.stderr_text,
+              HasSubstr("the filter Cloud Logging refused includes --grep 'step='"));
 }
 
 // Issue 11: a --follow ended by SIGINT or SIGTERM exits as the shell reports that signal
