@@ -14,38 +14,6 @@ namespace {
 // The most of one table cell shown: a cause or a reason, not a dump.
 constexpr std::size_t kMaxCellBytes = 512;
 
-}  // namespace
-
-std::string Context::config_path() const {
-  if (!config_flag.empty()) return config_flag;
-  if (const char* env = std::getenv("FALCON_CONFIG"); env != nullptr && *env != '\0') return env;
-  return "repos.yaml";
-}
-
-ClusterFabric& Context::fabric() {
-  if (!fabric_) {
-    FabricDependencies deps;  // the real effects
-    // The library prints nothing: say here why a log read or export is waiting.
-    deps.on_log_wait = [](const LogWaitNotice& notice) {
-      std::cerr << "falcon: " << notice.message << std::endl;
-    };
-    // ... and when the state store (falcon.db) cannot be used: the command goes on without it.
-    deps.on_notice = [](const std::string& message) {
-      std::cerr << "falcon: " << message << std::endl;
-    };
-    fabric_ = std::make_unique<ClusterFabric>(config_path(), std::move(deps));
-  }
-  return *fabric_;
-}
-
-std::string Context::server_url() const {
-  if (!server_flag.empty()) return server_flag;
-  if (const char* env = std::getenv("FALCON_SERVER"); env != nullptr) return env;
-  return "";
-}
-
-namespace {
-
 // The bearer token: the first line of --token-file, else $FALCON_TOKEN; empty when neither.
 std::string read_token(const std::string& token_file) {
   if (!token_file.empty()) {
@@ -66,19 +34,54 @@ std::string read_token(const std::string& token_file) {
 
 }  // namespace
 
-ApiClient& Context::api() {
-  if (!api_) {
-    ApiClientOptions options;
-    options.url = server_url();
-    options.token = read_token(token_file);
-    try {
-      api_ = std::make_unique<ApiClient>(std::move(options));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(
-          fmt::format("{}: {}", server_flag.empty() ? "FALCON_SERVER" : "--server", e.what()));
+std::string Context::config_path() const {
+  if (!config_flag.empty()) return config_flag;
+  if (const char* env = std::getenv("FALCON_CONFIG"); env != nullptr && *env != '\0') return env;
+  return "repos.yaml";
+}
+
+ClusterFabric& Context::fabric() {
+  if (!fabric_) {
+    FabricDependencies deps;  // the real effects
+    // The library prints nothing: say here why a log read or export is waiting.
+    deps.on_log_wait = [](const LogWaitNotice& notice) {
+      std::cerr << "falcon: " << notice.message << std::endl;
+    };
+    // ... and when the state store (falcon.db) cannot be used: the command goes on without it.
+    deps.on_notice = [](const std::string& message) {
+      std::cerr << "falcon: " << message << std::endl;
+    };
+    fabric_ = std::make_shared<ClusterFabric>(config_path(), std::move(deps));
+  }
+  return *fabric_;
+}
+
+FabricClient& Context::client() {
+  if (!client_) {
+    if (remote()) {
+      ApiClientOptions options;
+      options.url = server_url();
+      options.token = read_token(token_file);
+      try {
+        client_ = make_remote_client(std::move(options));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(
+            fmt::format("{}: {}", server_flag.empty() ? "FALCON_SERVER" : "--server", e.what()));
+      }
+    } else {
+      fabric();
+      client_ = make_local_client(fabric_, [](const std::string& message) {
+        std::cerr << "falcon: " << message << std::endl;
+      });
     }
   }
-  return *api_;
+  return *client_;
+}
+
+std::string Context::server_url() const {
+  if (!server_flag.empty()) return server_flag;
+  if (const char* env = std::getenv("FALCON_SERVER"); env != nullptr) return env;
+  return "";
 }
 
 void Context::refuse_remote(const std::string& command, const std::string& why) const {

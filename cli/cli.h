@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "falcon/api_client.h"
+#include "falcon/client.h"
 #include "falcon/exit_codes.h"
 #include "falcon/fabric.h"
 #include "falcon/values.h"
@@ -46,22 +46,24 @@ struct Context {
 
   // The configuration path in force.
   std::string config_path() const;
-  // The facade, built on first use from config_path().
+  // The facade, built on first use from config_path(): for what runs only on this machine
+  // (config, doctor, warm-up, serve, the weights of a replay).
   ClusterFabric& fabric();
+  // What every other command calls: through the server in client mode (server_url(), with the
+  // bearer token from --token-file, else $FALCON_TOKEN), else over fabric(). Built on first use;
+  // throws UsageError for a bad URL or an unreadable token file.
+  FabricClient& client();
 
   // Client mode (docs/serve.md "The CLI as a client"): the server URL in force, --server, else
   // $FALCON_SERVER; empty: local mode.
   std::string server_url() const;
   bool remote() const { return !server_url().empty(); }
-  // The client of server_url(), built on first use with the bearer token from --token-file,
-  // else $FALCON_TOKEN. Throws UsageError for a bad URL or an unreadable token file.
-  ApiClient& api();
   // Throws UsageError saying why `command` does not run through a server, in client mode.
   void refuse_remote(const std::string& command, const std::string& why) const;
 
  private:
-  std::unique_ptr<ClusterFabric> fabric_;
-  std::unique_ptr<ApiClient> api_;
+  std::shared_ptr<ClusterFabric> fabric_;
+  std::unique_ptr<FabricClient> client_;
 };
 
 // Prints `value` as indented JSON on stdout.

@@ -10,7 +10,6 @@
 #include "cli/cli.h"
 #include "falcon/errors.h"
 #include "falcon/scoring.h"
-#include "falcon/state_store.h"
 
 namespace falcon::cli {
 namespace {
@@ -77,36 +76,12 @@ void print_probe_table(const std::vector<ClusterProbeResult>& results,
               rows);
 }
 
-// --- Client mode: GET /v1/clusters gives each cluster's configuration and breakers.
-struct ClusterRow {
-  ClusterConfig config;
-  std::vector<BreakerReport> breakers;
-};
-
-std::vector<ClusterRow> cluster_rows(Context& ctx) {
-  std::vector<ClusterRow> rows;
-  if (ctx.remote()) {
-    const nlohmann::json answer = ctx.api().get("/v1/clusters");
-    for (const auto& c : answer.at("clusters")) {
-      rows.push_back(
-          {c.at("config").get<ClusterConfig>(),
-           c.value("breakers", nlohmann::json::array()).get<std::vector<BreakerReport>>()});
-    }
-    return rows;
-  }
-  for (const auto& c : ctx.fabric().list_clusters()) {
-    rows.push_back({c, ctx.fabric().cluster_breakers(c.name)});
-  }
-  return rows;
-}
-
+// Each cluster's queue bound, for the probe tables.
 std::map<std::string, int> max_depths(Context& ctx) {
   std::map<std::string, int> out;
-  if (ctx.remote()) {
-    for (const auto& row : cluster_rows(ctx)) out[row.config.name] = row.config.max_queue_depth;
-    return out;
+  for (const auto& entry : ctx.client().list_clusters()) {
+    out[entry.config.name] = entry.config.max_queue_depth;
   }
-  for (const auto& c : ctx.fabric().list_clusters()) out[c.name] = c.max_queue_depth;
   return out;
 }
 
@@ -116,18 +91,28 @@ std::string age_text(std::int64_t ms) {
   return fmt::format("{:.1f}s", ms / 1000.0);
 }
 
-// Client mode: how old each candidate's probe was when the server decided, and where it came
-// from (its cache, or probed for this selection because it was older than serve.max_probe_age_s).
-void print_candidate_ages(const nlohmann::json& candidate_probes) {
+// Through a server: how old each candidate's probe was when the server decided, and where it
+// came from (its cache, or probed for this selection because it was older than
+// serve.max_probe_age_s).
+void print_candidate_ages(const std::vector<MonitoredProbe>& candidate_probes) {
+  if (candidate_probes.empty()) return;  // in-process: every candidate was probed now
   std::vector<std::vector<std::string>> rows;
-  for (const auto& p : candidate_probes) {
-    rows.push_back({p.at("result").at("cluster").get<std::string>(),
-                    age_text(p.value("age_ms", std::int64_t{0})),
-                    p.value("from_cache", false) ? "cache" : "probed now",
-                    p.value("backend", std::string("-")),
-                    age_text(p.value("duration_ms", std::int64_t{0}))});
+  for (const MonitoredProbe& p : candidate_probes) {
+    rows.push_back({p.result.cluster, age_text(p.age_ms), p.from_cache ? "cache" : "probed now",
+                    p.backend.empty() ? "-" : p.backend, age_text(p.duration_ms)});
   }
   print_table({"CANDIDATE", "PROBE_AGE", "SOURCE", "BACKEND", "PROBE_TOOK"}, rows);
+}
+
+// A server's brief decision: each candidate's probe state, age and source (the probes
+// themselves and the scores are in its explanation: --explain, or --replay-selection ID).
+void print_brief(const Decision& d) {
+  std::vector<std::vector<std::string>> rows;
+  for (const MonitoredProbe& p : d.candidate_probes) {
+    rows.push_back({p.result.cluster, p.result.reachable ? "ok" : "unreachable", age_text(p.age_ms),
+                    p.from_cache ? "cache" : "probed now"});
+  }
+  print_table({"CANDIDATE", "STATE", "PROBE_AGE", "SOURCE"}, rows);
 }
 
 // The breakers of one cluster in a table cell: "closed" when all are closed with no failures,
@@ -142,12 +127,12 @@ std::string breakers_text(const std::vector<BreakerReport>& breakers) {
 }
 
 int run_cluster_list(Context& ctx) {
-  const auto clusters = cluster_rows(ctx);
+  const auto clusters = ctx.client().list_clusters();
   if (ctx.json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const auto& row : clusters) {
-      nlohmann::json j = row.config;
-      j["breakers"] = row.breakers;
+    for (const auto& entry : clusters) {
+      nlohmann::json j = entry.config;
+      j["breakers"] = entry.breakers;
       out.push_back(std::move(j));
     }
     print_json(out);
@@ -170,19 +155,7 @@ struct StatusArgs {
 
 int run_cluster_status(Context& ctx, const StatusArgs& a) {
   check_cluster_name("cluster", a.name);
-  ClusterProbeResult r;
-  std::vector<BreakerReport> breakers;
-  if (ctx.remote()) {
-    // The server's probe, no older than its serve.max_probe_age_s (probed now if need be).
-    const nlohmann::json answer =
-        ctx.api().get("/v1/clusters/" + ApiClient::segment(a.name) +
-                      ApiClient::query({{"fresh", "true"}, {"since", "1s"}, {"limit", "1"}}));
-    r = answer.at("probe").at("result").get<ClusterProbeResult>();
-    breakers = answer.value("breakers", nlohmann::json::array()).get<std::vector<BreakerReport>>();
-  } else {
-    r = ctx.fabric().get_cluster_status(a.name);
-    breakers = ctx.fabric().cluster_breakers(a.name);  // after this probe fed them
-  }
+  const auto [r, breakers] = ctx.client().cluster_health(a.name);
   if (ctx.json) {
     nlohmann::json out = r;
     out["breakers"] = breakers;
@@ -355,17 +328,8 @@ int run_cluster_replay(Context& ctx, const SelectArgs& a) {
   std::vector<ClusterSelection> recorded;
   if (!a.replay.empty()) {
     recorded = read_recorded(a.replay);
-  } else if (ctx.remote()) {
-    // The server's state store: GET /v1/selections/ID (a 404 names the missing id).
-    recorded.push_back(
-        ctx.api().get("/v1/selections/" + std::to_string(a.replay_id)).get<ClusterSelection>());
   } else {
-    const auto record = ctx.fabric().state_store()->get_selection(a.replay_id);
-    if (!record) {
-      throw UsageError(
-          fmt::format("--replay-selection: the state store has no selection {}", a.replay_id));
-    }
-    recorded.push_back(record->selection);
+    recorded.push_back(ctx.client().recorded_selection(a.replay_id));
   }
   // Weights, signal settings and the configured policies come from the configuration.
   SelectionSettings settings;
@@ -423,69 +387,16 @@ int run_cluster_replay(Context& ctx, const SelectArgs& a) {
   return kExitOk;
 }
 
-int run_cluster_select_remote(Context& ctx, const SelectArgs& a) {
-  nlohmann::json answer;
-  try {
-    // explain: the whole decision, so the output is the local command's.
-    answer = ctx.api().post("/v1/select", {{"accelerator_type", a.accelerator}, {"explain", true}});
-  } catch (const ApiError& e) {
-    if (!ctx.json && e.type() == "NoAvailableClusterError") {
-      const nlohmann::json& details = e.error();
-      if (a.explain && details.contains("scores") && !details["scores"].empty()) {
-        print_explain(details.value("policy", std::string()),
-                      details["scores"].get<std::vector<CandidateScore>>());
-      } else if (details.contains("probe_results")) {
-        const auto results = details["probe_results"].get<std::vector<ClusterProbeResult>>();
-        if (!results.empty()) print_probe_table(results, max_depths(ctx));
-      }
-    }
-    throw;
-  }
-  if (ctx.json) {
-    print_json(answer);  // the local shape, plus candidate_probes (each probe's age and source)
-    return kExitOk;
-  }
-  const auto s = answer.get<ClusterSelection>();
-  if (a.explain) {
-    print_explain(s.policy, s.scores);
-  } else {
-    print_probe_table(s.probe_results, max_depths(ctx), &s.scores);
-  }
-  std::cout << s.reason << "\n";
-  if (s.selection_id != 0) std::cout << "decision recorded as selection " << s.selection_id << "\n";
-  print_candidate_ages(answer.value("candidate_probes", nlohmann::json::array()));
-  return kExitOk;
-}
-
 int run_cluster_select(Context& ctx, const SelectArgs& a) {
   if (!a.replay.empty() || a.replay_id != 0) return run_cluster_replay(ctx, a);
   if (a.accelerator.empty()) {
     throw UsageError("--accelerator is required (or --replay FILE / --replay-selection ID)");
   }
-  if (!a.policy.empty() && ctx.remote()) {
-    throw UsageError(
-        "--policy with --server applies to --replay and --replay-selection; POST /v1/select "
-        "decides under the server's selection.policy");
-  }
-  if (ctx.remote()) return run_cluster_select_remote(ctx, a);
+  SelectRequest request{.accelerator_type = a.accelerator, .explain = a.explain};
+  if (!a.policy.empty()) request.policy = parse_selection_policy(a.policy);
+  Decision d;
   try {
-    const ClusterSelection s =
-        a.policy.empty()
-            ? ctx.fabric().select_cluster(a.accelerator)
-            : ctx.fabric().select_cluster(a.accelerator, *parse_selection_policy(a.policy));
-    if (ctx.json) {
-      print_json(s);
-    } else {
-      if (a.explain) {
-        print_explain(s.policy, s.scores);
-      } else {
-        print_probe_table(s.probe_results, max_depths(ctx), &s.scores);
-      }
-      std::cout << s.reason << "\n";
-      if (s.selection_id != 0)
-        std::cout << "decision recorded as selection " << s.selection_id << "\n";
-    }
-    return kExitOk;
+    d = ctx.client().select(request);
   } catch (const NoAvailableClusterError& e) {
     if (!ctx.json && a.explain && !e.scores().empty()) {
       print_explain(e.policy(), e.scores());
@@ -494,6 +405,25 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
     }
     throw;
   }
+  if (ctx.json) {
+    print_json(d);
+    return kExitOk;
+  }
+  const ClusterSelection& s = d.selection;
+  if (d.brief) {
+    print_brief(d);
+  } else if (a.explain) {
+    print_explain(s.policy, s.scores);
+  } else {
+    print_probe_table(s.probe_results, max_depths(ctx), &s.scores);
+  }
+  std::cout << s.reason << "\n";
+  if (s.selection_id != 0) std::cout << "decision recorded as selection " << s.selection_id << "\n";
+  if (d.same_as != 0 && d.same_as != s.selection_id) {
+    std::cout << "the same as selection " << d.same_as << ": nothing it depended on has changed\n";
+  }
+  if (!d.brief) print_candidate_ages(d.candidate_probes);
+  return kExitOk;
 }
 
 int run_cluster_warm_up(Context& ctx) {

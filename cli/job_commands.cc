@@ -8,13 +8,10 @@
 #include <iostream>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "cli/cli.h"
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
-#include "falcon/state_store.h"
-#include "falcon/supervisor.h"
 #include "falcon/values.h"
 
 namespace falcon::cli {
@@ -79,28 +76,6 @@ struct ListArgs {
   std::string state;
 };
 
-// What `job submit --json` prints: the handle, and the selection when falcon chose the cluster.
-struct SubmitOutcome {
-  WorkloadHandle handle;
-  std::optional<ClusterSelection> selection;
-};
-
-void to_json(nlohmann::json& j, const SubmitOutcome& v) {
-  j = {{"handle", v.handle},
-       {"selection", v.selection ? nlohmann::json(*v.selection) : nlohmann::json(nullptr)}};
-}
-
-// What `job cancel --json` prints.
-struct CancelOutcome {
-  std::string workload_name;
-  std::string cluster;
-  bool cancelled = false;
-};
-
-void to_json(nlohmann::json& j, const CancelOutcome& v) {
-  j = {{"workload_name", v.workload_name}, {"cluster", v.cluster}, {"cancelled", v.cancelled}};
-}
-
 // The names of a job reference, checked before anything runs, locally or through a server.
 const JobRef& checked(const JobRef& ref) {
   check_cluster_name("--cluster", ref.cluster);
@@ -142,28 +117,6 @@ void print_status(const WorkloadStatus& s) {
                 or_dash(s.exit_code)}});
 }
 
-// Says on stderr which time window a log read covers when it is not obvious.
-LogFilter log_filter_for(const WorkloadHandle& handle, const std::string& since,
-                         const std::string& grep) {
-  LogFilter filter;
-  if (!since.empty()) {
-    filter.since = check_since("--since", since, std::chrono::system_clock::now());
-  }
-  if (!grep.empty()) filter.grep = grep;
-  if (!filter.since && handle.submitted_at.empty()) {
-    std::cerr << fmt::format(
-        "falcon: no record of submitting {} from here; reading the last 24 hours of logs (use "
-        "--since to change the window)\n",
-        quote_value(handle.workload_name));
-  }
-  return filter;
-}
-
-// A signal ended a wait (its number).
-struct Interrupted {
-  int signal = 0;
-};
-
 void print_export(const Context& ctx, const LogExportResult& r) {
   if (ctx.json) {
     print_json(r);
@@ -187,12 +140,6 @@ WorkloadSpec spec_from(const SubmitArgs& a) {
   if (!a.namespace_.empty()) spec.namespace_ = a.namespace_;
   spec.extra_args = a.xpk_args;
   return spec;
-}
-
-// The path of one workload in the API.
-std::string workload_path(const JobRef& ref) {
-  return "/v1/workloads/" + ApiClient::segment(ref.cluster) + "/" +
-         ApiClient::segment(ref.workload);
 }
 
 // "300", "300s", "5m", "1.5h": seconds. Throws UsageError naming --stable-after.
@@ -231,115 +178,64 @@ double parse_duration_s(const std::string& flag, const std::string& text) {
   return value * unit;
 }
 
-// The body's "managed" object, or null without --managed.
-nlohmann::json managed_body(const SubmitArgs& a) {
+// --managed's options, or null without --managed.
+std::optional<ManagedOptions> managed_options(const SubmitArgs& a) {
   if (!a.managed) {
     if (a.max_recoveries || !a.stable_after.empty() || a.recover_on_failure) {
       throw UsageError(
           "--max-recoveries, --stable-after and --recover-on-failure go with --managed");
     }
-    return nullptr;
+    return std::nullopt;
   }
-  nlohmann::json m = nlohmann::json::object();
-  if (a.max_recoveries) m["max_recoveries"] = *a.max_recoveries;
+  ManagedOptions m;
+  m.max_recoveries = a.max_recoveries;
   if (!a.stable_after.empty())
-    m["stable_after_s"] = parse_duration_s("--stable-after", a.stable_after);
-  if (a.recover_on_failure) m["recover_on_failure"] = true;
+    m.stable_after_s = parse_duration_s("--stable-after", a.stable_after);
+  m.recover_on_failure = a.recover_on_failure;
   return m;
 }
 
 int run_submit(Context& ctx, const SubmitArgs& a) {
   check_workload_name("--name", a.name);
   if (!a.cluster.empty()) check_cluster_name("--cluster", a.cluster);
-  const WorkloadSpec spec = spec_from(a);
-  const nlohmann::json managed = managed_body(a);
-  if (!managed.is_null() && !ctx.remote()) {
-    throw UsageError(
-        "--managed needs a falcon server: the supervisor that heals managed workloads runs in "
-        "`falcon serve`; pass --server URL or set FALCON_SERVER (docs/self-healing.md)");
-  }
-  SubmitOutcome out;
-  std::string cluster = a.cluster;
-  if (ctx.remote()) {
-    nlohmann::json body = {{"spec", spec}};
-    if (!cluster.empty()) body["cluster"] = cluster;
-    if (!managed.is_null()) body["managed"] = managed;
-    const nlohmann::json answer = ctx.api().post("/v1/workloads", body);
-    out.handle = answer.at("handle").get<WorkloadHandle>();
-    if (const auto it = answer.find("selection"); it != answer.end() && !it->is_null()) {
-      out.selection = it->get<ClusterSelection>();
-      if (!ctx.json) std::cerr << out.selection->reason << "\n";
-    }
-  } else if (cluster.empty()) {
-    out.selection = ctx.fabric().select_cluster(a.accelerator);
-    cluster = out.selection->selected_cluster;
-    if (!ctx.json) std::cerr << out.selection->reason << "\n";
-  }
-  if (!ctx.remote()) {
-    out.handle = ctx.fabric().submit_workload(cluster, spec);
-    if (out.selection && out.selection->selection_id != 0) {
-      // The submission names the decision that chose its cluster, as `falcon serve` records it.
-      try {
-        const auto store = ctx.fabric().state_store();
-        if (auto row = store->find_submission(out.handle.cluster, out.handle.workload_name)) {
-          row->selection_id = out.selection->selection_id;
-          store->record_submission(*row);
-        }
-      } catch (const std::exception& e) {
-        std::cerr << fmt::format("falcon: the submission could not be linked to selection {}: {}\n",
-                                 out.selection->selection_id, e.what());
-      }
-    }
-  }
+  const SubmitRequest request{
+      .spec = spec_from(a), .cluster = a.cluster, .managed = managed_options(a)};
+  const Submission out = ctx.client().submit(request);
   if (ctx.json) {
     print_json(out);
-  } else {
-    std::cout << fmt::format(
-        "submitted {} to cluster {} (namespace {}) at {}{}\n", out.handle.workload_name,
-        out.handle.cluster, out.handle.namespace_, out.handle.submitted_at,
-        managed.is_null() ? "" : ", managed: the server's supervisor heals it");
+    return kExitOk;
   }
+  if (out.selection) std::cerr << out.selection->reason << "\n";
+  std::cout << fmt::format("submitted {} to cluster {} (namespace {}) at {}{}\n",
+                           out.handle.workload_name, out.handle.cluster, out.handle.namespace_,
+                           out.handle.submitted_at,
+                           request.managed ? ", managed: the server's supervisor heals it" : "");
   return kExitOk;
 }
 
-std::string seconds_cell(const nlohmann::json& v) {
-  if (!v.is_number()) return "-";
-  const double s = v.get<double>();
-  return s >= 100 ? fmt::format("{:.0f}s", s) : fmt::format("{:.1f}s", s);
+std::string seconds_cell(const std::optional<double>& s) {
+  if (!s) return "-";
+  return *s >= 100 ? fmt::format("{:.0f}s", *s) : fmt::format("{:.1f}s", *s);
 }
 
-std::string text_cell(const nlohmann::json& v) {
-  return v.is_string() && !v.get<std::string>().empty() ? v.get<std::string>() : "-";
-}
+std::string text_cell(const std::string& v) { return v.empty() ? "-" : v; }
+std::string text_cell(const std::optional<std::string>& v) { return text_cell(v.value_or("")); }
 
 int run_recoveries(Context& ctx, const RecoveriesArgs& a) {
-  const std::optional<std::string> workload =
-      a.workload.empty() ? std::nullopt : std::optional(a.workload);
-  nlohmann::json recoveries = nlohmann::json::array();
-  if (ctx.remote()) {
-    recoveries = ctx.api()
-                     .get("/v1/recoveries" + ApiClient::query({{"workload", workload}}))
-                     .at("recoveries");
-  } else {
-    const auto store = ctx.fabric().state_store();
-    for (const RecoveryRecord& r : store->list_recoveries(1000, workload)) {
-      recoveries.push_back(recovery_json(r));
-    }
-  }
+  const auto recoveries =
+      ctx.client().recoveries(a.workload.empty() ? std::nullopt : std::optional(a.workload));
   if (ctx.json) {
     print_json({{"recoveries", recoveries}});
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows;
-  for (const nlohmann::json& r : recoveries) {
-    const nlohmann::json& p = r.at("phases");
-    rows.push_back({text_cell(r.at("id")), text_cell(r.at("workload")), text_cell(r.at("kind")),
-                    text_cell(r.at("from_cluster")) + "->" + text_cell(r.at("to_cluster")),
-                    text_cell(r.at("replacement")), seconds_cell(r.at("svrt_s")),
-                    seconds_cell(p.at("detection_s")), seconds_cell(p.at("decision_s")),
-                    seconds_cell(p.at("submit_s")), seconds_cell(p.at("admission_s")),
-                    seconds_cell(p.at("stability_s")), text_cell(r.at("outcome")),
-                    text_cell(r.at("cause"))});
+  for (const Recovery& r : recoveries) {
+    rows.push_back({text_cell(r.id), text_cell(r.workload), text_cell(r.kind),
+                    text_cell(r.from_cluster) + "->" + text_cell(r.to_cluster),
+                    text_cell(r.replacement), seconds_cell(r.svrt_s), seconds_cell(r.detection_s),
+                    seconds_cell(r.decision_s), seconds_cell(r.submit_s),
+                    seconds_cell(r.admission_s), seconds_cell(r.stability_s), text_cell(r.outcome),
+                    text_cell(r.cause)});
   }
   print_table({"INCIDENT", "WORKLOAD", "KIND", "FROM->TO", "REPLACEMENT", "SVRT", "DETECT",
                "DECIDE", "SUBMIT", "ADMIT", "STABLE", "OUTCOME", "CAUSE"},
@@ -349,13 +245,7 @@ int run_recoveries(Context& ctx, const RecoveriesArgs& a) {
 
 int run_status(Context& ctx, const JobRef& given) {
   const JobRef& ref = checked(given);
-  WorkloadStatus s;
-  if (ctx.remote()) {
-    s = ctx.api().get(workload_path(ref)).at("status").get<WorkloadStatus>();
-  } else {
-    const WorkloadHandle h = ctx.fabric().handle_for(ref.cluster, ref.workload);
-    s = ctx.fabric().get_workload_status(h);
-  }
+  const WorkloadStatus s = ctx.client().status(ref.cluster, ref.workload);
   if (ctx.json) {
     print_json(s);
   } else {
@@ -366,21 +256,12 @@ int run_status(Context& ctx, const JobRef& given) {
 
 int run_cancel(Context& ctx, const JobRef& given) {
   const JobRef& ref = checked(given);
-  WorkloadHandle h;
-  bool cancelled = false;
-  if (ctx.remote()) {
-    const nlohmann::json answer = ctx.api().del(workload_path(ref));
-    h = answer.at("handle").get<WorkloadHandle>();
-    cancelled = answer.at("cancelled").get<bool>();
-  } else {
-    h = ctx.fabric().handle_for(ref.cluster, ref.workload);
-    cancelled = ctx.fabric().cancel_workload(h);
-  }
-  const CancelOutcome out{h.workload_name, h.cluster, cancelled};
+  const Cancellation out = ctx.client().cancel(ref.cluster, ref.workload);
   if (ctx.json) {
     print_json(out);
   } else {
-    std::cout << fmt::format("cancelled {} on cluster {}\n", h.workload_name, h.cluster);
+    std::cout << fmt::format("cancelled {} on cluster {}\n", out.handle.workload_name,
+                             out.handle.cluster);
   }
   return kExitOk;
 }
@@ -399,30 +280,10 @@ std::optional<std::string> parse_state(const std::string& text) {
   return upper;
 }
 
-// Client mode: what the cluster's xpk lists now (GET /v1/workloads?live=true), or its error.
-std::vector<WorkloadInfo> list_remote(Context& ctx, const std::string& cluster,
-                                      const std::optional<std::string>& state) {
-  const nlohmann::json answer =
-      ctx.api().get("/v1/workloads" +
-                    ApiClient::query({{"live", "true"}, {"cluster", cluster}, {"state", state}}));
-  for (const auto& entry : answer.at("clusters")) {
-    if (entry.value("cluster", std::string()) != cluster) continue;
-    if (const auto it = entry.find("error"); it != entry.end() && !it->is_null()) {
-      throw ApiError(502, *it);  // exits by its type, as the error would locally
-    }
-    return entry.at("workloads").get<std::vector<WorkloadInfo>>();
-  }
-  throw ApiError(
-      502,
-      {{"type", "InternalError"},
-       {"message", fmt::format("{} did not answer for cluster {}", ctx.server_url(), cluster)}});
-}
-
 int run_list(Context& ctx, const ListArgs& a) {
   check_cluster_name("--cluster", a.cluster);
   const auto state = parse_state(a.state);
-  const auto workloads = ctx.remote() ? list_remote(ctx, a.cluster, state)
-                                      : ctx.fabric().list_workloads(a.cluster, state);
+  const auto workloads = ctx.client().list_workloads(a.cluster, state);
   if (ctx.json) {
     print_json(workloads);
     return kExitOk;
@@ -472,63 +333,6 @@ void say_when_empty(const LogArgs& a, int rank, int slice, std::size_t lines) {
   }
 }
 
-int run_logs_remote(Context& ctx, const LogArgs& a, int rank, int slice) {
-  std::optional<std::string> since;
-  if (!a.since.empty()) since = check_since("--since", a.since, std::chrono::system_clock::now());
-  auto opt_int = [](int v) { return v > 0 ? std::optional(std::to_string(v)) : std::nullopt; };
-  const std::string path =
-      workload_path(a.job) + "/logs" +
-      ApiClient::query({{"rank", std::to_string(rank)},
-                        {"slice", opt_int(slice)},
-                        {"tail", opt_int(a.tail)},
-                        {"since", since},
-                        {"grep", a.grep.empty() ? std::nullopt : std::optional(a.grep)},
-                        {"follow", a.follow ? std::optional<std::string>("true") : std::nullopt}});
-  if (a.follow) {
-    std::signal(SIGINT, on_interrupt);
-    std::signal(SIGTERM, on_interrupt);
-  }
-  LinePrinter print(ctx.json);
-  ctx.api().stream_lines(
-      path,
-      [&print](const std::string& line) {
-        print(line);
-        std::cout.flush();
-      },
-      [] { return g_interrupted.load() != 0; });
-  if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
-  say_when_empty(a, rank, slice, print.count());
-  return kExitOk;
-}
-
-int run_logs_local(Context& ctx, const LogArgs& a, int rank, int slice) {
-  ClusterFabric& fabric = ctx.fabric();
-  const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
-  LogFilter filter = log_filter_for(h, a.since, a.grep);
-  if (a.tail > 0) filter.tail_lines = a.tail;
-  LinePrinter print(ctx.json);
-  if (!a.follow) {
-    for (const std::string& line : fabric.stream_pod_log(h, rank, filter, slice)) print(line);
-    std::cout.flush();
-    say_when_empty(a, rank, slice, print.count());
-    return kExitOk;
-  }
-  // --follow: poll for new lines; stop on Ctrl-C, or shortly after the workload finishes.
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  FollowOptions options;
-  fabric.follow_pod_log_until_finished(
-      h, rank, filter, slice, options, [] { return g_interrupted.load() != 0; },
-      [&](const std::string& line) {
-        print(line);
-        std::cout.flush();
-      });
-  // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
-  if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
-  say_when_empty(a, rank, slice, print.count());
-  return kExitOk;
-}
-
 int run_logs(Context& ctx, const LogArgs& a) {
   checked(a.job);
   const int rank = parse_index("--rank", a.rank, kMaxRank);
@@ -542,144 +346,64 @@ int run_logs(Context& ctx, const LogArgs& a) {
         "filter, where --grep's expression is on a line of its own\n",
         quote_value(a.grep));
   };
+  LogRequest request{.cluster = a.job.cluster,
+                     .workload = a.job.workload,
+                     .rank = rank,
+                     .slice = slice,
+                     .tail = a.tail,
+                     .follow = a.follow};
+  if (!a.since.empty()) {
+    request.since = check_since("--since", a.since, std::chrono::system_clock::now());
+  }
+  if (!a.grep.empty()) request.grep = a.grep;
+  if (a.follow) {
+    // Poll for new lines; stop on Ctrl-C, or shortly after the workload finishes.
+    std::signal(SIGINT, on_interrupt);
+    std::signal(SIGTERM, on_interrupt);
+  }
+  LinePrinter print(ctx.json);
   try {
-    return ctx.remote() ? run_logs_remote(ctx, a, rank, slice)
-                        : run_logs_local(ctx, a, rank, slice);
+    ctx.client().read_logs(
+        request,
+        [&print, &a](const std::string& line) {
+          print(line);
+          if (a.follow) std::cout.flush();
+        },
+        [] { return g_interrupted.load() != 0; });
   } catch (const LogRetrievalError& e) {
     if (!a.grep.empty() && e.http_status() == 400) grep_hint();
     throw;
-  } catch (const ApiError& e) {
-    if (!a.grep.empty() && e.type() == "LogRetrievalError" &&
-        e.error().value("http_status", 0) == 400) {
-      grep_hint();
-    }
-    throw;
   }
+  std::cout.flush();
+  // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
+  if (const int signal = g_interrupted.load(); signal != 0) return 128 + signal;
+  say_when_empty(a, rank, slice, print.count());
+  return kExitOk;
 }
 
-// Client mode: POST /v1/exports starts it on the server; its progress is polled until it ends.
-LogExportResult export_remote(Context& ctx, const ExportArgs& a, int slice) {
-  nlohmann::json body = {
-      {"cluster", a.job.cluster}, {"workload", a.job.workload}, {"dest", a.dest}, {"slice", slice}};
-  if (a.ranks != "all") body["ranks"] = parse_ranks(a.ranks);
-  if (!a.since.empty()) {
-    body["since"] = check_since("--since", a.since, std::chrono::system_clock::now());
-  }
-  if (!a.grep.empty()) body["grep"] = a.grep;
-  // The path choice, when one was asked for: a server that does not know these fields yet
-  // ignores them (and exports by reading).
-  if (!a.via.empty()) body["via"] = a.via;
-  if (a.keep_staging) body["keep_staging"] = true;
-  const nlohmann::json started = ctx.api().post("/v1/exports", body);
-  const std::int64_t id = started.at("id").get<std::int64_t>();
-  const std::string path = "/v1/exports/" + std::to_string(id);
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  std::map<std::string, nlohmann::json> shown;  // progress per rank, as last printed
-  std::string said;                             // the step, as last printed
-  for (;;) {
-    const nlohmann::json e = ctx.api().get(path);
-    // The export's step (queued, the path chosen and why, a copy's state and progress): one
-    // line each time it changes, as a local export prints it.
-    std::string step;
-    if (e.value("state", "") == "queued" && e.contains("queue_position")) {
-      step = fmt::format("export {}: queued behind the server's running exports (place {})", id,
-                         e["queue_position"].dump());
-    } else if (e.contains("status") && e["status"].is_object()) {
-      const nlohmann::json& s = e["status"];
-      step = s.value("message", "");
-      if (s.contains("percent")) step += fmt::format(" ({}%)", s["percent"].get<int>());
-    }
-    if (!step.empty() && step != said) {
-      std::cerr << "falcon: " << step << "\n";
-      said = step;
-    }
-    if (tty && e.contains("progress") && e["progress"].is_object()) {
-      for (const auto& [rank, p] : e["progress"].items()) {
-        if (shown[rank] == p) continue;
-        shown[rank] = p;
-        std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", rank,
-                                 p.value("lines", std::int64_t{0}),
-                                 static_cast<double>(p.value("bytes", std::int64_t{0})) / 1048576.0,
-                                 p.value("done", false) ? " done\n" : "");
-      }
-    }
-    const std::string state = e.at("state").get<std::string>();
-    if (state == "done") return e.at("result").get<LogExportResult>();
-    if (state != "running" && state != "queued") {
-      nlohmann::json error = e.at("result").value("error", nlohmann::json::object());
-      if (!error.contains("message")) {
-        error = {{"type", "InternalError"},
-                 {"message", fmt::format("export {} ended {}", id, state)}};
-      }
-      // "Stopped": the server stopped before the export finished (503: unreachable).
-      throw ApiError(error.value("type", std::string()) == "Stopped" ? 503 : 0, error);
-    }
-    if (const int signal = g_interrupted.load(); signal != 0) {
-      std::cerr << fmt::format("falcon: export {} goes on in the server; its progress: GET {}{}\n",
-                               id, ctx.api().url(), path);
-      throw Interrupted{signal};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-}
-
-int run_export_logs(Context& ctx, const ExportArgs& a) {
-  checked(a.job);
-  const int slice = parse_index("--slice", a.slice, kMaxSlice);
-  try {
-    (void)parse_gcs_uri(a.dest);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("--dest: {}", e.what()));
-  }
-  if (ctx.remote()) {
-    LogExportResult r;
-    try {
-      r = export_remote(ctx, a, slice);
-    } catch (const Interrupted& i) {
-      return 128 + i.signal;
-    }
-    print_export(ctx, r);
-    return kExitOk;
-  }
-  ExportOptions how;
-  if (!a.via.empty()) {
-    const std::optional<ExportVia> via = parse_export_via(a.via);
-    if (!via) {
-      throw UsageError(
-          fmt::format("--via: {} is not auto, read, copy or sink", quote_value(a.via)));
-    }
-    how.via = *via;
-  }
-  how.keep_staging = a.keep_staging;
-  ClusterFabric& fabric = ctx.fabric();
-  const WorkloadHandle h = fabric.handle_for(a.job.cluster, a.job.workload);
-  LogFilter filter = log_filter_for(h, a.since, a.grep);
-  if (a.ranks != "all") filter.ranks = parse_ranks(a.ranks);
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  // Ctrl-C or SIGTERM stops the export: a copy operation is cancelled, staged objects deleted.
-  std::signal(SIGINT, on_interrupt);
-  std::signal(SIGTERM, on_interrupt);
-  how.cancelled = [] { return g_interrupted.load() != 0; };
-  std::string last_state;
-  int last_decile = -1;
-  how.on_status = [&](const ExportStatus& s) {
+// Prints an export's steps on stderr: a terminal gets one rewritten line for a copy's progress
+// and the split; a log a line per state change and per 10%.
+ExportObserver export_printer(bool tty) {
+  struct Said {
+    std::string state;
+    int decile = -1;
+  };
+  auto said = std::make_shared<Said>();
+  ExportObserver observer;
+  observer.on_status = [tty, said](const ExportStatus& s) {
     switch (s.phase) {
-      case ExportStatus::Phase::kCopying: {
-        // A terminal rewrites one line; a log gets a line per state change and per 10%.
+      case ExportStatus::Phase::kCopying:
         if (tty) {
           std::cerr << fmt::format("\rcopy {}: {} {}%   ", s.operation, s.state, s.percent);
           if (s.state == "SUCCEEDED" || s.state == "FAILED" || s.state == "CANCELLED") {
             std::cerr << "\n";
           }
-        } else if (s.state != last_state || s.percent / 10 != last_decile) {
+        } else if (s.state != said->state || s.percent / 10 != said->decile) {
           std::cerr << fmt::format("falcon: copy {}: {} {}%\n", s.operation, s.state, s.percent);
         }
-        last_state = s.state;
-        last_decile = s.percent / 10;
+        said->state = s.state;
+        said->decile = s.percent / 10;
         break;
-      }
       case ExportStatus::Phase::kSplitting:
         if (!s.message.empty()) {
           std::cerr << "falcon: " << s.message << "\n";
@@ -694,15 +418,46 @@ int run_export_logs(Context& ctx, const ExportArgs& a) {
         break;
     }
   };
+  observer.on_progress = [tty](const ExportProgress& p) {
+    if (!tty) return;
+    std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
+                             static_cast<double>(p.bytes) / 1048576.0, p.done ? " done\n" : "");
+  };
+  // Ctrl-C or SIGTERM: in-process the export stops (a copy operation is cancelled, staged
+  // objects deleted); through a server the wait stops and the export goes on there.
+  observer.cancelled = [] { return g_interrupted.load() != 0; };
+  return observer;
+}
+
+int run_export_logs(Context& ctx, const ExportArgs& a) {
+  checked(a.job);
+  ExportRequest request{.cluster = a.job.cluster,
+                        .workload = a.job.workload,
+                        .dest = a.dest,
+                        .slice = parse_index("--slice", a.slice, kMaxSlice),
+                        .keep_staging = a.keep_staging};
+  try {
+    (void)parse_gcs_uri(a.dest);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--dest: {}", e.what()));
+  }
+  if (a.ranks != "all") request.ranks = parse_ranks(a.ranks);
+  if (!a.since.empty()) {
+    request.since = check_since("--since", a.since, std::chrono::system_clock::now());
+  }
+  if (!a.grep.empty()) request.grep = a.grep;
+  if (!a.via.empty()) {
+    request.via = parse_export_via(a.via);
+    if (!request.via) {
+      throw UsageError(
+          fmt::format("--via: {} is not auto, read, copy or sink", quote_value(a.via)));
+    }
+  }
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
   LogExportResult r;
   try {
-    r = fabric.export_pod_logs(h, filter, a.dest, slice, how, [tty](const ExportProgress& p) {
-      if (!tty) return;
-      std::cerr << fmt::format("\rrank {}: {} lines, {:.1f} MiB{}", p.rank, p.lines,
-                               p.bytes / 1048576.0, p.done ? " done\n" : "");
-    });
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(fmt::format("--ranks: {}", e.what()));
+    r = ctx.client().export_logs(request, export_printer(isatty(STDERR_FILENO) != 0));
   } catch (const LogRetrievalError& e) {
     // Ended by a signal: exit as a shell reports a process that signal killed (130, 143).
     if (const int signal = g_interrupted.load(); signal != 0 && e.status() == "CANCELLED") {

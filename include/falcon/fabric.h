@@ -63,6 +63,12 @@ struct DoctorCheck {
 // {"name", "status", "detail", "fix" (null when empty)}.
 void to_json(nlohmann::json& j, const DoctorCheck& v);
 
+// A workload submitted where falcon chose (ClusterFabric::select_and_submit).
+struct PlacedWorkload {
+  WorkloadHandle handle;
+  ClusterSelection selection;  // the decision, recorded; the submission names it
+};
+
 // The effects the fabric needs. Tests pass fakes; a member left null gets the real one (POSIX
 // processes, libcurl, the system clock), as the one-argument constructor does for all three.
 struct FabricDependencies {
@@ -113,8 +119,13 @@ class ClusterFabric {
   // its duration). Never throws for an unreachable cluster (reachable=false).
   ClusterProbeResult get_cluster_status(const std::string& cluster) const;
   // Probes `cluster` as given (not looked up in the registry) with the current xpk settings, and
-  // records nothing: the probe function of `falcon serve`'s HealthMonitor, which records its
+  // records no probe: the probe function of `falcon serve`'s HealthMonitor, which records its
   // probes itself. Never throws for an unreachable cluster.
+  //
+  // Every xpk probe of the fabric (this one, get_cluster_status, a selection's) records the
+  // state its listing shows for each of the fabric's submissions on the cluster that has not
+  // reached a terminal state (a workload event, as get_workload_status records), so that the
+  // health loop keeps every submission's state without anyone asking `job status`.
   ClusterProbeResult probe_cluster(const ClusterConfig& cluster) const;
   // Best cluster for `accelerator_type`, probing every candidate now. The probes go into the
   // probe history and the decision into the state store; its id is selection_id (0 when it
@@ -174,8 +185,16 @@ class ClusterFabric {
   std::vector<WarmupResult> warm_up() const;
 
   // --- Workloads
-  // Submits to the named cluster. Throws UnknownClusterError, WorkloadSubmitError.
-  WorkloadHandle submit_workload(const std::string& cluster, const WorkloadSpec& spec);
+  // Submits to the named cluster. The submission is recorded once, before xpk runs, with the
+  // spec and `selection_id` (the recorded decision that chose the cluster; 0 when the caller
+  // named it). Throws UnknownClusterError, WorkloadSubmitError.
+  WorkloadHandle submit_workload(const std::string& cluster, const WorkloadSpec& spec,
+                                 std::int64_t selection_id = 0);
+  // Selects the best cluster for spec.accelerator_type (select_cluster) and submits there,
+  // recording the submission with that decision: what `falcon job submit` without --cluster
+  // does. Throws NoAvailableClusterError and as submit_workload; select -> submit is not atomic
+  // (the cluster may have filled up in between).
+  PlacedWorkload select_and_submit(const WorkloadSpec& spec);
   // State and times from `xpk workload list`. exit_code: 0 once COMPLETED (a JobSet completes
   // only when every worker exited 0, and xpk's script exits with the command's code); once
   // FAILED, the code the failing worker printed (CloudLogRetriever::failure_exit_code, one

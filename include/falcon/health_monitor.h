@@ -56,6 +56,7 @@ struct MonitoredProbe {
 // {"result": ClusterProbeResult, "backend", "duration_ms", "age_ms", "consecutive_failures",
 //  "next_probe_at" (null when empty), "from_cache"}.
 void to_json(nlohmann::json& j, const MonitoredProbe& v);
+void from_json(const nlohmann::json& j, MonitoredProbe& v);
 
 class HealthMonitor {
  public:

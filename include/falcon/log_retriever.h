@@ -134,6 +134,12 @@ struct ExportStatus {
   std::int64_t lines = 0;
 };
 
+// An export's step as the API shows it (the `status` of GET /v1/exports/{id}): {"phase"
+// ("chosen", "copying", "waiting", "splitting", "writing", "cleaning"), "via", "message",
+// "operation"?, "state"?, "percent" (copying), "objects": {"read", "total"}?, "lines"?}.
+void to_json(nlohmann::json& j, const ExportStatus& v);
+void from_json(const nlohmann::json& j, ExportStatus& v);
+
 // How export_logs runs, beyond what is exported. Every member has a default; the API route that
 // starts exports (POST /v1/exports) passes `via` and `keep_staging` from its request, and
 // `cancelled` and `on_status` from its job.

@@ -34,8 +34,11 @@
 //   falcon::ClusterProbeResult r = prober.probe(registry.get_cluster("tpu-v4-prod"));
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "falcon/clock.h"
 #include "falcon/command_runner.h"
@@ -44,6 +47,9 @@
 #include "falcon/xpk_cli.h"
 
 namespace falcon {
+namespace xpk {
+struct ListedWorkload;
+}  // namespace xpk
 
 // One way of reading a cluster for a probe. Implementations never throw from probe(): a
 // failure is reachable=false with a one-line cause. probed_at is set by ClusterProber.
@@ -52,6 +58,12 @@ class ProbeSource {
   virtual ~ProbeSource() = default;
   virtual ClusterProbeResult probe(const ClusterConfig& cluster) const = 0;
 };
+
+// Told what an xpk probe listed (each workload's name and state) on the probing thread, for a
+// caller that keeps workload states: the fabric records the state of every submission of its
+// own that a probe shows. What it throws is ignored; the probe's result does not change.
+using ListingObserver =
+    std::function<void(const std::string& cluster, const std::vector<WorkloadInfo>& workloads)>;
 
 class ClusterProber {
  public:
@@ -66,8 +78,10 @@ class ClusterProber {
   ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
   // Both backends: clusters without a `probe.backend` of their own use `default_backend`.
   // `kube` may be null; a cluster that asks for kube then probes unreachable, saying so.
+  // `on_listing` (optional) is told each successful xpk listing.
   ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<const ProbeSource> kube,
-                ProbeBackend default_backend, std::shared_ptr<Clock> clock);
+                ProbeBackend default_backend, std::shared_ptr<Clock> clock,
+                ListingObserver on_listing = {});
   virtual ~ClusterProber();
   ClusterProber(const ClusterProber&) = delete;
   ClusterProber& operator=(const ClusterProber&) = delete;
@@ -93,11 +107,14 @@ class ClusterProber {
 
  private:
   ClusterProbeResult probe_with_xpk(const ClusterConfig& cluster) const;
+  void tell_listing(const std::string& cluster,
+                    const std::vector<xpk::ListedWorkload>& listed) const;
 
   std::shared_ptr<const xpk::XpkCli> xpk_;
   std::shared_ptr<const ProbeSource> kube_;
   ProbeBackend default_backend_ = ProbeBackend::kXpk;
   std::shared_ptr<Clock> clock_;
+  ListingObserver on_listing_;
 };
 
 }  // namespace falcon

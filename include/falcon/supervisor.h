@@ -40,6 +40,7 @@
 namespace falcon {
 
 class ControlPlane;
+struct Recovery;  // client.h
 namespace serve {
 class PrometheusText;
 }  // namespace serve
@@ -128,10 +129,9 @@ struct SvrtPhases {
 };
 SvrtPhases svrt_phases(const RecoveryRecord& r);
 
-// A recovery as the API shows it: {id, workload, kind, cause, from_cluster, to_cluster,
-// replacement, t_violation ... t_recovered (RFC 3339 UTC or null), svrt_s, phases:
-// {detection_s, decision_s, submit_s, admission_s, stability_s}, attempts, outcome}.
-nlohmann::json recovery_json(const RecoveryRecord& r);
+// A recovery as the API and the CLI show it (client.h): its times in RFC 3339 UTC, its phases
+// in seconds, rounded to the millisecond.
+Recovery recovery_of(const RecoveryRecord& r);
 // {name, incarnation, cluster, state, recoveries (attempts), max_recoveries, stable_after_s,
 //  recover_on_failure, accelerator_type, created_at, updated_at}.
 nlohmann::json managed_json(const ManagedWorkloadRecord& m);
@@ -159,7 +159,7 @@ inline constexpr std::size_t kMaxManagedNameLength = 36;
 // what ControlPlane::submit throws.
 WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Clock& clock,
                               const std::string& cluster, const WorkloadSpec& spec,
-                              const ManageOptions& options);
+                              const ManageOptions& options, std::int64_t selection_id = 0);
 
 // --- The supervisor.
 

@@ -90,6 +90,11 @@ struct SubmissionRecord {
   std::string zone;
   std::string docker_image;
   std::string priority;
+  // The state store's row only (submissions.jsonl has neither): what was asked, so that it can
+  // be submitted again, and the recorded decision that chose the cluster (0: the caller named
+  // it). The row is written once, before xpk runs, with both.
+  std::optional<WorkloadSpec> spec;
+  std::int64_t selection_id = 0;
   bool operator==(const SubmissionRecord&) const = default;
 };
 
@@ -206,7 +211,9 @@ class XpkWorkloadManager {
   // that exit came before xpk's create step (see there); WorkloadExistsError when xpk refused
   // the name because a workload of that name exists. Blocks up to
   // xpk.command_timeout_s, plus one `--help` call the first time in auto mode.
-  WorkloadHandle submit(const ClusterConfig& cluster, const WorkloadSpec& spec);
+  // `selection_id`: the recorded decision that chose `cluster`, kept with the submission.
+  WorkloadHandle submit(const ClusterConfig& cluster, const WorkloadSpec& spec,
+                        std::int64_t selection_id = 0);
 
   // The state of `handle.workload_name` on `cluster`: the one call of falcon that passes
   // --filter-by-job=<name> to `xpk workload list` (xpk keeps the rows whose name contains it),

@@ -1,7 +1,9 @@
 #include "falcon/fabric.h"
 
+#include <map>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -82,6 +84,8 @@ SubmissionRow row_of(const SubmissionRecord& r) {
   row.zone = r.zone;
   row.docker_image = r.docker_image;
   row.priority = r.priority;
+  row.spec = r.spec;
+  row.selection_id = r.selection_id;
   return row;
 }
 
@@ -96,7 +100,9 @@ SubmissionRecord record_of(const SubmissionRow& row) {
                           .project = row.project,
                           .zone = row.zone,
                           .docker_image = row.docker_image,
-                          .priority = row.priority};
+                          .priority = row.priority,
+                          .spec = row.spec,
+                          .selection_id = row.selection_id};
 }
 
 // The workload manager's submissions, kept in the fabric's state store.
@@ -201,7 +207,11 @@ void ClusterFabric::Impl::build() {
   kube_options.runner = deps.runner;
   kube_options.clock = deps.clock;
   auto kube = std::make_shared<kube::KubeProber>(std::move(kube_options));
-  m->prober = std::make_unique<ClusterProber>(m->xpk, kube, m->config->probe.backend, deps.clock);
+  m->prober = std::make_unique<ClusterProber>(
+      m->xpk, kube, m->config->probe.backend, deps.clock,
+      [this](const std::string& cluster, const std::vector<WorkloadInfo>& workloads) {
+        observe_listing(cluster, workloads);
+      });
   m->selector =
       std::make_unique<ClusterSelector>(registry, *m->prober, m->config->selection, deps.clock);
   m->workloads = std::make_unique<XpkWorkloadManager>(
@@ -384,6 +394,40 @@ ClusterSelector::HistoryLoader ClusterFabric::Impl::history_loader() const {
     }
     return loaded;
   };
+}
+
+void ClusterFabric::Impl::observe_listing(const std::string& cluster,
+                                          const std::vector<WorkloadInfo>& workloads) const {
+  if (workloads.empty()) return;
+  const auto store = this->store();
+  if (!store) return;
+  try {
+    std::map<std::string_view, const std::string*> listed;
+    for (const WorkloadInfo& w : workloads) listed.emplace(w.name, &w.state);
+    SubmissionQuery query;
+    query.cluster = cluster;
+    query.limit = 1000;  // the newest: older submissions have long reached a terminal state
+    const auto now = deps.clock->now();
+    bool changed = false;
+    for (const SubmissionRow& row : store->list_submissions(query).rows) {
+      if (row.state && is_terminal_state(*row.state)) continue;
+      const auto it = listed.find(row.handle.workload_name);
+      if (it == listed.end() || (row.state && *row.state == *it->second)) continue;
+      changed |= store
+                     ->record_workload_event(WorkloadEvent{.cluster = cluster,
+                                                           .workload = row.handle.workload_name,
+                                                           .state = *it->second,
+                                                           .observed_at = now,
+                                                           .detail = "probe: xpk workload list"})
+                     .has_value();
+    }
+    if (changed) history_changed(cluster);
+  } catch (const std::exception& e) {
+    notice(
+        fmt::format("cannot record the workload states a probe of cluster '{}' listed in the "
+                    "state store: {}",
+                    cluster, e.what()));
+  }
 }
 
 void ClusterFabric::Impl::history_changed(const std::string& cluster) const {
@@ -657,19 +701,26 @@ std::vector<WarmupResult> ClusterFabric::warm_up() const {
                                   m->config->selection.max_parallel_probes);
 }
 
-WorkloadHandle ClusterFabric::submit_workload(const std::string& cluster,
-                                              const WorkloadSpec& spec) {
+WorkloadHandle ClusterFabric::submit_workload(const std::string& cluster, const WorkloadSpec& spec,
+                                              std::int64_t selection_id) {
   const ClusterConfig config = impl_->registry.get_cluster(cluster);
   const std::string key = breaker_key(cluster, spec.accelerator_type);
   WorkloadHandle handle;
   try {
-    handle = impl_->current()->workloads->submit(config, spec);
+    handle = impl_->current()->workloads->submit(config, spec, selection_id);
   } catch (const WorkloadSubmitError&) {
     impl_->feed_breaker(key, false);  // xpk ran and the cluster refused or failed
     throw;
   }
   impl_->feed_breaker(key, true);
   return handle;
+}
+
+PlacedWorkload ClusterFabric::select_and_submit(const WorkloadSpec& spec) {
+  PlacedWorkload out;
+  out.selection = select_cluster(spec.accelerator_type);
+  out.handle = submit_workload(out.selection.selected_cluster, spec, out.selection.selection_id);
+  return out;
 }
 
 WorkloadStatus ClusterFabric::get_workload_status(const WorkloadHandle& handle) const {

@@ -77,6 +77,12 @@ struct ClusterFabric::Impl {
   // other replicas, the health loop's own recorder) show in the signals. Without it a decision
   // over 100 candidates read some 400 rows sets and parsed ~12,000 probes.
   ClusterSelector::HistoryLoader history_loader() const;
+  // Records the state a probe's listing shows for each submission on `cluster` whose recorded
+  // state is not terminal and differs (a workload event, as get_workload_status records one),
+  // so that lists and the dashboard know a state nobody asked `job status` for. A store failure
+  // is noticed.
+  void observe_listing(const std::string& cluster,
+                       const std::vector<WorkloadInfo>& workloads) const;
   // Drops the kept histories of `cluster`: this fabric wrote something they summarize.
   void history_changed(const std::string& cluster) const;
 

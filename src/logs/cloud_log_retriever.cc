@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "falcon/errors.h"
 #include "falcon/log_retriever.h"
 #include "gcp/rate_limiter.h"
@@ -245,6 +247,40 @@ std::optional<ExportVia> parse_export_via(std::string_view text) {
     if (text == to_string(via)) return via;
   }
   return std::nullopt;
+}
+
+namespace {
+constexpr const char* kExportPhases[] = {"chosen",    "copying", "waiting",
+                                         "splitting", "writing", "cleaning"};
+}  // namespace
+
+void to_json(nlohmann::json& j, const ExportStatus& v) {
+  j = {{"phase", kExportPhases[static_cast<int>(v.phase)]},
+       {"via", to_string(v.via)},
+       {"message", v.message}};
+  if (!v.operation.empty()) j["operation"] = v.operation;
+  if (!v.state.empty()) j["state"] = v.state;
+  if (v.phase == ExportStatus::Phase::kCopying) j["percent"] = v.percent;
+  if (v.objects_total > 0) j["objects"] = {{"read", v.objects}, {"total", v.objects_total}};
+  if (v.lines > 0) j["lines"] = v.lines;
+}
+
+void from_json(const nlohmann::json& j, ExportStatus& v) {
+  v = ExportStatus{};
+  const std::string phase = j.value("phase", std::string("chosen"));
+  for (int i = 0; i < static_cast<int>(std::size(kExportPhases)); ++i) {
+    if (phase == kExportPhases[i]) v.phase = static_cast<ExportStatus::Phase>(i);
+  }
+  v.via = parse_export_via(j.value("via", std::string("read"))).value_or(ExportVia::kRead);
+  v.message = j.value("message", std::string());
+  v.operation = j.value("operation", std::string());
+  v.state = j.value("state", std::string());
+  v.percent = j.value("percent", 0);
+  if (const auto it = j.find("objects"); it != j.end() && it->is_object()) {
+    v.objects = it->value("read", std::int64_t{0});
+    v.objects_total = it->value("total", std::int64_t{0});
+  }
+  v.lines = j.value("lines", std::int64_t{0});
 }
 
 }  // namespace falcon

@@ -34,10 +34,11 @@ ClusterProber::ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared
 
 ClusterProber::ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk,
                              std::shared_ptr<const ProbeSource> kube, ProbeBackend default_backend,
-                             std::shared_ptr<Clock> clock)
+                             std::shared_ptr<Clock> clock, ListingObserver on_listing)
     : ClusterProber(std::move(xpk), std::move(clock)) {
   kube_ = std::move(kube);
   default_backend_ = default_backend;
+  on_listing_ = std::move(on_listing);
 }
 
 ClusterProber::~ClusterProber() = default;
@@ -68,6 +69,19 @@ ClusterProbeResult ClusterProber::probe(const ClusterConfig& cluster) const {
   return result;
 }
 
+void ClusterProber::tell_listing(const std::string& cluster,
+                                 const std::vector<xpk::ListedWorkload>& listed) const {
+  if (!on_listing_) return;
+  std::vector<WorkloadInfo> workloads;
+  workloads.reserve(listed.size());
+  for (const auto& w : listed) workloads.push_back({.name = w.row.jobset_name, .state = w.state});
+  try {
+    on_listing_(cluster, workloads);
+  } catch (...) {
+    // The observer's trouble is its own: the probe stands.
+  }
+}
+
 ClusterProbeResult ClusterProber::probe_with_xpk(const ClusterConfig& cluster) const {
   ClusterProbeResult result;
   try {
@@ -80,6 +94,7 @@ ClusterProbeResult ClusterProber::probe_with_xpk(const ClusterConfig& cluster) c
       result = unreachable(cluster, *listing.error);
     } else {
       result = xpk::count_probe_states(cluster.name, listing.workloads);
+      tell_listing(cluster.name, listing.workloads);
     }
   } catch (const std::exception& e) {
     result = unreachable(cluster, e.what());

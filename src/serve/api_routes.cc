@@ -7,6 +7,7 @@
 #include <system_error>
 #include <thread>
 
+#include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
 #include "falcon/supervisor.h"
@@ -40,13 +41,13 @@ constexpr std::size_t kMaxExportRanks = 4096;
 constexpr std::int64_t kMaxExplainedSelections = 100;
 
 // The body of POST /v1/select: {"accelerator_type", "explain"?}. Throws bad_request.
-struct SelectRequest {
+struct SelectBody {
   std::string accelerator;
   bool explain = false;
 };
-SelectRequest parse_select_body(const Request& req, const ServeLimits& limits) {
+SelectBody parse_select_body(const Request& req, const ServeLimits& limits) {
   const json body = serve::parse_body(req, {"accelerator_type", "explain"}, limits);
-  SelectRequest out;
+  SelectBody out;
   out.accelerator = *string_field(body, "accelerator_type", "", true);
   if (const auto it = body.find("explain"); it != body.end() && !it->is_null()) {
     if (!it->is_boolean()) throw bad_request("explain: must be true or false");
@@ -332,7 +333,7 @@ void ApiServer::Impl::add_cluster_routes() {
 // (an explained select, a decision to make or a repeat to record, an error to answer).
 bool ApiServer::Impl::answer_repeat(Request& req, Response& res) {
   const auto start = std::chrono::steady_clock::now();
-  SelectRequest select;
+  SelectBody select;
   try {
     select = parse_select_body(req, options.limits);
   } catch (const std::exception&) {
@@ -515,7 +516,7 @@ void ApiServer::Impl::add_workload_routes() {
     const int limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(100));
     json out = json::array();
     for (const RecoveryRecord& r : store().list_recoveries(limit, param(req, "workload"))) {
-      out.push_back(recovery_json(r));
+      out.push_back(recovery_of(r));
     }
     send_json(res, 200, {{"recoveries", out}});
   });
@@ -563,29 +564,17 @@ void ApiServer::Impl::submit(Request& req, Response& res) {
   }
   WorkloadHandle handle;
   if (managed) {
-    handle = submit_managed(control(), store(), *options.clock, cluster, spec, *managed);
+    handle =
+        submit_managed(control(), store(), *options.clock, cluster, spec, *managed, selection_id);
     out["managed"] = {
         {"name", spec.name},
         {"max_recoveries", managed->max_recoveries},
         {"stable_after_s", static_cast<double>(managed->stable_after.count()) / 1000.0},
         {"recover_on_failure", managed->recover_on_failure}};
   } else {
-    handle = control().submit(cluster, spec);
+    handle = control().submit(cluster, spec, selection_id);
   }
   out["handle"] = handle;
-  if (selection_id != 0) {
-    // The submission names the decision that chose its cluster (the dashboard's "why this
-    // cluster"). Best effort: the workload is submitted either way, and says so.
-    try {
-      if (auto row = store().find_submission(handle.cluster, handle.workload_name)) {
-        row->selection_id = selection_id;
-        store().record_submission(*row);
-      }
-    } catch (const std::exception& e) {
-      out["warning"] = fmt::format("the submission could not be linked to selection {}: {}",
-                                   selection_id, e.what());
-    }
-  }
   send_json(res, 201, out);
 }
 
@@ -781,7 +770,7 @@ void ApiServer::Impl::add_export_routes() {
 namespace {
 
 // The body of POST /v1/exports, checked.
-struct ExportRequest {
+struct ExportBody {
   std::string cluster;
   std::string workload;
   std::string dest;
@@ -791,13 +780,13 @@ struct ExportRequest {
   bool keep_staging = false;
 };
 
-ExportRequest parse_export_request(const Request& req, const ServeLimits& limits, StoreTime now) {
+ExportBody parse_export_request(const Request& req, const ServeLimits& limits, StoreTime now) {
   check_params(req, {});
   const json body = serve::parse_body(
       req,
       {"cluster", "workload", "dest", "ranks", "slice", "since", "grep", "via", "keep_staging"},
       limits);
-  ExportRequest out;
+  ExportBody out;
   out.cluster = *string_field(body, "cluster", "", true);
   out.workload = *string_field(body, "workload", "", true);
   out.dest = *string_field(body, "dest", "", true);
@@ -846,21 +835,6 @@ ExportRequest parse_export_request(const Request& req, const ServeLimits& limits
   return out;
 }
 
-// An export's step as the API shows it (the `status` of GET /v1/exports/{id}).
-json status_json(const ExportStatus& s) {
-  static constexpr const char* kPhases[] = {"chosen",    "copying", "waiting",
-                                            "splitting", "writing", "cleaning"};
-  json j = {{"phase", kPhases[static_cast<int>(s.phase)]},
-            {"via", to_string(s.via)},
-            {"message", s.message}};
-  if (!s.operation.empty()) j["operation"] = s.operation;
-  if (!s.state.empty()) j["state"] = s.state;
-  if (s.phase == ExportStatus::Phase::kCopying) j["percent"] = s.percent;
-  if (s.objects_total > 0) j["objects"] = {{"read", s.objects}, {"total", s.objects_total}};
-  if (s.lines > 0) j["lines"] = s.lines;
-  return j;
-}
-
 json stopped_result() { return {{"error", {{"type", "Stopped"}, {"message", "server stopped"}}}}; }
 
 }  // namespace
@@ -895,7 +869,7 @@ std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const Workloa
       how.cancelled = [cancel] { return cancel->load(); };
       how.on_status = [&](const ExportStatus& s) {
         std::lock_guard lock(progress_mutex);
-        progress[kStatusKey] = status_json(s);
+        progress[kStatusKey] = json(s);
         store_progress();
       };
       result =
@@ -932,7 +906,7 @@ std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const Workloa
 // or refuses it (429) when serve.limits.max_queued_exports wait already. The ranks are checked
 // against the workload first: nothing is read for a rank it does not have.
 void ApiServer::Impl::start_export(Request& req, Response& res) {
-  const ExportRequest e = parse_export_request(req, options.limits, now());
+  const ExportBody e = parse_export_request(req, options.limits, now());
   if (stopping) throw HttpError(503, "Stopping", "the server is stopping");
   const WorkloadHandle handle = control().handle_for(e.cluster, e.workload);
   try {

@@ -144,7 +144,10 @@ class ControlPlane {
   // The defaults of a managed submission (repos.yaml `supervisor:`). The default: built-in ones.
   virtual SupervisorSettings supervisor_defaults() const { return {}; }
 
-  virtual WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) = 0;
+  // `selection_id`: the recorded decision that chose `cluster` (0: none), kept with the
+  // submission's one record.
+  virtual WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec,
+                                std::int64_t selection_id) = 0;
   virtual WorkloadHandle handle_for(const std::string& cluster,
                                     const std::string& workload) const = 0;
   virtual WorkloadStatus status(const WorkloadHandle& handle) = 0;

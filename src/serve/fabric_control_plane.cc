@@ -420,21 +420,13 @@ class FabricControlPlane final : public ControlPlane {
     return outcome;
   }
 
-  WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec) override {
-    WorkloadHandle handle = fabric_->submit_workload(cluster, spec);
-    {
-      std::lock_guard lock(mutex_);
-      last_submit_[cluster] = clock_->steady_now();
-    }
-    // The fabric recorded the submission; keep what was asked with it, so that it can be
-    // submitted again. Best effort: the submission happened either way.
-    try {
-      if (auto row = store_->find_submission(handle.cluster, handle.workload_name)) {
-        row->spec = spec;
-        store_->record_submission(*row);
-      }
-    } catch (const std::exception&) {
-    }
+  WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec,
+                        std::int64_t selection_id) override {
+    // Recorded once, before xpk runs, with the spec (a managed workload is submitted again
+    // from it) and the decision.
+    WorkloadHandle handle = fabric_->submit_workload(cluster, spec, selection_id);
+    std::lock_guard lock(mutex_);
+    last_submit_[cluster] = clock_->steady_now();
     return handle;
   }
 

@@ -33,6 +33,17 @@ void to_json(nlohmann::json& j, const MonitoredProbe& v) {
                      {"from_cache", v.from_cache}};
 }
 
+void from_json(const nlohmann::json& j, MonitoredProbe& v) {
+  v.result = j.at("result").get<ClusterProbeResult>();
+  v.backend = j.value("backend", std::string());
+  v.duration_ms = j.value("duration_ms", std::int64_t{0});
+  v.age_ms = j.value("age_ms", std::int64_t{0});
+  v.consecutive_failures = j.value("consecutive_failures", 0);
+  const auto next = j.find("next_probe_at");
+  v.next_probe_at = next == j.end() || next->is_null() ? std::string() : next->get<std::string>();
+  v.from_cache = j.value("from_cache", false);
+}
+
 namespace {
 
 using SteadyTime = std::chrono::steady_clock::time_point;

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server.h"
@@ -50,14 +51,6 @@ StoreTime from_ms(std::int64_t ms) { return StoreTime(std::chrono::milliseconds(
 
 std::string seconds_text(double s) {
   return s >= 10 ? fmt::format("{:.0f}s", s) : fmt::format("{:.1f}s", s);
-}
-
-json time_or_null(const std::optional<StoreTime>& t) {
-  return t ? json(format_iso8601(*t)) : json(nullptr);
-}
-
-json seconds_or_null(const std::optional<double>& s) {
-  return s ? json(std::round(*s * 1000.0) / 1000.0) : json(nullptr);
 }
 
 std::optional<double> span(const std::optional<StoreTime>& from,
@@ -199,30 +192,38 @@ SvrtPhases svrt_phases(const RecoveryRecord& r) {
                     .stability = span(r.admitted, r.recovered)};
 }
 
-json recovery_json(const RecoveryRecord& r) {
+Recovery recovery_of(const RecoveryRecord& r) {
   const SvrtPhases p = svrt_phases(r);
-  return {{"id", r.incident_id},
-          {"workload", r.workload},
-          {"kind", r.classification},
-          {"cause", r.cause},
-          {"from_cluster", r.cluster},
-          {"to_cluster", r.to_cluster.empty() ? json(nullptr) : json(r.to_cluster)},
-          {"replacement", r.replacement.empty() ? json(nullptr) : json(r.replacement)},
-          {"t_violation", time_or_null(r.t_violation)},
-          {"t_detected", time_or_null(r.detected)},
-          {"t_decided", time_or_null(r.decided)},
-          {"t_submitted", time_or_null(r.submitted)},
-          {"t_admitted", time_or_null(r.admitted)},
-          {"t_recovered", time_or_null(r.recovered)},
-          {"svrt_s", seconds_or_null(p.svrt)},
-          {"phases",
-           {{"detection_s", seconds_or_null(p.detection)},
-            {"decision_s", seconds_or_null(p.decision)},
-            {"submit_s", seconds_or_null(p.submit)},
-            {"admission_s", seconds_or_null(p.admission)},
-            {"stability_s", seconds_or_null(p.stability)}}},
-          {"attempts", r.attempts},
-          {"outcome", r.outcome}};
+  const auto time = [](const std::optional<StoreTime>& t) {
+    return t ? std::optional(format_iso8601(*t)) : std::nullopt;
+  };
+  const auto seconds = [](const std::optional<double>& s) {
+    return s ? std::optional(std::round(*s * 1000.0) / 1000.0) : std::nullopt;
+  };
+  const auto text = [](const std::string& v) {
+    return v.empty() ? std::nullopt : std::optional(v);
+  };
+  return {.id = r.incident_id,
+          .workload = r.workload,
+          .kind = r.classification,
+          .cause = r.cause,
+          .from_cluster = r.cluster,
+          .to_cluster = text(r.to_cluster),
+          .replacement = text(r.replacement),
+          .t_violation = time(r.t_violation),
+          .t_detected = time(r.detected),
+          .t_decided = time(r.decided),
+          .t_submitted = time(r.submitted),
+          .t_admitted = time(r.admitted),
+          .t_recovered = time(r.recovered),
+          .svrt_s = seconds(p.svrt),
+          .detection_s = seconds(p.detection),
+          .decision_s = seconds(p.decision),
+          .submit_s = seconds(p.submit),
+          .admission_s = seconds(p.admission),
+          .stability_s = seconds(p.stability),
+          .attempts = r.attempts,
+          .outcome = r.outcome};
 }
 
 json managed_json(const ManagedWorkloadRecord& m) {
@@ -243,7 +244,7 @@ json managed_json(const ManagedWorkloadRecord& m) {
 
 WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Clock& clock,
                               const std::string& cluster, const WorkloadSpec& spec,
-                              const ManageOptions& options) {
+                              const ManageOptions& options, std::int64_t selection_id) {
   if (spec.name.size() > kMaxManagedNameLength) {
     throw InvalidWorkloadSpecError(
         fmt::format("managed workload name '{}' is {} characters; at most {} (its replacements "
@@ -274,7 +275,7 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
         spec.name, std::nullopt, "");
   }
   try {
-    WorkloadHandle handle = control.submit(cluster, spec);
+    WorkloadHandle handle = control.submit(cluster, spec, selection_id);
     try {
       if (auto stored = store.get_managed(spec.name);
           stored && stored->state == kManagedSubmitting) {
@@ -1210,7 +1211,7 @@ struct Supervisor::Impl {
         if (ok) placed.emplace_back(d.to_cluster, now());
       };
       try {
-        control().submit(d.to_cluster, spec);
+        control().submit(d.to_cluster, spec, 0);  // chosen by select_excluding, not recorded
         landed(true);
       } catch (const InvalidWorkloadSpecError& e) {
         landed(false);

@@ -171,7 +171,8 @@ bool XpkWorkloadManager::namespace_flag_supported(const std::string& cluster_nam
   }
 }
 
-WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const WorkloadSpec& spec) {
+WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const WorkloadSpec& spec,
+                                          std::int64_t selection_id) {
   const XpkSettings& settings = xpk_->settings();
   // Submit's own checks: the caller's input is at fault (InvalidWorkloadSpecError).
   auto invalid = [&](const std::string& why) {
@@ -262,7 +263,9 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                                 .project = cluster.project,
                                 .zone = cluster.zone,
                                 .docker_image = spec.docker_image,
-                                .priority = spec.priority};
+                                .priority = spec.priority,
+                                .spec = spec,
+                                .selection_id = selection_id};
   // Intent before effect: recorded before xpk runs, so that no workload exists that the store
   // does not know of. A store that cannot take it fails the submit here, with nothing created.
   // A record of the name that exists already (an earlier workload of that name) is left alone

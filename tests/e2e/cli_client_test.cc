@@ -117,8 +117,9 @@ TEST_F(CliClientTest, EveryCommandHasTheOutputAndExitCodeOfLocalMode) {
   // server answers from its cached probe and shows the breaker from the shared store.
   same({"cluster", "status", "tpu-down"}, 7);
 
-  // Selection: the same table, reason and record line; client mode adds each candidate's probe
-  // age and where it came from. The server first: it answers from its cache; the local selection
+  // Selection. Through a server `cluster select` takes the brief answer (each candidate's probe
+  // state, age and source, the reason and the record line); --explain the whole decision, as
+  // local mode prints it. The server first: it answers from its cache; the local selection
   // probes, and tpu-down's third failed probe opens its breaker in the shared store (later
   // selections skip it, in both modes).
   const std::vector<std::string> select = {"cluster", "select", "--accelerator", "tpu-v4-64"};
@@ -127,20 +128,37 @@ TEST_F(CliClientTest, EveryCommandHasTheOutputAndExitCodeOfLocalMode) {
     const CommandResult l = local(select);
     ASSERT_EQ(l.exit_code, 0) << l.stderr_text;
     ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-    EXPECT_THAT(normalize(r.stdout_text), StartsWith(normalize(l.stdout_text)));
-    EXPECT_THAT(r.stdout_text, HasSubstr("CANDIDATE  PROBE_AGE"));
+    EXPECT_THAT(r.stdout_text,
+                ::testing::MatchesRegex("CANDIDATE +STATE +PROBE_AGE +SOURCE\n(.|\n)*"));
+    EXPECT_THAT(r.stdout_text,
+                ::testing::ContainsRegex("tpu-down +unreachable +[0-9.]+m?s +cache"));
+    // The same reason and record line as the local decision's.
+    const auto local_lines = lines_of(normalize(l.stdout_text));
+    ASSERT_GE(local_lines.size(), 2u) << l.stdout_text;
+    const std::string reason = local_lines[local_lines.size() - 2];
+    EXPECT_THAT(normalize(r.stdout_text), HasSubstr("\n" + reason + "\n"));
+    EXPECT_THAT(normalize(r.stdout_text), ::testing::EndsWith(local_lines.back() + "\n"));
   }
   const CommandResult cached = remote(select);
   ASSERT_EQ(cached.exit_code, 0) << cached.stderr_text;
   for (const std::string cluster : {"tpu-a", "tpu-b"}) {
-    EXPECT_THAT(cached.stdout_text, ::testing::ContainsRegex(cluster + " +[0-9.]+m?s +cache "))
+    EXPECT_THAT(cached.stdout_text, ::testing::ContainsRegex(cluster + " +ok +[0-9.]+m?s +cache"))
         << cached.stdout_text;
   }
-  EXPECT_THAT(cached.stdout_text,
-              ::testing::ContainsRegex("tpu-down +unreachable .* not probed: circuit breaker open"))
-      << cached.stdout_text;
   {
-    const CommandResult r = remote({"--json", "cluster", "select", "--accelerator", "tpu-v4-64"});
+    const CommandResult brief =
+        remote({"--json", "cluster", "select", "--accelerator", "tpu-v4-64"});
+    ASSERT_EQ(brief.exit_code, 0) << brief.stderr_text;
+    const json bj = json::parse(brief.stdout_text);
+    for (const char* key : {"selected_cluster", "selection_id", "reason", "probe_age_ms",
+                            "probed_now", "unreachable", "same_as", "explain"}) {
+      EXPECT_TRUE(bj.contains(key)) << key << " " << brief.stdout_text;
+    }
+    EXPECT_FALSE(bj.contains("scores"));
+  }
+  {
+    const CommandResult r =
+        remote({"--json", "cluster", "select", "--accelerator", "tpu-v4-64", "--explain"});
     const CommandResult l = local({"--json", "cluster", "select", "--accelerator", "tpu-v4-64"});
     ASSERT_EQ(l.exit_code, 0);
     ASSERT_EQ(r.exit_code, 0);

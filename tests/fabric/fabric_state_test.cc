@@ -708,7 +708,7 @@ TEST_F(FabricStateTest, TheSupervisorsDecisionsProbeAgainAClusterSubmittedToSinc
   EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
   EXPECT_EQ(probes_of_a(), first);  // cached
   clock_->advance(std::chrono::seconds(1));
-  control->submit("tpu-a", spec("train-r1"));
+  control->submit("tpu-a", spec("train-r1"), 0);
   control->select("tpu-v4-64");
   EXPECT_EQ(probes_of_a(), first);  // an API selection: still the cache
   control->select_excluding("tpu-v4-64", {"tpu-b"});

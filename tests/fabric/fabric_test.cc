@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "falcon/state_store.h"
 #include "logs/gke_log_env.h"
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
@@ -171,6 +172,66 @@ TEST_F(FabricTest, HandlesByNameRecoverWhatFalconSubmitted) {
   EXPECT_EQ(other.namespace_, "default");
   EXPECT_EQ(other.submitted_at, "");
   EXPECT_THROW(f->handle_for("nope", "x"), UnknownClusterError);
+}
+
+// Issue 30: select, submit and record in one call; the submission's one record names the
+// decision and keeps the spec (a managed workload is submitted again from it).
+TEST_F(FabricTest, SelectAndSubmitRecordsTheSubmissionWithItsDecisionAndSpec) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto f = fabric();
+  WorkloadSpec spec;
+  spec.name = "placed";
+  spec.docker_image = "gcr.io/p/img:1";
+  spec.command = {"python3", "train.py"};
+  spec.accelerator_type = "tpu-v4-64";
+  const PlacedWorkload placed = f->select_and_submit(spec);
+  EXPECT_EQ(placed.selection.selected_cluster, "tpu-a");
+  EXPECT_EQ(placed.handle.cluster, "tpu-a");
+  ASSERT_NE(placed.selection.selection_id, 0);
+  const auto row = f->state_store()->find_submission("tpu-a", "placed");
+  ASSERT_TRUE(row.has_value());
+  EXPECT_EQ(row->selection_id, placed.selection.selection_id);
+  ASSERT_TRUE(row->spec.has_value());
+  EXPECT_EQ(row->spec->command, spec.command);
+  // A named cluster: no decision.
+  spec.name = "named";
+  f->submit_workload("tpu-a", spec);
+  EXPECT_EQ(f->state_store()->find_submission("tpu-a", "named")->selection_id, 0);
+  spec.accelerator_type = "tpu-v9-1";
+  EXPECT_THROW(f->select_and_submit(spec), NoAvailableClusterError);
+}
+
+// Issue 30: a probe's listing records the state of each of falcon's own submissions it shows,
+// so that nobody has to ask `job status` for the state store (and the dashboard) to know it.
+TEST_F(FabricTest, AProbeRecordsTheStatesOfFalconsSubmissionsItLists) {
+  runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  auto f = fabric();
+  for (const char* name : {"train-c", "train-e", "not-listed"}) {
+    WorkloadSpec spec;
+    spec.name = name;
+    spec.docker_image = "gcr.io/p/img:1";
+    spec.command = {"python3", "train.py"};
+    spec.accelerator_type = "tpu-v4-64";
+    f->submit_workload("tpu-a", spec);
+  }
+  const auto store = f->state_store();
+  EXPECT_EQ(store->find_submission("tpu-a", "train-e")->state, std::nullopt);
+
+  clock_->advance(std::chrono::seconds(5));
+  ASSERT_TRUE(f->get_cluster_status("tpu-a").reachable);
+  EXPECT_EQ(store->find_submission("tpu-a", "train-e")->state, "RUNNING");
+  EXPECT_EQ(store->find_submission("tpu-a", "train-c")->state, "COMPLETED");
+  EXPECT_EQ(store->find_submission("tpu-a", "not-listed")->state, std::nullopt);
+  // A workload falcon did not submit is not recorded.
+  EXPECT_THAT(store->list_workload_events("tpu-a", "train-d"), SizeIs(0));
+
+  // The health loop's probe (probe_cluster) too; an unchanged state is not recorded again.
+  clock_->advance(std::chrono::seconds(5));
+  f->probe_cluster(f->get_cluster("tpu-a"));
+  EXPECT_THAT(store->list_workload_events("tpu-a", "train-e"), SizeIs(1));
+  EXPECT_THAT(store->list_workload_events("tpu-a", "train-c"), SizeIs(1));
 }
 
 TEST_F(FabricTest, ReloadSwapsTheConfigurationAndKeepsTheOldOneOnFailure) {

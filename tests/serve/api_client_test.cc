@@ -88,7 +88,8 @@ class FakeControlPlane final : public ControlPlane {
     o.candidates = {*cached_probe("tpu-a")};
     return o;
   }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
+  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
+                        std::int64_t /*selection_id*/) override {
     check(c);
     if (spec.name == "exists") {
       throw WorkloadExistsError("workload 'exists' already exists on cluster '" + c + "'", c,

@@ -168,7 +168,8 @@ class FakeControlPlane final : public ControlPlane {
     const auto ids = store->record_repeated_selections(rows);
     for (std::size_t i = 0; i < ids.size(); ++i) repeats[i]->selection_id = ids[i];
   }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
+  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
+                        std::int64_t /*selection_id*/) override {
     check(c);
     if (spec.name == "exists") {
       throw WorkloadExistsError("workload 'exists' already exists on cluster '" + c + "'", c,

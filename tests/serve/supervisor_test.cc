@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server.h"
@@ -163,7 +164,7 @@ TEST(Svrt, PhasesAreTheDifferencesOfTheTimesAndNullUntilReached) {
   EXPECT_DOUBLE_EQ(*p.admission, 12);
   EXPECT_DOUBLE_EQ(*p.stability, 30);
   EXPECT_DOUBLE_EQ(*p.svrt, 50);
-  const auto j = recovery_json(r);
+  const nlohmann::json j = recovery_of(r);
   EXPECT_EQ(j["svrt_s"], 50.0);
   EXPECT_EQ(j["phases"]["admission_s"], 12.0);
   EXPECT_EQ(j["t_violation"], "2026-04-13T08:00:00.000Z");
@@ -293,7 +294,8 @@ class SimControl final : public ControlPlane {
     std::lock_guard lock(mutex);
     breaker_failures.push_back(c);
   }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec) override {
+  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
+                        std::int64_t /*selection_id*/) override {
     std::unique_lock lock(mutex);
     ++in_flight;
     max_in_flight = std::max(max_in_flight, in_flight);
@@ -1100,10 +1102,13 @@ TEST_F(SupervisorTest, ANewLeaderAdoptsAReplacementThePreviousOneSubmittedWithou
   d["to_cluster"] = "tpu-b";
   m.detail_json = d.dump();
   store_->update_managed(m);
-  control_->submit("tpu-b", [&] {
-    auto s = spec("train-r1");
-    return s;
-  }());
+  control_->submit(
+      "tpu-b",
+      [&] {
+        auto s = spec("train-r1");
+        return s;
+      }(),
+      0);
   const std::size_t before = control_->submits.size();
   clock_->advance(11s);  // a's lease lapses
   auto b = make("replica-b");
