@@ -438,9 +438,11 @@ class StateStore {
   virtual bool update_managed(const ManagedWorkloadRecord& record) = 0;
   virtual bool delete_managed(const std::string& name) = 0;
   virtual std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) = 0;
-  // At most `limit` (1..1000) records ordered by name; only those in `states` when not empty.
+  // At most `limit` (1..1000) records ordered by name, those after `after` (exclusive; "" from
+  // the first); only those in `states` when not empty. A page shorter than `limit` is the last;
+  // else the next starts after its last name (list_all_managed pages through).
   virtual std::vector<ManagedWorkloadRecord> list_managed(
-      int limit, const std::vector<std::string>& states = {}) = 0;
+      int limit, const std::vector<std::string>& states = {}, const std::string& after = "") = 0;
 
   // --- Circuit breakers.
 
@@ -477,6 +479,11 @@ class StateStore {
   // The lease as stored (possibly expired), or nullopt when never taken.
   virtual std::optional<Lease> get_lease(const std::string& name) = 0;
 };
+
+// Every managed record (in `states` when not empty), ordered by name, read a page of 1000 at a
+// time: the supervisor's pass and the API read them all, however many there are.
+std::vector<ManagedWorkloadRecord> list_all_managed(StateStore& store,
+                                                    const std::vector<std::string>& states = {});
 
 // Opens the store at `url` (forms above; a plain path is SQLite), creating an SQLite file (0600,
 // parent directories 0700) when missing, and applies migrations. Throws StateStoreError for a

@@ -502,14 +502,16 @@ void ApiServer::Impl::add_workload_routes() {
   route("DELETE", "/v1/workloads/{cluster}/{name}",
         [this](Request& req, Response& res) { cancel(req, res); });
   route("GET", "/v1/managed", [this](Request& req, Response& res) {
-    check_params(req, {"state"});
+    check_params(req, {"state", "after"});
     std::vector<std::string> states;
     if (const auto state = param(req, "state")) states.push_back(*state);
+    constexpr int kPage = 1000;
+    const auto page = store().list_managed(kPage, states, param(req, "after").value_or(""));
     json out = json::array();
-    for (const ManagedWorkloadRecord& m : store().list_managed(1000, states)) {
-      out.push_back(managed_json(m));
-    }
-    send_json(res, 200, {{"managed", out}});
+    for (const ManagedWorkloadRecord& m : page) out.push_back(managed_json(m));
+    // A full page may have more after it: the next starts after its last name.
+    const json next = page.size() == std::size_t{kPage} ? json(page.back().name) : json(nullptr);
+    send_json(res, 200, {{"managed", out}, {"next_after", next}});
   });
   route("GET", "/v1/recoveries", [this](Request& req, Response& res) {
     check_params(req, {"workload", "limit"});
@@ -583,8 +585,8 @@ void ApiServer::Impl::cancel(Request& req, Response& res) {
   const WorkloadHandle handle = control().handle_for(req.params[0], req.params[1]);
   // A managed workload's incarnation cancelled by a person: the supervisor lets it go.
   std::optional<std::string> managed_name;
-  for (ManagedWorkloadRecord& m : store().list_managed(
-           1000, {kManagedSubmitting, kManagedStarting, kManagedRunning, kManagedRecovering})) {
+  for (ManagedWorkloadRecord& m : list_all_managed(
+           store(), {kManagedSubmitting, kManagedStarting, kManagedRunning, kManagedRecovering})) {
     if (m.incarnation != handle.workload_name || m.cluster != handle.cluster) continue;
     m.state = kManagedCancelled;
     m.updated_at = now();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "falcon/errors.h"
@@ -17,7 +18,9 @@
 #include "falcon/supervisor.h"
 #include "serve/api_server.h"
 #include "serve/http_server.h"
+#include "serve/replica_identity.h"
 #include "serve/serve_log.h"
+#include "xpk/xpk_cli.h"
 
 namespace falcon {
 
@@ -28,6 +31,9 @@ struct Daemon::Impl {
   std::shared_ptr<StateStore> store;
   std::shared_ptr<ControlPlane> control;
   std::shared_ptr<Supervisor> supervisor;
+  // The supervisor's name in its lease, kept across restarts (replica_identity.h).
+  std::optional<serve::ReplicaIdentity> identity;
+  std::string identity_note;  // why it has no kept name, for the log; empty when it has
   std::unique_ptr<ApiServer> server;
   std::string url;
   std::string tokens_file;  // as at start: a reload re-reads this file
@@ -116,6 +122,14 @@ void Daemon::Impl::build() {
   supervisor_options.control = control;
   supervisor_options.store = store;
   supervisor_options.settings = config->supervisor;
+  // Said after the `listening on` line (log_start), which must come first.
+  try {
+    identity.emplace(serve::ReplicaIdentity::acquire(xpk::resolve_state_dir(config->xpk)));
+    supervisor_options.holder = identity->id();
+    if (identity->id().empty()) identity_note = identity->problem();
+  } catch (const std::exception& e) {
+    identity_note = e.what();
+  }
   supervisor_options.on_event = [l](const std::string& level, const std::string& message) {
     l->write(level == "error" ? "error" : level == "warn" ? "warn" : "info", message);
   };
@@ -165,6 +179,12 @@ std::string raise_open_files(const ServeLimits& limits) {
 }
 
 void Daemon::Impl::log_start(const FabricConfig& config, bool tokens) {
+  if (!identity_note.empty()) {
+    log->info(
+        fmt::format("supervisor: a lease name for this run only ({}); after a crash a "
+                    "restarted replica waits for the lease to expire",
+                    identity_note));
+  }
   if (const std::string warning = raise_open_files(config.serve.limits); !warning.empty()) {
     log->warn(warning);
   }

@@ -1318,7 +1318,7 @@ struct Supervisor::Impl {
     }
     std::vector<ManagedWorkloadRecord> all;
     try {
-      all = store().list_managed(1000);
+      all = list_all_managed(store());
     } catch (const std::exception& e) {
       event("warn", fmt::format("supervisor: cannot read the managed workloads: {}", e.what()));
       return true;

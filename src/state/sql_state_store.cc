@@ -1328,16 +1328,16 @@ std::optional<ManagedWorkloadRecord> SqlStateStore::get_managed(const std::strin
 }
 
 std::vector<ManagedWorkloadRecord> SqlStateStore::list_managed(
-    int limit, const std::vector<std::string>& states) {
+    int limit, const std::vector<std::string>& states, const std::string& after) {
   require_limit(limit, kMaxPage, "list_managed");
   return read("list_managed", [&](SqlConnection& c) {
-    std::vector<SqlValue> values{std::int64_t{limit}};
-    std::string where;
-    for (const std::string& state : states) {
-      values.push_back(state);
-      where += fmt::format("{}${}", where.empty() ? " WHERE state IN (" : ", ", values.size());
+    std::vector<SqlValue> values{std::int64_t{limit}, after};
+    std::string where = " WHERE name > $2";
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      values.push_back(states[i]);
+      where += fmt::format("{}${}", i == 0 ? " AND state IN (" : ", ", values.size());
     }
-    if (!where.empty()) where += ")";
+    if (!states.empty()) where += ")";
     std::vector<ManagedWorkloadRecord> out;
     for (const auto& row :
          c.query(fmt::format("SELECT {} FROM managed_workloads{} ORDER BY name LIMIT $1",
@@ -1348,6 +1348,7 @@ std::vector<ManagedWorkloadRecord> SqlStateStore::list_managed(
     return out;
   });
 }
+
 
 // --- Circuit breakers.
 
@@ -1470,3 +1471,22 @@ std::optional<Lease> SqlStateStore::get_lease(const std::string& name) {
 }
 
 }  // namespace falcon::state
+
+namespace falcon {
+
+std::vector<ManagedWorkloadRecord> list_all_managed(StateStore& store,
+                                                    const std::vector<std::string>& states) {
+  constexpr int kPage = 1000;
+  std::vector<ManagedWorkloadRecord> all;
+  std::string after;
+  for (;;) {
+    std::vector<ManagedWorkloadRecord> page = store.list_managed(kPage, states, after);
+    const bool last = page.size() < static_cast<std::size_t>(kPage);
+    if (!page.empty()) after = page.back().name;
+    all.insert(all.end(), std::make_move_iterator(page.begin()),
+               std::make_move_iterator(page.end()));
+    if (last) return all;
+  }
+}
+
+}  // namespace falcon

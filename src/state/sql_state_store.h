@@ -79,8 +79,8 @@ class SqlStateStore final : public StateStore {
   bool update_managed(const ManagedWorkloadRecord& record) override;
   bool delete_managed(const std::string& name) override;
   std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) override;
-  std::vector<ManagedWorkloadRecord> list_managed(int limit,
-                                                  const std::vector<std::string>& states) override;
+  std::vector<ManagedWorkloadRecord> list_managed(int limit, const std::vector<std::string>& states,
+                                                  const std::string& after) override;
 
   std::optional<BreakerState> get_breaker(const std::string& key) override;
   std::vector<BreakerState> list_breakers() override;

@@ -501,7 +501,8 @@ class FailingStore final : public StateStore {
   std::optional<ManagedWorkloadRecord> get_managed(const std::string&) override {
     fail("get_managed");
   }
-  std::vector<ManagedWorkloadRecord> list_managed(int, const std::vector<std::string>&) override {
+  std::vector<ManagedWorkloadRecord> list_managed(int, const std::vector<std::string>&,
+                                                  const std::string&) override {
     fail("list_managed");
   }
   std::optional<BreakerState> get_breaker(const std::string&) override { fail("get_breaker"); }

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "falcon/client.h"
@@ -511,6 +512,27 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
 }
 
 // t_recovered is when the stability window was met, not when a (slow) pass noticed it.
+// Issue 27: a pass reads every managed workload, page by page: the one after the first 1000
+// names is supervised too.
+TEST_F(SupervisorTest, AManagedWorkloadPastTheFirstThousandIsSupervised) {
+  auto sup = make("replica-a");
+  for (int i = 0; i < 1000; ++i) {
+    ManagedWorkloadRecord done;
+    done.name = fmt::format("a-{:04}", i);
+    done.spec = spec(done.name);
+    done.incarnation = done.name;
+    done.cluster = "tpu-a";
+    done.state = kManagedCompleted;
+    done.created_at = clock_->now();
+    done.updated_at = done.created_at;
+    ASSERT_TRUE(store_->create_managed(done));
+  }
+  manage("zz-last");
+  control_->set("tpu-a", "zz-last", "RUNNING");
+  run(*sup, 2);
+  EXPECT_EQ(record("zz-last").state, kManagedRunning);
+}
+
 TEST_F(SupervisorTest, RecoveredIsWhenTheWindowWasMetNotWhenAPassNoticed) {
   auto sup = make("a");
   manage("train");

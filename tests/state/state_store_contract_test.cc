@@ -8,6 +8,7 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
@@ -860,6 +861,27 @@ TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAnd
   EXPECT_THROW(store_->create_managed(bad), std::invalid_argument);
   bad = managed("");
   EXPECT_THROW(store_->create_managed(bad), std::invalid_argument);
+}
+
+// Issue 27: the supervisor reads every managed workload, not the first 1000: pages by name.
+TEST_P(StateStoreContract, ManagedWorkloadsPageByNameAndAllOfThemCanBeRead) {
+  constexpr int kCount = 2003;
+  for (int i = 0; i < kCount; ++i) {
+    ManagedWorkloadRecord m = managed(fmt::format("m-{:04}", i));
+    if (i % 2 == 1) m.state = "recovering";
+    ASSERT_TRUE(store_->create_managed(m));
+  }
+  std::vector<std::string> names;
+  for (const auto& m : store_->list_managed(2, {}, "m-0007")) names.push_back(m.name);
+  EXPECT_THAT(names, ElementsAre("m-0008", "m-0009"));
+  names.clear();
+  for (const auto& m : store_->list_managed(2, {"recovering"}, "m-0007")) names.push_back(m.name);
+  EXPECT_THAT(names, ElementsAre("m-0009", "m-0011"));
+
+  const auto all = list_all_managed(*store_);
+  ASSERT_EQ(all.size(), std::size_t{kCount});
+  for (int i = 0; i < kCount; ++i) ASSERT_EQ(all[i].name, fmt::format("m-{:04}", i));
+  EXPECT_EQ(list_all_managed(*store_, {"recovering"}).size(), std::size_t{kCount / 2});
 }
 
 TEST_P(StateStoreContract, AManagedWorkloadSurvivesReopening) {
