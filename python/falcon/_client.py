@@ -257,6 +257,17 @@ class Client:
         answer = self._call("POST", "/v1/workloads", body={"cluster": cluster, "spec": spec_dict})
         return WorkloadHandle.from_dict(answer["handle"])
 
+    def select_and_submit(self, spec: WorkloadSpec) -> tuple[WorkloadHandle, ClusterSelection]:
+        """The service selects the best cluster for ``spec.accelerator_type`` (from its probe
+        cache) and submits there, recording the submission with that decision. Returns the
+        handle and the decision. Raises NoAvailableClusterError, and as submit_workload."""
+        if not isinstance(spec, WorkloadSpec):
+            raise TypeError(f"spec: expected falcon.WorkloadSpec, got {type(spec).__name__}")
+        spec_dict = {k: v for k, v in spec.to_dict().items() if v is not None}
+        answer = self._call("POST", "/v1/workloads", body={"spec": spec_dict})
+        return (WorkloadHandle.from_dict(answer["handle"]),
+                ClusterSelection.from_dict(answer["selection"]))
+
     def get_workload_status(self, handle: WorkloadHandle) -> WorkloadStatus:
         """Raises UnknownClusterError, WorkloadNotFoundError, XpkCommandError."""
         answer = self._call("GET", _path("workloads", handle.cluster, handle.workload_name))

@@ -164,6 +164,16 @@ class ClusterFabric:
         _check(spec, WorkloadSpec, "spec")
         return _load(WorkloadHandle, self._native.submit_workload(cluster, _dump(spec)))  # type: ignore[no-any-return]
 
+    def select_and_submit(self, spec: WorkloadSpec) -> tuple[WorkloadHandle, ClusterSelection]:
+        """Selects the best cluster for ``spec.accelerator_type`` and submits there, recording the
+        submission with the decision that chose its cluster (what ``falcon job submit`` without
+        ``--cluster`` does). Returns the handle and the decision. Raises NoAvailableClusterError,
+        and as submit_workload."""
+        _check(spec, WorkloadSpec, "spec")
+        placed = json.loads(self._native.select_and_submit(_dump(spec)))
+        return (WorkloadHandle.from_dict(placed["handle"]),
+                ClusterSelection.from_dict(placed["selection"]))
+
     def get_workload_status(self, handle: WorkloadHandle) -> WorkloadStatus:
         """State and times from ``xpk workload list``. ``exit_code``: 0 once COMPLETED; once
         FAILED, the code the failing worker printed (None when it is not in the logs); else

@@ -228,6 +228,13 @@ class PyFabric {
     py::gil_scoped_release release;
     return to_text(fabric_->submit_workload(cluster, spec));
   }
+  // {"handle", "selection"}: ClusterFabric::select_and_submit.
+  std::string select_and_submit(const std::string& spec_json) {
+    auto spec = from_text<WorkloadSpec>(spec_json, "WorkloadSpec");
+    py::gil_scoped_release release;
+    const PlacedWorkload placed = fabric_->select_and_submit(spec);
+    return nlohmann::json{{"handle", placed.handle}, {"selection", placed.selection}}.dump();
+  }
   std::string get_workload_status(const std::string& handle_json) const {
     auto handle = from_text<WorkloadHandle>(handle_json, "WorkloadHandle");
     py::gil_scoped_release release;
@@ -406,6 +413,7 @@ PYBIND11_MODULE(_falcon, m) {
       .def("select_cluster", &PyFabric::select_cluster)
       .def("warm_up", &PyFabric::warm_up)
       .def("submit_workload", &PyFabric::submit_workload)
+      .def("select_and_submit", &PyFabric::select_and_submit)
       .def("get_workload_status", &PyFabric::get_workload_status)
       .def("cancel_workload", &PyFabric::cancel_workload)
       .def("list_workloads", &PyFabric::list_workloads)

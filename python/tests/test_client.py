@@ -61,9 +61,9 @@ def client(serve: Serve) -> falcon.Client:
     return falcon.Client(serve.url)
 
 
-def spec_named(name: str) -> WorkloadSpec:
+def spec_named(name: str, accelerator: str = "tpu-v4-64") -> WorkloadSpec:
     return WorkloadSpec(name=name, docker_image="gcr.io/falcon/bench:1",
-                        command=["python3", "train.py"], accelerator_type="tpu-v4-64")
+                        command=["python3", "train.py"], accelerator_type=accelerator)
 
 
 def test_the_client_gives_what_the_fabric_gives(fleet, fabric, client):
@@ -116,6 +116,15 @@ def test_a_workload_through_the_service_from_submit_to_export(fleet, fabric, cli
     assert client.cancel_workload(handle) is True
     with pytest.raises(falcon.WorkloadNotFoundError):
         client.get_workload_status(handle)
+
+
+def test_select_and_submit_through_the_service_records_the_decision(fleet, client):
+    handle, selection = client.select_and_submit(spec_named("placed-serve"))
+    assert handle.cluster == selection.selected_cluster == "tpu-b"
+    assert selection.selection_id > 0
+    assert client.handle_for("tpu-b", "placed-serve") == handle
+    with pytest.raises(falcon.NoAvailableClusterError):
+        client.select_and_submit(spec_named("nowhere-serve", "tpu-v9-1"))
 
 
 def test_a_follow_through_the_service_ends_with_the_workload(fleet, client):

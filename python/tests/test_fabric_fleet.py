@@ -91,6 +91,16 @@ def test_select_submit_and_poll_status_end_to_end(fleet, fabric):
         fabric.get_workload_status(handle)
 
 
+def test_select_and_submit_places_the_workload_and_returns_the_decision(fleet, fabric):
+    handle, selection = fabric.select_and_submit(spec_named("placed-run"))
+    assert selection.selected_cluster == "tpu-b" == handle.cluster
+    assert selection.selection_id > 0
+    assert handle.workload_name == "placed-run"
+    assert fabric.get_workload_status(handle).state is WorkloadState.RUNNING
+    with pytest.raises(falcon.NoAvailableClusterError):
+        fabric.select_and_submit(spec_named("nowhere", "tpu-v9-1"))
+
+
 def test_cluster_names_resolve_through_the_registry(fleet, fabric):
     handle = fabric.submit_workload("gpu-x", spec_named("gpu-bench", "a100-40gb-8"))
     assert handle.cluster == "gpu-x"
