@@ -308,39 +308,15 @@ LogExportResult export_staged(const StagedExportClients& clients, const RankQuer
   return result;
 }
 
-LogExportResult export_by_copy(const StagedExportClients& clients, const RankQuery& query,
-                               const LogFilter& filter, const std::string& gcs_dest,
-                               const ExportOptions& how, const std::string& reason,
-                               const std::function<void(const ExportProgress&)>& progress) {
-  const GcpSettings& s = clients.settings;
-  (void)parse_export_destination(gcs_dest);  // a bad destination fails before anything starts
-  if (s.log_copy_staging.empty()) {
-    throw precondition(
-        "--via copy needs a Cloud Storage bucket for entries:copy to write to: set "
-        "gcp.log_copy_staging: gs://BUCKET/PREFIX in repos.yaml (docs/log-export.md), or export "
-        "with --via read");
-  }
-  const auto [staging_bucket, staging_prefix] =
-      setting_location(s.log_copy_staging, "log_copy_staging");
-  if (query.filter().size() > kMaxFilterLength) {
-    throw precondition(fmt::format(
-        "the export's filter is {} characters, more than the 20,000 entries:copy accepts: "
-        "shorten --grep",
-        query.filter().size()));
-  }
-  const auto slash = s.log_copy_source.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == s.log_copy_source.size()) {
-    throw precondition(
-        fmt::format("gcp.log_copy_source {:?} is not LOCATION/BUCKET_ID (e.g. global/_Default)",
-                    s.log_copy_source));
-  }
-  const std::string source =
-      fmt::format("projects/{}/locations/{}/buckets/{}", query.project(),
-                  s.log_copy_source.substr(0, slash), s.log_copy_source.substr(slash + 1));
-  const auto note = [&](const std::string& message) {
-    tell(how, {.phase = ExportStatus::Phase::kChosen, .via = ExportVia::kCopy, .message = message});
-  };
-  // Preconditions, each checked before anything is copied.
+namespace {
+
+// The preconditions of a copy, each checked before anything is copied: the source log bucket
+// is not encrypted with a customer-managed key, and the project's Logging service account may
+// create objects in the staging bucket. What cannot be checked (403) is said through `note` and
+// let through: the operation says so if it fails.
+void check_copy_preconditions(const StagedExportClients& clients, const RankQuery& query,
+                              const std::string& source, const std::string& staging_bucket,
+                              const std::function<void(const std::string&)>& note) {
   try {
     const gcp::LogBucketInfo info = clients.admin.get_log_bucket(source);
     if (!info.kms_key_name.empty()) {
@@ -387,9 +363,12 @@ LogExportResult export_by_copy(const StagedExportClients& clients, const RankQue
                     "will say so if it may not",
                     staging_bucket, e.what()));
   }
-  if (cancelled(how)) throw cancelled_error("");
+}
 
-  // A staging prefix of this export's own.
+// `<staging_prefix>falcon-copy/<workload>-<UTC stamp>Z-<random>/`: a prefix no other export
+// writes to.
+std::string staging_run_prefix(const StagedExportClients& clients,
+                               const std::string& staging_prefix, const std::string& workload) {
   std::mt19937_64 rng(static_cast<std::uint64_t>(now_nanos(clients.clock)) ^
                       std::random_device{}());
   const std::string stamp = format_rfc3339_nanos(now_nanos(clients.clock));
@@ -397,8 +376,106 @@ LogExportResult export_by_copy(const StagedExportClients& clients, const RankQue
   for (const char c : stamp.substr(0, 19)) {
     if (c != '-' && c != ':') compact += c;
   }
-  const std::string run_prefix = fmt::format("{}falcon-copy/{}-{}Z-{:04x}/", staging_prefix,
-                                             query.workload(), compact, rng() & 0xffff);
+  return fmt::format("{}falcon-copy/{}-{}Z-{:04x}/", staging_prefix, workload, compact,
+                     rng() & 0xffff);
+}
+
+// The log bucket entries:copy reads (projects/P/locations/L/buckets/B from
+// gcp.log_copy_source), after the filter's length is checked against what entries:copy takes.
+std::string copy_source(const GcpSettings& settings, const RankQuery& query) {
+  if (query.filter().size() > kMaxFilterLength) {
+    throw precondition(fmt::format(
+        "the export's filter is {} characters, more than the 20,000 entries:copy accepts: "
+        "shorten --grep",
+        query.filter().size()));
+  }
+  const auto slash = settings.log_copy_source.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == settings.log_copy_source.size()) {
+    throw precondition(
+        fmt::format("gcp.log_copy_source {:?} is not LOCATION/BUCKET_ID (e.g. global/_Default)",
+                    settings.log_copy_source));
+  }
+  return fmt::format("projects/{}/locations/{}/buckets/{}", query.project(),
+                     settings.log_copy_source.substr(0, slash),
+                     settings.log_copy_source.substr(slash + 1));
+}
+
+// Why a copy operation that ended did not succeed, with the fix when there is one.
+LogRetrievalError copy_failed(const gcp::CopyOperation& op, const std::string& source,
+                              const std::string& staging_bucket) {
+  std::string fix;
+  if (op.state == gcp::CopyState::kCancelled && op.error_code == 7) {
+    fix = fmt::format("; grant the writer identity access with\n  {}",
+                      grant_command(staging_bucket, op.writer_identity));
+  }
+  return LogRetrievalError(
+      fmt::format("copy operation {} of {} ended {}: {}{}", op.name, source,
+                  gcp::to_string(op.state),
+                  op.error_message.empty() ? "no error given" : op.error_message, fix),
+      0, op.state == gcp::CopyState::kCancelled ? "CANCELLED" : "INTERNAL");
+}
+
+// What collection_meta.json says of a copy: the path and why, no Logging reads, the operation.
+json copy_meta(const gcp::CopyOperation& op, const std::string& reason, const std::string& source,
+               const std::string& destination, double copy_seconds, const std::string& staging,
+               bool staging_kept) {
+  return {{"via", {{"path", "copy"}, {"reason", reason}}},
+          {"logging_read_calls", 0},
+          {"entries_copied", op.entries_copied},
+          {"operation",
+           {{"name", op.name},
+            {"state", gcp::to_string(op.state)},
+            {"source", source},
+            {"destination", destination},
+            {"writer_identity", op.writer_identity},
+            {"start_time", op.start_time},
+            {"end_time", op.end_time},
+            {"entries_copied", op.entries_copied},
+            {"waited_s", copy_seconds}}},
+          {"staging", staging},
+          {"staging_kept", staging_kept}};
+}
+
+// Cancels a copy operation and waits up to a minute for it to end, so that it does not go on
+// writing where nobody reads; a failure is said through `note`.
+void cancel_copy(const StagedExportClients& clients, gcp::CopyOperation& op,
+                 const std::function<void(const std::string&)>& note) {
+  try {
+    clients.admin.cancel_operation(op.name);
+    for (int i = 0; i < 120 && !op.done; ++i) {
+      clients.clock.sleep_for(std::chrono::milliseconds(500));
+      op = clients.admin.get_operation(op.name);
+    }
+  } catch (const LogRetrievalError& e) {
+    note(fmt::format("cancelling copy operation {} failed: {}", op.name, e.what()));
+  }
+}
+
+}  // namespace
+
+LogExportResult export_by_copy(const StagedExportClients& clients, const RankQuery& query,
+                               const LogFilter& filter, const std::string& gcs_dest,
+                               const ExportOptions& how, const std::string& reason,
+                               const std::function<void(const ExportProgress&)>& progress) {
+  const GcpSettings& s = clients.settings;
+  (void)parse_export_destination(gcs_dest);  // a bad destination fails before anything starts
+  if (s.log_copy_staging.empty()) {
+    throw precondition(
+        "--via copy needs a Cloud Storage bucket for entries:copy to write to: set "
+        "gcp.log_copy_staging: gs://BUCKET/PREFIX in repos.yaml (docs/log-export.md), or export "
+        "with --via read");
+  }
+  const auto [staging_bucket, staging_prefix] =
+      setting_location(s.log_copy_staging, "log_copy_staging");
+  const std::string source = copy_source(s, query);
+  const auto note = [&](const std::string& message) {
+    tell(how, {.phase = ExportStatus::Phase::kChosen, .via = ExportVia::kCopy, .message = message});
+  };
+  check_copy_preconditions(clients, query, source, staging_bucket, note);
+  if (cancelled(how)) throw cancelled_error("");
+
+  // A staging prefix of this export's own.
+  const std::string run_prefix = staging_run_prefix(clients, staging_prefix, query.workload());
   const std::string destination = fmt::format("storage.googleapis.com/{}/{}", staging_bucket,
                                               run_prefix.substr(0, run_prefix.size() - 1));
   gcp::CopyOperation op = clients.admin.copy_log_entries(
@@ -416,17 +493,7 @@ LogExportResult export_by_copy(const StagedExportClients& clients, const RankQue
   const auto cleanup = [&] {
     if (!how.keep_staging) delete_staging(clients, how, staging_bucket, run_prefix);
   };
-  const auto cancel_and_wait = [&] {
-    try {
-      clients.admin.cancel_operation(op.name);
-      for (int i = 0; i < 120 && !op.done; ++i) {
-        clients.clock.sleep_for(std::chrono::milliseconds(500));
-        op = clients.admin.get_operation(op.name);
-      }
-    } catch (const LogRetrievalError& e) {
-      note(fmt::format("cancelling copy operation {} failed: {}", op.name, e.what()));
-    }
-  };
+  const auto cancel_and_wait = [&] { cancel_copy(clients, op, note); };
   const auto poll = std::chrono::milliseconds(std::int64_t{std::max(1, s.log_copy_poll_s)} * 1000);
   const auto started = clients.clock.steady_now();
   std::optional<std::chrono::steady_clock::time_point> waiting_since;
@@ -479,35 +546,13 @@ LogExportResult export_by_copy(const StagedExportClients& clients, const RankQue
   }
   if (op.state != gcp::CopyState::kSucceeded || op.error_code != 0) {
     cleanup();
-    std::string fix;
-    if (op.state == gcp::CopyState::kCancelled && op.error_code == 7) {
-      fix = fmt::format("; grant the writer identity access with\n  {}",
-                        grant_command(staging_bucket, op.writer_identity));
-    }
-    throw LogRetrievalError(
-        fmt::format("copy operation {} of {} ended {}: {}{}", op.name, source,
-                    gcp::to_string(op.state),
-                    op.error_message.empty() ? "no error given" : op.error_message, fix),
-        0, op.state == gcp::CopyState::kCancelled ? "CANCELLED" : "INTERNAL");
+    throw copy_failed(op, source, staging_bucket);
   }
   const double copy_seconds =
       std::chrono::duration<double>(clients.clock.steady_now() - started).count();
 
-  json path = {{"via", {{"path", "copy"}, {"reason", reason}}},
-               {"logging_read_calls", 0},
-               {"entries_copied", op.entries_copied},
-               {"operation",
-                {{"name", op.name},
-                 {"state", gcp::to_string(op.state)},
-                 {"source", source},
-                 {"destination", destination},
-                 {"writer_identity", op.writer_identity},
-                 {"start_time", op.start_time},
-                 {"end_time", op.end_time},
-                 {"entries_copied", op.entries_copied},
-                 {"waited_s", copy_seconds}}},
-               {"staging", gcp::format_gcs_uri(staging_bucket, run_prefix)},
-               {"staging_kept", how.keep_staging}};
+  const json path = copy_meta(op, reason, source, destination, copy_seconds,
+                              gcp::format_gcs_uri(staging_bucket, run_prefix), how.keep_staging);
   LogExportResult result;
   try {
     std::vector<gcp::ObjectMetadata> objects =

@@ -33,6 +33,59 @@ std::string one_line(std::string text) {
   return text;
 }
 
+// The decision over the candidates' probes and signals: the policy's winner, or
+// NoAvailableClusterError with every candidate's reason and score. `gated[i]`: why candidate i
+// was skipped unprobed (an open breaker).
+ClusterSelection decide(const std::string& accelerator_type,
+                        const std::vector<std::pair<ClusterConfig, int>>& candidates,
+                        std::vector<ClusterProbeResult> results,
+                        const std::vector<ClusterSignals>& signals,
+                        const std::vector<std::optional<std::string>>& gated,
+                        const SelectionSettings& settings, const Clock& clock) {
+  std::vector<CandidateInput> inputs;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const auto& [cluster, priority] = candidates[i];
+    CandidateInput input{.cluster = cluster.name,
+                         .priority = priority,
+                         .max_queue_depth = cluster.max_queue_depth,
+                         .skip_reason = "",
+                         .signals = signals[i]};
+    if (gated[i]) {
+      input.skip_reason = one_line(*gated[i]);
+    } else if (auto why = skip_reason(cluster, results[i])) {
+      input.skip_reason = one_line(*why);
+    }
+    inputs.push_back(std::move(input));
+  }
+  const SelectionPolicy policy = settings.policy_for(accelerator_type);
+  RankedCandidates ranked = rank_candidates(policy, settings, inputs);
+
+  if (!ranked.winner) {
+    std::string message =
+        fmt::format("no available cluster for {} ({} candidate{}):", accelerator_type,
+                    candidates.size(), candidates.size() == 1 ? "" : "s");
+    // Every reason, the policy's capacity rule's included.
+    for (const CandidateScore& c : ranked.scores) {
+      if (!c.skip_reason.empty()) message += fmt::format("\n  {}: {}", c.cluster, c.skip_reason);
+    }
+    NoAvailableClusterError error(std::move(message), accelerator_type, std::move(results));
+    error.set_scores(to_string(policy), std::move(ranked.scores));
+    throw error;
+  }
+
+  ClusterSelection selection;
+  const ClusterConfig& chosen = candidates[*ranked.winner].first;
+  selection.selected_cluster = chosen.name;
+  selection.accelerator = accelerator_type;
+  for (const auto& [cluster, priority] : candidates) selection.candidates.push_back(cluster.name);
+  selection.reason = std::move(ranked.summary);
+  selection.probe_results = std::move(results);
+  selection.decided_at = format_iso8601(clock.now());
+  selection.policy = to_string(policy);
+  selection.scores = std::move(ranked.scores);
+  return selection;
+}
+
 }  // namespace
 
 ClusterSelector::ClusterSelector(const ClusterRegistry& registry, const ClusterProber& prober,
@@ -135,48 +188,8 @@ ClusterSelection ClusterSelector::select_among(
     compute(i, probe_ms);
   });
 
-  std::vector<CandidateInput> inputs;
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const auto& [cluster, priority] = candidates[i];
-    CandidateInput input{.cluster = cluster.name,
-                         .priority = priority,
-                         .max_queue_depth = cluster.max_queue_depth,
-                         .skip_reason = "",
-                         .signals = signals[i]};
-    if (gated[i]) {
-      input.skip_reason = one_line(*gated[i]);
-    } else if (auto why = skip_reason(cluster, results[i])) {
-      input.skip_reason = one_line(*why);
-    }
-    inputs.push_back(std::move(input));
-  }
-  const SelectionPolicy policy = settings_.policy_for(accelerator_type);
-  RankedCandidates ranked = rank_candidates(policy, settings_, inputs);
-
-  if (!ranked.winner) {
-    std::string message =
-        fmt::format("no available cluster for {} ({} candidate{}):", accelerator_type,
-                    candidates.size(), candidates.size() == 1 ? "" : "s");
-    // Every reason, the policy's capacity rule's included.
-    for (const CandidateScore& c : ranked.scores) {
-      if (!c.skip_reason.empty()) message += fmt::format("\n  {}: {}", c.cluster, c.skip_reason);
-    }
-    NoAvailableClusterError error(std::move(message), accelerator_type, std::move(results));
-    error.set_scores(to_string(policy), std::move(ranked.scores));
-    throw error;
-  }
-
-  ClusterSelection selection;
-  const ClusterConfig& chosen = candidates[*ranked.winner].first;
-  selection.selected_cluster = chosen.name;
-  selection.accelerator = accelerator_type;
-  for (const auto& [cluster, priority] : candidates) selection.candidates.push_back(cluster.name);
-  selection.reason = std::move(ranked.summary);
-  selection.probe_results = std::move(results);
-  selection.decided_at = format_iso8601(clock_->now());
-  selection.policy = to_string(policy);
-  selection.scores = std::move(ranked.scores);
-  return selection;
+  return decide(accelerator_type, candidates, std::move(results), signals, gated, settings_,
+                *clock_);
 }
 
 }  // namespace falcon

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <functional>
 #include <map>
 #include <stdexcept>
 
@@ -171,22 +172,29 @@ bool XpkWorkloadManager::namespace_flag_supported(const std::string& cluster_nam
   }
 }
 
-WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const WorkloadSpec& spec,
-                                          std::int64_t selection_id) {
-  const XpkSettings& settings = xpk_->settings();
-  // Submit's own checks: the caller's input is at fault (InvalidWorkloadSpecError).
-  auto invalid = [&](const std::string& why) {
-    return InvalidWorkloadSpecError(fmt::format("cannot submit workload '{}' to cluster '{}': {}",
-                                                spec.name, cluster.name, why),
-                                    cluster.name, spec.name);
-  };
-  // Failures around xpk before it printed anything (the state directory, a missing binary).
-  auto refuse = [&](const std::string& why) {
-    return WorkloadSubmitError(fmt::format("cannot submit workload '{}' to cluster '{}': {}",
-                                           spec.name, cluster.name, why),
-                               cluster.name, spec.name, std::nullopt, "");
-  };
+namespace {
 
+// Submit's own checks: the caller's input is at fault, nothing has run.
+InvalidWorkloadSpecError invalid_spec(const ClusterConfig& cluster, const WorkloadSpec& spec,
+                                      const std::string& why) {
+  return InvalidWorkloadSpecError(
+      fmt::format("cannot submit workload '{}' to cluster '{}': {}", spec.name, cluster.name, why),
+      cluster.name, spec.name);
+}
+
+// A failure around xpk before it printed anything (the state directory, a missing binary, the
+// store refusing the intent).
+WorkloadSubmitError refused(const ClusterConfig& cluster, const WorkloadSpec& spec,
+                            const std::string& why) {
+  return WorkloadSubmitError(
+      fmt::format("cannot submit workload '{}' to cluster '{}': {}", spec.name, cluster.name, why),
+      cluster.name, spec.name, std::nullopt, "");
+}
+
+// Checks the spec against its rules and the cluster's slots (InvalidWorkloadSpecError) and
+// returns the slot it runs on.
+const AcceleratorSlot& checked_slot(const ClusterConfig& cluster, const WorkloadSpec& spec) {
+  const auto invalid = [&](const std::string& why) { return invalid_spec(cluster, spec, why); };
   if (auto problem = workload_name_problem(spec.name)) throw invalid(*problem);
   if (std::find(kPriorities.begin(), kPriorities.end(), spec.priority) == kPriorities.end()) {
     throw invalid(fmt::format("priority {} is not one of {}", quote_value(spec.priority),
@@ -212,67 +220,76 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
         "the cluster does not offer accelerator '{}' (it offers: {})", spec.accelerator_type,
         offered.empty() ? "nothing" : fmt::format("{}", fmt::join(offered, ", "))));
   }
-  const std::string type_flag =
-      slot->device_class == DeviceClass::kTpu ? "--tpu-type=" : "--device-type=";
-  const std::string command_line = xpk::shell_join(spec.command);
   // TPU templates paste the command into a block scalar only; GPU and CPU ones also into a
   // double-quoted env value.
-  if (auto problem =
-          workload::command_problem(command_line, slot->device_class != DeviceClass::kTpu)) {
+  if (auto problem = workload::command_problem(xpk::shell_join(spec.command),
+                                               slot->device_class != DeviceClass::kTpu)) {
     throw invalid(*problem);
   }
+  return *slot;
+}
 
-  std::string ns = spec.namespace_.value_or(cluster.default_namespace);
-  if (ns.empty()) ns = kDefaultNamespace;
-  bool pass_namespace = false;
-  if (settings.namespace_flag == NamespaceFlag::kSupported) {
-    pass_namespace = true;
-  } else if (settings.namespace_flag == NamespaceFlag::kUnsupported || ns == kDefaultNamespace) {
-    pass_namespace = false;
-  } else {
-    pass_namespace = namespace_flag_supported(cluster.name, spec.name);
-  }
-  if (!pass_namespace && ns != kDefaultNamespace) {
-    throw invalid(fmt::format(
-        "namespace '{}' was requested ({}), but this xpk ('{}') has no --namespace flag and "
-        "would run the workload in 'default'. Use the namespace 'default' (set the cluster's "
-        "default_namespace or the spec's namespace), or, if your xpk does support --namespace, "
-        "set xpk.namespace_flag: supported in repos.yaml",
-        ns, spec.namespace_ ? "by the workload spec" : "as the cluster's default_namespace",
-        settings.binary));
-  }
-
+// The flags of `xpk workload create` for a checked spec.
+std::vector<std::string> create_flags(const WorkloadSpec& spec, const AcceleratorSlot& slot,
+                                      const std::optional<std::string>& namespace_flag) {
+  const std::string type_flag =
+      slot.device_class == DeviceClass::kTpu ? "--tpu-type=" : "--device-type=";
   std::vector<std::string> flags = {
       "--workload=" + spec.name,
       "--docker-image=" + spec.docker_image,
-      "--command=" + command_line,
-      type_flag + canonical_accelerator_type(slot->type).value_or(slot->type),
+      "--command=" + xpk::shell_join(spec.command),
+      type_flag + canonical_accelerator_type(slot.type).value_or(slot.type),
       "--priority=" + spec.priority,
   };
-  if (pass_namespace) flags.push_back("--namespace=" + ns);
+  if (namespace_flag) flags.push_back("--namespace=" + *namespace_flag);
   for (const auto& [key, value] : spec.env) flags.push_back("--env=" + key + "=" + value);
+  return flags;
+}
 
-  const std::string submitted_at = format_iso8601(clock_->now());
-  const SubmissionRecord record{.cluster = cluster.name,
-                                .workload = spec.name,
-                                .namespace_ = ns,
-                                .accelerator_type = slot->type,  // one spelling in the record
-                                .device_class = to_string(slot->device_class),
-                                .submitted_at = submitted_at,
-                                .cluster_id = cluster.cluster_id,
-                                .project = cluster.project,
-                                .zone = cluster.zone,
-                                .docker_image = spec.docker_image,
-                                .priority = spec.priority,
-                                .spec = spec,
-                                .selection_id = selection_id};
+// The namespace the workload runs in, and whether --namespace is passed (`xpk_has_flag` asks
+// xpk's --help, for xpk.namespace_flag auto). Throws InvalidWorkloadSpecError for a namespace
+// other than default that this xpk cannot take.
+std::string namespace_for(const ClusterConfig& cluster, const WorkloadSpec& spec,
+                          const XpkSettings& settings, const std::function<bool()>& xpk_has_flag,
+                          bool* pass_flag) {
+  std::string ns = spec.namespace_.value_or(cluster.default_namespace);
+  if (ns.empty()) ns = kDefaultNamespace;
+  bool pass = false;
+  if (settings.namespace_flag == NamespaceFlag::kSupported) {
+    pass = true;
+  } else if (settings.namespace_flag == NamespaceFlag::kUnsupported || ns == kDefaultNamespace) {
+    pass = false;
+  } else {
+    pass = xpk_has_flag();
+  }
+  if (!pass && ns != kDefaultNamespace) {
+    throw invalid_spec(
+        cluster, spec,
+        fmt::format(
+            "namespace '{}' was requested ({}), but this xpk ('{}') has no --namespace flag and "
+            "would run the workload in 'default'. Use the namespace 'default' (set the "
+            "cluster's default_namespace or the spec's namespace), or, if your xpk does support "
+            "--namespace, set xpk.namespace_flag: supported in repos.yaml",
+            ns, spec.namespace_ ? "by the workload spec" : "as the cluster's default_namespace",
+            settings.binary));
+  }
+  *pass_flag = pass;
+  return ns;
+}
+
+// Runs `xpk workload create` with the submission's intent recorded first (intent before
+// effect): a store that cannot take it fails the submit with nothing created. Throws the
+// create's outcome as submit documents it (workload_manager.h).
+void create_recorded(const xpk::XpkCli& xpk, SubmissionStore& submissions,
+                     const ClusterConfig& cluster, const WorkloadSpec& spec,
+                     const std::vector<std::string>& flags, const SubmissionRecord& record) {
   // Intent before effect: recorded before xpk runs, so that no workload exists that the store
   // does not know of. A store that cannot take it fails the submit here, with nothing created.
   // A record of the name that exists already (an earlier workload of that name) is left alone
   // until the create has succeeded.
   bool intended = false;
   try {
-    intended = submissions_->intend(record);
+    intended = submissions.intend(record);
   } catch (const StateStoreError& e) {
     throw StateStoreError(
         e.backend(), e.location(),
@@ -281,23 +298,25 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
                     spec.name, cluster.name),
         e.db_message());
   } catch (const std::exception& e) {
-    throw refuse(fmt::format(
-        "the submission could not be recorded before creating it (nothing was created): {}",
-        e.what()));
+    throw refused(
+        cluster, spec,
+        fmt::format(
+            "the submission could not be recorded before creating it (nothing was created): {}",
+            e.what()));
   }
   // A create that made nothing takes its intent back; one that may have made the workload keeps
   // it (a later status by name tells which).
   const auto made_nothing = [&] {
-    if (intended) submissions_->forget(record);
+    if (intended) submissions.forget(record);
   };
 
   CommandResult r;
   try {
-    r = xpk_->run_workload(cluster, "create", flags, spec.extra_args,
-                           std::chrono::seconds(settings.command_timeout_s));
+    r = xpk.run_workload(cluster, "create", flags, spec.extra_args,
+                         std::chrono::seconds(xpk.settings().command_timeout_s));
   } catch (const std::exception& e) {
     made_nothing();  // xpk did not run (a missing binary, an unusable state directory)
-    throw refuse(e.what());
+    throw refused(cluster, spec, e.what());
   }
   if (!r.ok()) {
     if (auto line = duplicate_name_line(r, spec.name)) {
@@ -326,16 +345,43 @@ WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const Wo
 
   if (!intended) {
     try {
-      submissions_->record(record);  // replaces the earlier workload's record of the name
+      submissions.record(record);  // replaces the earlier workload's record of the name
     } catch (const std::exception&) {
       // The workload exists and the store knows its name; failing now would invite a
       // duplicate submit. See the header.
     }
   }
+}
+
+}  // namespace
+
+WorkloadHandle XpkWorkloadManager::submit(const ClusterConfig& cluster, const WorkloadSpec& spec,
+                                          std::int64_t selection_id) {
+  const AcceleratorSlot& slot = checked_slot(cluster, spec);
+  bool pass_namespace = false;
+  const std::string ns = namespace_for(
+      cluster, spec, xpk_->settings(),
+      [&] { return namespace_flag_supported(cluster.name, spec.name); }, &pass_namespace);
+  const std::vector<std::string> flags =
+      create_flags(spec, slot, pass_namespace ? std::optional(ns) : std::nullopt);
+  const SubmissionRecord record{.cluster = cluster.name,
+                                .workload = spec.name,
+                                .namespace_ = ns,
+                                .accelerator_type = slot.type,  // one spelling in the record
+                                .device_class = to_string(slot.device_class),
+                                .submitted_at = format_iso8601(clock_->now()),
+                                .cluster_id = cluster.cluster_id,
+                                .project = cluster.project,
+                                .zone = cluster.zone,
+                                .docker_image = spec.docker_image,
+                                .priority = spec.priority,
+                                .spec = spec,
+                                .selection_id = selection_id};
+  create_recorded(*xpk_, *submissions_, cluster, spec, flags, record);
   return WorkloadHandle{.workload_name = spec.name,
                         .cluster = cluster.name,
                         .namespace_ = ns,
-                        .submitted_at = submitted_at};
+                        .submitted_at = record.submitted_at};
 }
 
 std::vector<xpk::ListedWorkload> XpkWorkloadManager::read_workloads(
