@@ -92,8 +92,8 @@ json parse_body(const Request& req, const std::set<std::string>& allowed,
   if (!body.is_object()) throw bad_request("the request body must be a JSON object");
   for (const auto& [key, value] : body.items()) {
     if (!allowed.contains(key)) {
-      throw bad_request(fmt::format("unknown field '{}' in the request body (known: {})",
-                                    escape_for_log(key, 64), fmt::join(allowed, ", ")));
+      throw bad_request(fmt::format("unknown field {} in the request body (known: {})",
+                                    quote_value(key, 64), fmt::join(allowed, ", ")));
     }
   }
   return body;
@@ -134,10 +134,10 @@ void check_params(const Request& req, const std::set<std::string>& allowed) {
   for (const auto& [key, value] : req.query) {
     if (!allowed.contains(key)) {
       throw bad_request(allowed.empty()
-                            ? fmt::format("unknown query parameter '{}' (this route takes none)",
-                                          escape_for_log(key, 64))
-                            : fmt::format("unknown query parameter '{}' (known: {})",
-                                          escape_for_log(key, 64), fmt::join(allowed, ", ")));
+                            ? fmt::format("unknown query parameter {} (this route takes none)",
+                                          quote_value(key, 64))
+                            : fmt::format("unknown query parameter {} (known: {})",
+                                          quote_value(key, 64), fmt::join(allowed, ", ")));
     }
     if (!seen.insert(key).second) {
       throw bad_request(fmt::format("query parameter {} given twice", key));
@@ -158,8 +158,8 @@ std::optional<std::int64_t> int_param(const Request& req, const std::string& nam
                       text->find_first_not_of("0123456789") == std::string::npos;
   if (digits) value = std::stoll(*text);
   if (!digits || value < min || value > max) {
-    throw bad_request(fmt::format("query parameter {}: must be an integer {}..{}, got '{}'", name,
-                                  min, max, escape_for_log(*text, 40)));
+    throw bad_request(fmt::format("query parameter {}: must be an integer {}..{}, got {}", name,
+                                  min, max, quote_value(*text, 40)));
   }
   return value;
 }
@@ -169,8 +169,8 @@ bool bool_param(const Request& req, const std::string& name) {
   if (!text) return false;
   if (*text == "true" || *text == "1" || text->empty()) return true;
   if (*text == "false" || *text == "0") return false;
-  throw bad_request(fmt::format("query parameter {}: must be true or false, got '{}'", name,
-                                escape_for_log(*text, 40)));
+  throw bad_request(fmt::format("query parameter {}: must be true or false, got {}", name,
+                                quote_value(*text, 40)));
 }
 
 StoreTime time_param(const std::string& name, const std::string& text, StoreTime now) {
@@ -187,7 +187,7 @@ StoreTime time_param(const std::string& name, const std::string& text, StoreTime
 std::int64_t id_from_path(const std::string& text, const std::string& what) {
   if (text.empty() || text.size() > 18 ||
       text.find_first_not_of("0123456789") != std::string::npos) {
-    throw HttpError(404, "NotFound", fmt::format("no {} '{}'", what, escape_for_log(text, 40)));
+    throw HttpError(404, "NotFound", fmt::format("no {} {}", what, quote_value(text, 40)));
   }
   return std::stoll(text);
 }

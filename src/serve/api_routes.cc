@@ -11,6 +11,7 @@
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
 #include "falcon/supervisor.h"
+#include "falcon/values.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
 #include "serve/dashboard_files.h"
@@ -64,8 +65,8 @@ ManageOptions parse_managed(const json& obj, const SupervisorSettings& defaults)
   if (!obj.is_object()) throw bad_request("managed: must be a JSON object");
   for (const auto& [key, value] : obj.items()) {
     if (!kFields.contains(key)) {
-      throw bad_request(fmt::format("unknown field 'managed.{}' (known: {})",
-                                    serve::escape_for_log(key, 64), fmt::join(kFields, ", ")));
+      throw bad_request(fmt::format("unknown field 'managed.{}' (known: {})", printable(key, 64),
+                                    fmt::join(kFields, ", ")));
     }
   }
   ManageOptions o;
@@ -99,8 +100,8 @@ WorkloadSpec parse_spec(const json& obj) {
   if (!obj.is_object()) throw bad_request("spec: must be a JSON object");
   for (const auto& [key, value] : obj.items()) {
     if (!kFields.contains(key)) {
-      throw bad_request(fmt::format("unknown field 'spec.{}' (known: {})",
-                                    serve::escape_for_log(key, 64), fmt::join(kFields, ", ")));
+      throw bad_request(fmt::format("unknown field 'spec.{}' (known: {})", printable(key, 64),
+                                    fmt::join(kFields, ", ")));
     }
   }
   WorkloadSpec spec;
@@ -113,8 +114,7 @@ WorkloadSpec parse_spec(const json& obj) {
     if (!it->is_object()) throw bad_request("spec.env: must be an object of strings");
     for (const auto& [k, v] : it->items()) {
       if (!v.is_string()) {
-        throw bad_request(
-            fmt::format("spec.env.{}: must be a string", serve::escape_for_log(k, 64)));
+        throw bad_request(fmt::format("spec.env.{}: must be a string", printable(k, 64)));
       }
       spec.env[k] = v.get<std::string>();
     }
@@ -433,8 +433,8 @@ void ApiServer::Impl::add_workload_routes() {
     const auto state = param(req, "state");
     if (state && !is_valid_state(*state)) {
       throw bad_request(fmt::format(
-          "query parameter state: '{}' is not one of QUEUED, RUNNING, COMPLETED, FAILED, UNKNOWN",
-          serve::escape_for_log(*state, 40)));
+          "query parameter state: {} is not one of QUEUED, RUNNING, COMPLETED, FAILED, UNKNOWN",
+          quote_value(*state, 40)));
     }
     if (serve::bool_param(req, "live")) {
       for (const char* p : {"name", "from", "before", "limit", "cursor", "total"}) {
@@ -602,8 +602,7 @@ void ApiServer::Impl::cancel(Request& req, Response& res) {
 void ApiServer::Impl::send_asset(const Request& req, Response& res, const std::string& path) const {
   const serve::DashboardFile* file = serve::find_dashboard_file(path);
   if (file == nullptr) {
-    throw HttpError(404, "NotFound",
-                    fmt::format("no dashboard file '{}'", serve::escape_for_log(path, 80)));
+    throw HttpError(404, "NotFound", fmt::format("no dashboard file {}", quote_value(path, 80)));
   }
   // Revalidated on every load (no-cache) and answered 304 while the ETag (a digest of the
   // bytes) matches: a new binary's files are picked up at once, an unchanged one costs no body.
@@ -648,8 +647,8 @@ void ApiServer::Impl::logs(Request& req, Response& res) {
       param(req, "format")
           .value_or(accept.find("text/event-stream") != std::string::npos ? "sse" : "text");
   if (format != "text" && format != "sse") {
-    throw bad_request(fmt::format("query parameter format: must be text or sse, got '{}'",
-                                  serve::escape_for_log(format, 40)));
+    throw bad_request(fmt::format("query parameter format: must be text or sse, got {}",
+                                  quote_value(format, 40)));
   }
   if (follow && filter.tail_lines) throw bad_request("query parameter tail: not with follow=true");
   auto slot = stream_shares->try_acquire(req.principal);
@@ -825,8 +824,8 @@ ExportBody parse_export_request(const Request& req, const ServeLimits& limits, S
   if (const auto via = string_field(body, "via", "", false)) {
     const auto parsed = parse_export_via(*via);
     if (!parsed) {
-      throw bad_request(fmt::format("via: '{}' is not one of auto, read, copy, sink",
-                                    serve::escape_for_log(*via, 40)));
+      throw bad_request(
+          fmt::format("via: {} is not one of auto, read, copy, sink", quote_value(*via, 40)));
     }
     out.via = *parsed;
   }

@@ -19,6 +19,7 @@
 #include "falcon/errors.h"
 #include "falcon/exit_codes.h"
 #include "falcon/supervisor.h"
+#include "falcon/values.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
 
@@ -296,15 +297,13 @@ void ApiServer::Impl::route(const std::string& method, const std::string& path,
 std::optional<Refusal> ApiServer::Impl::on_head(Request& req) {
   const auto match = router.match(req.method, req.segments, req.params);
   if (match.kind == serve::Router::Match::kNoRoute) {
-    return Refusal{
-        404, fmt::format("no route {} {}", method_label(req), serve::escape_for_log(req.path)),
-        "RouteNotFound"};
+    return Refusal{404, fmt::format("no route {} {}", method_label(req), printable(req.path, 200)),
+                   "RouteNotFound"};
   }
   if (match.kind == serve::Router::Match::kWrongMethod) {
-    Refusal r{
-        405,
-        fmt::format("{} takes {}", serve::escape_for_log(req.path), fmt::join(match.allowed, ", ")),
-        "MethodNotAllowed"};
+    Refusal r{405,
+              fmt::format("{} takes {}", printable(req.path, 200), fmt::join(match.allowed, ", ")),
+              "MethodNotAllowed"};
     r.headers.set("Allow", fmt::format("{}", fmt::join(match.allowed, ", ")));
     return r;
   }
@@ -330,8 +329,8 @@ std::optional<Refusal> ApiServer::Impl::check_host(const Request& req) const {
   if (!has_port) h += http->tls() ? ":443" : ":80";
   if (allowed_hosts.contains(h)) return std::nullopt;
   return Refusal{421,
-                 fmt::format("this server does not answer for Host '{}' (serve.allowed_hosts)",
-                             serve::escape_for_log(*host, 100)),
+                 fmt::format("this server does not answer for Host {} (serve.allowed_hosts)",
+                             quote_value(*host, 100)),
                  "MisdirectedRequest"};
 }
 
@@ -359,9 +358,9 @@ std::optional<Refusal> ApiServer::Impl::check_browser_safety(const Request& req)
                                       lower(req.header("Host").value_or("")));
   if (o == own) return std::nullopt;
   return Refusal{403,
-                 fmt::format("requests from origin '{}' may not change anything here "
+                 fmt::format("requests from origin {} may not change anything here "
                              "(serve.allowed_origins)",
-                             serve::escape_for_log(*origin, 100)),
+                             quote_value(*origin, 100)),
                  "ForbiddenOrigin"};
 }
 
@@ -456,8 +455,7 @@ void ApiServer::Impl::finished(const Request& req, int status, double seconds,
     if (req.route >= 0) latency[route].observe(seconds);
   }
   if (options.on_request) {
-    options.on_request(
-        {method, route, serve::escape_for_log(req.path, 400), status, seconds, error});
+    options.on_request({method, route, printable(req.path, 400), status, seconds, error});
   }
 }
 

@@ -220,7 +220,7 @@ class ApiServerError : public std::runtime_error {
 std::pair<std::string, int> split_listen_address(const std::string& listen);
 
 // One finished HTTP request, for the access log (never headers: they may carry a token). The
-// path is escaped (escape_for_log): no byte of it can end or forge a log line.
+// path is escaped (values.h printable): no byte of it can end or forge a log line.
 struct RequestLogEntry {
   std::string method;
   std::string route;  // the route template: "/v1/workloads/{cluster}/{name}"

@@ -157,22 +157,4 @@ std::optional<Refusal> decode_target(std::string_view target, Request& out) {
   return std::nullopt;
 }
 
-std::string escape_for_log(std::string_view text, std::size_t max) {
-  std::string out;
-  const std::size_t n = std::min(text.size(), max);
-  out.reserve(n + 8);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto u = static_cast<unsigned char>(text[i]);
-    if (u == '\\') {
-      out += "\\\\";
-    } else if (u < 0x20 || u >= 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += static_cast<char>(u);
-    }
-  }
-  if (text.size() > max) out += "...";
-  return out;
-}
-
 }  // namespace falcon::serve

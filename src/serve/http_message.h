@@ -119,9 +119,4 @@ bool is_known_method(std::string_view method);
 // holds one, and a decoded "/" would let one segment pass for two).
 std::optional<Refusal> decode_target(std::string_view target, Request& out);
 
-// Up to `max` bytes of `text` with every byte outside printable ASCII written as \xHH (and "\"
-// as "\\"), "..." appended when cut: a value from the network, safe to put in a log line or an
-// error message.
-std::string escape_for_log(std::string_view text, std::size_t max = 200);
-
 }  // namespace falcon::serve

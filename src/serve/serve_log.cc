@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 
+#include "falcon/values.h"
 #include "serve/http_message.h"
 #include "util/time_format.h"
 
@@ -23,7 +24,7 @@ std::string dump(const nlohmann::json& j) {
 
 // A value on a human line: strings escaped (no control character reaches the terminal).
 std::string human(const nlohmann::json& v) {
-  return v.is_string() ? escape_for_log(v.get<std::string>(), 2000) : dump(v);
+  return v.is_string() ? printable(v.get<std::string>(), 2000) : dump(v);
 }
 
 }  // namespace
@@ -49,7 +50,7 @@ std::string ServeLog::format_line(const char* level, const std::string& message,
                                   const nlohmann::json& fields) const {
   const std::string time = format_iso8601(std::chrono::system_clock::now());
   if (tty_) {
-    std::string line = fmt::format("{} {:<5} {}", time, level, escape_for_log(message, 4000));
+    std::string line = fmt::format("{} {:<5} {}", time, level, printable(message, 4000));
     if (fields.is_object()) {
       for (const auto& [k, v] : fields.items()) line += fmt::format(" {}={}", k, human(v));
     }

@@ -30,7 +30,7 @@ AcceleratorCapacity flavor(const std::string& name, const std::string& device_ty
 
 ClusterProbeResult probe_with(std::vector<AcceleratorCapacity> capacity) {
   ClusterProbeResult p;
-  p.cluster = "c";
+  p.cluster = std::string("c");  // not a literal: GCC 12 -O2's false -Wrestrict
   p.reachable = true;
   p.queue_depth = 0;
   p.running_count = 0;

@@ -36,7 +36,7 @@ using testing::TempDir;
 ClusterConfig cluster(const std::string& name) {
   ClusterConfig c;
   c.name = name;
-  c.project = "p";
+  c.project = std::string("p");  // not a literal: GCC 12 -O2's false -Wrestrict
   c.zone = "us-central2-b";
   c.location = c.zone;
   c.cluster_id = name;

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "falcon/values.h"
 #include "serve/router.h"
 #include "support/raw_http_client.h"
 #include "support/temp_dir.h"
@@ -583,9 +584,11 @@ TEST(DecodeTarget, SplitsSegmentsAndQueryAndRefusesWhatNoNameHolds) {
   EXPECT_EQ(decode_target("a", r)->status, 400);
 }
 
-TEST(EscapeForLog, NoByteOfAValueCanEndOrForgeALine) {
-  EXPECT_EQ(escape_for_log("a\nb\r\x1b[2J\\"), "a\\x0ab\\x0d\\x1b[2J\\\\");
-  EXPECT_EQ(escape_for_log(std::string(300, 'a'), 10), "aaaaaaaaaa...");
+// What the server echoes of a value from the network (values.h printable, quote_value): no byte
+// of it can end or forge a log line, and it is bounded.
+TEST(EchoedValues, NoByteOfAValueCanEndOrForgeALine) {
+  EXPECT_EQ(printable("a\nb\r\x1b[2J", 200), "a\\nb\\r\\x1b[2J");
+  EXPECT_EQ(printable(std::string(300, 'a'), 10), "aaaaaaaaaa... (300 bytes)");
 }
 
 TEST(Router, MatchesSegmentsWithoutRegexAndTellsWrongMethods) {

@@ -850,8 +850,8 @@ TEST_F(SupervisorTest, FencedCopiesAreCancelledFirstWhenTheirClusterAnswersAgain
 // the placements decided before it and not submitted yet.
 TEST_F(SupervisorTest, TheReplacementsOfAKilledClusterAreSubmittedTogetherAndSpread) {
   auto sup = make("a", fast_settings(), 4);
-  for (int i = 0; i < 6; ++i) manage("w" + std::to_string(i));
-  for (int i = 0; i < 6; ++i) control_->set("tpu-a", "w" + std::to_string(i), "RUNNING");
+  for (int i = 0; i < 6; ++i) manage(fmt::format("w{}", i));
+  for (int i = 0; i < 6; ++i) control_->set("tpu-a", fmt::format("w{}", i), "RUNNING");
   run(*sup, 1);
   control_->by_queue = true;  // the fewest QUEUED first, as the priority policy ranks
   control_->hold_submits = 4;
@@ -875,7 +875,7 @@ TEST_F(SupervisorTest, TheReplacementsOfAKilledClusterAreSubmittedTogetherAndSpr
   EXPECT_LE(on["tpu-c"], 4);
   control_->reach("tpu-a", true);  // the fenced old ones are cancelled
   run(*sup, 1);
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(control_->live_copies("w" + std::to_string(i)), 1) << i;
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(control_->live_copies(fmt::format("w{}", i)), 1) << i;
 }
 
 // A replacement that waited unadmitted on a cluster teaches the supervisor that cluster's room
