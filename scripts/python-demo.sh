@@ -31,7 +31,8 @@ cleanup() {
 trap cleanup EXIT
 
 "$bin/falcon-fleet" --fleet "$root/examples/local-fleet.yaml" --port 0 \
-  --ready-file "$work/ready.json" --token-file "$work/token" >"$work/fleet.log" 2>&1 &
+  --repos-file "$root/examples/local-repos.yaml" --ready-file "$work/ready.json" \
+  --env-file "$work/fleet.env" --token-file "$work/token" >"$work/fleet.log" 2>&1 &
 fleet_pid=$!
 for _ in $(seq 1 200); do
   [[ -s "$work/ready.json" ]] && break
@@ -42,8 +43,11 @@ done
 url=$("$python" -c 'import json,sys; print(json.load(sys.stdin)["url"])' <"$work/ready.json")
 echo "fleet listening on $url (pid $fleet_pid)"
 
-PATH="$bin:$PATH" FALCON_FLEET_URL="$url" FALCON_LOGGING_ENDPOINT="$url" \
-  STORAGE_EMULATOR_HOST="$url" FALCON_ACCESS_TOKEN_FILE="$work/token" \
-  XDG_STATE_HOME="$work/state" PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" \
+# The fleet's environment, as the README's quick start uses it: PATH (the build's bin/ first),
+# FALCON_CONFIG, FALCON_FLEET_URL, FALCON_LOGGING_ENDPOINT, STORAGE_EMULATOR_HOST,
+# FALCON_ACCESS_TOKEN_FILE.
+# shellcheck source=/dev/null
+source "$work/fleet.env"
+XDG_STATE_HOME="$work/state" PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" \
   "$python" "$root/examples/business_layer.py" --config "$root/examples/local-repos.yaml" \
   --env FLEET_DURATION_S=240 --poll-interval 1 "${@:2}"
