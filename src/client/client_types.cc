@@ -3,23 +3,15 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/client.h"
+#include "model/json_fields.h"
 
 namespace falcon {
 namespace {
 
 using nlohmann::json;
 
-template <typename T>
-json or_null(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
-template <typename T>
-std::optional<T> optional_at(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  return it->get<T>();
-}
+using json_fields::optional_from_json;
+using json_fields::optional_to_json;
 
 // The brief answer's fields (docs/serve.md, POST /v1/select).
 json brief_json(const Decision& v) {
@@ -57,7 +49,7 @@ void to_json(json& j, const Decision& v) {
 }
 
 void to_json(json& j, const Submission& v) {
-  j = {{"handle", v.handle}, {"selection", or_null(v.selection)}};
+  j = {{"handle", v.handle}, {"selection", optional_to_json(v.selection)}};
 }
 
 void to_json(json& j, const Cancellation& v) {
@@ -72,21 +64,21 @@ void to_json(json& j, const Recovery& v) {
        {"kind", v.kind},
        {"cause", v.cause},
        {"from_cluster", v.from_cluster},
-       {"to_cluster", or_null(v.to_cluster)},
-       {"replacement", or_null(v.replacement)},
-       {"t_violation", or_null(v.t_violation)},
-       {"t_detected", or_null(v.t_detected)},
-       {"t_decided", or_null(v.t_decided)},
-       {"t_submitted", or_null(v.t_submitted)},
-       {"t_admitted", or_null(v.t_admitted)},
-       {"t_recovered", or_null(v.t_recovered)},
-       {"svrt_s", or_null(v.svrt_s)},
+       {"to_cluster", optional_to_json(v.to_cluster)},
+       {"replacement", optional_to_json(v.replacement)},
+       {"t_violation", optional_to_json(v.t_violation)},
+       {"t_detected", optional_to_json(v.t_detected)},
+       {"t_decided", optional_to_json(v.t_decided)},
+       {"t_submitted", optional_to_json(v.t_submitted)},
+       {"t_admitted", optional_to_json(v.t_admitted)},
+       {"t_recovered", optional_to_json(v.t_recovered)},
+       {"svrt_s", optional_to_json(v.svrt_s)},
        {"phases",
-        {{"detection_s", or_null(v.detection_s)},
-         {"decision_s", or_null(v.decision_s)},
-         {"submit_s", or_null(v.submit_s)},
-         {"admission_s", or_null(v.admission_s)},
-         {"stability_s", or_null(v.stability_s)}}},
+        {{"detection_s", optional_to_json(v.detection_s)},
+         {"decision_s", optional_to_json(v.decision_s)},
+         {"submit_s", optional_to_json(v.submit_s)},
+         {"admission_s", optional_to_json(v.admission_s)},
+         {"stability_s", optional_to_json(v.stability_s)}}},
        {"attempts", v.attempts},
        {"outcome", v.outcome}};
 }
@@ -97,21 +89,21 @@ void from_json(const json& j, Recovery& v) {
   v.kind = j.value("kind", std::string());
   v.cause = j.value("cause", std::string());
   v.from_cluster = j.value("from_cluster", std::string());
-  v.to_cluster = optional_at<std::string>(j, "to_cluster");
-  v.replacement = optional_at<std::string>(j, "replacement");
-  v.t_violation = optional_at<std::string>(j, "t_violation");
-  v.t_detected = optional_at<std::string>(j, "t_detected");
-  v.t_decided = optional_at<std::string>(j, "t_decided");
-  v.t_submitted = optional_at<std::string>(j, "t_submitted");
-  v.t_admitted = optional_at<std::string>(j, "t_admitted");
-  v.t_recovered = optional_at<std::string>(j, "t_recovered");
-  v.svrt_s = optional_at<double>(j, "svrt_s");
+  v.to_cluster = optional_from_json<std::string>(j, "to_cluster");
+  v.replacement = optional_from_json<std::string>(j, "replacement");
+  v.t_violation = optional_from_json<std::string>(j, "t_violation");
+  v.t_detected = optional_from_json<std::string>(j, "t_detected");
+  v.t_decided = optional_from_json<std::string>(j, "t_decided");
+  v.t_submitted = optional_from_json<std::string>(j, "t_submitted");
+  v.t_admitted = optional_from_json<std::string>(j, "t_admitted");
+  v.t_recovered = optional_from_json<std::string>(j, "t_recovered");
+  v.svrt_s = optional_from_json<double>(j, "svrt_s");
   const json phases = j.value("phases", json::object());
-  v.detection_s = optional_at<double>(phases, "detection_s");
-  v.decision_s = optional_at<double>(phases, "decision_s");
-  v.submit_s = optional_at<double>(phases, "submit_s");
-  v.admission_s = optional_at<double>(phases, "admission_s");
-  v.stability_s = optional_at<double>(phases, "stability_s");
+  v.detection_s = optional_from_json<double>(phases, "detection_s");
+  v.decision_s = optional_from_json<double>(phases, "decision_s");
+  v.submit_s = optional_from_json<double>(phases, "submit_s");
+  v.admission_s = optional_from_json<double>(phases, "admission_s");
+  v.stability_s = optional_from_json<double>(phases, "stability_s");
   v.attempts = j.value("attempts", 0);
   v.outcome = j.value("outcome", std::string());
 }

@@ -1349,7 +1349,6 @@ std::vector<ManagedWorkloadRecord> SqlStateStore::list_managed(
   });
 }
 
-
 // --- Circuit breakers.
 
 std::optional<BreakerState> SqlStateStore::get_breaker(const std::string& key) {
