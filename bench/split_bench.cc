@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -180,8 +181,9 @@ int main(int argc, char** argv) {
       [](std::size_t o) { return fmt::format("staged object {}", o); });
   std::int64_t written = 0;
   std::map<int, std::int64_t> per_rank;
-  splitter.write_ranks(splitter.ranks(),
-                       [&](int rank) { return std::make_unique<Count>(per_rank[rank]); });
+  const std::set<int> ranks = splitter.ranks();
+  for (int rank : ranks) per_rank[rank] = 0;  // open() runs on several threads: no insertion there
+  splitter.write_ranks(ranks, [&](int rank) { return std::make_unique<Count>(per_rank.at(rank)); });
   for (const auto& [rank, n] : per_rank) written += n;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

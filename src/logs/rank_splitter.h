@@ -85,9 +85,10 @@ class RankSplitter {
   std::int64_t entries_decoded() const { return decoded_; }
   std::int64_t duplicates() const { return duplicates_; }
 
-  // Phase 2: for every rank of `ranks`, `open(rank)` (called on a merging thread) gets the
-  // rank's lines in order, then finish(). Ranks without lines get an open() and a finish() too.
-  // Blocks. Rethrows the first exception of a writer. Call once, after add_objects.
+  // Phase 2: for every rank of `ranks`, `open(rank)` gets the rank's lines in order, then
+  // finish(). `open` is called on the merging threads, several at once: it must be thread-safe.
+  // Ranks without lines get an open() and a finish() too. Blocks. Rethrows the first exception of a
+  // writer. Call once, after add_objects.
   std::map<int, RankSplit> write_ranks(
       const std::set<int>& ranks,
       const std::function<std::unique_ptr<RankLineWriter>(int rank)>& open);

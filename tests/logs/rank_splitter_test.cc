@@ -65,7 +65,8 @@ struct Split : ::testing::Test {
         [](std::size_t i) { return fmt::format("gs://stage/o{}", i); });
     std::map<int, std::string> out;
     std::set<int> ranks = q.ranks() ? *q.ranks() : s.ranks();
-    s.write_ranks(ranks, [&](int rank) { return std::make_unique<Collect>(out[rank]); });
+    for (int rank : ranks) out[rank];  // open() runs on several threads: no insertion there
+    s.write_ranks(ranks, [&](int rank) { return std::make_unique<Collect>(out.at(rank)); });
     return out;
   }
 };
