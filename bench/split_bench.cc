@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
       [](std::size_t o) { return fmt::format("staged object {}", o); });
   std::int64_t written = 0;
   std::map<int, std::int64_t> per_rank;
-  const std::set<int> ranks = splitter.ranks();
-  for (int rank : ranks) per_rank[rank] = 0;  // open() runs on several threads: no insertion there
-  splitter.write_ranks(ranks, [&](int rank) { return std::make_unique<Count>(per_rank.at(rank)); });
+  const std::set<int> found = splitter.ranks();
+  for (int rank : found) per_rank[rank] = 0;  // open() runs on several threads: no insertion there
+  splitter.write_ranks(found, [&](int rank) { return std::make_unique<Count>(per_rank.at(rank)); });
   for (const auto& [rank, n] : per_rank) written += n;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
