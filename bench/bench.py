@@ -1591,6 +1591,77 @@ disable_update_check = true
         self.target("Splitting ≥ 500,000 lines/s with peak ≤ 64 MiB", met,
                     f"min {fmt_rate(min(rates))}/s, peak {mib(peak):.1f} MiB")
 
+    # --- the selection policies on a workload trace (issue 15) -----------------------------------
+
+    def bench_trace(self):
+        exe = self.build / "bench" / "trace_bench"
+        if not exe.exists():
+            raise SystemExit(f"bench: {exe} is missing (build with -DFALCON_BUILD_BENCH=ON)")
+        trace = ROOT / "bench" / "traces" / "trace-v1.json"
+        chart = self.build / "bench" / "trace_bench.svg"
+        argv = [str(exe), f"--fleet-bin={self.bin}", f"--trace={trace}", "--tick=60",
+                f"--chart={chart}"]
+        if self.quick:
+            argv.append("--jobs=60")
+        out = json.loads(run(argv, capture=True).stdout.strip().splitlines()[-1])
+        runs = {r["policy"]: r for r in out["runs"]}
+        if "priority" not in runs:
+            raise RuntimeError("trace_bench: no run of the priority policy to compare against")
+        base = runs["priority"]
+        jobs = base["jobs"]
+        cells = []
+        for name, r in runs.items():
+            log(f"trace {name}: mean wait {fmt_s(r['mean_wait_s'])}, p95 {fmt_s(r['p95_wait_s'])}, "
+                f"makespan {fmt_s(r['makespan_s'])}, fragmentation waits {r['frag_jobs']}, "
+                f"unplaced {r['unplaced']}, open-breaker submits {r['open_submits']}, "
+                f"failed submits {r['submit_failures']}")
+            cells.append(f"{name}: mean **{fmt_s(r['mean_wait_s'])}**, p95 {fmt_s(r['p95_wait_s'])}, "
+                         f"makespan {fmt_s(r['makespan_s'])}, frag {r['frag_jobs']}, "
+                         f"unplaced {r['unplaced']}, open-breaker submits {r['open_submits']}")
+        others = [r for n, r in runs.items() if n != "priority"]
+        best = min(others, key=lambda r: r["mean_wait_s"]) if others else base
+        gain = 1 - best["mean_wait_s"] / base["mean_wait_s"] if base["mean_wait_s"] > 0 else 0
+        met = gain >= 0.30 and best["p95_wait_s"] <= base["p95_wait_s"]
+        self.row("W1", f"Selection policies on the checked-in trace ({jobs} jobs, "
+                 "9 fleet clusters, kube backend, 60 s ticks)",
+                 " / ".join(cells), f"priority: mean {fmt_s(base['mean_wait_s'])}",
+                 f"{best['policy']}: {gain * 100:.0f}% lower mean wait",
+                 "best mean wait ≥ 30% below priority's, p95 no worse", "met" if met else "**not met**",
+                 f"`build/release/bench/trace_bench --fleet-bin=build/release/bin "
+                 f"--trace=bench/traces/trace-v1.json --tick=60{' --jobs=60' if self.quick else ''}`")
+        self.target(f"Trace: best policy's mean wait ≥ 30% below priority's ({jobs} jobs)", met,
+                    f"{best['policy']} {gain * 100:.0f}% lower, p95 {fmt_s(best['p95_wait_s'])} vs "
+                    f"{fmt_s(base['p95_wait_s'])}")
+
+    # --- the supervisor at scale (issue 27) -------------------------------------------------------
+
+    def bench_supervise(self):
+        exe = self.build / "bench" / "supervisor_bench"
+        if not exe.exists():
+            raise SystemExit(f"bench: {exe} is missing (build with -DFALCON_BUILD_BENCH=ON)")
+        n = 2_000 if self.quick else 10_000
+        out = run([str(exe), f"--workloads={n}", "--quiet-passes=3"], capture=True).stdout
+        cells = []
+        for line in out.strip().splitlines():
+            r = json.loads(line)
+            if r["resubmitted"] != r["killed"]:
+                raise RuntimeError(f"supervisor_bench {r['backend']}: {r['resubmitted']} of "
+                                   f"{r['killed']} killed workloads resubmitted")
+            quiet = median([p["wall_s"] for p in r["quiet_passes"]])
+            quiet_cpu = median([p["cpu_us_per_workload"] for p in r["quiet_passes"]])
+            log(f"supervise {r['backend']} {n:,}: first pass {fmt_s(r['first_pass']['wall_s'])}, "
+                f"quiet {fmt_s(quiet)} ({quiet_cpu:.0f} µs CPU per workload), recovery of "
+                f"{r['killed']:,} {fmt_s(r['recovery_pass']['wall_s'])}")
+            cells.append(f"{r['backend']}: first pass **{fmt_s(r['first_pass']['wall_s'])}**, "
+                         f"quiet pass **{fmt_s(quiet)}** ({quiet_cpu:.0f} µs CPU/workload), "
+                         f"{r['killed']:,} recovered in one pass "
+                         f"**{fmt_s(r['recovery_pass']['wall_s'])}** "
+                         f"({r['recovery_pass']['cpu_us_per_workload']:.0f} µs CPU/workload)")
+        self.row("R1", f"Supervisor pass over {n:,} managed workloads, 3 simulated clusters "
+                 "(no xpk: the supervisor and the store), 4 at a time",
+                 " / ".join(cells), "", "", "report", "",
+                 f"`build/release/bench/supervisor_bench --workloads={n} --quiet-passes=3`")
+
     # --- the shared read quota -----------------------------------------------------------------
 
     def quota_env(self, reads_per_minute):
@@ -1809,7 +1880,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,hostile,probe,stream,tail,export,via,split,quota,startup,trace,chaos")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,hostile,probe,stream,tail,export,via,split,supervise,quota,startup,trace,chaos")
     ap.add_argument("--via-lines", type=int, default=250_000,
                     help="lines per rank of the read/copy/sink rows E3 (8 ranks; default 250,000)")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
@@ -1863,6 +1934,8 @@ def main():
         b.bench_export_via()
     if want("split"):
         b.bench_split()
+    if want("supervise"):
+        b.bench_supervise()
     if want("quota"):
         b.bench_quota()
     if want("trace"):

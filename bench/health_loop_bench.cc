@@ -39,7 +39,7 @@
 
 #include "falcon/clock.h"
 #include "falcon/fabric.h"
-#include "falcon/health_monitor.h"
+#include "serve/health_monitor.h"
 #include "falcon/state_store.h"
 
 #include "bench_support.h"

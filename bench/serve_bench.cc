@@ -234,10 +234,10 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
     const auto t1 = std::chrono::steady_clock::now();
     falcon::ClusterSelection s =
-        fabric->select_cluster(kAccelerator, [&](const falcon::ClusterConfig& c) {
-          return falcon::ClusterProbeResult{c.name, true,         0,
-                                            0,      std::nullopt, "2026-06-01T10:00:00.000Z"};
-        });
+        fabric->select_cluster(kAccelerator, {.probe = [&](const falcon::ClusterConfig& c) {
+                                 return falcon::ClusterProbeResult{
+                                     c.name, true, 0, 0, std::nullopt, "2026-06-01T10:00:00.000Z"};
+                               }});
     const double one = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
     const auto t2 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) store->record_selection(s);

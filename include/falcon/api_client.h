@@ -84,10 +84,11 @@ class ApiClient {
   nlohmann::json del(const std::string& path);
 
   // GET of a text/plain body, one line per line, each handed to on_line as it arrives (without
-  // its "\n"). `stop` is polled about every 100 ms, also while no data comes: when it returns
-  // true the connection is closed and this returns normally. No read timeout applies (a follow
-  // may be silent for long). Throws as get() before the body starts; a body that breaks off
-  // without `stop` is an ApiError of type "LogRetrievalError" naming the URL.
+  // its "\n"). `stop` is polled about every 100 ms, also while no data comes (from a thread of
+  // its own as well): when it returns true the connection is closed and this returns normally.
+  // An exception thrown by on_line closes the connection and is rethrown. No read timeout applies
+  // (a follow may be silent for long). Throws as get() before the body starts; a body that breaks
+  // off without `stop` is an ApiError of type "LogRetrievalError" naming the URL.
   void stream_lines(const std::string& path, const std::function<void(const std::string&)>& on_line,
                     const std::function<bool()>& stop = {});
 

@@ -28,7 +28,6 @@
 
 #include "falcon/api_client.h"
 #include "falcon/circuit_breaker.h"
-#include "falcon/health_monitor.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
 #include "falcon/selector.h"
@@ -186,6 +185,10 @@ class FabricClient {
   // Selects when no cluster is named, submits, and records the submission with the decision
   // that chose its cluster. Throws NoAvailableClusterError, WorkloadSubmitError, ...
   virtual Submission submit(const SubmitRequest& request) = 0;
+  // A workload known by name: its namespace and submission time from the records (the state
+  // store's, or the submission log's in-process). Throws UnknownClusterError,
+  // WorkloadNotFoundError.
+  virtual WorkloadHandle handle_for(const std::string& cluster, const std::string& workload) = 0;
   // Throws WorkloadNotFoundError, UnknownClusterError, XpkCommandError.
   virtual WorkloadStatus status(const std::string& cluster, const std::string& workload) = 0;
   virtual Cancellation cancel(const std::string& cluster, const std::string& workload) = 0;

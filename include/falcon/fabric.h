@@ -39,7 +39,6 @@
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
 #include "falcon/fabric_counters.h"
-#include "falcon/health_monitor.h"
 #include "falcon/http_client.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
@@ -137,27 +136,7 @@ class ClusterFabric {
   // made here feeds the cluster's breaker (reachable: success), as does get_cluster_status;
   // submit_workload feeds the cluster x accelerator breaker (a WorkloadSubmitError: failure).
   ClusterSelection select_cluster(const std::string& accelerator_type) const;
-  // The same, decided under `policy` instead of the configured one (`cluster select --policy`).
-  ClusterSelection select_cluster(const std::string& accelerator_type,
-                                  SelectionPolicy policy) const;
-  // The same selection, asking `probe` for each candidate's health instead of probing: what
-  // `falcon serve` does with its cache,
-  //   fabric.select_cluster(type, [&](const ClusterConfig& c) {
-  //     return monitor.fresh(c, max_age).result; });
-  // The decision is recorded (selection_id; a failed one too); the probes are not (the monitor
-  // records its own), nor fed to the breakers (a cached probe would be counted again); open
-  // breakers are skipped. A `probe` that throws counts that candidate as unreachable. Throws
-  // NoAvailableClusterError.
-  ClusterSelection select_cluster(const std::string& accelerator_type,
-                                  const HealthMonitor::ProbeFunction& probe) const;
-  // The same, asking `cached` first for each candidate (on the calling thread): a result it
-  // answers is used as is; `probe` runs (on the selector's pool) only for the candidates it
-  // answers nullopt for. A decision answered wholly by `cached` starts no thread.
-  using CachedProbeFunction =
-      std::function<std::optional<ClusterProbeResult>(const ClusterConfig&)>;
-  ClusterSelection select_cluster(const std::string& accelerator_type,
-                                  const HealthMonitor::ProbeFunction& probe,
-                                  const CachedProbeFunction& cached) const;
+
   // What such a decision depended on besides its probes, for a caller that reuses decisions
   // (`falcon serve`, serve.select_reuse_ms).
   struct SelectionBasis {
@@ -167,9 +146,32 @@ class ClusterFabric {
     // the decision claimed no half-open trial and hangs on no cool-down.
     bool breakers_closed = false;
   };
+  using CachedProbeFunction =
+      std::function<std::optional<ClusterProbeResult>(const ClusterConfig&)>;
+  // How one selection is made, where it differs from select_cluster(type).
+  struct SelectOptions {
+    // Decide under this policy instead of the configured one (`cluster select --policy`).
+    std::optional<SelectionPolicy> policy;
+    // Ask `probe` for each candidate's health instead of probing: what `falcon serve` does
+    // with its cache,
+    //   fabric.select_cluster(type, {.probe = [&](const ClusterConfig& c) {
+    //     return monitor.fresh(c, max_age).result; }});
+    // The decision is recorded (selection_id; a failed one too); the probes are not (the
+    // monitor records its own), nor fed to the breakers (a cached probe would be counted
+    // again); open breakers are skipped. A `probe` that throws counts that candidate as
+    // unreachable. Unset: every candidate is probed now, as select_cluster(type) does.
+    ProbeFunction probe;
+    // With `probe`: asked first for each candidate (on the calling thread); a result it
+    // answers is used as is, and `probe` runs (on the selector's pool) only for the candidates
+    // it answers nullopt for. A decision answered wholly by `cached` starts no thread.
+    CachedProbeFunction cached;
+    // With `probe`: filled in with what the decision depended on besides its probes.
+    SelectionBasis* basis = nullptr;
+  };
+  // The same selection, made as `how` says. Throws NoAvailableClusterError, and
+  // std::invalid_argument for `cached` or `basis` without `probe`.
   ClusterSelection select_cluster(const std::string& accelerator_type,
-                                  const HealthMonitor::ProbeFunction& probe,
-                                  const CachedProbeFunction& cached, SelectionBasis* basis) const;
+                                  const SelectOptions& how) const;
   // Goes up when this fabric changes a circuit breaker (a decision on older breakers may send
   // work to a cluster now open) and with reload(). Writes of other processes are not counted.
   std::uint64_t selection_inputs_version() const;

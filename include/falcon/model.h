@@ -256,6 +256,27 @@ void to_json(nlohmann::json& j, const AcceleratorCapacity& v);
 void from_json(const nlohmann::json& j, AcceleratorCapacity& v);
 void to_json(nlohmann::json& j, const ClusterProbeResult& v);
 void from_json(const nlohmann::json& j, ClusterProbeResult& v);
+
+// One probe as a health loop holds it (`falcon serve`'s, and a server's answers): the result,
+// how it was obtained, and how old it is.
+struct MonitoredProbe {
+  ClusterProbeResult result;  // result.probed_at: ISO 8601 UTC, when the probe finished
+  std::string backend;        // how it was probed: "xpk" | "kube" (the cluster's probe.backend)
+  std::int64_t duration_ms = 0;
+  // Age at the time of the call that returned it (steady clock), in milliseconds.
+  std::int64_t age_ms = 0;
+  // Consecutive failed probes (unreachable) up to and including this one; 0 when reachable.
+  int consecutive_failures = 0;
+  // When the loop will probe this cluster next (system clock, ISO 8601 UTC); empty when the
+  // loop is not running.
+  std::string next_probe_at;
+  bool from_cache = false;  // answered from the cache (fresh()), not probed by this call
+};
+
+// {"result": ClusterProbeResult, "backend", "duration_ms", "age_ms", "consecutive_failures",
+//  "next_probe_at" (null when empty), "from_cache"}.
+void to_json(nlohmann::json& j, const MonitoredProbe& v);
+void from_json(const nlohmann::json& j, MonitoredProbe& v);
 void to_json(nlohmann::json& j, const ClusterSignals& v);
 void from_json(const nlohmann::json& j, ClusterSignals& v);
 void to_json(nlohmann::json& j, const SignalTerm& v);

@@ -59,6 +59,10 @@ class ProbeSource {
   virtual ClusterProbeResult probe(const ClusterConfig& cluster) const = 0;
 };
 
+// A cluster's health as some source answers it (a probe now, a health loop's cache). Never
+// throws for an unreachable cluster: reachable=false with the cause.
+using ProbeFunction = std::function<ClusterProbeResult(const ClusterConfig&)>;
+
 // Told what an xpk probe listed (each workload's name and state) on the probing thread, for a
 // caller that keeps workload states: the fabric records the state of every submission of its
 // own that a probe shows. What it throws is ignored; the probe's result does not change.

@@ -51,7 +51,7 @@ namespace falcon {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // The newest schema this binary knows; a database at a higher version is refused.
-inline constexpr int kStateSchemaVersion = 4;
+inline constexpr int kStateSchemaVersion = 5;
 
 struct StateStoreOptions {
   // Connections kept per store object. A call waits for a free one when all are busy.
@@ -265,7 +265,19 @@ struct ManagedWorkloadRecord {
   StoreTime created_at;
   StoreTime updated_at;
   std::string detail_json = "{}";  // JSON object: the supervisor's working memory
+  // The row's version, kept by the store: 1 when created, one more with every update. An update
+  // applies only over the version it was read at (update_managed), so that two writers (the
+  // API's cancel, the supervisor's pass, two replicas) never overwrite each other unseen.
+  std::int64_t version = 0;
   bool operator==(const ManagedWorkloadRecord&) const = default;
+};
+
+// A write made on behalf of a lease's holder: it applies only while the lease of that name is
+// still held with that token (Lease::token), so that a holder that lost its lease (paused,
+// partitioned) cannot write over its successor's decisions.
+struct LeaseFence {
+  std::string lease;
+  std::int64_t token = 0;
 };
 
 class StateStore {
@@ -430,12 +442,22 @@ class StateStore {
 
   // --- Managed workloads.
 
-  // Stores a new managed workload; false (nothing changed) when one of that name exists.
-  // Throws std::invalid_argument for an empty name or incarnation, or a detail_json that is not
-  // a JSON object.
+  // Stores a new managed workload at version 1 (record.version is ignored); false (nothing
+  // changed) when one of that name exists. Throws std::invalid_argument for an empty name or
+  // incarnation, or a detail_json that is not a JSON object.
   virtual bool create_managed(const ManagedWorkloadRecord& record) = 0;
-  // Replaces the stored record of record.name; false when there is none.
-  virtual bool update_managed(const ManagedWorkloadRecord& record) = 0;
+  // Replaces the stored record of record.name when it is still at record.version (and, with
+  // `fence`, that lease is still held with that token), then sets record.version to the new
+  // version. False, with nothing written, when there is no such record, it was written since it
+  // was read, or the lease has moved on: the caller reads it again and decides anew.
+  //
+  //   for (;;) {
+  //     ManagedWorkloadRecord m = *store.get_managed(name);
+  //     m.state = "cancelled";
+  //     if (store.update_managed(m)) break;
+  //   }
+  virtual bool update_managed(ManagedWorkloadRecord& record,
+                              const std::optional<LeaseFence>& fence = std::nullopt) = 0;
   virtual bool delete_managed(const std::string& name) = 0;
   virtual std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) = 0;
   // At most `limit` (1..1000) records ordered by name, those after `after` (exclusive; "" from

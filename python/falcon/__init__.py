@@ -23,6 +23,8 @@ from ._errors import (
     InvalidWorkloadSpecError,
     LogRetrievalError,
     NoAvailableClusterError,
+    ServiceError,
+    ServiceUnavailableError,
     StateStoreError,
     UnknownClusterError,
     WorkloadExistsError,
@@ -31,7 +33,7 @@ from ._errors import (
     WorkloadSubmitError,
     XpkCommandError,
 )
-from ._client import Client, ServiceError, ServiceLogStream, ServiceUnavailableError
+from ._client import Client
 from ._fabric import ClusterFabric, LogStream, check_config
 from ._falcon import __version__
 from ._model import (
@@ -62,7 +64,6 @@ __all__ = [
     "Client",
     "ServiceError",
     "ServiceUnavailableError",
-    "ServiceLogStream",
     "LogStream",
     "check_config",
     "WorkloadState",

@@ -18,8 +18,11 @@
     ├── WorkloadNotFoundError     status/cancel of a workload the cluster lacks   .cluster, .workload
     ├── LogRetrievalError         Cloud Logging or Cloud Storage failed           .http_status, .status
     ├── CommandStartError         a binary could not be started                   .binary
-    └── StateStoreError           the state database failed                       .backend, .location,
-                                                                                  .operation, .db_message
+    ├── StateStoreError           the state database failed                       .backend, .location,
+    │                                                                             .operation, .db_message
+    └── ServiceError              a `falcon serve` refused a request for a reason .type, .http_status
+        │                         of its own (falcon.Client: Unauthorized, Forbidden, NotFound, ...)
+        └── ServiceUnavailableError   the service could not be reached, or broke off (also an OSError)
 
 Every error has ``.message`` (what ``str()`` gives) and ``.details`` (the extra fields as a
 dict, as ``falcon --json`` prints them). Bad arguments (a malformed since, a negative rank) raise
@@ -49,6 +52,8 @@ __all__ = [
     "LogRetrievalError",
     "CommandStartError",
     "StateStoreError",
+    "ServiceError",
+    "ServiceUnavailableError",
 ]
 
 
@@ -185,6 +190,21 @@ class StateStoreError(FalconError):
         self.db_message: str = self.details.get("db_message", "")
 
 
+class ServiceError(FalconError):
+    """A `falcon serve` refused a request for a reason of its own (not a layer error): ``.type``
+    is its error type (``Unauthorized``, ``Forbidden``, ``NotFound``, ``Stopping``, ...) and
+    ``.http_status`` the HTTP status (0 when the failure was not an HTTP answer)."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.type: str = str(self.details.get("type", ""))
+        self.http_status: int = int(self.details.get("http_status", 0))
+
+
+class ServiceUnavailableError(ServiceError, OSError):
+    """The service could not be reached, or broke off an answer."""
+
+
 _CLASSES: dict[str, type[FalconError]] = {
     cls.__name__: cls
     for cls in (
@@ -211,3 +231,21 @@ def _from_native(type_name: str, message: str, details_json: str) -> FalconError
     """Called by the C++ module for every falcon::FalconError it sees."""
     cls = _CLASSES.get(type_name, FalconError)
     return cls(message, json.loads(details_json))
+
+
+def _from_service(status: int, type_name: str, message: str, error_json: str) -> Exception:
+    """Called by the C++ module for a server's error answer (``{"type", "message", ...}``) that
+    the client did not turn into a layer error itself."""
+    details = {k: v for k, v in json.loads(error_json).items() if k not in ("type", "message")}
+    cls = _CLASSES.get(type_name)
+    if cls is not None and cls is not FalconError:
+        return cls(message, details)
+    if status == 400:
+        return ValueError(message)
+    details.update({"type": type_name, "http_status": status})
+    return ServiceError(message, details)
+
+
+def _unreachable(message: str) -> ServiceUnavailableError:
+    """Called by the C++ module when a `falcon serve` cannot be reached."""
+    return ServiceUnavailableError(message, {"type": "Unreachable"})

@@ -52,6 +52,20 @@ def _filter(value: Optional[LogFilter]) -> str:
     return _dump(value)
 
 
+def _progress_callback(
+    progress: Optional[Callable[[ExportProgress], object]],
+) -> Optional[Callable[[dict[str, Any]], object]]:
+    """The native module's progress callable (a dict per call) for ``progress``."""
+    if progress is None:
+        return None
+    user = progress
+
+    def callback(d: dict[str, Any]) -> object:
+        return user(ExportProgress(**d))
+
+    return callback
+
+
 class LogStream(Iterator[str]):
     """The lines of one rank, oldest first, read lazily: a page of up to 1000 entries is fetched
     (without holding the GIL) only when the lines before it are used up, so breaking out of the
@@ -293,13 +307,7 @@ class ClusterFabric:
         read). Every path writes the same rank objects. ``keep_staging`` keeps a copy's staged
         objects. ValueError for another ``via``."""
         _check(handle, WorkloadHandle, "handle")
-        callback: Optional[Callable[[dict[str, Any]], object]] = None
-        if progress is not None:
-            user = progress
-
-            def callback(d: dict[str, Any]) -> object:
-                return user(ExportProgress(**d))
-
+        callback = _progress_callback(progress)
         return _load(  # type: ignore[no-any-return]
             LogExportResult,
             self._native.export_pod_logs(

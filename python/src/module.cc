@@ -1,4 +1,5 @@
-// falcon._falcon: the C++ ClusterFabric for Python (pybind11). The public API is the package
+// falcon._falcon: the C++ ClusterFabric and the C++ client of `falcon serve` (FabricClient,
+// make_remote_client) for Python (pybind11). The public API is the package
 // around it (python/falcon/__init__.py): this module moves the model's values as JSON text
 // (model.h's to_json/from_json, so the field names are the spec's in both languages) and
 // leaves the Python classes to the package.
@@ -13,16 +14,21 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "falcon/api_client.h"
+#include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/exit_codes.h"
 #include "falcon/fabric.h"
@@ -196,6 +202,53 @@ std::function<bool()> stop_predicate(const py::object& user, CallbackErrors& err
   };
 }
 
+// Runs `fn` without the GIL; a Python exception kept by a callback wins over the
+// CallbackAborted (or any error) it caused.
+template <typename Fn>
+void run_blocking(CallbackErrors& errors, Fn&& fn) {
+  try {
+    py::gil_scoped_release release;
+    fn();
+  } catch (const CallbackAborted&) {
+    errors.rethrow();
+    throw std::logic_error("a callback aborted without a Python exception");
+  } catch (...) {
+    errors.rethrow();
+    throw;
+  }
+  errors.rethrow();
+}
+
+// An export's progress for the C++ layer: `progress` (None: nobody listens) gets a dict per
+// rank that changed; a raise in it, or Ctrl-C, aborts the call.
+std::function<void(const ExportProgress&)> progress_callback(const py::object& progress,
+                                                             CallbackErrors& errors) {
+  return [&progress, &errors](const ExportProgress& p) {
+    py::gil_scoped_acquire acquire;
+    if (errors.pending() || errors.check_signals()) throw CallbackAborted();
+    if (progress.is_none()) return;
+    try {
+      py::dict d;
+      d["rank"] = p.rank;
+      d["lines"] = p.lines;
+      d["bytes"] = p.bytes;
+      d["done"] = p.done;
+      progress(d);
+    } catch (py::error_already_set& e) {
+      errors.keep(std::move(e));
+      throw CallbackAborted();
+    }
+  };
+}
+
+ExportVia export_via(const std::string& via) {
+  const std::optional<ExportVia> parsed = parse_export_via(via);
+  if (!parsed) {
+    throw py::value_error("via must be 'auto', 'read', 'copy' or 'sink', not '" + via + "'");
+  }
+  return *parsed;
+}
+
 class PyFabric {
  public:
   explicit PyFabric(const std::string& path) {
@@ -299,30 +352,10 @@ class PyFabric {
     auto handle = from_text<WorkloadHandle>(handle_json, "WorkloadHandle");
     auto filter = from_text<LogFilter>(filter_json, "LogFilter");
     CallbackErrors errors;
-    std::function<void(const ExportProgress&)> on_progress;
     // A raise in `progress`, or Ctrl-C, aborts the export (its uploads are cancelled).
-    on_progress = [&progress, &errors](const ExportProgress& p) {
-      py::gil_scoped_acquire acquire;
-      if (errors.pending() || errors.check_signals()) throw CallbackAborted();
-      if (progress.is_none()) return;
-      try {
-        py::dict d;
-        d["rank"] = p.rank;
-        d["lines"] = p.lines;
-        d["bytes"] = p.bytes;
-        d["done"] = p.done;
-        progress(d);
-      } catch (py::error_already_set& e) {
-        errors.keep(std::move(e));
-        throw CallbackAborted();
-      }
-    };
+    const auto on_progress = progress_callback(progress, errors);
     ExportOptions how;
-    const std::optional<ExportVia> parsed = parse_export_via(via);
-    if (!parsed) {
-      throw py::value_error("via must be 'auto', 'read', 'copy' or 'sink', not '" + via + "'");
-    }
-    how.via = *parsed;
+    how.via = export_via(via);
     how.keep_staging = keep_staging;
     // Ctrl-C (or a raise in `progress`) cancels a copy operation and deletes its staged objects.
     how.cancelled = [&errors] {
@@ -343,28 +376,237 @@ class PyFabric {
   std::string config() const { return settings_json(*fabric_->config()).dump(); }
 
  private:
-  // Runs `fn` without the GIL; a Python exception kept by a callback wins over the
-  // CallbackAborted (or any error) it caused.
-  template <typename Fn>
-  static void run_blocking(CallbackErrors& errors, Fn&& fn) {
-    try {
-      py::gil_scoped_release release;
-      fn();
-    } catch (const CallbackAborted&) {
-      errors.rethrow();
-      throw std::logic_error("a callback aborted without a Python exception");
-    } catch (...) {
-      errors.rethrow();
-      throw;
-    }
-    errors.rethrow();
-  }
-
   std::unique_ptr<ClusterFabric> fabric_;
 };
 
+// The lines of a FabricClient::read_logs as a LogLineSource: a thread runs the read and hands
+// lines over a small queue, so that the caller pulls them one by one (LogStream). Dropping it
+// stops the read (its `stop` is polled about every 100 ms) and joins the thread.
+class PumpedLines final : public LogLineSource {
+ public:
+  using Read = std::function<void(const std::function<void(const std::string&)>& on_line,
+                                  const std::function<bool()>& stop)>;
+
+  explicit PumpedLines(Read read) {
+    thread_ = std::thread([this, read = std::move(read)] {
+      std::exception_ptr error;
+      try {
+        read([this](const std::string& line) { push(line); }, [this] { return stopping(); });
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard lock(mutex_);
+      error_ = error;
+      done_ = true;
+      changed_.notify_all();
+    });
+  }
+
+  ~PumpedLines() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+      changed_.notify_all();
+    }
+    thread_.join();
+  }
+
+  // Blocks until the first line or the end: a read that fails before its first line throws here.
+  void wait_for_start() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !lines_.empty() || done_; });
+    if (lines_.empty()) rethrow(lock);
+  }
+
+  std::optional<std::string> next() override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !lines_.empty() || done_; });
+    if (lines_.empty()) {
+      rethrow(lock);
+      return std::nullopt;
+    }
+    std::string line = std::move(lines_.front());
+    lines_.pop_front();
+    changed_.notify_all();
+    return line;
+  }
+
+ private:
+  static constexpr std::size_t kQueuedLines = 4096;
+
+  void push(const std::string& line) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return lines_.size() < kQueuedLines || stop_; });
+    if (!stop_) lines_.push_back(line);
+    changed_.notify_all();
+  }
+  bool stopping() {
+    std::lock_guard lock(mutex_);
+    return stop_;
+  }
+  // At the end: the read's error, once.
+  void rethrow(std::unique_lock<std::mutex>&) {
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::string> lines_;
+  bool stop_ = false;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+LogRequest log_request(const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice) {
+  LogRequest r;
+  r.cluster = handle.cluster;
+  r.workload = handle.workload_name;
+  r.rank = rank;
+  r.slice = slice;
+  r.since = filter.since;
+  r.grep = filter.grep;
+  r.tail = filter.tail_lines.value_or(0);
+  return r;
+}
+
+// falcon.Client's calls through a `falcon serve`: make_remote_client, the CLI's own client.
+class PyClient {
+ public:
+  PyClient(const std::string& url, const std::string& token, double timeout_s,
+           const std::string& ca_file) {
+    if (!(timeout_s > 0)) throw std::invalid_argument("timeout must be > 0 seconds");
+    ApiClientOptions options;
+    options.url = url;
+    options.token = token;
+    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+    options.read_timeout = timeout;
+    options.connect_timeout = std::min(options.connect_timeout, timeout);
+    options.ca_file = ca_file;
+    client_ = make_remote_client(std::move(options));
+  }
+
+  std::string list_clusters() const {
+    py::gil_scoped_release release;
+    return to_text(configs());
+  }
+  std::string get_cluster(const std::string& name) const {
+    py::gil_scoped_release release;
+    std::vector<ClusterConfig> all = configs();
+    std::vector<std::string> names;
+    for (ClusterConfig& c : all) {
+      if (c.name == name) return to_text(c);
+      names.push_back(c.name);
+    }
+    throw UnknownClusterError(name, names);
+  }
+  std::string get_cluster_status(const std::string& name) const {
+    py::gil_scoped_release release;
+    return to_text(client_->cluster_health(name).probe);
+  }
+  std::string select_cluster(const std::string& accelerator) const {
+    py::gil_scoped_release release;
+    return to_text(client_->select({.accelerator_type = accelerator, .explain = true}).selection);
+  }
+  // {"handle", "selection"}: a named cluster, or (empty) the one selected now.
+  std::string submit(const std::string& spec_json, const std::string& cluster) const {
+    SubmitRequest request{.spec = from_text<WorkloadSpec>(spec_json, "WorkloadSpec"),
+                          .cluster = cluster};
+    py::gil_scoped_release release;
+    return to_text(client_->submit(request));
+  }
+  std::string get_workload_status(const std::string& cluster, const std::string& name) const {
+    py::gil_scoped_release release;
+    return to_text(client_->status(cluster, name));
+  }
+  bool cancel_workload(const std::string& cluster, const std::string& name) const {
+    py::gil_scoped_release release;
+    return client_->cancel(cluster, name).cancelled;
+  }
+  std::string list_workloads(const std::string& cluster,
+                             const std::optional<std::string>& state) const {
+    py::gil_scoped_release release;
+    return to_text(client_->list_workloads(cluster, state));
+  }
+  std::string handle_for(const std::string& cluster, const std::string& name) const {
+    py::gil_scoped_release release;
+    return to_text(client_->handle_for(cluster, name));
+  }
+
+  std::unique_ptr<LogStream> stream_pod_log(const std::string& handle_json, int rank,
+                                            const std::string& filter_json, int slice) const {
+    const LogRequest request =
+        log_request(from_text<WorkloadHandle>(handle_json, "WorkloadHandle"), rank,
+                    from_text<LogFilter>(filter_json, "LogFilter"), slice);
+    py::gil_scoped_release release;
+    auto source = std::make_unique<PumpedLines>(
+        [client = client_, request](const auto& on_line, const auto& stop) {
+          client->read_logs(request, on_line, stop);
+        });
+    source->wait_for_start();
+    return std::make_unique<LogStream>(LogLines(std::move(source)));
+  }
+
+  void follow_pod_log_until_finished(const std::string& handle_json, int rank,
+                                     const std::string& filter_json, int slice,
+                                     const py::object& interrupted,
+                                     const py::function& on_line) const {
+    LogRequest request = log_request(from_text<WorkloadHandle>(handle_json, "WorkloadHandle"), rank,
+                                     from_text<LogFilter>(filter_json, "LogFilter"), slice);
+    if (request.tail > 0) {
+      throw py::value_error("filter.tail_lines is not supported with a follow");
+    }
+    request.follow = true;
+    CallbackErrors errors;
+    const std::function<bool()> stop = stop_predicate(interrupted, errors);
+    const LineCallback lines = line_callback(on_line, errors);
+    run_blocking(errors, [&] { client_->read_logs(request, lines, stop); });
+  }
+
+  std::string export_pod_logs(const std::string& handle_json, const std::string& filter_json,
+                              const std::string& gcs_dest, int slice, const py::object& progress,
+                              const std::string& via, bool keep_staging) const {
+    const auto handle = from_text<WorkloadHandle>(handle_json, "WorkloadHandle");
+    const auto filter = from_text<LogFilter>(filter_json, "LogFilter");
+    ExportRequest request{.cluster = handle.cluster,
+                          .workload = handle.workload_name,
+                          .dest = gcs_dest,
+                          .ranks = filter.ranks,
+                          .slice = slice,
+                          .since = filter.since,
+                          .grep = filter.grep,
+                          .via = export_via(via),
+                          .keep_staging = keep_staging};
+    CallbackErrors errors;
+    ExportObserver observer;
+    observer.on_progress = progress_callback(progress, errors);
+    // Ctrl-C (or a raise in `progress`) stops waiting; the export goes on in the server.
+    observer.cancelled = [&errors] {
+      py::gil_scoped_acquire acquire;
+      return errors.pending() || errors.check_signals();
+    };
+    std::string out;
+    run_blocking(errors, [&] { out = to_text(client_->export_logs(request, observer)); });
+    return out;
+  }
+
+ private:
+  std::vector<ClusterConfig> configs() const {
+    std::vector<ClusterConfig> out;
+    for (ClusterEntry& e : client_->list_clusters()) out.push_back(std::move(e.config));
+    return out;
+  }
+
+  std::shared_ptr<FabricClient> client_;
+};
+
+void raise(const py::object& exc) {
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+}
+
 // FalconError -> the package's exception class of the same name (falcon/_errors.py), built from
-// the message and the error's details (errors.h add_details).
+// the message and the error's details (errors.h add_details); a server's other errors ->
+// falcon.ServiceError, an unreachable server -> falcon.ServiceUnavailableError.
 void translate(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
@@ -374,9 +616,16 @@ void translate(std::exception_ptr p) {
     if (const auto* store = dynamic_cast<const StateStoreError*>(&e)) {
       details["db_message"] = store->db_message();
     }
-    py::object make = py::module_::import("falcon._errors").attr("_from_native");
-    py::object exc = make(e.type_name(), e.what(), details.dump());
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    raise(py::module_::import("falcon._errors")
+              .attr("_from_native")(e.type_name(), e.what(), details.dump()));
+  } catch (const ApiError& e) {
+    // A server's answer the remote client did not type: by its type's name when the package has
+    // that class, else a ServiceError (or ValueError for a 400).
+    raise(py::module_::import("falcon._errors")
+              .attr("_from_service")(e.status(), e.type(), e.error().value("message", e.what()),
+                                     e.error().dump()));
+  } catch (const ApiUnreachableError& e) {
+    raise(py::module_::import("falcon._errors").attr("_unreachable")(e.what()));
   }
 }
 
@@ -425,6 +674,22 @@ PYBIND11_MODULE(_falcon, m) {
       .def("export_pod_logs", &PyFabric::export_pod_logs)
       .def("doctor", &PyFabric::doctor)
       .def("config", &PyFabric::config);
+
+  py::class_<PyClient>(m, "Client")
+      .def(py::init<const std::string&, const std::string&, double, const std::string&>(),
+           py::arg("url"), py::arg("token"), py::arg("timeout_s"), py::arg("ca_file"))
+      .def("list_clusters", &PyClient::list_clusters)
+      .def("get_cluster", &PyClient::get_cluster)
+      .def("get_cluster_status", &PyClient::get_cluster_status)
+      .def("select_cluster", &PyClient::select_cluster)
+      .def("submit", &PyClient::submit)
+      .def("get_workload_status", &PyClient::get_workload_status)
+      .def("cancel_workload", &PyClient::cancel_workload)
+      .def("list_workloads", &PyClient::list_workloads)
+      .def("handle_for", &PyClient::handle_for)
+      .def("stream_pod_log", &PyClient::stream_pod_log)
+      .def("follow_pod_log_until_finished", &PyClient::follow_pod_log_until_finished)
+      .def("export_pod_logs", &PyClient::export_pod_logs);
 
   m.def(
       "check_config",

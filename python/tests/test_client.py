@@ -107,7 +107,7 @@ def test_a_workload_through_the_service_from_submit_to_export(fleet, fabric, cli
 
     seen: list[falcon.ExportProgress] = []
     result = client.export_pod_logs(handle, LogFilter(ranks=[0, 2]), "gs://falcon-logs/via-serve",
-                                    progress=seen.append, poll_interval=0.05)
+                                    progress=seen.append)
     assert result.exported_ranks == [0, 2]
     assert result.gcs_uris[2] == "gs://falcon-logs/via-serve/rank-2.log"
     assert "via-serve/rank-2.log" in fleet.objects("falcon-logs", "via-serve/")
@@ -180,3 +180,34 @@ def test_a_service_that_is_not_there_is_an_os_error():
     assert isinstance(gone.value, OSError) and url in str(gone.value)
     with pytest.raises(ValueError):
         falcon.Client("ftp://example")
+
+
+def test_a_client_stream_closed_early_a_raising_follow_and_a_raising_progress(
+        fleet, fabric, client):
+    handle = fabric.handle_for("tpu-b", "client-bulk")
+    fleet.generate_logs(cluster="tpu-b", workload="client-bulk", ranks=[0],
+                        lines_per_rank=20000, interval_ms=10)
+    stream = client.stream_pod_log(handle, 0)
+    first = next(stream)
+    stream.close()  # the request ends; the lines read ahead are dropped
+    assert first and stream.closed
+    with pytest.raises(StopIteration):
+        next(stream)
+
+    seen: list[str] = []
+
+    def on_line(line: str) -> None:
+        seen.append(line)
+        if len(seen) == 3:
+            raise RuntimeError("enough")
+
+    with pytest.raises(RuntimeError, match="enough"):
+        client.follow_pod_log_until_finished(handle, 0, on_line)
+    assert seen[0] == first and len(seen) == 3
+
+    def progress(p: falcon.ExportProgress) -> None:
+        raise ValueError(f"stop at rank {p.rank}")
+
+    with pytest.raises(ValueError, match="stop at rank 0"):
+        client.export_pod_logs(handle, LogFilter(ranks=[0]), "gs://falcon-logs/client-stop",
+                               progress=progress)

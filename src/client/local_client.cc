@@ -7,8 +7,8 @@
 #include "falcon/client.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
-#include "falcon/supervisor.h"
 #include "falcon/values.h"
+#include "serve/supervisor.h"
 
 namespace falcon {
 namespace {
@@ -37,9 +37,7 @@ class LocalClient final : public FabricClient {
 
   Decision select(const SelectRequest& request) override {
     Decision out;
-    out.selection = request.policy
-                        ? fabric_->select_cluster(request.accelerator_type, *request.policy)
-                        : fabric_->select_cluster(request.accelerator_type);
+    out.selection = fabric_->select_cluster(request.accelerator_type, {.policy = request.policy});
     return out;
   }
 
@@ -69,6 +67,10 @@ class LocalClient final : public FabricClient {
       out.handle = fabric_->submit_workload(request.cluster, request.spec);
     }
     return out;
+  }
+
+  WorkloadHandle handle_for(const std::string& cluster, const std::string& workload) override {
+    return fabric_->handle_for(cluster, workload);
   }
 
   WorkloadStatus status(const std::string& cluster, const std::string& workload) override {

@@ -166,6 +166,10 @@ class RemoteClient final : public FabricClient {
     return out;
   }
 
+  WorkloadHandle handle_for(const std::string& cluster, const std::string& workload) override {
+    return get(workload_path(cluster, workload)).at("handle").get<WorkloadHandle>();
+  }
+
   WorkloadStatus status(const std::string& cluster, const std::string& workload) override {
     return get(workload_path(cluster, workload)).at("status").get<WorkloadStatus>();
   }

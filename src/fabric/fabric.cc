@@ -55,8 +55,7 @@ void check_ranks_exist(const XpkWorkloadManager& workloads, const WorkloadHandle
 // recording of select's probes.
 class FunctionProber final : public ClusterProber {
  public:
-  explicit FunctionProber(HealthMonitor::ProbeFunction fn,
-                          ClusterFabric::CachedProbeFunction cached = {})
+  explicit FunctionProber(ProbeFunction fn, ClusterFabric::CachedProbeFunction cached = {})
       : fn_(std::move(fn)), cached_(std::move(cached)) {}
   ClusterProbeResult probe(const ClusterConfig& cluster) const override { return fn_(cluster); }
   std::optional<ClusterProbeResult> cached(const ClusterConfig& cluster) const override {
@@ -65,7 +64,7 @@ class FunctionProber final : public ClusterProber {
   }
 
  private:
-  HealthMonitor::ProbeFunction fn_;
+  ProbeFunction fn_;
   ClusterFabric::CachedProbeFunction cached_;
 };
 
@@ -552,13 +551,31 @@ void ClusterFabric::Impl::record_selection(ClusterSelection& selection) const {
   }
 }
 
+namespace {
+
+// The configured selection settings, under `policy` instead of the configured ones when given.
+SelectionSettings selection_settings(const Modules& m, std::optional<SelectionPolicy> policy) {
+  SelectionSettings settings = m.config->selection;
+  if (policy) {
+    settings.policy = *policy;
+    settings.policy_by_accelerator.clear();
+  }
+  return settings;
+}
+
+}  // namespace
+
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type) const {
   return impl_->select_live(accelerator_type, std::nullopt);
 }
 
 ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
-                                               SelectionPolicy policy) const {
-  return impl_->select_live(accelerator_type, policy);
+                                               const SelectOptions& how) const {
+  if (how.probe) return impl_->select_asking(accelerator_type, how);
+  if (how.cached || how.basis) {
+    throw std::invalid_argument("select_cluster: SelectOptions::cached and ::basis need ::probe");
+  }
+  return impl_->select_live(accelerator_type, how.policy);
 }
 
 ClusterSelection ClusterFabric::Impl::select_live(const std::string& accelerator_type,
@@ -587,13 +604,8 @@ ClusterSelection ClusterFabric::Impl::select_live(const std::string& accelerator
                                  .extra_json = probe_extra_json(result)});
     return result;
   });
-  SelectionSettings settings = m->config->selection;
-  if (policy) {
-    settings.policy = *policy;
-    settings.policy_by_accelerator.clear();
-  }
-  const ClusterSelector selector(impl_->registry, recording, settings, impl_->deps.clock,
-                                 impl_->breaker_gate(), impl_->history_loader());
+  const ClusterSelector selector(impl_->registry, recording, selection_settings(*m, policy),
+                                 impl_->deps.clock, impl_->breaker_gate(), impl_->history_loader());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);
@@ -607,23 +619,12 @@ ClusterSelection ClusterFabric::Impl::select_live(const std::string& accelerator
   return selection;
 }
 
-ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
-                                               const HealthMonitor::ProbeFunction& probe) const {
-  return select_cluster(accelerator_type, probe, {});
-}
-
-ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
-                                               const HealthMonitor::ProbeFunction& probe,
-                                               const CachedProbeFunction& cached) const {
-  return select_cluster(accelerator_type, probe, cached, nullptr);
-}
-
-ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_type,
-                                               const HealthMonitor::ProbeFunction& probe,
-                                               const CachedProbeFunction& cached,
-                                               SelectionBasis* basis) const {
+ClusterSelection ClusterFabric::Impl::select_asking(const std::string& accelerator_type,
+                                                    const SelectOptions& how) const {
+  const Impl* impl_ = this;
+  SelectionBasis* basis = how.basis;
   const auto m = impl_->current();
-  const FunctionProber asking(probe, cached);
+  const FunctionProber asking(how.probe, how.cached);
   // Read before anything the decision reads: a write racing the decision makes it look old.
   if (basis) {
     basis->inputs_version = impl_->inputs_version;
@@ -631,8 +632,8 @@ ClusterSelection ClusterFabric::select_cluster(const std::string& accelerator_ty
   }
   auto touched = basis ? std::make_shared<std::atomic<bool>>(false) : nullptr;
   auto gate = impl_->breaker_gate(touched);
-  const ClusterSelector selector(impl_->registry, asking, m->config->selection, impl_->deps.clock,
-                                 gate, impl_->history_loader());
+  const ClusterSelector selector(impl_->registry, asking, selection_settings(*m, how.policy),
+                                 impl_->deps.clock, gate, impl_->history_loader());
   ClusterSelection selection;
   try {
     selection = selector.select(accelerator_type);

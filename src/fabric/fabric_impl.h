@@ -57,6 +57,9 @@ struct ClusterFabric::Impl {
   // select_cluster with live probes, under `policy` when given (else the configured one).
   ClusterSelection select_live(const std::string& accelerator_type,
                                std::optional<SelectionPolicy> policy) const;
+  // select_cluster asking how.probe (and how.cached) instead of probing.
+  ClusterSelection select_asking(const std::string& accelerator_type,
+                                 const SelectOptions& how) const;
   std::shared_ptr<Modules> current() const;
   // The circuit breakers on the state store with the current settings, or null without a store.
   std::unique_ptr<CircuitBreakers> breakers() const;

@@ -184,6 +184,7 @@ void ApiClient::stream_lines(const std::string& path,
   int status = 0;
   std::string error_body;
   std::string partial;
+  std::exception_ptr line_error;  // on_line's: the read ends, then it is rethrown
   std::atomic<bool> stopped{false};
   auto should_stop = [&] {
     if (stopped) return true;
@@ -222,7 +223,12 @@ void ApiClient::stream_lines(const std::string& path,
         for (std::size_t nl; (nl = partial.find('\n', start)) != std::string::npos;
              start = nl + 1) {
           if (should_stop()) return false;
-          on_line(partial.substr(start, nl - start));
+          try {
+            on_line(partial.substr(start, nl - start));
+          } catch (...) {
+            line_error = std::current_exception();
+            return false;
+          }
         }
         partial.erase(0, start);
         return !should_stop();
@@ -234,6 +240,7 @@ void ApiClient::stream_lines(const std::string& path,
   cv.notify_all();
   if (watcher.joinable()) watcher.join();
 
+  if (line_error) std::rethrow_exception(line_error);
   if (stopped) return;
   if (!result && status == 0) impl_->unreachable("GET", path, result.error());
   if (status >= 400) throw impl_->error_of("GET", path, status, error_body);

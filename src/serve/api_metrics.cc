@@ -3,8 +3,8 @@
 // the methods served, statuses, fixed outcomes): no client can add a series.
 #include <fmt/format.h>
 
-#include "falcon/supervisor.h"
 #include "serve/api_server_impl.h"
+#include "serve/supervisor.h"
 
 namespace falcon {
 namespace {

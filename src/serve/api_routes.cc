@@ -10,12 +10,12 @@
 #include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
-#include "falcon/supervisor.h"
 #include "falcon/values.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
 #include "serve/dashboard_files.h"
 #include "serve/select_answer.h"
+#include "serve/supervisor.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -545,57 +545,37 @@ void ApiServer::Impl::submit(Request& req, Response& res) {
   if (const auto it = body.find("managed"); it != body.end() && !it->is_null()) {
     managed = parse_managed(*it, control().supervisor_defaults());
   }
-  json out = json::object();
-  std::string cluster;
-  std::int64_t selection_id = 0;
-  if (cluster_field) {
-    cluster = *cluster_field;
-  } else {
-    SelectOutcome outcome;
-    try {
-      outcome = control().select(spec.accelerator_type);
-    } catch (const NoAvailableClusterError&) {
-      count_selection("no_cluster");
-      throw;
-    }
-    count_selection("selected");
-    cluster = outcome.selection.selected_cluster;
-    selection_id = outcome.selection_id;
-    out["selection_id"] = outcome.selection_id;
-    out["selection"] = outcome.selection;
+  Placement placed;
+  try {
+    placed = place_workload(control(), store(), *options.clock, spec, cluster_field, managed);
+  } catch (const NoAvailableClusterError&) {
+    count_selection("no_cluster");
+    throw;
   }
-  WorkloadHandle handle;
+  json out = json::object();
+  if (placed.selection) {
+    count_selection("selected");
+    out["selection_id"] = placed.selection->selection_id;
+    out["selection"] = placed.selection->selection;
+  }
   if (managed) {
-    handle =
-        submit_managed(control(), store(), *options.clock, cluster, spec, *managed, selection_id);
     out["managed"] = {
         {"name", spec.name},
         {"max_recoveries", managed->max_recoveries},
         {"stable_after_s", static_cast<double>(managed->stable_after.count()) / 1000.0},
         {"recover_on_failure", managed->recover_on_failure}};
-  } else {
-    handle = control().submit(cluster, spec, selection_id);
   }
-  out["handle"] = handle;
+  out["handle"] = placed.handle;
   send_json(res, 201, out);
 }
 
 void ApiServer::Impl::cancel(Request& req, Response& res) {
   check_params(req, {});
   const WorkloadHandle handle = control().handle_for(req.params[0], req.params[1]);
-  // A managed workload's incarnation cancelled by a person: the supervisor lets it go.
-  std::optional<std::string> managed_name;
-  for (ManagedWorkloadRecord& m : list_all_managed(
-           store(), {kManagedSubmitting, kManagedStarting, kManagedRunning, kManagedRecovering})) {
-    if (m.incarnation != handle.workload_name || m.cluster != handle.cluster) continue;
-    m.state = kManagedCancelled;
-    m.updated_at = now();
-    store().update_managed(m);
-    managed_name = m.name;
-  }
-  const bool cancelled = control().cancel(handle);
-  json out = {{"handle", handle}, {"cancelled", cancelled}};
-  if (managed_name) out["managed"] = *managed_name;
+  // A managed workload's incarnation cancelled by a person: the cancel wins over its recovery.
+  const CancelOutcome outcome = cancel_workload(control(), store(), *options.clock, handle);
+  json out = {{"handle", handle}, {"cancelled", outcome.cancelled}};
+  if (outcome.managed) out["managed"] = *outcome.managed;
   send_json(res, 200, out);
 }
 

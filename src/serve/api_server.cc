@@ -18,10 +18,10 @@
 
 #include "falcon/errors.h"
 #include "falcon/exit_codes.h"
-#include "falcon/supervisor.h"
 #include "falcon/values.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
+#include "serve/supervisor.h"
 
 namespace falcon {
 

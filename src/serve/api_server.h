@@ -36,9 +36,9 @@
 #include "falcon/clock.h"
 #include "falcon/config.h"
 #include "falcon/fabric_counters.h"
-#include "falcon/health_monitor.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
+#include "serve/health_monitor.h"
 
 namespace falcon {
 

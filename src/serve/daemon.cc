@@ -15,11 +15,11 @@
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
-#include "falcon/supervisor.h"
 #include "serve/api_server.h"
 #include "serve/http_server.h"
 #include "serve/replica_identity.h"
 #include "serve/serve_log.h"
+#include "serve/supervisor.h"
 #include "xpk/xpk_cli.h"
 
 namespace falcon {

@@ -17,9 +17,9 @@
 #include "falcon/circuit_breaker.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
-#include "falcon/health_monitor.h"
 #include "falcon/state_store.h"
 #include "serve/api_server.h"
+#include "serve/health_monitor.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -376,34 +376,34 @@ class FabricControlPlane final : public ControlPlane {
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
     SelectOutcome outcome;
-    outcome.selection = fabric_->select_cluster(
-        accelerator_type,
-        [&](const ClusterConfig& c) {
-          if (auto r = excluded_result(c)) {
-            // Its trial, if the gate claimed one, ends with what the health loop knows.
-            if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
-            return *r;
-          }
-          MonitoredProbe p = monitor_->fresh(c, age_for(c));
-          if (p.from_cache) trial_outcome(c, p.result.reachable);  // else fed by the probe
-          p.result = with_in_flight(std::move(p.result));
-          std::lock_guard lock(used_mutex);
-          used[c.name] = p;
-          return p.result;
-        },
-        [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
-          if (auto r = excluded_result(c)) {
-            if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
-            return r;
-          }
-          auto p = monitor_->cached(c.name, age_for(c));
-          if (!p) return std::nullopt;
-          trial_outcome(c, p->result.reachable);
-          p->result = with_in_flight(std::move(p->result));
-          std::lock_guard lock(used_mutex);
-          return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
-        },
-        basis);
+    ClusterFabric::SelectOptions how;
+    how.basis = basis;
+    how.probe = [&](const ClusterConfig& c) {
+      if (auto r = excluded_result(c)) {
+        // Its trial, if the gate claimed one, ends with what the health loop knows.
+        if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
+        return *r;
+      }
+      MonitoredProbe p = monitor_->fresh(c, age_for(c));
+      if (p.from_cache) trial_outcome(c, p.result.reachable);  // else fed by the probe
+      p.result = with_in_flight(std::move(p.result));
+      std::lock_guard lock(used_mutex);
+      used[c.name] = p;
+      return p.result;
+    };
+    how.cached = [&](const ClusterConfig& c) -> std::optional<ClusterProbeResult> {
+      if (auto r = excluded_result(c)) {
+        if (auto p = monitor_->cached(c.name, max_age)) trial_outcome(c, p->result.reachable);
+        return r;
+      }
+      auto p = monitor_->cached(c.name, age_for(c));
+      if (!p) return std::nullopt;
+      trial_outcome(c, p->result.reachable);
+      p->result = with_in_flight(std::move(p->result));
+      std::lock_guard lock(used_mutex);
+      return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
+    };
+    outcome.selection = fabric_->select_cluster(accelerator_type, how);
     outcome.selection_id = outcome.selection.selection_id;
     if (outcome.selection_id == 0) {
       // The decision is not in the store (the fabric logged why): nothing unrecorded is

@@ -1,4 +1,4 @@
-#include "falcon/health_monitor.h"
+#include "serve/health_monitor.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -21,28 +21,6 @@
 #include "util/time_format.h"
 
 namespace falcon {
-
-void to_json(nlohmann::json& j, const MonitoredProbe& v) {
-  j = nlohmann::json{{"result", v.result},
-                     {"backend", v.backend},
-                     {"duration_ms", v.duration_ms},
-                     {"age_ms", v.age_ms},
-                     {"consecutive_failures", v.consecutive_failures},
-                     {"next_probe_at", v.next_probe_at.empty() ? nlohmann::json(nullptr)
-                                                               : nlohmann::json(v.next_probe_at)},
-                     {"from_cache", v.from_cache}};
-}
-
-void from_json(const nlohmann::json& j, MonitoredProbe& v) {
-  v.result = j.at("result").get<ClusterProbeResult>();
-  v.backend = j.value("backend", std::string());
-  v.duration_ms = j.value("duration_ms", std::int64_t{0});
-  v.age_ms = j.value("age_ms", std::int64_t{0});
-  v.consecutive_failures = j.value("consecutive_failures", 0);
-  const auto next = j.find("next_probe_at");
-  v.next_probe_at = next == j.end() || next->is_null() ? std::string() : next->get<std::string>();
-  v.from_cache = j.value("from_cache", false);
-}
 
 namespace {
 

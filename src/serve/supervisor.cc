@@ -1,5 +1,5 @@
 // The supervisor of managed workloads (include/falcon/supervisor.h, docs/self-healing.md).
-#include "falcon/supervisor.h"
+#include "serve/supervisor.h"
 
 #include <unistd.h>
 
@@ -297,6 +297,24 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
   }
 }
 
+Placement place_workload(ControlPlane& control, StateStore& store, const Clock& clock,
+                         const WorkloadSpec& spec, const std::optional<std::string>& cluster,
+                         const std::optional<ManageOptions>& managed) {
+  Placement out;
+  std::string where;
+  std::int64_t selection_id = 0;
+  if (cluster) {
+    where = *cluster;
+  } else {
+    out.selection = control.select(spec.accelerator_type);
+    where = out.selection->selection.selected_cluster;
+    selection_id = out.selection->selection_id;
+  }
+  out.handle = managed ? submit_managed(control, store, clock, where, spec, *managed, selection_id)
+                       : control.submit(where, spec, selection_id);
+  return out;
+}
+
 // --- The supervisor.
 
 namespace {
@@ -432,7 +450,83 @@ struct PhaseHistogram {
 // A lost lease, thrown out of a pass.
 struct LostLease {};
 
+// A managed workload's record was written by someone else since this pass read it (the API's
+// cancel, another replica) or the lease moved on: this pass's view of it is stale, so its turn
+// ends here and the next pass reads it again and decides anew.
+struct ManagedConflict : std::runtime_error {
+  ManagedConflict()
+      : std::runtime_error(
+            "its record changed since this pass read it (a cancel, or another replica); it is "
+            "read again next pass") {}
+};
+
 }  // namespace
+
+// --- Cancel.
+
+namespace {
+
+// `handle` names `m` (its first incarnation's name, on any cluster: a person cancels a managed
+// workload by the name they gave it, wherever it runs now), or is, or is about to be, an
+// incarnation of it: its current one, the one its recovery replaces, or the replacement its
+// recovery is submitting.
+bool is_incarnation_of(const ManagedWorkloadRecord& m, const WorkloadHandle& h) {
+  if (m.name == h.workload_name) return true;
+  if (m.incarnation == h.workload_name && m.cluster == h.cluster) return true;
+  const Detail d = Detail::parse(m.detail_json);
+  return (d.old_name == h.workload_name && d.old_cluster == h.cluster) ||
+         (d.replacement == h.workload_name && d.to_cluster == h.cluster);
+}
+
+// Marks `m` cancelled over the supervisor's writes: on a conflict it reads the record again and
+// tries again. The record as it now stands; nullopt when it ended (or went) meanwhile.
+std::optional<ManagedWorkloadRecord> mark_cancelled(StateStore& store, const Clock& clock,
+                                                    ManagedWorkloadRecord m) {
+  // Each conflict is a supervisor write that landed in between; a pass writes a record a few
+  // times at most, so this ends long before the bound.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    m.state = kManagedCancelled;
+    m.updated_at = clock.now();
+    if (store.update_managed(m)) return m;
+    std::optional<ManagedWorkloadRecord> again = store.get_managed(m.name);
+    if (!again || !is_active_managed_state(again->state)) return std::nullopt;
+    m = std::move(*again);
+  }
+  throw StateStoreError(store.backend(), store.location(), "update_managed",
+                        fmt::format("managed workload '{}' changed 1000 times while it was being "
+                                    "cancelled",
+                                    m.name));
+}
+
+}  // namespace
+
+CancelOutcome cancel_workload(ControlPlane& control, StateStore& store, const Clock& clock,
+                              const WorkloadHandle& handle) {
+  CancelOutcome out;
+  std::vector<WorkloadHandle> current;  // the managed workloads' incarnations, when others
+  for (ManagedWorkloadRecord& m : list_all_managed(
+           store, {kManagedSubmitting, kManagedStarting, kManagedRunning, kManagedRecovering})) {
+    if (!is_incarnation_of(m, handle)) continue;
+    out.managed = m.name;
+    const std::optional<ManagedWorkloadRecord> cancelled = mark_cancelled(store, clock, m);
+    if (cancelled &&
+        (cancelled->incarnation != handle.workload_name || cancelled->cluster != handle.cluster)) {
+      current.push_back({cancelled->incarnation, cancelled->cluster, "", ""});
+    }
+  }
+  for (const WorkloadHandle& h : current) {
+    try {
+      control.cancel(control.handle_for(h.cluster, h.workload_name));
+    } catch (const WorkloadNotFoundError&) {
+    }
+  }
+  try {
+    out.cancelled = control.cancel(handle);
+  } catch (const WorkloadNotFoundError&) {
+    if (!out.managed) throw;
+  }
+  return out;
+}
 
 struct Supervisor::Impl {
   SupervisorOptions options;
@@ -478,8 +572,10 @@ struct Supervisor::Impl {
   // when): placements a list read before them does not show.
   std::map<std::string, std::string> placing;
   std::vector<std::pair<std::string, StoreTime>> placed;
-  // Decisions are made one at a time, each seeing the placements decided before it.
-  std::mutex deciding;
+  // Placements decided so far (under pass_state): a decision that sees it change while it
+  // listed and selected (no lock is held across that I/O) is made again, so that each decision
+  // counts every placement decided before it.
+  std::uint64_t placements = 0;
   // Across passes (this replica's memory): a cluster's capacity as learned from a replacement
   // that waited there unadmitted for readmit_grace_s while it ran N workloads (xpk's list and
   // probes say nothing of free slots): N. Raised when a list shows it running more.
@@ -675,15 +771,18 @@ struct Supervisor::Impl {
     }
   }
 
+  // Writes `m` over the version this pass read, fenced by the lease; throws ManagedConflict
+  // when it was written since (a cancel through the API wins over this pass's view) or the
+  // lease has moved on.
   void save(ManagedWorkloadRecord& m, const Detail& d) {
     m.detail_json = d.dump();
     m.updated_at = now();
-    // A cancel through the API (DELETE of the incarnation) wins over this pass's view.
-    if (const auto stored = store().get_managed(m.name);
-        stored && stored->state == kManagedCancelled && m.state != kManagedCancelled) {
-      return;
+    LeaseFence fence{kSupervisorLease, 0};
+    {
+      std::lock_guard lock(mutex);
+      fence.token = token;
     }
-    store().update_managed(m);
+    if (!store().update_managed(m, fence)) throw ManagedConflict();
   }
 
   // --- The state machine of one managed workload.
@@ -817,7 +916,7 @@ struct Supervisor::Impl {
 
   // What a decision should know beyond the probes: the placements decided and not submitted
   // yet, and the clusters of a learned capacity that their workloads (listed RUNNING or QUEUED,
-  // submitted since that list, being placed) fill. Called under `deciding`.
+  // submitted since that list, being placed) fill. Holds no lock while it lists.
   PlacementHints placement_hints(const std::vector<std::string>& excluded,
                                  const SupervisorSettings& s) {
     PlacementHints hints;
@@ -1095,16 +1194,28 @@ struct Supervisor::Impl {
       }
     }
     std::string cluster;
-    // One decision at a time: each counts the ones before it (in flight, or submitted since the
-    // lists it counts from).
-    std::unique_lock one_at_a_time(deciding);
+    // Each decision counts the ones before it (in flight, or submitted since the lists it counts
+    // from). It lists and selects without a lock; when another placement was decided meanwhile
+    // it decides again with that one counted. Every retry follows another decision's progress,
+    // and a pass decides each workload at most once, so this ends.
     try {
-      const PlacementHints hints = placement_hints(excluded, s);
-      cluster = control()
-                    .select_excluding(m.spec.accelerator_type, excluded, hints)
-                    .selection.selected_cluster;
+      for (;;) {
+        std::uint64_t seen = 0;
+        {
+          std::lock_guard lock(pass_state);
+          seen = placements;
+        }
+        const PlacementHints hints = placement_hints(excluded, s);
+        cluster = control()
+                      .select_excluding(m.spec.accelerator_type, excluded, hints)
+                      .selection.selected_cluster;
+        std::lock_guard lock(pass_state);
+        if (placements != seen) continue;
+        placing[m.name] = cluster;  // until its submit returned (submit())
+        ++placements;
+        break;
+      }
     } catch (const NoAvailableClusterError& e) {
-      one_at_a_time.unlock();
       if (!d.create_failed.empty()) {
         backoff_round(m, d, s, e.what());
       } else {
@@ -1114,11 +1225,6 @@ struct Supervisor::Impl {
       }
       return false;
     }
-    {
-      std::lock_guard lock(pass_state);
-      placing[m.name] = cluster;  // until its submit returned (submit())
-    }
-    one_at_a_time.unlock();
     d.no_cluster = 0;
     d.next_attempt = StoreTime{};
     RecoveryRecord r = incident_record(m, d);
@@ -1270,6 +1376,45 @@ struct Supervisor::Impl {
         return false;
       }
     }
+    const WorkloadHandle made{d.replacement, d.to_cluster, "", ""};
+    try {
+      record_submitted(m, d);
+    } catch (const ManagedConflict&) {
+      undo_if_cancelled(m.name, made);
+      throw;
+    }
+    return true;
+  }
+
+  // The replacement `made` exists, but the record changed since this pass read it: when that
+  // was a cancel, the cancel wins and the replacement is deleted (else, e.g. a new leader, the
+  // record's intent names it and whoever reads it next adopts it).
+  void undo_if_cancelled(const std::string& name, const WorkloadHandle& made) {
+    std::optional<ManagedWorkloadRecord> now_stored;
+    try {
+      now_stored = store().get_managed(name);
+    } catch (const std::exception& e) {
+      event("warn", fmt::format("supervisor: {}: cannot read it back after submitting {} ({}); "
+                                "the next pass looks again",
+                                name, made.workload_name, e.what()));
+      return;
+    }
+    if (now_stored && now_stored->state != kManagedCancelled) return;
+    try {
+      control().cancel(control().handle_for(made.cluster, made.workload_name));
+      event("warn", fmt::format("supervisor: {} was cancelled while its replacement {} was being "
+                                "submitted; deleted {} from {}",
+                                name, made.workload_name, made.workload_name, made.cluster));
+    } catch (const WorkloadNotFoundError&) {
+    } catch (const std::exception& e) {
+      event("error", fmt::format("supervisor: {} was cancelled while its replacement {} was being "
+                                 "submitted, and deleting it from {} failed: {}",
+                                 name, made.workload_name, made.cluster, e.what()));
+    }
+  }
+
+  // The replacement was submitted (or adopted): the incident and the record say so.
+  void record_submitted(ManagedWorkloadRecord& m, Detail& d) {
     RecoveryRecord r = incident_record(m, d);
     r.submitted = now();
     r.attempts = d.submit_attempts + 1;
@@ -1293,7 +1438,6 @@ struct Supervisor::Impl {
     d.fence_since = StoreTime{};
     d.unconfirmed_since = StoreTime{};
     save(m, d);
-    return true;
   }
 
   // --- A pass.
@@ -1328,6 +1472,8 @@ struct Supervisor::Impl {
         work();
       } catch (const LostLease&) {
         throw;
+      } catch (const ManagedConflict& e) {
+        event("info", fmt::format("supervisor: {}: {}", m.name, e.what()));
       } catch (const std::exception& e) {
         event("warn", fmt::format("supervisor: {}: {}", m.name, e.what()));
       }

@@ -36,10 +36,10 @@
 #include "falcon/config.h"
 #include "falcon/model.h"
 #include "falcon/state_store.h"
+#include "serve/api_server.h"
 
 namespace falcon {
 
-class ControlPlane;
 struct Recovery;  // client.h
 namespace serve {
 class PrometheusText;
@@ -160,6 +160,41 @@ inline constexpr std::size_t kMaxManagedNameLength = 36;
 WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Clock& clock,
                               const std::string& cluster, const WorkloadSpec& spec,
                               const ManageOptions& options, std::int64_t selection_id = 0);
+
+// Where a workload went (POST /v1/workloads): its handle, and the decision that chose its
+// cluster when none was named.
+struct Placement {
+  WorkloadHandle handle;
+  std::optional<SelectOutcome> selection;
+};
+
+// Selects the best cluster for spec.accelerator_type when `cluster` is not given
+// (ControlPlane::select), then submits there with the decision's id recorded with the
+// submission, as a managed workload (submit_managed) when `managed` is given. Throws
+// NoAvailableClusterError from the selection, and what the submit throws.
+Placement place_workload(ControlPlane& control, StateStore& store, const Clock& clock,
+                         const WorkloadSpec& spec, const std::optional<std::string>& cluster,
+                         const std::optional<ManageOptions>& managed);
+
+// What cancel_workload did.
+struct CancelOutcome {
+  bool cancelled = false;  // ControlPlane::cancel of the handle named
+  // The managed workload the handle was an incarnation of, now cancelled; nullopt when none.
+  std::optional<std::string> managed;
+};
+
+// A person cancels `handle` (DELETE /v1/workloads/{cluster}/{name}). When it names a managed
+// workload that has not ended (by the name it was submitted under, on any cluster) or one of
+// its incarnations (its current one, the one a recovery is replacing, or the replacement being
+// submitted), that managed workload is marked cancelled first, by
+// compare-and-set against the supervisor's writes, so the cancel wins over a recovery in
+// flight: the supervisor stops, and deletes a replacement it created meanwhile. Then its
+// current incarnation is deleted when that is another workload, and `handle` last. Throws what
+// ControlPlane::cancel throws for `handle` (WorkloadNotFoundError: not for an incarnation of a
+// managed workload, which may be gone already), and StateStoreError when the cancel cannot be
+// recorded (nothing is deleted then).
+CancelOutcome cancel_workload(ControlPlane& control, StateStore& store, const Clock& clock,
+                              const WorkloadHandle& handle);
 
 // --- The supervisor.
 

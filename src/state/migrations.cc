@@ -186,6 +186,12 @@ ALTER TABLE selections ADD COLUMN policy TEXT;
 ALTER TABLE selections ADD COLUMN reason TEXT;
 )sql";
 
+// Version 5 (issue 27): a managed workload's row has a version, and every update is a
+// compare-and-set on it (StateStore::update_managed).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE managed_workloads ADD COLUMN version {int} NOT NULL DEFAULT 1;
+)sql";
+
 constexpr const char* kVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version {int} PRIMARY KEY,
@@ -225,8 +231,9 @@ const std::vector<Migration>& migrations() {
        "explanations stored packed; decided_at, policy and reason columns for lists of "
        "decisions",
        kSchemaV4},
+      {5, "managed workloads are updated by compare-and-set on a version column", kSchemaV5},
   };
-  static_assert(kStateSchemaVersion == 4, "add the migration for the new schema version");
+  static_assert(kStateSchemaVersion == 5, "add the migration for the new schema version");
   return all;
 }
 

@@ -274,9 +274,13 @@ RecoveryRecord recovery_from(const SqlRow& row) {
   return r;
 }
 
+// The columns a managed workload is written with; it is read with its version too.
 constexpr const char* kManagedColumns =
     "name, spec_json, max_recoveries, stable_after_ms, recover_on_failure, incarnation, cluster, "
     "state, attempts, created_at_ms, updated_at_ms, detail_json";
+constexpr const char* kManagedRead =
+    "name, spec_json, max_recoveries, stable_after_ms, recover_on_failure, incarnation, cluster, "
+    "state, attempts, created_at_ms, updated_at_ms, detail_json, version";
 
 ManagedWorkloadRecord managed_from(const SqlRow& row) {
   ManagedWorkloadRecord m;
@@ -292,6 +296,7 @@ ManagedWorkloadRecord managed_from(const SqlRow& row) {
   m.created_at = from_ms(row.int64(9));
   m.updated_at = from_ms(row.int64(10));
   m.detail_json = row.text(11);
+  m.version = row.int64(12);
   return m;
 }
 
@@ -1299,17 +1304,33 @@ bool SqlStateStore::create_managed(const ManagedWorkloadRecord& m) {
   });
 }
 
-bool SqlStateStore::update_managed(const ManagedWorkloadRecord& m) {
+bool SqlStateStore::update_managed(ManagedWorkloadRecord& m,
+                                   const std::optional<LeaseFence>& fence) {
   check_managed(m);
-  return write("update_managed", [&](SqlConnection& c) {
-    return !c.query(
-                 "UPDATE managed_workloads SET spec_json = $2, max_recoveries = $3, "
-                 "stable_after_ms = $4, recover_on_failure = $5, incarnation = $6, cluster = $7, "
-                 "state = $8, attempts = $9, created_at_ms = $10, updated_at_ms = $11, "
-                 "detail_json = $12 WHERE name = $1 RETURNING name",
-                 managed_values(m))
-                .empty();
-  });
+  std::vector<SqlValue> values = managed_values(m);
+  values.push_back(m.version);
+  std::string condition = "name = $1 AND version = $13";
+  if (fence) {
+    values.push_back(fence->lease);
+    values.push_back(fence->token);
+    condition += " AND EXISTS (SELECT 1 FROM leases WHERE name = $14 AND token = $15)";
+  }
+  const std::optional<std::int64_t> version =
+      write("update_managed", [&](SqlConnection& c) -> std::optional<std::int64_t> {
+        const SqlRows rows = c.query(
+            fmt::format("UPDATE managed_workloads SET spec_json = $2, max_recoveries = $3, "
+                        "stable_after_ms = $4, recover_on_failure = $5, incarnation = $6, "
+                        "cluster = $7, state = $8, attempts = $9, created_at_ms = $10, "
+                        "updated_at_ms = $11, detail_json = $12, version = version + 1 WHERE {} "
+                        "RETURNING version",
+                        condition),
+            values);
+        if (rows.empty()) return std::nullopt;
+        return rows.front().int64(0);
+      });
+  if (!version) return false;
+  m.version = *version;
+  return true;
 }
 
 bool SqlStateStore::delete_managed(const std::string& name) {
@@ -1321,7 +1342,7 @@ bool SqlStateStore::delete_managed(const std::string& name) {
 std::optional<ManagedWorkloadRecord> SqlStateStore::get_managed(const std::string& name) {
   return read("get_managed", [&](SqlConnection& c) -> std::optional<ManagedWorkloadRecord> {
     const SqlRows rows = c.query(
-        fmt::format("SELECT {} FROM managed_workloads WHERE name = $1", kManagedColumns), {name});
+        fmt::format("SELECT {} FROM managed_workloads WHERE name = $1", kManagedRead), {name});
     if (rows.empty()) return std::nullopt;
     return managed_from(rows.front());
   });
@@ -1341,7 +1362,7 @@ std::vector<ManagedWorkloadRecord> SqlStateStore::list_managed(
     std::vector<ManagedWorkloadRecord> out;
     for (const auto& row :
          c.query(fmt::format("SELECT {} FROM managed_workloads{} ORDER BY name LIMIT $1",
-                             kManagedColumns, where),
+                             kManagedRead, where),
                  values)) {
       out.push_back(managed_from(row));
     }

@@ -76,7 +76,8 @@ class SqlStateStore final : public StateStore {
                                               const std::optional<std::string>& workload) override;
 
   bool create_managed(const ManagedWorkloadRecord& record) override;
-  bool update_managed(const ManagedWorkloadRecord& record) override;
+  bool update_managed(ManagedWorkloadRecord& record,
+                      const std::optional<LeaseFence>& fence) override;
   bool delete_managed(const std::string& name) override;
   std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) override;
   std::vector<ManagedWorkloadRecord> list_managed(int limit, const std::vector<std::string>& states,

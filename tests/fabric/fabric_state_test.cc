@@ -145,20 +145,21 @@ TEST_F(FabricStateTest, ASelectionIsRecordedWithItsProbesAndItsIdReturned) {
 TEST_F(FabricStateTest, SelectionThroughAProbeFunctionAsksItInsteadOfProbing) {
   auto f = fabric();
   std::atomic<int> asked{0};
-  const ClusterSelection s = f->select_cluster("tpu-v4-64", [&](const ClusterConfig& c) {
-    ++asked;
-    ClusterProbeResult r;
-    r.cluster = c.name;
-    r.reachable = c.name == "tpu-b";  // tpu-a, preferred, is down in the cache
-    if (r.reachable) {
-      r.queue_depth = 0;
-      r.running_count = 0;
-    } else {
-      r.error = "probe timed out after 15s";
-    }
-    r.probed_at = "2026-04-13T07:59:50.000Z";
-    return r;
-  });
+  const ClusterSelection s = f->select_cluster(
+      "tpu-v4-64", {.probe = [&](const ClusterConfig& c) {
+        ++asked;
+        ClusterProbeResult r;
+        r.cluster = c.name;
+        r.reachable = c.name == "tpu-b";  // tpu-a, preferred, is down in the cache
+        if (r.reachable) {
+          r.queue_depth = 0;
+          r.running_count = 0;
+        } else {
+          r.error = "probe timed out after 15s";
+        }
+        r.probed_at = "2026-04-13T07:59:50.000Z";
+        return r;
+      }});
   EXPECT_EQ(asked, 2);
   EXPECT_EQ(runner_->calls().size(), 0u);  // no xpk ran
   EXPECT_EQ(s.selected_cluster, "tpu-b");
@@ -168,26 +169,33 @@ TEST_F(FabricStateTest, SelectionThroughAProbeFunctionAsksItInsteadOfProbing) {
   EXPECT_EQ(db->get_selection(s.selection_id)->selection.selected_cluster, "tpu-b");
   EXPECT_TRUE(db->latest_probes().empty());  // the caller records its own probes
   // A probe function that throws makes that candidate unreachable, with the message.
-  const ClusterSelection t = f->select_cluster("tpu-v4-64", [](const ClusterConfig& c) {
-    if (c.name == "tpu-a") throw std::runtime_error("cache gone");
-    ClusterProbeResult r;
-    r.cluster = c.name;
-    r.reachable = true;
-    r.queue_depth = 0;
-    r.running_count = 0;
-    return r;
-  });
+  const ClusterSelection t = f->select_cluster("tpu-v4-64", {.probe = [](const ClusterConfig& c) {
+                                                 if (c.name == "tpu-a")
+                                                   throw std::runtime_error("cache gone");
+                                                 ClusterProbeResult r;
+                                                 r.cluster = c.name;
+                                                 r.reachable = true;
+                                                 r.queue_depth = 0;
+                                                 r.running_count = 0;
+                                                 return r;
+                                               }});
   EXPECT_EQ(t.selected_cluster, "tpu-b");
   EXPECT_THAT(t.probe_results.at(0).error.value_or(""), HasSubstr("cache gone"));
   // A decision that finds nothing is kept too, with every candidate's probe and the reason.
-  EXPECT_THROW(f->select_cluster("tpu-v4-64",
-                                 [](const ClusterConfig& c) {
-                                   ClusterProbeResult r;
-                                   r.cluster = c.name;
-                                   r.error = "down";
-                                   return r;
-                                 }),
+  EXPECT_THROW(f->select_cluster("tpu-v4-64", {.probe =
+                                                   [](const ClusterConfig& c) {
+                                                     ClusterProbeResult r;
+                                                     r.cluster = c.name;
+                                                     r.error = "down";
+                                                     return r;
+                                                   }}),
                NoAvailableClusterError);
+  // cached and basis are ways of asking `probe`: without it they are a programming error.
+  EXPECT_THROW(
+      f->select_cluster(
+          "tpu-v4-64",
+          {.cached = [](const ClusterConfig&) { return std::optional<ClusterProbeResult>(); }}),
+      std::invalid_argument);
   const auto newest = db->list_selections(1).at(0);
   EXPECT_GT(newest.id, t.selection_id);
   EXPECT_EQ(newest.selection.selected_cluster, "");
@@ -223,7 +231,8 @@ TEST_F(FabricStateTest, HistoriesAreKeptBetweenDecisionsUntilTheFabricWritesOrTh
   };
   // tpu-a's mean probe latency over the window, as this decision's signals saw it.
   auto latency = [&] {
-    const ClusterSelection s = f->select_cluster("tpu-v4-64", never_probe, cached);
+    const ClusterSelection s =
+        f->select_cluster("tpu-v4-64", {.probe = never_probe, .cached = cached});
     return s.scores.at(0).signals.latency_ms.value_or(-1);
   };
   db->record_probes({probe_record(std::chrono::seconds(60), 100)});

@@ -386,6 +386,35 @@ TEST_F(ApiClientTest, LogLinesStreamAndAFollowEndsWhenStopSays) {
   EXPECT_EQ(e.status(), 404);
 }
 
+TEST_F(ApiClientTest, AnErrorOfOnLineEndsTheStreamAndIsRethrown) {
+  start();
+  ApiClient c = client();
+  // With a stop predicate (its watcher thread running) and without: the error comes out of
+  // stream_lines as thrown, after the first line, and the server sees the client go away.
+  for (const bool with_stop : {true, false}) {
+    SCOPED_TRACE(with_stop ? "with stop" : "without stop");
+    control_->follow_stopped = false;
+    std::vector<std::string> seen;
+    try {
+      c.stream_lines(
+          "/v1/workloads/tpu-a/run/logs?follow=true",
+          [&](const std::string& l) {
+            seen.push_back(l);
+            throw std::runtime_error("the reader gave up");
+          },
+          with_stop ? std::function<bool()>([] { return false; }) : std::function<bool()>());
+      ADD_FAILURE() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "the reader gave up");
+    }
+    EXPECT_THAT(seen, ::testing::ElementsAre("first"));
+    for (int i = 0; i < 500 && !control_->follow_stopped; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(control_->follow_stopped);
+  }
+}
+
 TEST_F(ApiClientTest, AServerThatIsNotThereIsAClearErrorNamingTheUrl) {
   start();
   server_->stop(std::chrono::seconds(1));

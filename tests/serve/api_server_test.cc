@@ -23,9 +23,9 @@
 
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
-#include "falcon/supervisor.h"
 #include "falcon/workload_manager.h"
 #include "serve/select_answer.h"
+#include "serve/supervisor.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
 

@@ -1,6 +1,6 @@
 // The health loop on a fake clock with a fake probe function: schedule, jitter, back-off,
 // bounded concurrency, stop(), the cache (fresh), cluster changes and the probe history.
-#include "falcon/health_monitor.h"
+#include "serve/health_monitor.h"
 
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -496,7 +496,9 @@ class FailingStore final : public StateStore {
     fail("list_recoveries");
   }
   bool create_managed(const ManagedWorkloadRecord&) override { fail("create_managed"); }
-  bool update_managed(const ManagedWorkloadRecord&) override { fail("update_managed"); }
+  bool update_managed(ManagedWorkloadRecord&, const std::optional<LeaseFence>&) override {
+    fail("update_managed");
+  }
   bool delete_managed(const std::string&) override { fail("delete_managed"); }
   std::optional<ManagedWorkloadRecord> get_managed(const std::string&) override {
     fail("get_managed");

@@ -2,7 +2,7 @@
 // and the per-workload state machine over a simulated control plane and a real SQLite store:
 // platform kills, application failures, unreachable clusters and fencing, evictions, transient
 // submit failures with back-off, max_recoveries, and two replicas sharing the lease.
-#include "falcon/supervisor.h"
+#include "serve/supervisor.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include "falcon/workload_manager.h"
 #include "serve/api_server.h"
 #include "serve/prometheus_text.h"
+#include "serve/sim_control.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
 
@@ -28,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FakeClock;
 using ::testing::HasSubstr;
+using testing::SimControl;
 
 SupervisorSettings fast_settings() {
   SupervisorSettings s;
@@ -173,224 +175,6 @@ TEST(Svrt, PhasesAreTheDifferencesOfTheTimesAndNullUntilReached) {
 }
 
 // --- The state machine, over a simulated control plane.
-
-class SimControl final : public ControlPlane {
- public:
-  struct Workload {
-    std::string state = "QUEUED";
-    std::optional<int> exit_code;
-    WorkloadSpec spec;
-  };
-  struct Cluster {
-    bool reachable = true;
-    std::map<std::string, Workload> workloads;
-  };
-
-  mutable std::mutex mutex;
-  std::vector<std::string> order = {"tpu-a", "tpu-b", "tpu-c"};
-  std::map<std::string, Cluster> sim = {{"tpu-a", {}}, {"tpu-b", {}}, {"tpu-c", {}}};
-  std::vector<std::pair<std::string, std::string>> submits;  // (cluster, name)
-  std::vector<std::pair<std::string, std::string>> cancels;
-  std::vector<std::string> breaker_failures;
-  std::map<std::string, int> cancel_calls;  // by cluster, answered or not
-  int failing_submits = 0;                  // the next N submits fail (transient)
-  int store_refusals = 0;  // the next N submits fail as a store that cannot take their intent
-  std::map<std::string, int> failing_on;  // the next N submits to a cluster fail (transient)
-  bool create_then_fail = false;    // a failing submit makes the workload all the same (a timeout)
-  std::function<void()> on_status;  // called by status() (a slow log read), before it answers
-  std::string cut_after_failed_create;  // this cluster stops answering after a failed create
-  bool by_queue = false;                // select_excluding: fewest QUEUED first
-  // A submit to an unreachable cluster fails as xpk does when its existence check cannot reach
-  // the cluster: WorkloadNotCreatedError (else a plain WorkloadSubmitError).
-  bool not_created_when_unreachable = false;
-  std::string dies_on_create;  // this cluster stops answering when a create reaches it
-  // The first `hold_submits` submits wait for each other (all in flight together) before they
-  // land, up to 5 s; max_in_flight is the most submits seen in flight at once.
-  int hold_submits = 0;
-  int submits_arrived = 0;
-  int in_flight = 0;
-  int max_in_flight = 0;
-  std::condition_variable held;
-  std::vector<std::string> ops;  // "submit <cluster>/<name>", "cancel <cluster>/<name>" in order
-  std::vector<PlacementHints> hints_seen;  // what each decision was told
-  // What a failing submit says: xpk's create output, which mentions an unrelated "already
-  // exists" (its RoleBinding) on every create.
-  std::string failing_message =
-      "xpk workload create failed: [XPK] RoleBinding: xpk-sa-pod-reader-binding already exists. "
-      "Skipping its creation. ... Unable to connect to the server: net/http: TLS handshake "
-      "timeout";
-
-  void set(const std::string& c, const std::string& name, const std::string& state,
-           std::optional<int> exit_code = std::nullopt) {
-    std::lock_guard lock(mutex);
-    sim.at(c).workloads[name].state = state;
-    sim.at(c).workloads[name].exit_code = exit_code;
-  }
-  void reach(const std::string& c, bool reachable) {
-    std::lock_guard lock(mutex);
-    sim.at(c).reachable = reachable;
-  }
-  // Live copies of `prefix`* across reachable and unreachable clusters (not finished).
-  int live_copies(const std::string& prefix) const {
-    std::lock_guard lock(mutex);
-    int n = 0;
-    for (const auto& [c, cl] : sim) {
-      for (const auto& [name, w] : cl.workloads) {
-        if (name.rfind(prefix, 0) == 0 && !is_terminal_state(w.state)) ++n;
-      }
-    }
-    return n;
-  }
-  std::optional<WorkloadSpec> spec_of(const std::string& c, const std::string& name) const {
-    std::lock_guard lock(mutex);
-    const auto& w = sim.at(c).workloads;
-    if (!w.contains(name)) return std::nullopt;
-    return w.at(name).spec;
-  }
-
-  std::vector<ClusterConfig> clusters() const override { return {}; }
-  std::optional<ProbeSnapshot> cached_probe(const std::string&) const override {
-    return std::nullopt;
-  }
-  SelectOutcome select(const std::string& accelerator) override {
-    return select_excluding(accelerator, {});
-  }
-  using ControlPlane::select_excluding;
-  // The first reachable cluster in `order`, not excluded; with `by_queue`, the one with the
-  // fewest QUEUED workloads (the hints' in-flight placements counted), then `order`, as the
-  // priority policy ranks equal priorities. A cluster of hints.no_room only when no other can.
-  SelectOutcome select_excluding(const std::string& accelerator,
-                                 const std::vector<std::string>& excluded,
-                                 const PlacementHints& hints) override {
-    std::lock_guard lock(mutex);
-    hints_seen.push_back(hints);
-    for (const bool with_full : {false, true}) {
-      std::string best;
-      int best_queue = 0;
-      for (const std::string& c : order) {
-        if (std::find(excluded.begin(), excluded.end(), c) != excluded.end()) continue;
-        if (!sim.at(c).reachable) continue;
-        if (!with_full && hints.no_room.contains(c)) continue;
-        int queue = 0;
-        if (by_queue) {
-          for (const auto& [name, w] : sim.at(c).workloads) queue += w.state == "QUEUED";
-          if (const auto it = hints.in_flight.find(c); it != hints.in_flight.end()) {
-            queue += it->second;
-          }
-        }
-        if (best.empty() || queue < best_queue) {
-          best = c;
-          best_queue = queue;
-        }
-      }
-      if (best.empty()) continue;
-      SelectOutcome o;
-      o.selection.selected_cluster = best;
-      o.selection_id = 1;
-      return o;
-    }
-    throw NoAvailableClusterError("every cluster is excluded or unreachable", accelerator, {});
-  }
-  void record_cluster_failure(const std::string& c) override {
-    std::lock_guard lock(mutex);
-    breaker_failures.push_back(c);
-  }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
-                        std::int64_t /*selection_id*/) override {
-    std::unique_lock lock(mutex);
-    ++in_flight;
-    max_in_flight = std::max(max_in_flight, in_flight);
-    if (++submits_arrived <= hold_submits) {
-      held.notify_all();
-      held.wait_for(lock, 5s, [&] { return submits_arrived >= hold_submits; });
-    }
-    struct Landed {
-      int& n;
-      ~Landed() { --n; }
-    } landed{in_flight};
-    if (store_refusals > 0) {
-      --store_refusals;
-      throw StateStoreError("postgresql", "postgresql://db/f",
-                            "record the submission of workload '" + spec.name + "'",
-                            "the database system is starting up");
-    }
-    if (failing_submits > 0 || failing_on[c] > 0) {
-      --(failing_submits > 0 ? failing_submits : failing_on[c]);
-      if (create_then_fail) sim.at(c).workloads[spec.name].spec = spec;
-      if (cut_after_failed_create == c) sim.at(c).reachable = false;
-      throw WorkloadSubmitError(failing_message, c, spec.name, 1, "");
-    }
-    auto& cl = sim.at(c);
-    if (c == dies_on_create) cl.reachable = false;
-    if (!cl.reachable && not_created_when_unreachable) {
-      throw WorkloadNotCreatedError(
-          "xpk workload create failed before its create step (nothing was created): [XPK] Task "
-          "Check if Workload Already Exists failed with 1: Unable to connect to the server",
-          c, spec.name, 1, "");
-    }
-    if (!cl.reachable) throw WorkloadSubmitError("Unable to connect", c, spec.name, 1, "");
-    if (cl.workloads.contains(spec.name)) {
-      // The fabric's words for a duplicate (XpkWorkloadManager::submit).
-      throw WorkloadExistsError("workload '" + spec.name + "' already exists on cluster '" + c +
-                                    "' (xpk workload create exited 1 without replacing it)",
-                                c, spec.name, 1, "");
-    }
-    cl.workloads[spec.name].spec = spec;
-    submits.emplace_back(c, spec.name);
-    ops.push_back("submit " + c + "/" + spec.name);
-    return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
-  }
-  WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
-    return {w, c, "default", ""};
-  }
-  WorkloadStatus status(const WorkloadHandle& h) override {
-    if (on_status) on_status();
-    std::lock_guard lock(mutex);
-    const auto& cl = sim.at(h.cluster);
-    if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
-    const auto it = cl.workloads.find(h.workload_name);
-    if (it == cl.workloads.end()) throw WorkloadNotFoundError(h.cluster, h.workload_name);
-    WorkloadStatus s;
-    s.workload_name = h.workload_name;
-    s.state = it->second.state;
-    s.exit_code = it->second.exit_code;
-    return s;
-  }
-  bool cancel(const WorkloadHandle& h) override {
-    std::lock_guard lock(mutex);
-    ++cancel_calls[h.cluster];
-    auto& cl = sim.at(h.cluster);
-    if (!cl.reachable) throw XpkCommandError("Unable to connect", h.cluster, 1, "");
-    if (cl.workloads.erase(h.workload_name) == 0) {
-      throw WorkloadNotFoundError(h.cluster, h.workload_name);
-    }
-    cancels.emplace_back(h.cluster, h.workload_name);
-    ops.push_back("cancel " + h.cluster + "/" + h.workload_name);
-    return true;
-  }
-  std::vector<WorkloadInfo> list_live(const std::string& c,
-                                      const std::optional<std::string>&) const override {
-    std::lock_guard lock(mutex);
-    const auto& cl = sim.at(c);
-    if (!cl.reachable) throw XpkCommandError("Unable to connect to the server", c, 1, "");
-    std::vector<WorkloadInfo> out;
-    for (const auto& [name, w] : cl.workloads) out.push_back({name, w.state, "v4-64", {}});
-    return out;
-  }
-  LogLines read_log(const WorkloadHandle&, int, const LogFilter&, int) const override {
-    throw std::logic_error("not used");
-  }
-  void follow_log(const WorkloadHandle&, int, const LogFilter&, int, const std::function<bool()>&,
-                  const std::function<void(const std::string&)>&) const override {}
-  LogExportResult export_logs(const WorkloadHandle&, const LogFilter&, const std::string&, int,
-                              const ExportOptions&,
-                              const std::function<void(const ExportProgress&)>&) const override {
-    throw std::logic_error("not used");
-  }
-  ConfigInfo config_info() const override { return {}; }
-  ProbeCacheStats cache_stats() const override { return {}; }
-  bool ready() const override { return true; }
-};
 
 class SupervisorTest : public ::testing::Test {
  protected:

@@ -823,8 +823,10 @@ ManagedWorkloadRecord managed(const std::string& name) {
 
 TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAndDeleted) {
   ManagedWorkloadRecord a = managed("train-a");
+  a.version = 7;  // ignored: a new row is at version 1
   EXPECT_TRUE(store_->create_managed(a));
   EXPECT_FALSE(store_->create_managed(managed("train-a")));  // the name is taken
+  a.version = 1;
   EXPECT_EQ(store_->get_managed("train-a"), a);
   EXPECT_FALSE(store_->get_managed("nope"));
 
@@ -835,8 +837,10 @@ TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAnd
   a.updated_at = at_ms(5000);
   a.detail_json = R"({"incident":"train-a-1"})";
   EXPECT_TRUE(store_->update_managed(a));
+  EXPECT_EQ(a.version, 2);
   EXPECT_EQ(store_->get_managed("train-a"), a);
-  EXPECT_FALSE(store_->update_managed(managed("ghost")));
+  ManagedWorkloadRecord ghost = managed("ghost");
+  EXPECT_FALSE(store_->update_managed(ghost));
 
   ManagedWorkloadRecord b = managed("train-b");
   b.state = "completed";
@@ -861,6 +865,38 @@ TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAnd
   EXPECT_THROW(store_->create_managed(bad), std::invalid_argument);
   bad = managed("");
   EXPECT_THROW(store_->create_managed(bad), std::invalid_argument);
+}
+
+// Issue 27: two writers of one managed workload never overwrite each other unseen: an update
+// applies only over the version it read, and a lease holder's only while it holds the lease.
+TEST_P(StateStoreContract, ManagedUpdatesAreCompareAndSetOnTheVersionAndTheLease) {
+  ASSERT_TRUE(store_->create_managed(managed("train")));
+  ManagedWorkloadRecord pass = *store_->get_managed("train");    // the supervisor's read
+  ManagedWorkloadRecord cancel = *store_->get_managed("train");  // the API's read
+  cancel.state = "cancelled";
+  ASSERT_TRUE(store_->update_managed(cancel));
+  pass.state = "recovering";
+  EXPECT_FALSE(store_->update_managed(pass));  // written since: nothing changes
+  EXPECT_EQ(pass.version, 1);
+  EXPECT_EQ(store_->get_managed("train")->state, "cancelled");
+  pass = *store_->get_managed("train");  // read again: the cancel is seen
+  EXPECT_EQ(pass.version, 2);
+
+  // Written on behalf of the supervisor's lease: only while that token holds it.
+  const Lease held =
+      *store_->acquire_lease("supervisor", "replica-a", std::chrono::seconds(30), at_ms(0));
+  pass.detail_json = R"({"seen":1})";
+  EXPECT_TRUE(store_->update_managed(pass, LeaseFence{"supervisor", held.token}));
+  EXPECT_EQ(pass.version, 3);
+  // The lease expires and another replica takes it: the first one's writes no longer apply.
+  const Lease next =
+      *store_->acquire_lease("supervisor", "replica-b", std::chrono::seconds(30), at_ms(60000));
+  ASSERT_NE(next.token, held.token);
+  pass.detail_json = R"({"seen":2})";
+  EXPECT_FALSE(store_->update_managed(pass, LeaseFence{"supervisor", held.token}));
+  EXPECT_EQ(store_->get_managed("train")->detail_json, R"({"seen":1})");
+  EXPECT_TRUE(store_->update_managed(pass, LeaseFence{"supervisor", next.token}));
+  EXPECT_FALSE(store_->update_managed(pass, LeaseFence{"no-such-lease", next.token}));
 }
 
 // Issue 27: the supervisor reads every managed workload, not the first 1000: pages by name.
@@ -888,7 +924,9 @@ TEST_P(StateStoreContract, AManagedWorkloadSurvivesReopening) {
   ASSERT_TRUE(store_->create_managed(managed("kept")));
   store_.reset();
   store_ = open();
-  EXPECT_EQ(store_->get_managed("kept"), managed("kept"));
+  ManagedWorkloadRecord want = managed("kept");
+  want.version = 1;  // a new row's
+  EXPECT_EQ(store_->get_managed("kept"), want);
 }
 
 // --- Circuit breakers.
