@@ -96,6 +96,12 @@ Classification classify(IncarnationMemory& memory, const IncarnationObservation&
   Classification c;
   if (!obs.reachable) {
     if (!is_set(memory.unreachable_since)) memory.unreachable_since = obs.at;
+    // A cluster is lost only on evidence that spans the grace from every source: when the
+    // health loop saw it answer after this look lost it, the outage counts from then (a
+    // supervisor list that timed out once is not a dead cluster).
+    if (is_set(obs.answered_elsewhere) && obs.answered_elsewhere > memory.unreachable_since) {
+      memory.unreachable_since = std::min(obs.answered_elsewhere, obs.at);
+    }
     const double down = seconds_between(memory.unreachable_since, obs.at);
     c.violation_at = memory.unreachable_since;
     c.cause = fmt::format("cluster {} unreachable for {}: {}", cluster, seconds_text(down),
@@ -723,6 +729,18 @@ struct Supervisor::Impl {
   }
 
   // Observed at the moment its cluster's list was read, not when this pass got round to it.
+  // When the health loop last saw `cluster` answer (its latest probe, when that was reachable);
+  // unset when it did not or cannot say.
+  StoreTime answered_elsewhere(const std::string& cluster) {
+    try {
+      const std::optional<ProbeSnapshot> p = control().cached_probe(cluster);
+      if (!p || !p->result.reachable) return StoreTime{};
+      return parse_rfc3339(p->result.probed_at).value_or(StoreTime{});
+    } catch (const std::exception&) {
+      return StoreTime{};
+    }
+  }
+
   IncarnationObservation observe(const std::string& cluster, const std::string& name,
                                  const SupervisorSettings& s) {
     IncarnationObservation obs;
@@ -730,7 +748,10 @@ struct Supervisor::Impl {
     obs.at = l->at;
     obs.reachable = l->ok;
     obs.error = l->error;
-    if (!l->ok) return obs;
+    if (!l->ok) {
+      obs.answered_elsewhere = answered_elsewhere(cluster);
+      return obs;
+    }
     const auto it = l->workloads.find(name);
     obs.listed = it != l->workloads.end();
     if (!obs.listed) return obs;

@@ -67,8 +67,11 @@ bool is_active_managed_state(const std::string& state);
 // One look at an incarnation.
 struct IncarnationObservation {
   StoreTime at;
-  bool reachable = true;         // the cluster answered its workload list
-  std::string error;             // why not
+  bool reachable = true;  // the cluster answered its workload list
+  std::string error;      // why not
+  // Not reachable: when another source (the health loop's probes) last saw the cluster answer;
+  // unset when it has not, or does not know.
+  StoreTime answered_elsewhere{};
   bool listed = false;           // the incarnation is on that list
   std::string state;             // QUEUED | RUNNING | COMPLETED | FAILED (when listed)
   std::optional<int> exit_code;  // FAILED: the failure's EXIT_CODE from the logs, when known
@@ -104,6 +107,8 @@ struct Classification {
 // Folds `obs` into `memory` and classifies, with supervisor.unreachable_grace_s and
 // supervisor.readmit_grace_s:
 //   unreachable for >= unreachable_grace_s                       infrastructure
+//     (counted from the first failed look, or from obs.answered_elsewhere when the health
+//     loop saw the cluster answer later: lost only when no source has seen it for the grace)
 //   RUNNING, then QUEUED again for >= readmit_grace_s (evicted)   infrastructure
 //   not listed any more (deleted by the platform, or never made)  infrastructure
 //   FAILED with EXIT_CODE 137 or 143 (workers killed: SIGKILL, SIGTERM, no application failure)

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,10 @@ class SimControl final : public ControlPlane {
   std::condition_variable held;
   std::vector<std::string> ops;  // "submit <cluster>/<name>", "cancel <cluster>/<name>" in order
   std::vector<PlacementHints> hints_seen;  // what each decision was told
+  // The supervisor's lists of these clusters fail though the clusters run on (a blip of the
+  // supervisor's own calls); what the health loop's cache holds is `probes`.
+  std::set<std::string> lists_fail;
+  std::map<std::string, ProbeSnapshot> probes;
   // What a failing submit says: xpk's create output, which mentions an unrelated "already
   // exists" (its RoleBinding) on every create.
   std::string failing_message =
@@ -95,8 +100,11 @@ class SimControl final : public ControlPlane {
   }
 
   std::vector<ClusterConfig> clusters() const override { return {}; }
-  std::optional<ProbeSnapshot> cached_probe(const std::string&) const override {
-    return std::nullopt;
+  std::optional<ProbeSnapshot> cached_probe(const std::string& c) const override {
+    std::lock_guard lock(mutex);
+    const auto it = probes.find(c);
+    if (it == probes.end()) return std::nullopt;
+    return it->second;
   }
   SelectOutcome select(const std::string& accelerator) override {
     return select_excluding(accelerator, {});
@@ -218,7 +226,9 @@ class SimControl final : public ControlPlane {
                                       const std::optional<std::string>&) const override {
     std::lock_guard lock(mutex);
     const auto& cl = sim.at(c);
-    if (!cl.reachable) throw XpkCommandError("Unable to connect to the server", c, 1, "");
+    if (!cl.reachable || lists_fail.contains(c)) {
+      throw XpkCommandError("Unable to connect to the server", c, 1, "");
+    }
     std::vector<WorkloadInfo> out;
     for (const auto& [name, w] : cl.workloads) out.push_back({name, w.state, "v4-64", {}});
     return out;

@@ -22,6 +22,7 @@
 #include "serve/sim_control.h"
 #include "support/fake_clock.h"
 #include "support/temp_dir.h"
+#include "util/time_format.h"
 
 namespace falcon {
 namespace {
@@ -120,6 +121,34 @@ TEST(Classify, AnUnreachableClusterIsAnIncidentOnlyAfterTheGraceCountedFromTheFi
   // Answering again resets the clock.
   EXPECT_EQ(classify(m, seen(t0 + 7s, "RUNNING"), s, "tpu-a").verdict, Verdict::kHealthy);
   EXPECT_EQ(classify(m, unreachable(t0 + 8s), s, "tpu-a").verdict, Verdict::kPending);
+}
+
+// Issue 27: no false failover. The supervisor's own list failing is not enough: while the
+// health loop still sees the cluster answer, the outage counts from its last answer.
+TEST(Classify, AClusterTheHealthLoopSawAnswerIsLostOnlyAfterTheGraceFromThatAnswer) {
+  const auto s = fast_settings();  // unreachable_grace_s 5
+  IncarnationMemory m;
+  EXPECT_EQ(classify(m, seen(t0, "RUNNING"), s, "tpu-a").verdict, Verdict::kHealthy);
+  IncarnationObservation o = unreachable(t0 + 1s);
+  o.answered_elsewhere = t0 + 1s;
+  EXPECT_EQ(classify(m, o, s, "tpu-a").verdict, Verdict::kPending);
+  o = unreachable(t0 + 6s);        // 5 s after the first failed list...
+  o.answered_elsewhere = t0 + 4s;  // ...but the health loop saw it answer 2 s ago
+  EXPECT_EQ(classify(m, o, s, "tpu-a").verdict, Verdict::kPending);
+  o = unreachable(t0 + 8s);
+  o.answered_elsewhere = t0 + 4s;  // no answer since: 4 s
+  EXPECT_EQ(classify(m, o, s, "tpu-a").verdict, Verdict::kPending);
+  o = unreachable(t0 + 9s);
+  o.answered_elsewhere = t0 + 4s;
+  const Classification c = classify(m, o, s, "tpu-a");
+  EXPECT_EQ(c.verdict, Verdict::kInfrastructure);
+  EXPECT_EQ(c.violation_at, t0 + 4s);
+  // An answer seen elsewhere "after" this look (clocks, ordering) never moves it past the look.
+  IncarnationMemory n;
+  o = unreachable(t0);
+  o.answered_elsewhere = t0 + 30s;
+  classify(n, o, s, "tpu-a");
+  EXPECT_EQ(n.unreachable_since, t0);
 }
 
 TEST(Classify, QueuedAgainAfterRunningIsAnEvictionOnceNotReadmittedWithinTheGrace) {
@@ -797,6 +826,45 @@ TEST_F(SupervisorTest, AnOutageFeedsTheClusterBreakerOncePerPassNotOncePerWorklo
 // While the old cluster does not answer its workload list, the fencing wait does not try to
 // cancel there (each try was one xpk call per workload per pass during an outage); once it
 // answers, the cancel goes through.
+// Issue 27: a blip of the supervisor's own lists, while the health loop sees the cluster answer,
+// is no failover however long it lasts; once the health loop loses it too, the grace runs from
+// its last answer.
+TEST_F(SupervisorTest, ABlipOfTheSupervisorsListsIsNoFailoverWhileTheHealthLoopSeesTheCluster) {
+  auto sup = make("replica-a");
+  manage("train");
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 2);
+  ASSERT_EQ(record("train").state, kManagedRunning);
+  control_->lists_fail.insert("tpu-a");
+  auto health_loop_sees_it = [&](bool reachable) {
+    ProbeSnapshot p;
+    p.result.cluster = "tpu-a";
+    p.result.reachable = reachable;
+    p.result.probed_at = format_iso8601(clock_->now());
+    std::lock_guard lock(control_->mutex);
+    control_->probes["tpu-a"] = p;
+  };
+  for (int i = 0; i < 30; ++i) {  // 30 s of failed lists, grace 5 s
+    health_loop_sees_it(true);
+    run(*sup, 1);
+  }
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
+  EXPECT_TRUE(control_->submits.empty());
+
+  // The health loop stops seeing it answer: lost 5 s after its last answer, the probe made
+  // just before the last pass.
+  const StoreTime last_answer = clock_->now() - 1s;
+  health_loop_sees_it(false);
+  run(*sup, 3);
+  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
+  run(*sup, 1);
+  const auto incidents = store_->list_recoveries(10, "train");
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_EQ(incidents[0].t_violation, last_answer);
+}
+
 TEST_F(SupervisorTest, FencingDoesNotCallAClusterThatDidNotAnswerThisPass) {
   auto sup = make("a");
   for (const char* name : {"w1", "w2", "w3"}) {
