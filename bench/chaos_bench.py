@@ -9,7 +9,9 @@ and TWO `falcon serve` replicas on that one database; submits managed workloads 
 API (`POST /v1/workloads` with `managed`), then injects faults from a fixed seed through the
 fleet's control API (cluster killed and revived, Kueue preemption with and without
 readmission, a node whose worker the platform kills, flaky creates together with a node
-failure, and application failures that must NOT be recovered), kills one replica (the one
+failure, and application failures that must NOT be recovered), and --blips blips (a healthy
+cluster's control plane unreachable for 30-80% of unreachable_grace_s, its workloads running
+on: no recovery may come of one; issue 27's "no false failover"), kills one replica (the one
 supervising, SIGKILL) half way, and reads the fleet's own state every `--poll` seconds to
 find double runs (two live incarnations of one managed workload: QUEUED or RUNNING, on any
 clusters) and, at the end, lost workloads (a workload that should run with no live
@@ -245,6 +247,10 @@ class Chaos:
         self.cluster_revived = {}    # cluster -> [(killed_at, revived_at)]
         self.incidents = []
         self.faults = 0
+        self.blips = 0
+        # Blips draw from their own generator, so that the faults of a seed stay the same with
+        # or without them.
+        self.blip_rng = random.Random(args.seed * 7919 + 1)
         # max_recoveries of every managed workload: the workload faults planned, an upper
         # bound on the incidents one workload can see (each fault hits a workload at most
         # once), so that the supervisor never gives up because of the bench's own fault count.
@@ -442,7 +448,10 @@ class Chaos:
         kinds += ["app"] * (n - len(kinds))
         self.rng.shuffle(kinds)
         gap = self.args.duration / n
-        return [(i * gap + self.rng.uniform(0, gap * 0.5), k) for i, k in enumerate(kinds)]
+        schedule = [(i * gap + self.rng.uniform(0, gap * 0.5), k) for i, k in enumerate(kinds)]
+        schedule += [(self.blip_rng.uniform(0, self.args.duration), "blip")
+                     for _ in range(self.args.blips)]
+        return sorted(schedule)
 
     def leader(self, replicas):
         """The replica that supervises now, from its /metrics (falcon_supervisor_leader 1), or
@@ -475,6 +484,8 @@ class Chaos:
         managed = {b: v for b, v in running.items() if b not in bases_app and b not in busy}
         if kind == "app":
             return None  # app failures were scheduled at submit time
+        if kind == "blip":
+            return self.blip(now, bases_app)
         if not managed:
             return None
         if kind == "kill":
@@ -551,6 +562,34 @@ class Chaos:
             rec["recoverable"] = True
         return [rec]
 
+    def blip(self, now, bases_app):
+        """A healthy cluster's control plane stops answering (its workloads run on) for 30-80%
+        of unreachable_grace_s, then answers again: every managed workload live on it (and not
+        recovering from an earlier fault) is an incident that must NOT be recovered. None when
+        no up cluster runs one."""
+        down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+        with self.lock:
+            # A workload with an incident open (a preemption being recovered, ...) is hit too,
+            # but not counted: a replacement it gets is that incident's.
+            busy = {i["base"] for i in self.incidents if i.get("open")}
+            on = {}
+            for b, v in self.live_now.items():
+                if b in bases_app or b in busy:
+                    continue
+                for n, c, _ in v:
+                    if c not in down:
+                        on.setdefault(c, set()).add((b, n))
+        if not on:
+            return None
+        cluster = self.blip_rng.choice(sorted(on))
+        down_for = self.blip_rng.uniform(0.3, 0.8) * self.cfg["unreachable_grace_s"]
+        self.control("clusters:kill", {"cluster": cluster, "workloads": "keep"})
+        self.cluster_revived.setdefault(cluster, []).append([now, None])
+        threading.Timer(down_for, self.revive, args=(cluster,)).start()
+        return [{"kind": "blip", "base": b, "name": n, "cluster": cluster, "t": now,
+                 "down_for_s": down_for, "recoverable": False, "open": True}
+                for b, n in sorted(on[cluster])]
+
     def revive(self, cluster):
         try:
             self.control("clusters:revive", {"cluster": cluster})
@@ -569,7 +608,7 @@ class Chaos:
         self.start_fleet()
         schedule = self.plan()
         kinds = [k for _, k in schedule]
-        self.max_recoveries = sum(1 for k in kinds if k != "app")
+        self.max_recoveries = sum(1 for k in kinds if k not in ("app", "blip"))
         repos = self.repos_yaml()
         replicas = {"A": self.start_serve("serve-a", repos, state)}
         replicas["B"] = self.start_serve("serve-b", repos, state)
@@ -633,7 +672,12 @@ class Chaos:
                 pending.append((t_rel + 1.0, kind, tries + 1))
                 pending.sort()
                 continue
-            if recs:
+            if recs and kind == "blip":
+                self.blips += 1
+                self.incidents += recs
+                log(f"blip {self.blips}: {recs[0]['cluster']} unreachable for "
+                    f"{recs[0]['down_for_s']:.1f} s ({len(recs)} managed workloads on it)")
+            elif recs:
                 self.faults += 1
                 ev += 1
                 self.incidents += recs
@@ -689,8 +733,8 @@ class Chaos:
             for i in self.incidents:
                 if not i.get("open"):
                     continue
-                if i["kind"] == "preempt_readmit" and time.time() - i["t"] > \
-                        self.cfg["readmit_grace_s"] * 2:
+                if i["kind"] in ("preempt_readmit", "blip") and time.time() - i["t"] > \
+                        max(self.cfg["readmit_grace_s"], self.cfg["unreachable_grace_s"]) * 2:
                     i["open"] = False
                     continue
                 newer = [t for name, t in self.first_running.items()
@@ -965,6 +1009,9 @@ class Chaos:
                                "p50_sim_s": pctl(naive, 50) * scale,
                                "p95_sim_s": pctl(naive, 95) * scale,
                                "application_failures_rerun": naive_reruns},
+            "blips": {"injected": self.blips,
+                      "workloads_hit": sum(1 for i in self.incidents if i["kind"] == "blip"),
+                      "false_failovers": [w for w in wrong if w[0] == "blip"]},
             "killed_replica": killed_replica,
             "load": [round(load0[0], 1), round(load1[0], 1)],
             "elapsed_s": elapsed, "config_real_s": self.cfg,
@@ -976,6 +1023,7 @@ class Chaos:
             "double_runs_zero": len(self.double_runs) == 0,
             "lost_zero": not lost,
             "no_wrong_recoveries": not wrong,
+            "no_false_failover": not [w for w in wrong if w[0] == "blip"],
             "p95_within_bound": bool(svrt) and all_kinds_ok,
         }
         return out
@@ -995,6 +1043,8 @@ def main():
     ap.add_argument("--poll", type=float, default=0.25, help="fleet state poll period (real s)")
     ap.add_argument("--down-range", type=float, nargs=2, default=[6.0, 20.0],
                     help="real seconds a killed cluster stays down (uniform)")
+    ap.add_argument("--blips", type=int, default=10,
+                    help="blips (a healthy cluster briefly unreachable) beyond --faults")
     ap.add_argument("--no-supervisor", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", action="store_true")
