@@ -89,8 +89,11 @@ struct SubmissionRow {
 // Filters of list_submissions; every set filter must match. Rows come newest first
 // (submitted_at, then id, descending).
 struct SubmissionQuery {
-  std::optional<std::string> cluster;         // registry name, exact
-  std::optional<std::string> state;           // latest observed state, exact (QUEUED, ...)
+  std::optional<std::string> cluster;  // registry name, exact
+  std::optional<std::string> state;    // latest observed state, exact (QUEUED, ...)
+  // Only submissions not seen to end: no state recorded, or one that is not terminal
+  // (is_terminal_state). What a probe's listing can still tell something new about.
+  bool unfinished = false;
   std::optional<std::string> name_contains;   // substring of the workload name, case-sensitive
   std::optional<StoreTime> submitted_from;    // inclusive
   std::optional<StoreTime> submitted_before;  // exclusive

@@ -403,22 +403,29 @@ void ClusterFabric::Impl::observe_listing(const std::string& cluster,
   try {
     std::map<std::string_view, const std::string*> listed;
     for (const WorkloadInfo& w : workloads) listed.emplace(w.name, &w.state);
+    // Only the submissions not seen to end, every page of them: those are few, whatever the
+    // length of the history.
     SubmissionQuery query;
     query.cluster = cluster;
-    query.limit = 1000;  // the newest: older submissions have long reached a terminal state
+    query.unfinished = true;
+    query.limit = 1000;
     const auto now = deps.clock->now();
     bool changed = false;
-    for (const SubmissionRow& row : store->list_submissions(query).rows) {
-      if (row.state && is_terminal_state(*row.state)) continue;
-      const auto it = listed.find(row.handle.workload_name);
-      if (it == listed.end() || (row.state && *row.state == *it->second)) continue;
-      changed |= store
-                     ->record_workload_event(WorkloadEvent{.cluster = cluster,
-                                                           .workload = row.handle.workload_name,
-                                                           .state = *it->second,
-                                                           .observed_at = now,
-                                                           .detail = "probe: xpk workload list"})
-                     .has_value();
+    for (;;) {
+      const SubmissionPage page = store->list_submissions(query);
+      for (const SubmissionRow& row : page.rows) {
+        const auto it = listed.find(row.handle.workload_name);
+        if (it == listed.end() || (row.state && *row.state == *it->second)) continue;
+        changed |= store
+                       ->record_workload_event(WorkloadEvent{.cluster = cluster,
+                                                             .workload = row.handle.workload_name,
+                                                             .state = *it->second,
+                                                             .observed_at = now,
+                                                             .detail = "probe: xpk workload list"})
+                       .has_value();
+      }
+      if (page.next_cursor.empty()) break;
+      query.cursor = page.next_cursor;
     }
     if (changed) history_changed(cluster);
   } catch (const std::exception& e) {

@@ -520,6 +520,11 @@ SubmissionPage SqlStateStore::list_submissions(const SubmissionQuery& query) {
   };
   if (query.cluster) where.push_back("s.cluster = " + param(*query.cluster));
   if (query.state) where.push_back("w.state = " + param(*query.state));
+  if (query.unfinished) {
+    where.push_back(fmt::format("(w.state IS NULL OR w.state NOT IN ({}, {}))",
+                                param(std::string(kStateCompleted)),
+                                param(std::string(kStateFailed))));
+  }
   if (query.name_contains) {
     where.push_back(fmt::format("{}(s.workload, {}) > 0", dialect_.substring_index,
                                 param(*query.name_contains)));
@@ -533,8 +538,9 @@ SubmissionPage SqlStateStore::list_submissions(const SubmissionQuery& query) {
   // The total counts every matching row, whatever the page: the filters without the cursor.
   // workload_states has one row per (cluster, workload), so the join changes no count: without
   // a state filter it is left out.
-  std::string count_sql = query.state ? fmt::format("SELECT COUNT(*) {}", kSubmissionsFrom)
-                                      : std::string("SELECT COUNT(*) FROM submissions s");
+  std::string count_sql = query.state || query.unfinished
+                              ? fmt::format("SELECT COUNT(*) {}", kSubmissionsFrom)
+                              : std::string("SELECT COUNT(*) FROM submissions s");
   for (std::size_t i = 0; i < where.size(); ++i) {
     count_sql += (i == 0 ? " WHERE " : " AND ") + where[i];
   }

@@ -233,6 +233,22 @@ TEST_P(StateStoreContract, ListFiltersByClusterStateNameAndTime) {
   EXPECT_EQ(llama1->state, "RUNNING");
   EXPECT_EQ(llama1->state_observed_at, at_ms(1500));
   EXPECT_EQ(store_->find_submission("tpu-a", "gemma-2")->state, std::nullopt);
+
+  // Not seen to end: no state recorded (gemma-2) or one that is not terminal; the finished
+  // ones are left out, from the rows and from the total.
+  store_->record_submission(submission("tpu-b", "done-4", 4000));
+  store_->record_workload_event(
+      {.cluster = "tpu-b", .workload = "done-4", .state = "COMPLETED", .observed_at = at_ms(4500)});
+  store_->record_submission(submission("tpu-b", "failed-5", 5000));
+  store_->record_workload_event(
+      {.cluster = "tpu-b", .workload = "failed-5", .state = "FAILED", .observed_at = at_ms(5500)});
+  EXPECT_THAT(names({}), ElementsAre("failed-5", "done-4", "llama-3", "gemma-2", "llama-1"));
+  EXPECT_THAT(names({.unfinished = true}), ElementsAre("llama-3", "gemma-2", "llama-1"));
+  const SubmissionPage b = store_->list_submissions(
+      {.cluster = "tpu-b", .unfinished = true, .limit = 1, .with_total = true});
+  ASSERT_EQ(b.rows.size(), 1u);
+  EXPECT_EQ(b.rows[0].handle.workload_name, "llama-3");
+  EXPECT_EQ(b.total, 1);
 }
 
 TEST_P(StateStoreContract, PagesCoverEverySubmissionOnceNewestFirst) {
