@@ -5,7 +5,9 @@
 #include <sys/resource.h>
 #include <sys/time.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -40,6 +42,22 @@ inline double cpu_seconds(int who) {
     return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
   };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+// The VALUE of `--name=VALUE` on the command line, if given.
+inline std::optional<std::string> flag_text(int argc, char** argv, const std::string& name) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.starts_with(prefix)) return a.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
+// `--name=N` as a number, else `fallback`.
+inline long flag(int argc, char** argv, const std::string& name, long fallback) {
+  const std::optional<std::string> text = flag_text(argc, argv, name);
+  return text ? std::strtol(text->c_str(), nullptr, 10) : fallback;
 }
 
 }  // namespace falcon::bench

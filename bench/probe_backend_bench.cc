@@ -44,8 +44,8 @@
 
 #include "falcon/clock.h"
 #include "falcon/fabric.h"
-#include "serve/health_monitor.h"
 #include "falcon/state_store.h"
+#include "serve/health_monitor.h"
 
 #include "bench_support.h"
 

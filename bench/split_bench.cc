@@ -29,6 +29,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_support.h"
 #include "falcon/model.h"
 #include "logs/rank_query.h"
 #include "logs/rank_splitter.h"
@@ -41,14 +42,7 @@ using falcon::logs::RankSplitter;
 
 constexpr std::int64_t kStart = 1776063600LL * 1'000'000'000;  // 2026-04-13T07:00:00Z
 
-long flag(int argc, char** argv, const std::string& name, long fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.starts_with(prefix)) return std::strtol(a.c_str() + prefix.size(), nullptr, 10);
-  }
-  return fallback;
-}
+using falcon::bench::flag;
 
 // RFC 3339 with nanoseconds, the seconds part cached (consecutive entries share it).
 void append_time(std::string& out, std::int64_t ns) {

@@ -10,7 +10,6 @@
 //
 //   build/release/bench/supervisor_bench [--workloads=10000] [--quiet-passes=3]
 //                                        [--backends=sqlite,postgresql]
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -107,30 +106,13 @@ nlohmann::json run(const std::string& backend, const std::string& url, int workl
   return out;
 }
 
-int flag(int argc, char** argv, const std::string& name, int fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind(prefix, 0) == 0) return std::atoi(a.c_str() + prefix.size());
-  }
-  return fallback;
-}
-
-std::string text_flag(int argc, char** argv, const std::string& name, std::string fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind(prefix, 0) == 0) return a.substr(prefix.size());
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int workloads = flag(argc, argv, "workloads", 10000);
-  const int quiet_passes = flag(argc, argv, "quiet-passes", 3);
-  std::stringstream backends(text_flag(argc, argv, "backends", "sqlite,postgresql"));
+  const int workloads = static_cast<int>(falcon::bench::flag(argc, argv, "workloads", 10000));
+  const int quiet_passes = static_cast<int>(falcon::bench::flag(argc, argv, "quiet-passes", 3));
+  std::stringstream backends(
+      falcon::bench::flag_text(argc, argv, "backends").value_or("sqlite,postgresql"));
   if (workloads < 3 || quiet_passes < 0) {
     std::cerr << "supervisor_bench: --workloads must be >= 3 and --quiet-passes >= 0\n";
     return 2;

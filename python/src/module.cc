@@ -415,14 +415,14 @@ class PumpedLines final : public LogLineSource {
   void wait_for_start() {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return !lines_.empty() || done_; });
-    if (lines_.empty()) rethrow(lock);
+    if (lines_.empty()) rethrow();
   }
 
   std::optional<std::string> next() override {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return !lines_.empty() || done_; });
     if (lines_.empty()) {
-      rethrow(lock);
+      rethrow();
       return std::nullopt;
     }
     std::string line = std::move(lines_.front());
@@ -444,8 +444,8 @@ class PumpedLines final : public LogLineSource {
     std::lock_guard lock(mutex_);
     return stop_;
   }
-  // At the end: the read's error, once.
-  void rethrow(std::unique_lock<std::mutex>&) {
+  // At the end, with mutex_ held: the read's error, once.
+  void rethrow() {
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
@@ -600,7 +600,7 @@ class PyClient {
   std::shared_ptr<FabricClient> client_;
 };
 
-void raise(const py::object& exc) {
+void set_python_error(const py::object& exc) {
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
 }
 
@@ -616,16 +616,17 @@ void translate(std::exception_ptr p) {
     if (const auto* store = dynamic_cast<const StateStoreError*>(&e)) {
       details["db_message"] = store->db_message();
     }
-    raise(py::module_::import("falcon._errors")
-              .attr("_from_native")(e.type_name(), e.what(), details.dump()));
+    set_python_error(py::module_::import("falcon._errors")
+                         .attr("_from_native")(e.type_name(), e.what(), details.dump()));
   } catch (const ApiError& e) {
     // A server's answer the remote client did not type: by its type's name when the package has
     // that class, else a ServiceError (or ValueError for a 400).
-    raise(py::module_::import("falcon._errors")
-              .attr("_from_service")(e.status(), e.type(), e.error().value("message", e.what()),
-                                     e.error().dump()));
+    set_python_error(py::module_::import("falcon._errors")
+                         .attr("_from_service")(e.status(), e.type(),
+                                                e.error().value("message", e.what()),
+                                                e.error().dump()));
   } catch (const ApiUnreachableError& e) {
-    raise(py::module_::import("falcon._errors").attr("_unreachable")(e.what()));
+    set_python_error(py::module_::import("falcon._errors").attr("_unreachable")(e.what()));
   }
 }
 
