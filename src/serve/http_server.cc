@@ -309,9 +309,12 @@ struct HttpServer::Impl {
     ++streams;
     return true;
   }
+  // Called last by a stream's thread. While stopping, the last stream may be what the I/O
+  // threads wait for (maybe_finish); the lock keeps serve() from returning before the post.
   void release_stream() {
     std::lock_guard lock(table_mutex);
     --streams;
+    if (stopping) net::post(ioc, [this] { maybe_finish(); });
     table_changed.notify_all();
   }
 };
@@ -336,7 +339,14 @@ class Session : public Connection {
       : server_(server), buffer_(server.options.limits.max_header_bytes + kReadChunk) {
     address_ = std::move(address);
   }
-  ~Session() override { release_body(); }
+  // The session leaves the server's table last, after the derived session's socket and timers
+  // are destroyed: once the table is empty the server may end its I/O threads and destroy the
+  // io_context, so nothing of the session may touch it afterwards (a follow's producer thread
+  // can drop the last reference off the I/O threads).
+  ~Session() override {
+    release_body();
+    server_.forget(this);
+  }
 
   void start() {
     net::dispatch(stream().get_executor(), [self = self()] { self->derived().on_start(); });
@@ -560,6 +570,9 @@ class Session : public Connection {
     auto scratch = std::make_shared<std::array<char, 1024>>();
     stream().async_read_some(net::buffer(*scratch),
                              [self = self(), scratch](beast::error_code ec, std::size_t n) {
+                               // The stream's last chunk is written: this read was cancelled
+                               // so that the (TLS) shutdown is the only read.
+                               if (self->finishing_) return self->derived().shutdown();
                                self->discarded_ += n;
                                if (ec || self->discarded_ > kStreamDiscard) {
                                  self->end_stream_state();
@@ -634,18 +647,27 @@ class Session : public Connection {
   }
 
   void start_producer(std::function<void(ChunkSink&)> producer) {
-    std::thread([self = self(), producer = std::move(producer)] {
-      {
-        Sink sink(self);
-        try {
-          producer(sink);
-        } catch (...) {
-          self->end_stream_state();  // an unterminated chunked body tells the client
-        }
-      }
-      net::post(self->stream().get_executor(), [self] { self->finish_stream(); });
-      self->server_.release_stream();
+    HttpServer::Impl& server = server_;
+    std::thread([self = self(), producer = std::move(producer), &server]() mutable {
+      produce(std::move(self), std::move(producer));
+      server.release_stream();  // the thread's last touch of the server: it holds nothing now
     }).detach();
+  }
+
+  // Runs a stream's producer, then hands the session back to its I/O threads; takes both by
+  // value so that neither outlives this call on the producer's thread.
+  static void produce(std::shared_ptr<Derived> self, std::function<void(ChunkSink&)> producer) {
+    {
+      Sink sink(self);
+      try {
+        producer(sink);
+      } catch (...) {
+        self->end_stream_state();  // an unterminated chunked body tells the client
+      }
+    }
+    producer = nullptr;
+    auto executor = self->stream().get_executor();
+    net::post(executor, [self = std::move(self)] { self->finish_stream(); });
   }
 
   void finish_stream() {
@@ -660,7 +682,13 @@ class Session : public Connection {
     net::async_write(stream(), http::make_chunk_last(),
                      [self = self()](beast::error_code ec, std::size_t) {
                        if (ec) return self->close();
-                       self->derived().shutdown();
+                       if (self->closed_) return;
+                       // The client watch's read is pending (or its handler queued); a TLS
+                       // shutdown reads too, and two reads at once would leave the session
+                       // waiting on neither. The watch starts the shutdown once cancelled.
+                       self->finishing_ = true;
+                       beast::error_code ignored;
+                       self->tcp().socket().cancel(ignored);
                      });
   }
 
@@ -690,6 +718,7 @@ class Session : public Connection {
   std::uint64_t reserved_body_ = 0;  // of server_.body_bytes, until the request is answered
   bool close_after_ = false;
   bool closed_ = false;
+  bool finishing_ = false;  // a streamed answer's last chunk is written: shut down next
 };
 
 class PlainSession final : public Session<PlainSession>,
@@ -697,7 +726,6 @@ class PlainSession final : public Session<PlainSession>,
  public:
   PlainSession(HttpServer::Impl& server, tcp::socket&& socket, std::string address)
       : Session(server, std::move(address)), stream_(std::move(socket)) {}
-  ~PlainSession() override { server_.forget(this); }
 
   beast::tcp_stream& stream() { return stream_; }
   static bool is_tls() { return false; }
@@ -720,7 +748,6 @@ class TlsSession final : public Session<TlsSession>,
       : Session(server, std::move(address)),
         context_(std::move(context)),
         stream_(std::move(socket), *context_) {}
-  ~TlsSession() override { server_.forget(this); }
 
   beast::ssl_stream<beast::tcp_stream>& stream() { return stream_; }
   static bool is_tls() { return true; }
