@@ -126,8 +126,9 @@ class Client:
         return _load_list(WorkloadInfo, self._native.list_workloads(cluster, state))
 
     def handle_for(self, cluster: str, workload_name: str) -> WorkloadHandle:
-        """A handle for a workload known by name (namespace and submission time from the
-        service's records). Raises UnknownClusterError, WorkloadNotFoundError."""
+        """A handle for a workload known by name: namespace and submission time from the
+        service's submission record (without asking xpk), else the cluster's default namespace
+        and an empty submitted_at. Raises UnknownClusterError."""
         return _load(WorkloadHandle, self._native.handle_for(cluster, workload_name))  # type: ignore[no-any-return]
 
     # --- Logs

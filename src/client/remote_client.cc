@@ -167,7 +167,7 @@ class RemoteClient final : public FabricClient {
   }
 
   WorkloadHandle handle_for(const std::string& cluster, const std::string& workload) override {
-    return get(workload_path(cluster, workload)).at("handle").get<WorkloadHandle>();
+    return get(workload_path(cluster, workload) + "/handle").at("handle").get<WorkloadHandle>();
   }
 
   WorkloadStatus status(const std::string& cluster, const std::string& workload) override {

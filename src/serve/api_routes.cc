@@ -522,6 +522,11 @@ void ApiServer::Impl::add_workload_routes() {
     }
     send_json(res, 200, {{"recoveries", out}});
   });
+  // A handle from the records only: what a client needs before a log read, no xpk call.
+  route("GET", "/v1/workloads/{cluster}/{name}/handle", [this](Request& req, Response& res) {
+    check_params(req, {});
+    send_json(res, 200, {{"handle", control().handle_for(req.params[0], req.params[1])}});
+  });
   route("GET", "/v1/workloads/{cluster}/{name}/events", [this](Request& req, Response& res) {
     check_params(req, {"limit"});
     const std::string& cluster = req.params[0];

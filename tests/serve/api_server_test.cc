@@ -714,6 +714,15 @@ TEST_F(ApiServerTest, SubmitStatusCancelAndTheirErrorStatuses) {
   EXPECT_EQ(r->status, 502);
   EXPECT_EQ(body(r)["error"]["stderr"], "boom");
   EXPECT_EQ(client_->Get("/v1/workloads/nope/run-1")->status, 404);
+  // The handle alone comes from the records: no status is asked of xpk (here "xpk-fails" would
+  // be a 502, "gone" a 404).
+  r = client_->Get("/v1/workloads/tpu-a/xpk-fails/handle");
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(body(r)["handle"]["workload_name"], "xpk-fails");
+  EXPECT_EQ(body(r)["handle"]["namespace"], "default");
+  EXPECT_EQ(client_->Get("/v1/workloads/tpu-a/gone/handle")->status, 200);
+  EXPECT_EQ(client_->Get("/v1/workloads/nope/run-1/handle")->status, 404);
+  EXPECT_EQ(client_->Get("/v1/workloads/tpu-a/run-1/handle?x=1")->status, 400);
 
   r = client_->Delete("/v1/workloads/tpu-a/run-1");
   ASSERT_EQ(r->status, 200) << r->body;

@@ -38,14 +38,17 @@ class ServeProcess {
       args.insert(args.end(), {"--listen", "127.0.0.1:0"});
     }
     args.insert(args.end(), extra.begin(), extra.end());
+    // Built before the fork: this process has threads (the fleet's), so the child may only make
+    // async-signal-safe calls until exec. An allocation there can block forever on a lock that
+    // another thread held at the fork (a serve that never starts, seen under ASan).
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(err[1], STDERR_FILENO);
       ::close(err[0]);
       ::close(err[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       ::execv(bin.c_str(), argv.data());
       ::_exit(127);
     }
