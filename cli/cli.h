@@ -97,6 +97,7 @@ void add_config_commands(CLI::App& app, Context& ctx);
 void add_cluster_commands(CLI::App& app, Context& ctx);
 void add_job_commands(CLI::App& app, Context& ctx);
 void add_doctor_command(CLI::App& app, Context& ctx);
+void add_fence_command(CLI::App& app, Context& ctx);
 void add_serve_command(CLI::App& app, Context& ctx);
 
 }  // namespace falcon::cli

@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
   add_cluster_commands(app, ctx);
   add_job_commands(app, ctx);
   add_doctor_command(app, ctx);
+  add_fence_command(app, ctx);
   add_serve_command(app, ctx);
 
   try {

@@ -264,6 +264,10 @@ struct SupervisorSettings {
   int max_submit_attempts = 5;      // replacement submits tried per incident
   int max_recoveries = 3;           // default of `job submit --managed --max-recoveries`
   double stable_after_s = 300;      // default of `--stable-after`: RUNNING this long = recovered
+  // gs://BUCKET[/PREFIX]: storage fencing (fence.h): an epoch object per managed workload,
+  // advanced before each copy starts, passed to it as FALCON_FENCE_URI / FALCON_FENCE_EPOCH.
+  // Empty: no fence.
+  std::string fence;
   bool operator==(const SupervisorSettings&) const = default;
 };
 

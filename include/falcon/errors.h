@@ -20,6 +20,7 @@
 // {"error": {"type": "<ErrorClass>", "message": "...", ...}} and pick its exit code.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -187,6 +188,24 @@ class StateStoreError : public FalconError {
   std::string location_;
   std::string operation_;
   std::string db_message_;
+};
+
+// A copy of a managed workload that a newer one supersedes (storage fencing, fence.h): the
+// fence object holds a later epoch than the copy was started with, so it must not write a
+// checkpoint. `falcon fence check` exits 8.
+class FencedError : public FalconError {
+ public:
+  FencedError(std::string uri, std::int64_t epoch, std::int64_t current);
+  const std::string& uri() const { return uri_; }
+  std::int64_t epoch() const { return epoch_; }
+  std::int64_t current() const { return current_; }
+  const char* type_name() const noexcept override { return "FencedError"; }
+  void add_details(nlohmann::json& out) const override;
+
+ private:
+  std::string uri_;
+  std::int64_t epoch_;
+  std::int64_t current_;
 };
 
 }  // namespace falcon

@@ -22,6 +22,7 @@ enum ExitCode : int {
   kExitXpkFailed = 5,
   kExitLogs = 6,
   kExitUnreachable = 7,  // a cluster, or the falcon server (--server), cannot be reached
+  kExitFenced = 8,       // `falcon fence check`: a newer copy of the managed workload exists
 };
 
 // How one type of error is answered.

@@ -39,6 +39,7 @@
 #include "falcon/command_runner.h"
 #include "falcon/config.h"
 #include "falcon/fabric_counters.h"
+#include "falcon/fence.h"
 #include "falcon/http_client.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
@@ -213,6 +214,11 @@ class ClusterFabric {
   // falcon's submission record when falcon submitted it, else the cluster's default namespace
   // and an empty submitted_at. Throws UnknownClusterError.
   WorkloadHandle handle_for(const std::string& cluster, const std::string& workload_name) const;
+  // Storage fencing (fence.h): advances managed workload `name`'s epoch object under
+  // supervisor.fence and returns the ticket its next copy is started with; nullopt when no fence
+  // is configured. Throws LogRetrievalError when the object cannot be read or written (the copy
+  // must then not be started).
+  std::optional<FenceTicket> advance_fence(const std::string& name) const;
 
   // --- Logs (cluster, workload and namespace come from the handle)
   // Lines of one rank, lazily (see CloudLogRetriever::stream_log). The lower time bound is

@@ -359,6 +359,13 @@ class CloudLogRetriever {
                               const ExportOptions& how,
                               const std::function<void(const ExportProgress&)>& progress = {});
 
+  // Storage fencing (fence.h) through this retriever's Cloud Storage client: the epoch the
+  // fence object `uri` (gs://BUCKET/OBJECT) holds, 0 when none; and the next epoch written with
+  // a generation precondition (gcp/epoch_fence.h). Throw LogRetrievalError when the object
+  // cannot be read or written, std::invalid_argument for a uri that names no object.
+  std::int64_t read_fence_epoch(const std::string& uri) const;
+  std::int64_t advance_fence_epoch(const std::string& uri) const;
+
  private:
   std::unique_ptr<Impl> impl_;
 };

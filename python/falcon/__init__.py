@@ -19,6 +19,7 @@ from ._errors import (
     ClusterUnreachableError,
     CommandStartError,
     FalconError,
+    FencedError,
     InvalidValueError,
     InvalidWorkloadSpecError,
     LogRetrievalError,
@@ -33,6 +34,7 @@ from ._errors import (
     WorkloadSubmitError,
     XpkCommandError,
 )
+from . import fence
 from ._client import Client
 from ._fabric import ClusterFabric, LogStream, check_config
 from ._falcon import __version__
@@ -63,6 +65,8 @@ __all__ = [
     "ClusterFabric",
     "Client",
     "ServiceError",
+    "FencedError",
+    "fence",
     "ServiceUnavailableError",
     "LogStream",
     "check_config",

@@ -190,6 +190,17 @@ class StateStoreError(FalconError):
         self.db_message: str = self.details.get("db_message", "")
 
 
+class FencedError(FalconError):
+    """A newer copy of this managed workload was started (storage fencing): this copy must not
+    write. ``uri`` is the fence object, ``epoch`` this copy's epoch, ``current`` the newer one."""
+
+    def __init__(self, message: str, details: Optional[dict[str, Any]] = None) -> None:
+        super().__init__(message, details)
+        self.uri: str = self.details.get("uri", "")
+        self.epoch: int = self.details.get("epoch", 0)
+        self.current: int = self.details.get("current", 0)
+
+
 class ServiceError(FalconError):
     """A `falcon serve` refused a request for a reason of its own (not a layer error): ``.type``
     is its error type (``Unauthorized``, ``Forbidden``, ``NotFound``, ``Stopping``, ...) and
@@ -223,6 +234,7 @@ _CLASSES: dict[str, type[FalconError]] = {
         LogRetrievalError,
         CommandStartError,
         StateStoreError,
+        FencedError,
     )
 }
 

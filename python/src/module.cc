@@ -32,6 +32,7 @@
 #include "falcon/errors.h"
 #include "falcon/exit_codes.h"
 #include "falcon/fabric.h"
+#include "falcon/fence.h"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -703,4 +704,12 @@ PYBIND11_MODULE(_falcon, m) {
         return settings_json(c).dump();
       },
       py::arg("config_path"));
+  // falcon.fence.check(): the epoch the fence object holds, FencedError when newer.
+  m.def(
+      "check_fence",
+      [](const std::string& uri, std::int64_t epoch) {
+        py::gil_scoped_release release;
+        return check_fence(FenceTicket{uri, epoch});
+      },
+      py::arg("uri"), py::arg("epoch"));
 }

@@ -323,3 +323,35 @@ def test_doctor_reports_every_check_without_raising(fabric):
     by_name = {c.name: c for c in checks}
     assert by_name["cluster tpu-b"].status == "ok"
     assert by_name["cluster tpu-down"].status == "fail" and by_name["cluster tpu-down"].fix
+
+
+def test_fence_check_passes_the_current_epoch_and_raises_once_a_newer_one_exists(
+        fleet, monkeypatch) -> None:
+    """Storage fencing (issue 27): falcon.fence.check() as a copy of a managed workload calls it
+    before a checkpoint write, against the fleet's Cloud Storage."""
+    import urllib.request
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fleet.url)
+    monkeypatch.setenv("FALCON_ACCESS_TOKEN_FILE", str(fleet.dir / "token"))
+    monkeypatch.delenv("FALCON_FENCE_URI", raising=False)
+    monkeypatch.delenv("FALCON_FENCE_EPOCH", raising=False)
+    assert falcon.fence.check() == 0  # started without a fence: nothing to read
+
+    req = urllib.request.Request(
+        fleet.url + "/upload/storage/v1/b/fence-bkt/o?uploadType=media&name=f/train/epoch",
+        data=b"2\n", method="POST", headers={"Authorization": "Bearer " + fleet.token})
+    urllib.request.urlopen(req, timeout=60).read()
+
+    monkeypatch.setenv("FALCON_FENCE_URI", "gs://fence-bkt/f/train/epoch")
+    monkeypatch.setenv("FALCON_FENCE_EPOCH", "2")
+    assert falcon.fence.check() == 2
+    monkeypatch.setenv("FALCON_FENCE_EPOCH", "1")
+    with pytest.raises(falcon.FencedError) as e:
+        falcon.fence.check()
+    assert (e.value.uri, e.value.epoch, e.value.current) == ("gs://fence-bkt/f/train/epoch", 1, 2)
+    assert falcon.fence.check("gs://fence-bkt/f/train/epoch", 5) == 2
+    with pytest.raises(ValueError):
+        falcon.fence.check("s3://x/y", 1)
+    monkeypatch.setenv("FALCON_FENCE_EPOCH", "one")
+    with pytest.raises(ValueError, match="FALCON_FENCE_EPOCH"):
+        falcon.fence.check()

@@ -784,6 +784,14 @@ WorkloadHandle ClusterFabric::handle_for(const std::string& cluster,
   return {workload_name, cluster, config.default_namespace, ""};
 }
 
+std::optional<FenceTicket> ClusterFabric::advance_fence(const std::string& name) const {
+  const auto current = impl_->current();
+  const std::string& fence = current->config->supervisor.fence;
+  if (fence.empty()) return std::nullopt;
+  const std::string uri = fence_object_uri(fence, name);
+  return FenceTicket{uri, current->logs->advance_fence_epoch(uri)};
+}
+
 LogLines ClusterFabric::stream_pod_log(const WorkloadHandle& handle, int rank,
                                        const LogFilter& filter, int slice) const {
   const ClusterConfig config = impl_->registry.get_cluster(handle.cluster);

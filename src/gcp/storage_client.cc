@@ -171,13 +171,13 @@ ResumableUploadWriter StorageClient::start_resumable_upload(const std::string& b
 }
 
 ObjectMetadata StorageClient::upload_object(const std::string& bucket, const std::string& object,
-                                            std::string_view data,
-                                            const std::string& content_type) const {
+                                            std::string_view data, const std::string& content_type,
+                                            std::optional<std::int64_t> if_generation_match) const {
   const StorageClientOptions& options = *options_;
-  HttpRequest request =
-      make_request(options, "POST",
-                   fmt::format("{}/upload/storage/v1/b/{}/o?uploadType=media&name={}",
-                               options.endpoint, percent_encode(bucket), percent_encode(object)));
+  std::string url = fmt::format("{}/upload/storage/v1/b/{}/o?uploadType=media&name={}",
+                                options.endpoint, percent_encode(bucket), percent_encode(object));
+  if (if_generation_match) url += fmt::format("&ifGenerationMatch={}", *if_generation_match);
+  HttpRequest request = make_request(options, "POST", url);
   request.headers.set("Content-Type", content_type);
   request.body = std::string(data);
   const std::string call = fmt::format("upload of {}", format_gcs_uri(bucket, object));

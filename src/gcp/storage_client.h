@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,10 +92,14 @@ class StorageClient {
       std::size_t chunk_bytes = 0) const;
 
   // One-request upload of a small object (uploadType=media). Retried: a repeat overwrites the
-  // object with the same bytes.
+  // object with the same bytes. With `if_generation_match` the write is conditional
+  // (ifGenerationMatch; 0: the object must not exist): a precondition that fails is
+  // LogRetrievalError with http_status 412 (also what a retry sees after a first attempt that
+  // wrote it but lost the answer: read the object again to tell).
   ObjectMetadata upload_object(const std::string& bucket, const std::string& object,
                                std::string_view data,
-                               const std::string& content_type = "application/octet-stream") const;
+                               const std::string& content_type = "application/octet-stream",
+                               std::optional<std::int64_t> if_generation_match = {}) const;
 
   // The object's metadata. A missing object is LogRetrievalError with http_status 404.
   ObjectMetadata get_object_metadata(const std::string& bucket, const std::string& object) const;

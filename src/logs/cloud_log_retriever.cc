@@ -8,6 +8,7 @@
 
 #include "falcon/errors.h"
 #include "falcon/log_retriever.h"
+#include "gcp/epoch_fence.h"
 #include "gcp/rate_limiter.h"
 #include "logs/exit_code.h"
 #include "logs/export_paths.h"
@@ -281,6 +282,14 @@ void from_json(const nlohmann::json& j, ExportStatus& v) {
     v.objects_total = it->value("total", std::int64_t{0});
   }
   v.lines = j.value("lines", std::int64_t{0});
+}
+
+std::int64_t CloudLogRetriever::read_fence_epoch(const std::string& uri) const {
+  return gcp::read_epoch(impl_->storage, uri);
+}
+
+std::int64_t CloudLogRetriever::advance_fence_epoch(const std::string& uri) const {
+  return gcp::advance_epoch(impl_->storage, uri);
 }
 
 }  // namespace falcon

@@ -129,6 +129,20 @@ void StateStoreError::add_details(nlohmann::json& out) const {
   out["operation"] = operation_;
 }
 
+FencedError::FencedError(std::string uri, std::int64_t epoch, std::int64_t current)
+    : FalconError(fmt::format("fenced: {} holds epoch {}, newer than this copy's {}; a newer copy "
+                              "of the workload runs, so this one must not write",
+                              uri, current, epoch)),
+      uri_(std::move(uri)),
+      epoch_(epoch),
+      current_(current) {}
+
+void FencedError::add_details(nlohmann::json& out) const {
+  out["uri"] = uri_;
+  out["epoch"] = epoch_;
+  out["current"] = current_;
+}
+
 const std::vector<ErrorAnswer>& error_answers() {
   static const std::vector<ErrorAnswer> table = {
       {"ClusterConfigError", kExitUsage, 400, true},
@@ -145,6 +159,7 @@ const std::vector<ErrorAnswer>& error_answers() {
       {"CommandStartError", kExitXpkFailed, 502, true},
       {"LogRetrievalError", kExitLogs, 502, true},
       {"ClusterUnreachableError", kExitUnreachable, 503, true},
+      {"FencedError", kExitFenced, 409, true},
       // The database down or refusing writes: the request may succeed shortly.
       {"StateStoreError", kExitInternal, 503, true},
       {"FalconError", kExitInternal, 500, true},

@@ -1009,6 +1009,7 @@ void parse_supervisor(Problems& problems, const std::optional<YAML::Node>& node,
   s->read_int("max_submit_attempts", 1, 100, &out.max_submit_attempts);
   s->read_int("max_recoveries", 0, 1000, &out.max_recoveries);
   s->read_double("stable_after_s", 0.0, kMaxS, &out.stable_after_s);
+  s->read_string("fence", &out.fence, kOptionalGcsRule);
   s->finish();
   if (out.fencing_lease_s < out.unreachable_grace_s) {
     problems.add((*node)["fencing_lease_s"], "supervisor.fencing_lease_s",

@@ -233,6 +233,8 @@ void ControlPlane::record_repeats(const std::vector<SelectOutcome*>&) {}
 
 void ControlPlane::record_cluster_failure(const std::string&) {}
 
+std::optional<FenceTicket> ControlPlane::advance_fence(const std::string&) { return std::nullopt; }
+
 void ControlPlane::check_export(const WorkloadHandle&, const LogFilter&) const {}
 
 // --- The server.

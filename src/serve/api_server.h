@@ -36,6 +36,7 @@
 #include "falcon/clock.h"
 #include "falcon/config.h"
 #include "falcon/fabric_counters.h"
+#include "falcon/fence.h"
 #include "falcon/log_retriever.h"
 #include "falcon/model.h"
 #include "serve/health_monitor.h"
@@ -143,6 +144,10 @@ class ControlPlane {
   virtual void record_cluster_failure(const std::string& cluster);
   // The defaults of a managed submission (repos.yaml `supervisor:`). The default: built-in ones.
   virtual SupervisorSettings supervisor_defaults() const { return {}; }
+  // Storage fencing (fence.h): advances managed workload `name`'s epoch and returns the ticket
+  // its next copy starts with; nullopt without supervisor.fence. Throws LogRetrievalError when
+  // the fence cannot be written: the copy is then not started. The default: no fence.
+  virtual std::optional<FenceTicket> advance_fence(const std::string& name);
 
   // `selection_id`: the recorded decision that chose `cluster` (0: none), kept with the
   // submission's one record.

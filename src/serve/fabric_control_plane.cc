@@ -250,6 +250,9 @@ class FabricControlPlane final : public ControlPlane {
   }
 
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
+  std::optional<FenceTicket> advance_fence(const std::string& name) override {
+    return fabric_->advance_fence(name);
+  }
 
   // A probe's outcome in the cluster's circuit breaker (key "<cluster>"), as the CLI's probes
   // feed it: a failure counts; a success resets the count and closes a half-open breaker (its

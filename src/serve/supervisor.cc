@@ -248,6 +248,19 @@ json managed_json(const ManagedWorkloadRecord& m) {
 
 // --- Admission.
 
+namespace {
+
+// Storage fencing: the copy about to start gets the epoch just written for it under its managed
+// workload's name (fence.h). Throws what advance_fence throws: the copy is then not started.
+void add_fence(ControlPlane& control, const std::string& managed_name, WorkloadSpec& copy) {
+  if (auto ticket = control.advance_fence(managed_name)) {
+    copy.env[kFenceUriEnv] = ticket->uri;
+    copy.env[kFenceEpochEnv] = std::to_string(ticket->epoch);
+  }
+}
+
+}  // namespace
+
 WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Clock& clock,
                               const std::string& cluster, const WorkloadSpec& spec,
                               const ManageOptions& options, std::int64_t selection_id) {
@@ -281,7 +294,9 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
         spec.name, std::nullopt, "");
   }
   try {
-    WorkloadHandle handle = control.submit(cluster, spec, selection_id);
+    WorkloadSpec first = spec;
+    add_fence(control, spec.name, first);
+    WorkloadHandle handle = control.submit(cluster, first, selection_id);
     try {
       if (auto stored = store.get_managed(spec.name);
           stored && stored->state == kManagedSubmitting) {
@@ -1328,6 +1343,16 @@ struct Supervisor::Impl {
       spec.name = d.replacement;
       spec.env["FALCON_RECOVERY_COUNT"] = std::to_string(m.attempts);
       spec.env["FALCON_PREVIOUS_WORKLOAD"] = d.old_name;
+      try {
+        add_fence(control(), m.name, spec);
+      } catch (const std::exception& e) {
+        // Nothing was started, and the cluster is not at fault: this turn ends (phase still
+        // submitting) and the next pass tries again.
+        event("warn", fmt::format("supervisor: {}: not started: its fence could not be "
+                                  "advanced: {}; tried again next pass",
+                                  d.replacement, e.what()));
+        return true;
+      }
       std::string failure;
       bool made_nothing = false;  // xpk stopped before its create step
       // Landed or not, it is no longer in flight: a decision from now on sees it in the

@@ -5,6 +5,8 @@
 
 #include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,7 @@
 #include "falcon/http_client.h"
 #include "gcp/credentials.h"
 #include "gcp/endpoints.h"
+#include "gcp/epoch_fence.h"
 #include "gcp/logging_client.h"
 #include "gcp/storage_client.h"
 #include "gcp_server/gcp_server.h"
@@ -349,6 +352,70 @@ TEST_F(IntegrationFixture, SimpleUploadStreamedDownloadAndListByPrefix) {
   std::vector<std::string> names;
   for (const auto& o : client.list_objects("bkt", "run/")) names.push_back(o.name);
   EXPECT_EQ(names, (std::vector<std::string>{"run/collection_meta.json", "run/rank-0.log"}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage fencing: the epoch object
+
+TEST_F(IntegrationFixture, AFenceStartsAtOneAndOnlyGoesUp) {
+  StorageClient client = storage();
+  const std::string uri = "gs://fence-bkt/falcon/train/epoch";
+  EXPECT_EQ(read_epoch(client, uri), 0);  // none yet
+  EXPECT_EQ(advance_epoch(client, uri), 1);
+  EXPECT_EQ(advance_epoch(client, uri), 2);
+  EXPECT_EQ(read_epoch(client, uri), 2);
+  EXPECT_EQ(client.download_object("fence-bkt", "falcon/train/epoch"), "2\n");
+  // Another workload's fence is its own.
+  EXPECT_EQ(advance_epoch(client, "gs://fence-bkt/falcon/eval/epoch"), 1);
+  EXPECT_EQ(read_epoch(client, uri), 2);
+}
+
+TEST_F(IntegrationFixture, AConditionalWriteOverANewerGenerationIsRefusedWith412) {
+  StorageClient client = storage();
+  const ObjectMetadata first = client.upload_object("fence-bkt", "e", "1\n", "text/plain", 0);
+  // The object exists now: "must not exist" fails, and so does a stale generation.
+  try {
+    client.upload_object("fence-bkt", "e", "1\n", "text/plain", 0);
+    FAIL() << "expected 412";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_EQ(e.http_status(), 412);
+  }
+  const std::int64_t generation = std::stoll(first.generation);
+  client.upload_object("fence-bkt", "e", "2\n", "text/plain", generation);
+  EXPECT_THROW(client.upload_object("fence-bkt", "e", "3\n", "text/plain", generation),
+               LogRetrievalError);
+  EXPECT_EQ(read_epoch(client, "gs://fence-bkt/e"), 2);
+}
+
+// Two supervisors (a leader and a deposed one) advancing at once: every epoch is written once,
+// none is handed out twice.
+TEST_F(IntegrationFixture, ConcurrentAdvancesNeverHandOutOneEpochTwice) {
+  const std::string uri = "gs://fence-bkt/race/epoch";
+  std::vector<std::int64_t> got[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      StorageClient client = storage();
+      for (int i = 0; i < 10; ++i) got[t].push_back(advance_epoch(client, uri));
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::int64_t> all(got[0].begin(), got[0].end());
+  all.insert(got[1].begin(), got[1].end());
+  EXPECT_EQ(all.size(), 20U);
+  EXPECT_EQ(read_epoch(storage(), uri), *all.rbegin());
+}
+
+TEST_F(IntegrationFixture, AFenceObjectThatHoldsNoEpochIsAnErrorNamingIt) {
+  StorageClient client = storage();
+  client.upload_object("fence-bkt", "bad/epoch", "not a number", "text/plain");
+  try {
+    read_epoch(client, "gs://fence-bkt/bad/epoch");
+    FAIL() << "expected LogRetrievalError";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("gs://fence-bkt/bad/epoch does not hold an epoch"));
+  }
+  EXPECT_THROW(read_epoch(client, "gs://fence-bkt/"), std::invalid_argument);
 }
 
 }  // namespace

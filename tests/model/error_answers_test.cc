@@ -28,6 +28,7 @@ std::vector<std::unique_ptr<FalconError>> one_of_each() {
   all.push_back(
       std::make_unique<NoAvailableClusterError>("m", "v4-64", std::vector<ClusterProbeResult>{}));
   all.push_back(std::make_unique<ClusterUnreachableError>("c", "timed out"));
+  all.push_back(std::make_unique<FencedError>("gs://b/f/w/epoch", 1, 2));
   all.push_back(std::make_unique<XpkCommandError>("m", "c", 1, ""));
   all.push_back(std::make_unique<WorkloadSubmitError>("m", "c", "w", 1, ""));
   all.push_back(std::make_unique<InvalidWorkloadSpecError>("m", "c", "w"));
@@ -76,14 +77,16 @@ TEST(ErrorAnswers, ExitCodesAndStatusesAreTheDocumentedOnes) {
   EXPECT_EQ(pair("UnknownClusterError"), std::pair(3, 404));
   EXPECT_EQ(pair("WorkloadNotFoundError"), std::pair(3, 404));
   EXPECT_EQ(pair("NoAvailableClusterError"), std::pair(4, 503));
-  EXPECT_EQ(pair("WorkloadExistsError"), std::pair(5, 409));  // the only 409
+  EXPECT_EQ(pair("WorkloadExistsError"), std::pair(5, 409));
   EXPECT_EQ(pair("WorkloadSubmitError"), std::pair(5, 502));
   EXPECT_EQ(pair("LogRetrievalError"), std::pair(6, 502));
   EXPECT_EQ(pair("ClusterUnreachableError"), std::pair(7, 503));
   EXPECT_EQ(pair("StateStoreError"), std::pair(1, 503));
+  // A copy superseded by a newer one (falcon fence check; no route raises it).
+  EXPECT_EQ(pair("FencedError"), std::pair(8, 409));
   int conflicts = 0;
   for (const ErrorAnswer& a : error_answers()) conflicts += a.http_status == 409;
-  EXPECT_EQ(conflicts, 1);
+  EXPECT_EQ(conflicts, 2);
 }
 
 }  // namespace

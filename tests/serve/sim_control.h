@@ -53,6 +53,11 @@ class SimControl final : public ControlPlane {
   std::string dies_on_create;  // this cluster stops answering when a create reaches it
   // The first `hold_submits` submits wait for each other (all in flight together) before they
   // land, up to 5 s; max_in_flight is the most submits seen in flight at once.
+  // Storage fencing: with `fence`, advance_fence hands out epochs 1, 2, ... per managed name;
+  // the next `fence_failures` advances fail as a Cloud Storage that cannot be written.
+  bool fence = false;
+  int fence_failures = 0;
+  std::map<std::string, std::int64_t> fence_epochs;
   int hold_submits = 0;
   int submits_arrived = 0;
   int in_flight = 0;
@@ -144,6 +149,15 @@ class SimControl final : public ControlPlane {
       return o;
     }
     throw NoAvailableClusterError("every cluster is excluded or unreachable", accelerator, {});
+  }
+  std::optional<FenceTicket> advance_fence(const std::string& name) override {
+    std::lock_guard lock(mutex);
+    if (!fence) return std::nullopt;
+    if (fence_failures > 0) {
+      --fence_failures;
+      throw LogRetrievalError("upload of gs://fence/" + name + "/epoch: 503 UNAVAILABLE", 503);
+    }
+    return FenceTicket{"gs://fence/" + name + "/epoch", ++fence_epochs[name]};
   }
   void record_cluster_failure(const std::string& c) override {
     std::lock_guard lock(mutex);

@@ -324,6 +324,48 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
   EXPECT_EQ(record("train").state, kManagedCompleted);
 }
 
+// Issue 27, storage fencing: every copy starts with an epoch newer than every copy before it,
+// the first one included; a fence that cannot be written starts no copy and is nobody's failure.
+TEST_F(SupervisorTest, EveryCopyStartsWithANewerFenceEpochAndNoneStartsWithoutOne) {
+  control_->fence = true;
+  auto sup = make("replica-a");
+  submit_managed(*control_, *store_, *clock_, "tpu-a", spec("train"),
+                 {.max_recoveries = 3, .stable_after = 30s, .recover_on_failure = false});
+  const auto first = control_->spec_of("tpu-a", "train");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->env.at("FALCON_FENCE_URI"), "gs://fence/train/epoch");
+  EXPECT_EQ(first->env.at("FALCON_FENCE_EPOCH"), "1");
+  // The stored spec, the template of replacements, carries no epoch of its own.
+  EXPECT_FALSE(record("train").spec.env.contains("FALCON_FENCE_EPOCH"));
+  control_->submits.clear();
+  control_->set("tpu-a", "train", "RUNNING");
+  run(*sup, 2);
+
+  control_->fence_failures = 1;
+  control_->set("tpu-a", "train", "FAILED", 137);
+  run(*sup, 1);
+  EXPECT_THAT(control_->submits, ::testing::IsEmpty());  // not started without its epoch
+  EXPECT_THAT(control_->breaker_failures, ::testing::IsEmpty());
+  EXPECT_EQ(store_->get_recovery("train-1")->attempts, 0);
+  run(*sup, 1);
+  const auto replacement = control_->spec_of("tpu-b", "train-r1");
+  ASSERT_TRUE(replacement);
+  EXPECT_EQ(replacement->env.at("FALCON_FENCE_URI"), "gs://fence/train/epoch");
+  EXPECT_EQ(replacement->env.at("FALCON_FENCE_EPOCH"), "2");
+  EXPECT_EQ(control_->fence_epochs.at("train"), 2);
+}
+
+// A fence that cannot be written refuses the first submit, and keeps no managed record.
+TEST_F(SupervisorTest, AFirstSubmitWhoseFenceCannotBeWrittenStartsNothing) {
+  control_->fence = true;
+  control_->fence_failures = 1;
+  EXPECT_THROW(submit_managed(*control_, *store_, *clock_, "tpu-a", spec("train"),
+                              {.max_recoveries = 3, .stable_after = 30s}),
+               LogRetrievalError);
+  EXPECT_THAT(control_->submits, ::testing::IsEmpty());
+  EXPECT_FALSE(store_->get_managed("train"));
+}
+
 // t_recovered is when the stability window was met, not when a (slow) pass noticed it.
 // Issue 27: a pass reads every managed workload, page by page: the one after the first 1000
 // names is supervised too.
