@@ -11,7 +11,10 @@
 namespace falcon::gcp {
 namespace {
 
-constexpr int kAttempts = 8;
+// Each lost race means another writer's epoch landed, so a writer loses many times in a row only
+// while others keep winning: with the two writers a hand-over can have, 100 losses in a row
+// (each about an even chance) do not happen; a bound still ends a pathological case.
+constexpr int kAttempts = 100;
 
 struct Stored {
   std::int64_t epoch = 0;

@@ -20,7 +20,7 @@ namespace falcon::gcp {
 std::int64_t read_epoch(const StorageClient& storage, const std::string& uri);
 
 // Writes the epoch after the one `uri` holds (1 when none) on condition that nobody wrote it
-// since it was read, reading again on a lost race (at most 8 times); returns the epoch written.
+// since it was read, reading again on a lost race (at most 100 times); returns the epoch written.
 // Never goes backwards: a write that landed but whose answer was lost only makes the next epoch
 // one higher. Throws LogRetrievalError when it cannot read or write the object.
 std::int64_t advance_epoch(const StorageClient& storage, const std::string& uri);

@@ -392,14 +392,21 @@ TEST_F(IntegrationFixture, AConditionalWriteOverANewerGenerationIsRefusedWith412
 TEST_F(IntegrationFixture, ConcurrentAdvancesNeverHandOutOneEpochTwice) {
   const std::string uri = "gs://fence-bkt/race/epoch";
   std::vector<std::int64_t> got[2];
+  std::string failure[2];
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
       StorageClient client = storage();
-      for (int i = 0; i < 10; ++i) got[t].push_back(advance_epoch(client, uri));
+      try {
+        for (int i = 0; i < 10; ++i) got[t].push_back(advance_epoch(client, uri));
+      } catch (const std::exception& e) {
+        failure[t] = e.what();
+      }
     });
   }
   for (auto& t : threads) t.join();
+  EXPECT_EQ(failure[0], "");
+  EXPECT_EQ(failure[1], "");
   std::set<std::int64_t> all(got[0].begin(), got[0].end());
   all.insert(got[1].begin(), got[1].end());
   EXPECT_EQ(all.size(), 20U);
