@@ -107,6 +107,15 @@ def test_one_stream_shared_by_two_threads_gives_each_line_once(fleet, fabric):
     assert len(set(got[0]) | set(got[1])) == PAGE + 200
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises_keyboard_interrupt():
+    """Ctrl-C as an interactive run has it: a test run started in the background (`make test &`,
+    nohup) inherits SIGINT ignored, and Python then installs no handler of its own."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_when(condition, what: str) -> threading.Thread:
     """Sends this process SIGINT (Ctrl-C) from another thread once `condition()` holds."""
 
