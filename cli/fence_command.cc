@@ -18,12 +18,13 @@ struct FenceArgs {
 
 int run_fence_check(Context& ctx, const FenceArgs& a) {
   std::optional<FenceTicket> ticket;
-  try {
-    ticket = fence_ticket_from_environment();
-  } catch (const std::invalid_argument& e) {
-    if (a.uri.empty() || a.epoch == 0) throw UsageError(e.what());
-  }
-  if (!a.uri.empty() || a.epoch != 0) {
+  if (a.uri.empty() && a.epoch == 0) {
+    try {
+      ticket = fence_ticket_from_environment();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  } else {
     if (a.uri.empty() || a.epoch == 0) {
       throw UsageError(
           "--uri and --epoch go together (or FALCON_FENCE_URI and FALCON_FENCE_EPOCH)");

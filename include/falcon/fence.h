@@ -44,7 +44,8 @@ std::optional<FenceTicket> fence_ticket_from_environment();
 // Reads the fence object and returns the epoch it holds when that is not newer than
 // ticket.epoch. Throws FencedError when it is (a newer copy was started: this one must not
 // write), LogRetrievalError when the object cannot be read (fail closed: a copy that cannot
-// check should not write either), std::invalid_argument for a uri that is not gs://.
+// check should not write either), std::invalid_argument for a uri that is not gs:// or an
+// epoch below 1.
 // Credentials and endpoints as for log reads: Application Default Credentials (or
 // FALCON_ACCESS_TOKEN_FILE), STORAGE_EMULATOR_HOST / settings.storage_endpoint.
 std::int64_t check_fence(const FenceTicket& ticket, const GcpSettings& settings = {});

@@ -14,16 +14,12 @@ started (wherever it runs, even where no control plane can see this one)::
             save_checkpoint()
 """
 
-import os
 from typing import Optional
 
 from . import _falcon
 from ._errors import FencedError
 
 __all__ = ["check", "FencedError"]
-
-URI_ENV = "FALCON_FENCE_URI"
-EPOCH_ENV = "FALCON_FENCE_EPOCH"
 
 
 def check(uri: Optional[str] = None, epoch: Optional[int] = None) -> int:
@@ -34,19 +30,4 @@ def check(uri: Optional[str] = None, epoch: Optional[int] = None) -> int:
     read (a copy that cannot check should not write either), ValueError for a bad uri or
     epoch. Credentials and endpoints as for log reads (Application Default Credentials,
     STORAGE_EMULATOR_HOST)."""
-    if uri is None and epoch is None:
-        env_uri, env_epoch = os.environ.get(URI_ENV, ""), os.environ.get(EPOCH_ENV, "")
-        if not env_uri and not env_epoch:
-            return 0
-        if not env_uri or not env_epoch:
-            raise ValueError(f"{URI_ENV} and {EPOCH_ENV} go together: both or neither")
-        uri = env_uri
-        try:
-            epoch = int(env_epoch)
-        except ValueError:
-            raise ValueError(f"{EPOCH_ENV}: {env_epoch[:32]!r} is not an epoch") from None
-    if uri is None or epoch is None:
-        raise ValueError("uri and epoch go together")
-    if epoch < 1:
-        raise ValueError(f"epoch: expected a whole number >= 1, got {epoch}")
     return int(_falcon.check_fence(uri, epoch))

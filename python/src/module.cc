@@ -704,12 +704,22 @@ PYBIND11_MODULE(_falcon, m) {
         return settings_json(c).dump();
       },
       py::arg("config_path"));
-  // falcon.fence.check(): the epoch the fence object holds, FencedError when newer.
+  // falcon.fence.check(): the epoch the fence object holds, FencedError when newer. Without
+  // uri and epoch, the ticket of the environment (0 without one: nothing to check).
   m.def(
       "check_fence",
-      [](const std::string& uri, std::int64_t epoch) {
+      [](const std::optional<std::string>& uri, std::optional<std::int64_t> epoch) {
+        std::optional<FenceTicket> ticket;
+        if (!uri && !epoch) {
+          ticket = fence_ticket_from_environment();
+        } else if (uri && epoch) {
+          ticket = FenceTicket{*uri, *epoch};
+        } else {
+          throw std::invalid_argument("uri and epoch go together");
+        }
+        if (!ticket) return std::int64_t{0};
         py::gil_scoped_release release;
-        return check_fence(FenceTicket{uri, epoch});
+        return check_fence(*ticket);
       },
-      py::arg("uri"), py::arg("epoch"));
+      py::arg("uri") = py::none(), py::arg("epoch") = py::none());
 }

@@ -46,6 +46,10 @@ std::optional<FenceTicket> fence_ticket_from_environment() {
 }
 
 std::int64_t check_fence(const FenceTicket& ticket, const GcpSettings& settings) {
+  if (ticket.epoch < 1) {
+    throw std::invalid_argument(
+        fmt::format("epoch: expected a whole number >= 1, got {}", ticket.epoch));
+  }
   LogRetrieverOptions options;
   options.http = make_curl_http_client();
   options.clock = std::make_shared<SystemClock>();
