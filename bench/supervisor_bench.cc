@@ -72,7 +72,7 @@ nlohmann::json run(const std::string& backend, const std::string& url, int workl
     m.spec.accelerator_type = "v4-64";
     m.incarnation = m.name;
     m.cluster = clusters[static_cast<std::size_t>(i) % clusters.size()];
-    m.state = falcon::kManagedStarting;
+    m.state = falcon::ManagedState::kStarting;
     m.created_at = clock->now();
     m.updated_at = m.created_at;
     if (!store->create_managed(m)) throw std::runtime_error("create_managed " + m.name);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -111,6 +112,13 @@ void print_brief(const Decision& d) {
   for (const MonitoredProbe& p : d.candidate_probes) {
     rows.push_back({p.result.cluster, p.result.reachable ? "ok" : "unreachable", age_text(p.age_ms),
                     p.from_cache ? "cache" : "probed now"});
+  }
+  // A candidate a circuit breaker kept out has no probe: it shows with why.
+  for (const auto& [cluster, why] : d.skipped) {
+    const bool probed =
+        std::any_of(d.candidate_probes.begin(), d.candidate_probes.end(),
+                    [&](const MonitoredProbe& p) { return p.result.cluster == cluster; });
+    if (!probed) rows.push_back({cluster, why, "-", "-"});
   }
   print_table({"CANDIDATE", "STATE", "PROBE_AGE", "SOURCE"}, rows);
 }
@@ -419,6 +427,10 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
   }
   std::cout << s.reason << "\n";
   if (s.selection_id != 0) std::cout << "decision recorded as selection " << s.selection_id << "\n";
+  // Locally the fabric has said so on stderr already.
+  if (ctx.remote() && !s.not_recorded.empty()) {
+    std::cerr << "falcon: the server could not record this decision: " << s.not_recorded << "\n";
+  }
   if (d.same_as != 0 && d.same_as != s.selection_id) {
     std::cout << "the same as selection " << d.same_as << ": nothing it depended on has changed\n";
   }

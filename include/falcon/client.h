@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,9 @@ struct Decision {
   std::vector<MonitoredProbe> candidate_probes;
   // A brief answer that repeats the server's standing decision: that decision's id; else 0.
   std::int64_t same_as = 0;
+  // A brief answer: each candidate that was not eligible and why (unreachable, queue full,
+  // refused by a circuit breaker, which kept it from being probed), by cluster name.
+  std::map<std::string, std::string> skipped;
 };
 
 // The whole decision as ClusterSelection's JSON plus "candidate_probes" when there are any; a

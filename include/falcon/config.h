@@ -47,6 +47,8 @@ struct XpkSettings {
   std::string gcloud_binary = "gcloud";  // used by warm-up
   std::string state_dir;                 // empty: $XDG_STATE_HOME/falcon or
                                          // ~/.local/state/falcon
+  std::string runtime_dir;  // each xpk call's private kubeconfig; empty: $XDG_RUNTIME_DIR/falcon,
+                            // else /dev/shm/falcon-<uid>, else <state_dir>/run
   bool operator==(const XpkSettings&) const = default;
 };
 

@@ -180,6 +180,10 @@ struct ClusterSelection {
   std::string decided_at;
   // The decision's id in the state store (StateStore::get_selection); 0 when it was not stored.
   std::int64_t selection_id = 0;
+  // Why a decision made with a state store open is not in it (the store's error: a full disk,
+  // a database restart); empty when it was recorded or no store is open. JSON "not_recorded",
+  // present only when not empty.
+  std::string not_recorded;
   // The policy that decided ("priority" | "score" | "least-wait") and every candidate's part in
   // it, in candidate order (the --explain table). Empty in records older than issue 15.
   std::string policy;

@@ -41,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "falcon/clock.h"
@@ -51,7 +52,7 @@ namespace falcon {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // The newest schema this binary knows; a database at a higher version is refused.
-inline constexpr int kStateSchemaVersion = 5;
+inline constexpr int kStateSchemaVersion = 6;
 
 struct StateStoreOptions {
   // Connections kept per store object. A call waits for a free one when all are busy.
@@ -182,6 +183,25 @@ struct WorkloadEvent {
   bool operator==(const WorkloadEvent&) const = default;
 };
 
+// A delete of a workload (`xpk workload delete`, issue 27): recorded before xpk runs
+// (record_delete_intent) and then finished with its outcome (finish_delete). A record without
+// an outcome is a delete that was asked for and whose end nobody saw (in flight, or the process
+// died during it).
+inline constexpr const char* kDeleteDeleted = "deleted";     // xpk deleted it
+inline constexpr const char* kDeleteNotFound = "not_found";  // there was no such workload
+inline constexpr const char* kDeleteFailed = "failed";       // xpk failed or timed out: detail
+
+struct DeleteRecord {
+  std::int64_t id = 0;  // assigned by the store
+  std::string cluster;  // registry name
+  std::string workload;
+  StoreTime requested_at;
+  std::optional<std::string> outcome;  // kDelete*; null until finished
+  std::string detail;                  // why it failed (at most 1 KB kept)
+  std::optional<StoreTime> finished_at;
+  bool operator==(const DeleteRecord&) const = default;
+};
+
 inline constexpr const char* kExportQueued = "queued";
 inline constexpr const char* kExportRunning = "running";
 inline constexpr const char* kExportDone = "done";
@@ -253,6 +273,36 @@ struct Lease {
   bool operator==(const Lease&) const = default;
 };
 
+// Where a managed workload stands (docs/self-healing.md). Stored as its name (to_string).
+enum class ManagedState {
+  kSubmitting,  // the first submit is under way
+  kStarting,    // submitted, not yet seen RUNNING
+  kRunning,     // seen RUNNING
+  kRecovering,  // an incident is being handled (ManagedWorkloadRecord::phase says where)
+  kCompleted,
+  kFailed,  // an application failure, not recovered
+  kGaveUp,
+  kCancelled,
+};
+// "submitting", "starting", "running", "recovering", "completed", "failed", "gave_up",
+// "cancelled"; parse_managed_state is its inverse (nullopt for any other text).
+const char* to_string(ManagedState state);
+std::optional<ManagedState> parse_managed_state(std::string_view text);
+// Submitting, starting, running or recovering: the supervisor still looks after it.
+bool is_active(ManagedState state);
+// The one table of a managed workload's moves: from an active state to any later one (a
+// recovery starts the workload again: recovering -> starting), never out of an ended one (a
+// cancel, a completion, a failure or a give-up is final). Moving to the same state is allowed.
+bool managed_transition_allowed(ManagedState from, ManagedState to);
+
+// Where a recovery stands (ManagedWorkloadRecord::phase; docs/self-healing.md): fencing the old
+// incarnation, deciding where the replacement goes, submitting it (the intent is stored before
+// the submit), confirming that a failed create made nothing. kNone outside a recovery.
+enum class RecoveryPhase { kNone, kFencing, kDeciding, kSubmitting, kConfirming };
+// "", "fencing", "deciding", "submitting", "confirming"; parse_recovery_phase is its inverse.
+const char* to_string(RecoveryPhase phase);
+std::optional<RecoveryPhase> parse_recovery_phase(std::string_view text);
+
 // A workload handed to the supervisor (issue 16, docs/self-healing.md): what to submit again
 // when it is lost, its recovery options, and where its current incarnation runs.
 struct ManagedWorkloadRecord {
@@ -263,8 +313,9 @@ struct ManagedWorkloadRecord {
   bool recover_on_failure = false;                 // recover application failures too
   std::string incarnation;                         // the current incarnation's name
   std::string cluster;                             // ... and its cluster
-  std::string state;  // starting | running | recovering | completed | failed | gave_up | cancelled
-  int attempts = 0;   // recoveries started so far
+  ManagedState state = ManagedState::kSubmitting;
+  RecoveryPhase phase = RecoveryPhase::kNone;
+  int attempts = 0;  // recoveries started so far
   StoreTime created_at;
   StoreTime updated_at;
   std::string detail_json = "{}";  // JSON object: the supervisor's working memory
@@ -313,6 +364,19 @@ class StateStore {
   // another submission of the name (another submitted_at) is left alone.
   virtual bool forget_submission(const std::string& cluster, const std::string& workload,
                                  const std::string& submitted_at) = 0;
+  // The intent of a delete, written before xpk runs: returns the record's id. Throws
+  // std::invalid_argument for an empty cluster or workload, StateStoreError when it cannot be
+  // written: the caller then deletes nothing.
+  virtual std::int64_t record_delete_intent(const std::string& cluster, const std::string& workload,
+                                            StoreTime at) = 0;
+  // The outcome of delete `id` (kDeleteDeleted, kDeleteNotFound or kDeleteFailed, else
+  // std::invalid_argument); `detail` is cut to 1 KB. Returns false when there is no unfinished
+  // delete of that id.
+  virtual bool finish_delete(std::int64_t id, const std::string& outcome, const std::string& detail,
+                             StoreTime at) = 0;
+  // The deletes of `workload` on `cluster`, newest first, at most `limit` (1..1000).
+  virtual std::vector<DeleteRecord> list_deletes(const std::string& cluster,
+                                                 const std::string& workload, int limit = 100) = 0;
   // The submission of `workload` on `cluster`, or nullopt.
   virtual std::optional<SubmissionRow> find_submission(const std::string& cluster,
                                                        const std::string& workload) = 0;
@@ -467,7 +531,7 @@ class StateStore {
   // the first); only those in `states` when not empty. A page shorter than `limit` is the last;
   // else the next starts after its last name (list_all_managed pages through).
   virtual std::vector<ManagedWorkloadRecord> list_managed(
-      int limit, const std::vector<std::string>& states = {}, const std::string& after = "") = 0;
+      int limit, const std::vector<ManagedState>& states = {}, const std::string& after = "") = 0;
 
   // --- Circuit breakers.
 
@@ -508,7 +572,7 @@ class StateStore {
 // Every managed record (in `states` when not empty), ordered by name, read a page of 1000 at a
 // time: the supervisor's pass and the API read them all, however many there are.
 std::vector<ManagedWorkloadRecord> list_all_managed(StateStore& store,
-                                                    const std::vector<std::string>& states = {});
+                                                    const std::vector<ManagedState>& states = {});
 
 // Opens the store at `url` (forms above; a plain path is SQLite), creating an SQLite file (0600,
 // parent directories 0700) when missing, and applies migrations. Throws StateStoreError for a

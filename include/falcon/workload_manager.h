@@ -114,6 +114,14 @@ class SubmissionStore {
   // After a create that made nothing: takes back the record intend() wrote. Must not throw. The
   // default does nothing.
   virtual void forget(const SubmissionRecord& record);
+  // Before `xpk workload delete` runs: records that `workload` on `cluster` is to be deleted and
+  // returns the record's id. Throws when it cannot write (StateStoreError): cancel then deletes
+  // nothing. The default records nothing and returns 0 (the record file keeps no deletes).
+  virtual std::int64_t intend_delete(const std::string& cluster, const std::string& workload);
+  // After it: the outcome of delete `intent` (an id intend_delete returned; 0 is ignored), one
+  // of kDeleteDeleted, kDeleteNotFound, kDeleteFailed (state_store.h), with what failed. Must
+  // not throw. The default does nothing.
+  virtual void deleted(std::int64_t intent, const std::string& outcome, const std::string& detail);
   // The latest record of (`cluster` registry name, `workload`), or nullopt. Must not throw: a
   // store it cannot read answers nullopt.
   virtual std::optional<SubmissionRecord> find(const std::string& cluster,

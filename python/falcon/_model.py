@@ -410,6 +410,9 @@ class ClusterSelection(_Value):
     policy: str = ""
     #: every candidate's signals, terms and verdict, in candidate order (--explain)
     scores: list[CandidateScore] = field(default_factory=list)
+    #: why a decision made with a state store open is not in it (a full disk, a database
+    #: restart); empty when it was recorded
+    not_recorded: str = ""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSelection":
@@ -424,6 +427,7 @@ class ClusterSelection(_Value):
             selection_id=r.num("selection_id", 0),
             policy=r.text("policy", ""),
             scores=r.items("scores", CandidateScore) if "scores" in d else [],
+            not_recorded=r.text("not_recorded", ""),
         )
 
 

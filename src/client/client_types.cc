@@ -24,17 +24,22 @@ json brief_json(const Decision& v) {
     if (!p.from_cache) probed_now.push_back(p.result.cluster);
     if (!p.result.reachable) unreachable.push_back(p.result.cluster);
   }
-  return {{"accelerator", s.accelerator},
-          {"decided_at", s.decided_at},
-          {"explain", "/v1/selections/" + std::to_string(s.selection_id)},
-          {"policy", s.policy},
-          {"probe_age_ms", std::move(ages)},
-          {"probed_now", std::move(probed_now)},
-          {"reason", s.reason},
-          {"same_as", v.same_as == 0 ? json(nullptr) : json(v.same_as)},
-          {"selected_cluster", s.selected_cluster},
-          {"selection_id", s.selection_id},
-          {"unreachable", std::move(unreachable)}};
+  json out = {
+      {"accelerator", s.accelerator},
+      {"decided_at", s.decided_at},
+      {"explain", s.selection_id == 0 ? json(nullptr)
+                                      : json("/v1/selections/" + std::to_string(s.selection_id))},
+      {"policy", s.policy},
+      {"probe_age_ms", std::move(ages)},
+      {"probed_now", std::move(probed_now)},
+      {"reason", s.reason},
+      {"same_as", v.same_as == 0 ? json(nullptr) : json(v.same_as)},
+      {"selected_cluster", s.selected_cluster},
+      {"selection_id", s.selection_id},
+      {"skipped", v.skipped},
+      {"unreachable", std::move(unreachable)}};
+  if (!s.not_recorded.empty()) out["not_recorded"] = s.not_recorded;
+  return out;
 }
 
 }  // namespace

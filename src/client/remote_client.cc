@@ -78,6 +78,12 @@ Decision brief_decision(const json& answer) {
   s.reason = answer.value("reason", std::string());
   s.selected_cluster = answer.value("selected_cluster", std::string());
   s.selection_id = answer.value("selection_id", std::int64_t{0});
+  s.not_recorded = answer.value("not_recorded", std::string());
+  if (const auto it = answer.find("skipped"); it != answer.end() && it->is_object()) {
+    for (const auto& [cluster, why] : it->items()) {
+      if (why.is_string()) out.skipped[cluster] = why.get<std::string>();
+    }
+  }
   if (const auto it = answer.find("same_as"); it != answer.end() && it->is_number_integer()) {
     out.same_as = it->get<std::int64_t>();
   }

@@ -109,8 +109,8 @@ class StateSubmissionStore final : public SubmissionStore {
  public:
   // `open`: the state store or a throw (StateStoreError); `notice`: told about failures.
   StateSubmissionStore(std::function<std::shared_ptr<StateStore>()> open,
-                       std::function<void(const std::string&)> notice)
-      : open_(std::move(open)), notice_(std::move(notice)) {}
+                       std::function<void(const std::string&)> notice, std::shared_ptr<Clock> clock)
+      : open_(std::move(open)), notice_(std::move(notice)), clock_(std::move(clock)) {}
 
   void record(const SubmissionRecord& record) override {
     try {
@@ -127,6 +127,24 @@ class StateSubmissionStore final : public SubmissionStore {
   // Throws (StateStoreError): the submit then creates nothing.
   bool intend(const SubmissionRecord& record) override {
     return open_()->record_submission_intent(row_of(record));
+  }
+
+  // Throws (StateStoreError): the cancel then deletes nothing.
+  std::int64_t intend_delete(const std::string& cluster, const std::string& workload) override {
+    return open_()->record_delete_intent(cluster, workload, clock_->now());
+  }
+
+  void deleted(std::int64_t intent, const std::string& outcome,
+               const std::string& detail) override {
+    if (intent == 0) return;
+    try {
+      open_()->finish_delete(intent, outcome, detail, clock_->now());
+    } catch (const std::exception& e) {
+      notice_(
+          fmt::format("the outcome of delete {} ({}) could not be recorded in the state "
+                      "store: {}; it stays recorded as requested",
+                      intent, outcome, e.what()));
+    }
   }
 
   void forget(const SubmissionRecord& record) override {
@@ -162,6 +180,7 @@ class StateSubmissionStore final : public SubmissionStore {
  private:
   std::function<std::shared_ptr<StateStore>()> open_;
   std::function<void(const std::string&)> notice_;
+  std::shared_ptr<Clock> clock_;
 };
 
 // A log read's or export's values, checked before anything runs (falcon/values.h): the
@@ -216,7 +235,8 @@ void ClusterFabric::Impl::build() {
   m->workloads = std::make_unique<XpkWorkloadManager>(
       m->xpk, deps.clock,
       std::make_shared<StateSubmissionStore>([this] { return store_or_throw(); },
-                                             [this](const std::string& text) { notice(text); }),
+                                             [this](const std::string& text) { notice(text); },
+                                             deps.clock),
       kube, m->config->probe.backend);
   LogRetrieverOptions log_options;
   log_options.http = make_counting_http_client(deps.http, deps.counters);
@@ -551,6 +571,7 @@ void ClusterFabric::Impl::record_selection(ClusterSelection& selection) const {
   try {
     selection.selection_id = s->record_selection(selection);
   } catch (const std::exception& e) {
+    selection.not_recorded = e.what();
     notice(
         fmt::format("the selection of {} for {} could not be recorded in the state "
                     "store: {}",

@@ -10,6 +10,7 @@
 #include "falcon/errors.h"
 #include "gcp/json_fields.h"
 #include "gcp/url.h"
+#include "util/name_table.h"
 
 namespace falcon::gcp {
 namespace {
@@ -62,19 +63,11 @@ CopyOperation operation_from(const json& op) {
 
 }  // namespace
 
-const char* to_string(CopyState state) {
-  for (const auto& [s, name] : kStates) {
-    if (s == state) return name;
-  }
-  return "UNSPECIFIED";
-}
+const char* to_string(CopyState state) { return name_in(kStates, state, "UNSPECIFIED"); }
 
 CopyState parse_copy_state(std::string_view text) {
   if (text.starts_with("OPERATION_STATE_")) text.remove_prefix(16);
-  for (const auto& [s, name] : kStates) {
-    if (text == name) return s;
-  }
-  return CopyState::kUnspecified;
+  return value_in(kStates, text).value_or(CopyState::kUnspecified);
 }
 
 CopyOperation parse_copy_operation(const std::string& body, const std::string& call) {

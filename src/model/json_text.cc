@@ -200,6 +200,10 @@ void append_json(std::string& out, const ClusterSelection& v) {
   }
   out += "],\"decided_at\":";
   append_json_string(out, v.decided_at);
+  if (!v.not_recorded.empty()) {
+    out += ",\"not_recorded\":";
+    append_json_string(out, v.not_recorded);
+  }
   out += ",\"policy\":";
   append_json_string(out, v.policy);
   out += ",\"probe_results\":[";

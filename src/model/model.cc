@@ -245,6 +245,7 @@ void to_json(json& j, const ClusterSelection& v) {
            {"selection_id", v.selection_id},
            {"policy", v.policy},
            {"scores", v.scores}};
+  if (!v.not_recorded.empty()) j["not_recorded"] = v.not_recorded;
 }
 void from_json(const json& j, ClusterSelection& v) {
   j.at("selected_cluster").get_to(v.selected_cluster);
@@ -256,6 +257,7 @@ void from_json(const json& j, ClusterSelection& v) {
   v.selection_id = value_or<std::int64_t>(j, "selection_id", 0);
   v.policy = value_or<std::string>(j, "policy", "");
   v.scores = value_or<std::vector<CandidateScore>>(j, "scores", {});
+  v.not_recorded = value_or<std::string>(j, "not_recorded", "");
 }
 
 void to_json(json& j, const WorkloadSpec& v) {

@@ -769,6 +769,7 @@ void parse_xpk(Problems& problems, const std::optional<YAML::Node>& node, XpkSet
   s->read_int("command_timeout_s", 1, kMaxTimeoutS, &out.command_timeout_s);
   s->read_string("gcloud_binary", &out.gcloud_binary, kPathRule);
   s->read_string("state_dir", &out.state_dir, kOptionalPathRule);
+  s->read_string("runtime_dir", &out.runtime_dir, kOptionalPathRule);
   s->finish();
 }
 
@@ -1132,6 +1133,7 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
 
   config.xpk.binary = resolve_relative(config.xpk.binary, source_name);
   config.xpk.state_dir = resolve_relative(config.xpk.state_dir, source_name);
+  config.xpk.runtime_dir = resolve_relative(config.xpk.runtime_dir, source_name);
   config.gcp.access_token_file = resolve_relative(config.gcp.access_token_file, source_name);
   config.gcp.ca_file = resolve_relative(config.gcp.ca_file, source_name);
   config.serve.tokens_file = resolve_relative(config.serve.tokens_file, source_name);

@@ -160,6 +160,19 @@ json events_json(const std::vector<WorkloadEvent>& events) {
   return out;
 }
 
+// The recorded deletes of a workload, newest first (state store schema 6).
+json deletes_json(const std::vector<DeleteRecord>& deletes) {
+  json out = json::array();
+  for (const DeleteRecord& d : deletes) {
+    out.push_back(
+        {{"requested_at", format_iso8601(d.requested_at)},
+         {"outcome", d.outcome ? json(*d.outcome) : json(nullptr)},
+         {"detail", d.detail},
+         {"finished_at", d.finished_at ? json(format_iso8601(*d.finished_at)) : json(nullptr)}});
+  }
+  return out;
+}
+
 // A log line as it goes on the wire. SSE: one event, each of the line's own line breaks (CR,
 // LF, CRLF) starting a `data:` field of its own, so that no byte of the line can end the event
 // or start another one; the client's EventSource joins the fields back with "\n".
@@ -192,6 +205,7 @@ void ApiServer::Impl::add_routes() {
   add_cluster_routes();
   add_selection_routes();
   add_workload_routes();
+  add_managed_routes();
   add_export_routes();
 }
 
@@ -497,14 +511,29 @@ void ApiServer::Impl::add_workload_routes() {
               {{"handle", handle},
                {"status", status},
                {"events", events_json(store().list_workload_events(handle.cluster,
-                                                                   handle.workload_name, 100))}});
+                                                                   handle.workload_name, 100))},
+               {"deletes",
+                deletes_json(store().list_deletes(handle.cluster, handle.workload_name, 10))}});
   });
   route("DELETE", "/v1/workloads/{cluster}/{name}",
         [this](Request& req, Response& res) { cancel(req, res); });
+}
+
+// The supervisor's records: managed workloads and their recovery incidents.
+void ApiServer::Impl::add_managed_routes() {
   route("GET", "/v1/managed", [this](Request& req, Response& res) {
     check_params(req, {"state", "after"});
-    std::vector<std::string> states;
-    if (const auto state = param(req, "state")) states.push_back(*state);
+    std::vector<ManagedState> states;
+    if (const auto state = param(req, "state")) {
+      const auto parsed = parse_managed_state(*state);
+      if (!parsed) {
+        throw bad_request(
+            fmt::format("state: '{}' is not one of submitting, starting, running, "
+                        "recovering, completed, failed, gave_up, cancelled",
+                        printable(*state, 64)));
+      }
+      states.push_back(*parsed);
+    }
     constexpr int kPage = 1000;
     const auto page = store().list_managed(kPage, states, param(req, "after").value_or(""));
     json out = json::array();

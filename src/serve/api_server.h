@@ -69,6 +69,10 @@ struct SelectOutcome {
   // `shared_age_offset_ms` older than it says (100 probes are not copied per request).
   std::shared_ptr<const std::vector<ProbeSnapshot>> shared_candidates;
   std::int64_t shared_age_offset_ms = 0;
+  // Each candidate that was not eligible and why (unreachable, queue full, refused by a circuit
+  // breaker), in candidate order: the brief answer's `skipped`, which names the candidates a
+  // breaker kept from being probed too (a repeat shares its decision's). Null: none.
+  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> skipped;
 };
 
 // The configuration in force (GET /v1/config).

@@ -162,6 +162,7 @@ struct ApiServer::Impl {
   void add_cluster_routes();
   void add_selection_routes();
   void add_workload_routes();
+  void add_managed_routes();
   void add_export_routes();
   void submit(serve::Request& req, serve::Response& res);
   void cancel(serve::Request& req, serve::Response& res);

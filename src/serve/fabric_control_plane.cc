@@ -174,7 +174,9 @@ class FabricControlPlane final : public ControlPlane {
       throw;
     }
     std::shared_ptr<Reusable> r;
-    if (basis.breakers_closed) {
+    // An unrecorded decision is not repeated: the next caller decides afresh and tries the store
+    // again, so recording resumes with the first decision after the store has room.
+    if (basis.breakers_closed && out.selection_id != 0) {
       r = std::make_shared<Reusable>();
       r->config = config;
       r->fabric_version = basis.inputs_version;
@@ -187,6 +189,7 @@ class FabricControlPlane final : public ControlPlane {
       r->brief.accelerator = out.selection.accelerator;
       r->brief.reason = out.selection.reason;
       r->brief.policy = out.selection.policy;
+      r->skipped = out.skipped;
       // What a brief answer shows of each candidate's probe, and nothing to copy per repeat.
       auto candidates = std::make_shared<std::vector<ProbeSnapshot>>();
       candidates->reserve(out.candidates.size());
@@ -407,13 +410,18 @@ class FabricControlPlane final : public ControlPlane {
       return used.insert_or_assign(c.name, std::move(*p)).first->second.result;
     };
     outcome.selection = fabric_->select_cluster(accelerator_type, how);
+    // A decision the store refused (a full disk, a database restart: the fabric logged why) is
+    // still answered, with selection_id 0 and `not_recorded` saying why: choosing a cluster
+    // changes nothing on one, and selection must go on while the store is down (issue 27). What
+    // does change a cluster, a submit, records its intent first and fails instead.
     outcome.selection_id = outcome.selection.selection_id;
-    if (outcome.selection_id == 0) {
-      // The decision is not in the store (the fabric logged why): nothing unrecorded is
-      // acknowledged, so the caller gets an error instead of a decision without an id.
-      throw StateStoreError(store_->backend(), store_->location(), "record_selection",
-                            fmt::format("the selection of {} for {} could not be recorded",
-                                        outcome.selection.selected_cluster, accelerator_type));
+    for (const CandidateScore& score : outcome.selection.scores) {
+      if (score.eligible) continue;
+      if (!outcome.skipped) {
+        outcome.skipped = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+      }
+      std::const_pointer_cast<std::vector<std::pair<std::string, std::string>>>(outcome.skipped)
+          ->emplace_back(score.cluster, score.skip_reason);
     }
     outcome.candidates.reserve(outcome.selection.candidates.size());
     for (const std::string& name : outcome.selection.candidates) {
@@ -515,6 +523,7 @@ class FabricControlPlane final : public ControlPlane {
     ClusterSelection brief;  // its id and time, without candidates, probe_results and scores
     // cluster, reachable, age_ms and from_cache only
     std::shared_ptr<const std::vector<ProbeSnapshot>> candidates;
+    std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> skipped;
   };
   struct Slot {
     std::shared_ptr<const Reusable> last;  // null: none to repeat
@@ -593,6 +602,7 @@ class FabricControlPlane final : public ControlPlane {
     out.same_as = last.brief.selection_id;
     out.shared_candidates = last.candidates;
     out.shared_age_offset_ms = elapsed_ms;
+    out.skipped = last.skipped;
     return out;
   }
 

@@ -45,6 +45,10 @@ std::string select_answer_json(const SelectOutcome& outcome) {
   }
   out += "],\"decided_at\":";
   append_json_string(out, s.decided_at);
+  if (!s.not_recorded.empty()) {
+    out += ",\"not_recorded\":";
+    append_json_string(out, s.not_recorded);
+  }
   out += ",\"policy\":";
   append_json_string(out, s.policy);
   out += ",\"probe_results\":[";
@@ -75,9 +79,19 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
   append_json_string(out, s.accelerator);
   out += ",\"decided_at\":";
   append_json_string(out, s.decided_at);
-  out += ",\"explain\":\"/v1/selections/";
-  append_json_int(out, outcome.selection_id);
-  out += "\",\"policy\":";
+  out += ",\"explain\":";
+  if (outcome.selection_id == 0) {
+    out += "null";
+  } else {
+    out += "\"/v1/selections/";
+    append_json_int(out, outcome.selection_id);
+    out += '"';
+  }
+  if (!s.not_recorded.empty()) {
+    out += ",\"not_recorded\":";
+    append_json_string(out, s.not_recorded);
+  }
+  out += ",\"policy\":";
   append_json_string(out, s.policy);
   out += ",\"probe_age_ms\":{";
   for (std::size_t i = 0; i < candidates.size(); ++i) {
@@ -111,6 +125,16 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
   append_json_string(out, s.selected_cluster);
   out += ",\"selection_id\":";
   append_json_int(out, outcome.selection_id);
+  out += ",\"skipped\":{";
+  if (outcome.skipped) {
+    for (std::size_t i = 0; i < outcome.skipped->size(); ++i) {
+      if (i > 0) out += ',';
+      append_json_string(out, (*outcome.skipped)[i].first);
+      out += ':';
+      append_json_string(out, (*outcome.skipped)[i].second);
+    }
+  }
+  out += '}';
   names(",\"unreachable\":[", [](const MonitoredProbe& p) { return !p.result.reachable; });
   out += "}\n";
   return out;

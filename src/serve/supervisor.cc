@@ -68,10 +68,22 @@ std::string default_holder() {
 
 }  // namespace
 
-bool is_active_managed_state(const std::string& state) {
-  return state == kManagedSubmitting || state == kManagedStarting || state == kManagedRunning ||
-         state == kManagedRecovering;
+namespace {
+
+// The one way a managed workload's state changes after it was created: the move is checked
+// against managed_transition_allowed (state_store.h), and a workload that leaves recovering
+// leaves its recovery phase too. A move the table refuses is a bug: it throws, and the pass
+// leaves the record as it was.
+void move_to(ManagedWorkloadRecord& m, ManagedState to) {
+  if (!managed_transition_allowed(m.state, to)) {
+    throw std::logic_error(fmt::format("managed workload '{}' cannot move from {} to {}", m.name,
+                                       to_string(m.state), to_string(to)));
+  }
+  m.state = to;
+  if (to != ManagedState::kRecovering) m.phase = RecoveryPhase::kNone;
 }
+
+}  // namespace
 
 const char* to_string(Verdict v) {
   switch (v) {
@@ -236,7 +248,8 @@ json managed_json(const ManagedWorkloadRecord& m) {
   return {{"name", m.name},
           {"incarnation", m.incarnation},
           {"cluster", m.cluster},
-          {"state", m.state},
+          {"state", to_string(m.state)},
+          {"phase", m.phase == RecoveryPhase::kNone ? json(nullptr) : json(to_string(m.phase))},
           {"recoveries", m.attempts},
           {"max_recoveries", m.max_recoveries},
           {"stable_after_s", static_cast<double>(m.stable_after.count()) / 1000.0},
@@ -285,7 +298,7 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
   record.recover_on_failure = options.recover_on_failure;
   record.incarnation = spec.name;
   record.cluster = cluster;
-  record.state = kManagedSubmitting;
+  record.state = ManagedState::kSubmitting;
   record.created_at = clock.now();
   record.updated_at = record.created_at;
   if (!store.create_managed(record)) {
@@ -299,8 +312,8 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
     WorkloadHandle handle = control.submit(cluster, first, selection_id);
     try {
       if (auto stored = store.get_managed(spec.name);
-          stored && stored->state == kManagedSubmitting) {
-        stored->state = kManagedStarting;
+          stored && stored->state == ManagedState::kSubmitting) {
+        stored->state = ManagedState::kStarting;
         stored->updated_at = clock.now();
         store.update_managed(*stored);
       }
@@ -345,7 +358,6 @@ struct Detail {
   IncarnationMemory memory;
   std::string incident;  // the open incident ("" when none)
   int incidents = 0;     // incidents opened so far (their ids: <name>-<n>)
-  std::string phase;     // recovering: fencing | deciding | submitting
   std::string old_name;  // the incarnation being replaced
   std::string old_cluster;
   std::string to_cluster;  // submitting: where
@@ -384,7 +396,6 @@ struct Detail {
     }
     d.incident = j.value("incident", std::string());
     d.incidents = j.value("incidents", 0);
-    d.phase = j.value("phase", std::string());
     d.old_name = j.value("old_name", std::string());
     d.old_cluster = j.value("old_cluster", std::string());
     d.to_cluster = j.value("to_cluster", std::string());
@@ -424,7 +435,6 @@ struct Detail {
     j["memory"] = m;
     j["incidents"] = incidents;
     if (!incident.empty()) j["incident"] = incident;
-    if (!phase.empty()) j["phase"] = phase;
     if (!old_name.empty()) j["old_name"] = old_name;
     if (!old_cluster.empty()) j["old_cluster"] = old_cluster;
     if (!to_cluster.empty()) j["to_cluster"] = to_cluster;
@@ -506,11 +516,11 @@ std::optional<ManagedWorkloadRecord> mark_cancelled(StateStore& store, const Clo
   // Each conflict is a supervisor write that landed in between; a pass writes a record a few
   // times at most, so this ends long before the bound.
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    m.state = kManagedCancelled;
+    move_to(m, ManagedState::kCancelled);
     m.updated_at = clock.now();
     if (store.update_managed(m)) return m;
     std::optional<ManagedWorkloadRecord> again = store.get_managed(m.name);
-    if (!again || !is_active_managed_state(again->state)) return std::nullopt;
+    if (!again || !is_active(again->state)) return std::nullopt;
     m = std::move(*again);
   }
   throw StateStoreError(store.backend(), store.location(), "update_managed",
@@ -525,8 +535,9 @@ CancelOutcome cancel_workload(ControlPlane& control, StateStore& store, const Cl
                               const WorkloadHandle& handle) {
   CancelOutcome out;
   std::vector<WorkloadHandle> current;  // the managed workloads' incarnations, when others
-  for (ManagedWorkloadRecord& m : list_all_managed(
-           store, {kManagedSubmitting, kManagedStarting, kManagedRunning, kManagedRecovering})) {
+  for (ManagedWorkloadRecord& m :
+       list_all_managed(store, {ManagedState::kSubmitting, ManagedState::kStarting,
+                                ManagedState::kRunning, ManagedState::kRecovering})) {
     if (!is_incarnation_of(m, handle)) continue;
     out.managed = m.name;
     const std::optional<ManagedWorkloadRecord> cancelled = mark_cancelled(store, clock, m);
@@ -824,16 +835,16 @@ struct Supervisor::Impl {
   // --- The state machine of one managed workload.
 
   void step(ManagedWorkloadRecord& m, const SupervisorSettings& s) {
-    if (m.state == kManagedSubmitting) {
+    if (m.state == ManagedState::kSubmitting) {
       // Its first submit is under way in an API request; left alone unless that server died.
       if (now() - m.updated_at < kSubmittingGrace) return;
-      m.state = kManagedStarting;
+      move_to(m, ManagedState::kStarting);
     }
     Detail d = Detail::parse(m.detail_json);
-    if (m.state == kManagedStarting || m.state == kManagedRunning) {
+    if (m.state == ManagedState::kStarting || m.state == ManagedState::kRunning) {
       watch(m, d, s);
     }
-    if (m.state == kManagedRecovering) recover(m, d, s);
+    if (m.state == ManagedState::kRecovering) recover(m, d, s);
   }
 
   // The current incarnation is supposed to be live: look at it.
@@ -861,7 +872,7 @@ struct Supervisor::Impl {
           return;
         }
         if (obs.listed && obs.state == "RUNNING") {
-          m.state = kManagedRunning;
+          move_to(m, ManagedState::kRunning);
           if (!d.incident.empty()) {
             RecoveryRecord r = incident_record(m, d);
             bool changed = false;
@@ -890,7 +901,7 @@ struct Supervisor::Impl {
         return;
       }
       case Verdict::kCompleted: {
-        m.state = kManagedCompleted;
+        move_to(m, ManagedState::kCompleted);
         if (!d.incident.empty()) {
           RecoveryRecord r = incident_record(m, d);
           if (!r.admitted) r.admitted = obs.at;
@@ -1019,14 +1030,14 @@ struct Supervisor::Impl {
     }
     if (feed) control().record_cluster_failure(m.cluster);
     if (!infrastructure && !m.recover_on_failure) {
-      m.state = kManagedFailed;
+      move_to(m, ManagedState::kFailed);
       d.incident.clear();
       close_incident(r, "not_recovered");
       save(m, d);
       return;
     }
     if (m.attempts >= m.max_recoveries) {
-      m.state = kManagedGaveUp;
+      move_to(m, ManagedState::kGaveUp);
       r.cause += fmt::format("; max_recoveries ({}) reached", m.max_recoveries);
       d.incident.clear();
       close_incident(r, "gave_up");
@@ -1045,8 +1056,8 @@ struct Supervisor::Impl {
   void start_replacement(ManagedWorkloadRecord& m, Detail& d, RecoveryRecord& r,
                          StoreTime fence_since) {
     ++m.attempts;
-    m.state = kManagedRecovering;
-    d.phase = "fencing";
+    move_to(m, ManagedState::kRecovering);
+    m.phase = RecoveryPhase::kFencing;
     d.old_name = m.incarnation;
     d.old_cluster = m.cluster;
     d.fence_since = fence_since;
@@ -1090,12 +1101,12 @@ struct Supervisor::Impl {
   }
 
   void recover(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
-    if (d.phase == "fencing" && !fence(m, d, s)) return;
+    if (m.phase == RecoveryPhase::kFencing && !fence(m, d, s)) return;
     // Bounded: every turn of this loop is a failed create, counted against max_submit_attempts.
     for (;;) {
-      if (d.phase == "confirming" && !confirm_not_created(m, d, s)) return;
-      if (d.phase == "deciding" && !decide(m, d, s)) return;
-      if (d.phase != "submitting") return;
+      if (m.phase == RecoveryPhase::kConfirming && !confirm_not_created(m, d, s)) return;
+      if (m.phase == RecoveryPhase::kDeciding && !decide(m, d, s)) return;
+      if (m.phase != RecoveryPhase::kSubmitting) return;
       if (submit(m, d, s)) return;
       // A failed create goes back to deciding: at once without the cluster it failed on, or
       // after a back-off once no other cluster can take it.
@@ -1155,7 +1166,7 @@ struct Supervisor::Impl {
     detail["old_gone"] = how;
     r.detail_json = detail.dump();
     store().put_recovery(r);
-    d.phase = "deciding";
+    m.phase = RecoveryPhase::kDeciding;
     save(m, d);
     return true;
   }
@@ -1166,9 +1177,8 @@ struct Supervisor::Impl {
     r.attempts = d.submit_attempts;
     r.cause += fmt::format("; replacement not submitted after {} attempt{}: {}", d.submit_attempts,
                            d.submit_attempts == 1 ? "" : "s", why);
-    m.state = kManagedGaveUp;
+    move_to(m, ManagedState::kGaveUp);
     d.incident.clear();
-    d.phase.clear();
     d.create_failed.clear();
     close_incident(r, "gave_up");
     save(m, d);
@@ -1185,7 +1195,7 @@ struct Supervisor::Impl {
         std::min(s.backoff_max_s, s.backoff_s * std::pow(2.0, std::min(d.rounds, 30) - 1));
     d.next_attempt = now() + to_duration(delay);
     d.create_failed.clear();
-    d.phase = "deciding";
+    m.phase = RecoveryPhase::kDeciding;
     due(d.next_attempt);
     save(m, d);
     event("warn", fmt::format("supervisor: {}: no cluster left to try after {} failed create{} "
@@ -1269,7 +1279,7 @@ struct Supervisor::Impl {
     r.replacement = d.replacement;
     store().put_recovery(r);
     d.to_cluster = cluster;
-    d.phase = "submitting";  // the intent is stored before the submit
+    m.phase = RecoveryPhase::kSubmitting;  // the intent is stored before the submit
     save(m, d);
     return true;
   }
@@ -1289,7 +1299,7 @@ struct Supervisor::Impl {
             fmt::format("supervisor: {}: its failed create on {} made it after all; adopted",
                         d.replacement, d.to_cluster));
       d.unconfirmed_since = StoreTime{};
-      d.phase = "submitting";
+      m.phase = RecoveryPhase::kSubmitting;
       return true;
     }
     if (!l->ok) {
@@ -1314,7 +1324,7 @@ struct Supervisor::Impl {
     d.create_failed.push_back(d.to_cluster);
     d.to_cluster.clear();
     d.next_attempt = StoreTime{};
-    d.phase = "deciding";
+    m.phase = RecoveryPhase::kDeciding;
     save(m, d);
   }
 
@@ -1415,7 +1425,7 @@ struct Supervisor::Impl {
           decide_elsewhere(m, d);
           return false;
         }
-        d.phase = "confirming";
+        m.phase = RecoveryPhase::kConfirming;
         d.unconfirmed_since = now();
         forget_listing(d.to_cluster);  // its list from before the create does not confirm
         save(m, d);
@@ -1445,7 +1455,7 @@ struct Supervisor::Impl {
                                 name, made.workload_name, e.what()));
       return;
     }
-    if (now_stored && now_stored->state != kManagedCancelled) return;
+    if (now_stored && now_stored->state != ManagedState::kCancelled) return;
     try {
       control().cancel(control().handle_for(made.cluster, made.workload_name));
       event("warn", fmt::format("supervisor: {} was cancelled while its replacement {} was being "
@@ -1469,9 +1479,8 @@ struct Supervisor::Impl {
                               d.to_cluster, d.old_name, d.old_cluster));
     m.incarnation = d.replacement;
     m.cluster = d.to_cluster;
-    m.state = kManagedStarting;
+    move_to(m, ManagedState::kStarting);
     d.memory = IncarnationMemory{};
-    d.phase.clear();
     d.old_name.clear();
     d.old_cluster.clear();
     d.to_cluster.clear();
@@ -1530,7 +1539,7 @@ struct Supervisor::Impl {
     std::vector<ManagedWorkloadRecord*> active;
     for (ManagedWorkloadRecord& m : all) {
       if (m.detail_json.find("\"fenced\"") != std::string::npos) fenced.push_back(&m);
-      if (is_active_managed_state(m.state)) active.push_back(&m);
+      if (is_active(m.state)) active.push_back(&m);
     }
     const int width = std::max(1, options.parallel);
     bool held = for_each_parallel(fenced.size(), width, [&](std::size_t i) {

@@ -51,16 +51,7 @@ inline constexpr const char* kIncidentApplication = "application";
 // The lease the acting replica holds.
 inline constexpr const char* kSupervisorLease = "supervisor";
 
-// Managed workload states.
-inline constexpr const char* kManagedSubmitting = "submitting";  // first submit under way
-inline constexpr const char* kManagedStarting = "starting";      // submitted, not seen RUNNING
-inline constexpr const char* kManagedRunning = "running";        // seen RUNNING
-inline constexpr const char* kManagedRecovering = "recovering";  // an incident is being handled
-inline constexpr const char* kManagedCompleted = "completed";
-inline constexpr const char* kManagedFailed = "failed";  // application failure, not recovered
-inline constexpr const char* kManagedGaveUp = "gave_up";
-inline constexpr const char* kManagedCancelled = "cancelled";
-bool is_active_managed_state(const std::string& state);
+// Managed workload states: ManagedState (state_store.h).
 
 // --- The classifier (pure).
 

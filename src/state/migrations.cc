@@ -192,6 +192,21 @@ constexpr const char* kSchemaV5 = R"sql(
 ALTER TABLE managed_workloads ADD COLUMN version {int} NOT NULL DEFAULT 1;
 )sql";
 
+constexpr const char* kSchemaV6 = R"sql(
+CREATE TABLE deletes (
+  id {id},
+  cluster TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  requested_at_ms {int} NOT NULL,
+  outcome TEXT,
+  detail TEXT NOT NULL DEFAULT '',
+  finished_at_ms {int}
+);
+CREATE INDEX deletes_by_workload ON deletes (cluster, workload, id);
+ALTER TABLE managed_workloads ADD COLUMN phase TEXT NOT NULL DEFAULT '';
+UPDATE managed_workloads SET phase = COALESCE({detail_phase}, '');
+)sql";
+
 constexpr const char* kVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version {int} PRIMARY KEY,
@@ -232,8 +247,12 @@ const std::vector<Migration>& migrations() {
        "decisions",
        kSchemaV4},
       {5, "managed workloads are updated by compare-and-set on a version column", kSchemaV5},
+      {6,
+       "deletes of workloads are recorded before xpk runs, then their outcome; a managed "
+       "workload's recovery phase is a column",
+       kSchemaV6},
   };
-  static_assert(kStateSchemaVersion == 5, "add the migration for the new schema version");
+  static_assert(kStateSchemaVersion == 6, "add the migration for the new schema version");
   return all;
 }
 
@@ -241,6 +260,8 @@ std::string render_migration(const std::string& sql, const SqlDialect& dialect) 
   std::string out = sql;
   replace_all(out, "{id}", dialect.id_column);
   replace_all(out, "{int}", dialect.int_type);
+  replace_all(out, "{detail_phase}",
+              fmt::format(fmt::runtime(dialect.json_member), "detail_json", "phase"));
   return out;
 }
 

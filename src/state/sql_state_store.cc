@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "state/explanation_codec.h"
 #include "state/migrations.h"
 #include "state/submissions_jsonl.h"
+#include "util/name_table.h"
 #include "util/time_format.h"
 
 namespace falcon {
@@ -27,6 +29,70 @@ namespace falcon {
 std::string probe_extra_json(const ClusterProbeResult& result) {
   if (result.capacity.empty()) return "{}";
   return nlohmann::json{{"capacity", result.capacity}}.dump();
+}
+
+namespace {
+
+constexpr std::array<std::pair<ManagedState, const char*>, 8> kManagedStateNames = {{
+    {ManagedState::kSubmitting, "submitting"},
+    {ManagedState::kStarting, "starting"},
+    {ManagedState::kRunning, "running"},
+    {ManagedState::kRecovering, "recovering"},
+    {ManagedState::kCompleted, "completed"},
+    {ManagedState::kFailed, "failed"},
+    {ManagedState::kGaveUp, "gave_up"},
+    {ManagedState::kCancelled, "cancelled"},
+}};
+
+constexpr std::array<std::pair<RecoveryPhase, const char*>, 5> kRecoveryPhaseNames = {{
+    {RecoveryPhase::kNone, ""},
+    {RecoveryPhase::kFencing, "fencing"},
+    {RecoveryPhase::kDeciding, "deciding"},
+    {RecoveryPhase::kSubmitting, "submitting"},
+    {RecoveryPhase::kConfirming, "confirming"},
+}};
+
+}  // namespace
+
+const char* to_string(ManagedState state) { return name_in(kManagedStateNames, state, "unknown"); }
+
+std::optional<ManagedState> parse_managed_state(std::string_view text) {
+  return value_in(kManagedStateNames, text);
+}
+
+bool is_active(ManagedState state) {
+  return state == ManagedState::kSubmitting || state == ManagedState::kStarting ||
+         state == ManagedState::kRunning || state == ManagedState::kRecovering;
+}
+
+bool managed_transition_allowed(ManagedState from, ManagedState to) {
+  if (from == to) return true;
+  if (!is_active(from)) return false;  // an ended workload stays ended
+  switch (to) {
+    case ManagedState::kSubmitting:
+      return false;  // only a new record starts there
+    case ManagedState::kStarting:
+      // The first submit went through, or a recovery submitted the replacement.
+      return from == ManagedState::kSubmitting || from == ManagedState::kRecovering;
+    case ManagedState::kRunning:
+      return from == ManagedState::kStarting || from == ManagedState::kRecovering;
+    case ManagedState::kRecovering:
+      return from == ManagedState::kStarting || from == ManagedState::kRunning;
+    case ManagedState::kCompleted:
+    case ManagedState::kFailed:
+    case ManagedState::kGaveUp:
+    case ManagedState::kCancelled:
+      return true;
+  }
+  return false;
+}
+
+const char* to_string(RecoveryPhase phase) {
+  return name_in(kRecoveryPhaseNames, phase, "unknown");
+}
+
+std::optional<RecoveryPhase> parse_recovery_phase(std::string_view text) {
+  return value_in(kRecoveryPhaseNames, text);
 }
 
 }  // namespace falcon
@@ -277,10 +343,10 @@ RecoveryRecord recovery_from(const SqlRow& row) {
 // The columns a managed workload is written with; it is read with its version too.
 constexpr const char* kManagedColumns =
     "name, spec_json, max_recoveries, stable_after_ms, recover_on_failure, incarnation, cluster, "
-    "state, attempts, created_at_ms, updated_at_ms, detail_json";
+    "state, attempts, created_at_ms, updated_at_ms, detail_json, phase";
 constexpr const char* kManagedRead =
     "name, spec_json, max_recoveries, stable_after_ms, recover_on_failure, incarnation, cluster, "
-    "state, attempts, created_at_ms, updated_at_ms, detail_json, version";
+    "state, attempts, created_at_ms, updated_at_ms, detail_json, phase, version";
 
 ManagedWorkloadRecord managed_from(const SqlRow& row) {
   ManagedWorkloadRecord m;
@@ -291,12 +357,27 @@ ManagedWorkloadRecord managed_from(const SqlRow& row) {
   m.recover_on_failure = row.int64(4) != 0;
   m.incarnation = row.text(5);
   m.cluster = row.text(6);
-  m.state = row.text(7);
+  const auto state = parse_managed_state(row.text(7));
+  if (!state) {
+    throw SqlError(
+        fmt::format("managed workload '{}' has state '{}', which this falcon does not "
+                    "know (written by a newer falcon?)",
+                    m.name, row.text(7)));
+  }
+  m.state = *state;
   m.attempts = to_int(row.int64(8));
   m.created_at = from_ms(row.int64(9));
   m.updated_at = from_ms(row.int64(10));
   m.detail_json = row.text(11);
-  m.version = row.int64(12);
+  const auto phase = parse_recovery_phase(row.text(12));
+  if (!phase) {
+    throw SqlError(
+        fmt::format("managed workload '{}' has recovery phase '{}', which this falcon "
+                    "does not know (written by a newer falcon?)",
+                    m.name, row.text(12)));
+  }
+  m.phase = *phase;
+  m.version = row.int64(13);
   return m;
 }
 
@@ -308,11 +389,12 @@ std::vector<SqlValue> managed_values(const ManagedWorkloadRecord& m) {
           std::int64_t{m.recover_on_failure ? 1 : 0},
           m.incarnation,
           m.cluster,
-          m.state,
+          std::string(to_string(m.state)),
           std::int64_t{m.attempts},
           to_ms(m.created_at),
           to_ms(m.updated_at),
-          m.detail_json};
+          m.detail_json,
+          std::string(to_string(m.phase))};
 }
 
 constexpr const char* kBreakerColumns =
@@ -496,6 +578,62 @@ bool SqlStateStore::forget_submission(const std::string& cluster, const std::str
         "RETURNING id",
         {cluster, workload, submitted_ms});
     return !ids.empty();
+  });
+}
+
+std::int64_t SqlStateStore::record_delete_intent(const std::string& cluster,
+                                                 const std::string& workload, StoreTime at) {
+  require_nonempty(cluster, "delete cluster");
+  require_nonempty(workload, "delete workload");
+  return write("record_delete_intent", [&](SqlConnection& c) {
+    return c
+        .query(
+            "INSERT INTO deletes (cluster, workload, requested_at_ms) VALUES ($1, $2, $3) "
+            "RETURNING id",
+            {cluster, workload, to_ms(at)})
+        .at(0)
+        .int64(0);
+  });
+}
+
+bool SqlStateStore::finish_delete(std::int64_t id, const std::string& outcome,
+                                  const std::string& detail, StoreTime at) {
+  if (outcome != kDeleteDeleted && outcome != kDeleteNotFound && outcome != kDeleteFailed) {
+    throw std::invalid_argument(
+        fmt::format("delete {}: outcome '{}' is not deleted, not_found or failed", id, outcome));
+  }
+  const std::string kept = bounded_error(detail).value_or("");
+  return write("finish_delete", [&](SqlConnection& c) {
+    return !c.query(
+                 "UPDATE deletes SET outcome = $2, detail = $3, finished_at_ms = $4 WHERE id = $1 "
+                 "AND outcome IS NULL RETURNING id",
+                 {id, outcome, kept, to_ms(at)})
+                .empty();
+  });
+}
+
+std::vector<DeleteRecord> SqlStateStore::list_deletes(const std::string& cluster,
+                                                      const std::string& workload, int limit) {
+  require_limit(limit, kMaxPage, "list_deletes");
+  return read("list_deletes", [&](SqlConnection& c) {
+    const SqlRows rows = c.query(
+        "SELECT id, cluster, workload, requested_at_ms, outcome, detail, finished_at_ms FROM "
+        "deletes WHERE cluster = $1 AND workload = $2 ORDER BY id DESC LIMIT $3",
+        {cluster, workload, std::int64_t{limit}});
+    std::vector<DeleteRecord> out;
+    out.reserve(rows.size());
+    for (const SqlRow& r : rows) {
+      DeleteRecord d;
+      d.id = r.int64(0);
+      d.cluster = r.text(1);
+      d.workload = r.text(2);
+      d.requested_at = from_ms(r.int64(3));
+      d.outcome = r.opt_text(4);
+      d.detail = r.text(5);
+      d.finished_at = opt_time(r, 6);
+      out.push_back(std::move(d));
+    }
+    return out;
   });
 }
 
@@ -1302,7 +1440,7 @@ bool SqlStateStore::create_managed(const ManagedWorkloadRecord& m) {
   check_managed(m);
   return write("create_managed", [&](SqlConnection& c) {
     return !c.query(fmt::format("INSERT INTO managed_workloads ({}) VALUES ($1, $2, $3, $4, $5, "
-                                "$6, $7, $8, $9, $10, $11, $12) ON CONFLICT (name) DO NOTHING "
+                                "$6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (name) DO NOTHING "
                                 "RETURNING name",
                                 kManagedColumns),
                     managed_values(m))
@@ -1315,11 +1453,11 @@ bool SqlStateStore::update_managed(ManagedWorkloadRecord& m,
   check_managed(m);
   std::vector<SqlValue> values = managed_values(m);
   values.push_back(m.version);
-  std::string condition = "name = $1 AND version = $13";
+  std::string condition = "name = $1 AND version = $14";
   if (fence) {
     values.push_back(fence->lease);
     values.push_back(fence->token);
-    condition += " AND EXISTS (SELECT 1 FROM leases WHERE name = $14 AND token = $15)";
+    condition += " AND EXISTS (SELECT 1 FROM leases WHERE name = $15 AND token = $16)";
   }
   const std::optional<std::int64_t> version =
       write("update_managed", [&](SqlConnection& c) -> std::optional<std::int64_t> {
@@ -1327,7 +1465,8 @@ bool SqlStateStore::update_managed(ManagedWorkloadRecord& m,
             fmt::format("UPDATE managed_workloads SET spec_json = $2, max_recoveries = $3, "
                         "stable_after_ms = $4, recover_on_failure = $5, incarnation = $6, "
                         "cluster = $7, state = $8, attempts = $9, created_at_ms = $10, "
-                        "updated_at_ms = $11, detail_json = $12, version = version + 1 WHERE {} "
+                        "updated_at_ms = $11, detail_json = $12, phase = $13, version = version + "
+                        "1 WHERE {} "
                         "RETURNING version",
                         condition),
             values);
@@ -1355,13 +1494,13 @@ std::optional<ManagedWorkloadRecord> SqlStateStore::get_managed(const std::strin
 }
 
 std::vector<ManagedWorkloadRecord> SqlStateStore::list_managed(
-    int limit, const std::vector<std::string>& states, const std::string& after) {
+    int limit, const std::vector<ManagedState>& states, const std::string& after) {
   require_limit(limit, kMaxPage, "list_managed");
   return read("list_managed", [&](SqlConnection& c) {
     std::vector<SqlValue> values{std::int64_t{limit}, after};
     std::string where = " WHERE name > $2";
     for (std::size_t i = 0; i < states.size(); ++i) {
-      values.push_back(states[i]);
+      values.push_back(std::string(to_string(states[i])));
       where += fmt::format("{}${}", i == 0 ? " AND state IN (" : ", ", values.size());
     }
     if (!states.empty()) where += ")";
@@ -1501,7 +1640,7 @@ std::optional<Lease> SqlStateStore::get_lease(const std::string& name) {
 namespace falcon {
 
 std::vector<ManagedWorkloadRecord> list_all_managed(StateStore& store,
-                                                    const std::vector<std::string>& states) {
+                                                    const std::vector<ManagedState>& states) {
   constexpr int kPage = 1000;
   std::vector<ManagedWorkloadRecord> all;
   std::string after;

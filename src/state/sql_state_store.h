@@ -31,6 +31,12 @@ class SqlStateStore final : public StateStore {
   bool record_submission_intent(const SubmissionRow& row) override;
   bool forget_submission(const std::string& cluster, const std::string& workload,
                          const std::string& submitted_at) override;
+  std::int64_t record_delete_intent(const std::string& cluster, const std::string& workload,
+                                    StoreTime at) override;
+  bool finish_delete(std::int64_t id, const std::string& outcome, const std::string& detail,
+                     StoreTime at) override;
+  std::vector<DeleteRecord> list_deletes(const std::string& cluster, const std::string& workload,
+                                         int limit) override;
   std::optional<SubmissionRow> find_submission(const std::string& cluster,
                                                const std::string& workload) override;
   SubmissionPage list_submissions(const SubmissionQuery& query) override;
@@ -80,7 +86,8 @@ class SqlStateStore final : public StateStore {
                       const std::optional<LeaseFence>& fence) override;
   bool delete_managed(const std::string& name) override;
   std::optional<ManagedWorkloadRecord> get_managed(const std::string& name) override;
-  std::vector<ManagedWorkloadRecord> list_managed(int limit, const std::vector<std::string>& states,
+  std::vector<ManagedWorkloadRecord> list_managed(int limit,
+                                                  const std::vector<ManagedState>& states,
                                                   const std::string& after) override;
 
   std::optional<BreakerState> get_breaker(const std::string& key) override;

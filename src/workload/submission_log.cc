@@ -133,6 +133,10 @@ bool SubmissionStore::intend(const SubmissionRecord&) { return false; }
 
 void SubmissionStore::forget(const SubmissionRecord&) {}
 
+std::int64_t SubmissionStore::intend_delete(const std::string&, const std::string&) { return 0; }
+
+void SubmissionStore::deleted(std::int64_t, const std::string&, const std::string&) {}
+
 namespace {
 
 class JsonlSubmissionStore final : public SubmissionStore {

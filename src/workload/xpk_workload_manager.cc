@@ -10,6 +10,7 @@
 
 #include "falcon/accelerator_types.h"
 #include "falcon/errors.h"
+#include "falcon/state_store.h"
 #include "falcon/values.h"
 #include "falcon/workload_manager.h"
 #include "util/time_format.h"
@@ -421,14 +422,26 @@ WorkloadStatus XpkWorkloadManager::get_status(const ClusterConfig& cluster,
 
 bool XpkWorkloadManager::cancel(const ClusterConfig& cluster, const WorkloadHandle& handle) {
   check_workload_name("workload", handle.workload_name);  // before xpk runs
+  // Intent before effect (issue 27): a delete the store cannot record is not run.
+  const std::int64_t intent = submissions_->intend_delete(cluster.name, handle.workload_name);
   const auto timeout = std::chrono::seconds(xpk_->settings().command_timeout_s);
-  const CommandResult r =
-      xpk_->run_workload(cluster, "delete", {"--workload=" + handle.workload_name}, {}, timeout);
-  if (r.ok()) return true;
+  CommandResult r;
+  try {
+    r = xpk_->run_workload(cluster, "delete", {"--workload=" + handle.workload_name}, {}, timeout);
+  } catch (const std::exception& e) {
+    submissions_->deleted(intent, kDeleteFailed, e.what());
+    throw;
+  }
+  if (r.ok()) {
+    submissions_->deleted(intent, kDeleteDeleted, "");
+    return true;
+  }
   if (!r.timed_out && r.term_signal == 0 && reports_jobset_not_found(r)) {
+    submissions_->deleted(intent, kDeleteNotFound, "");
     throw WorkloadNotFoundError(cluster.name, handle.workload_name);
   }
   const auto failure = xpk::describe_failure(r);
+  submissions_->deleted(intent, kDeleteFailed, failure.full());
   throw XpkCommandError(fmt::format("xpk workload delete failed for workload '{}' on cluster "
                                     "'{}': {}",
                                     handle.workload_name, cluster.name, failure.full()),

@@ -16,11 +16,11 @@
 
 #include "falcon/errors.h"
 #include "util/unique_fd.h"
+#include "xpk/xpk_cli.h"
 
 namespace falcon::xpk {
 namespace {
 
-constexpr const char* kCallsDir = "calls";
 constexpr const char* kFileName = "config";
 
 std::atomic<unsigned long> g_next_call{0};
@@ -68,17 +68,13 @@ pid_t pid_of(const std::string& name) {
 
 }  // namespace
 
-PrivateKubeconfig::PrivateKubeconfig(const std::filesystem::path& cluster_dir, bool seed)
-    : cluster_dir_(cluster_dir) {
-  const auto calls = cluster_dir / kCallsDir;
-  if (::mkdir(calls.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw FalconError(
-        fmt::format("cannot create directory '{}': {}", calls.string(), errno_text(errno)));
-  }
+PrivateKubeconfig::PrivateKubeconfig(const std::filesystem::path& runtime_dir,
+                                     const std::filesystem::path& warmed, bool seed)
+    : warmed_(warmed) {
   // A name no other invocation uses: our pid and a counter; a directory left behind by an
   // earlier process with the same pid is skipped, not reused.
   for (int attempt = 0;; ++attempt) {
-    dir_ = calls / fmt::format("{}-{}", ::getpid(), g_next_call.fetch_add(1));
+    dir_ = runtime_dir / fmt::format("{}-{}", ::getpid(), g_next_call.fetch_add(1));
     if (::mkdir(dir_.c_str(), 0700) == 0) break;
     if (errno != EEXIST || attempt >= 1000) {
       throw FalconError(
@@ -88,7 +84,7 @@ PrivateKubeconfig::PrivateKubeconfig(const std::filesystem::path& cluster_dir, b
   path_ = dir_ / kFileName;
   if (seed) {
     try {
-      copy_if_exists(cluster_dir / kFileName, path_);
+      copy_if_exists(warmed_, path_);
     } catch (...) {
       std::error_code ec;
       std::filesystem::remove_all(dir_, ec);
@@ -103,16 +99,53 @@ PrivateKubeconfig::~PrivateKubeconfig() {
 }
 
 void PrivateKubeconfig::publish() const {
-  const auto target = cluster_dir_ / kFileName;
-  if (::rename(path_.c_str(), target.c_str()) != 0) {
-    throw FalconError(fmt::format("cannot replace kubeconfig '{}' with '{}': {}", target.string(),
-                                  path_.string(), errno_text(errno)));
+  // The private file is on another file system (the runtime directory), so it is copied beside
+  // the warmed one first: rename(2) is atomic only within one.
+  const auto temporary = warmed_.parent_path() /
+                         fmt::format(".{}.{}-{}", kFileName, ::getpid(), g_next_call.fetch_add(1));
+  try {
+    if (!copy_if_exists(path_, temporary)) {
+      throw FalconError(fmt::format("cannot replace kubeconfig '{}': '{}' was not written",
+                                    warmed_.string(), path_.string()));
+    }
+    if (::rename(temporary.c_str(), warmed_.c_str()) != 0) {
+      throw FalconError(fmt::format("cannot replace kubeconfig '{}' with '{}': {}",
+                                    warmed_.string(), temporary.string(), errno_text(errno)));
+    }
+  } catch (...) {
+    ::unlink(temporary.c_str());
+    throw;
   }
 }
 
-void sweep_dead_calls(const std::filesystem::path& cluster_dir) {
+void prepare_runtime_dir(const std::filesystem::path& dir) {
+  ensure_private_dir(dir);
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) {
+    throw FalconError(
+        fmt::format("cannot use runtime directory '{}': {}", dir.string(), errno_text(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    throw FalconError(
+        fmt::format("cannot use runtime directory '{}': it is not a directory (a symbolic link?); "
+                    "set xpk.runtime_dir in repos.yaml",
+                    dir.string()));
+  }
+  if (st.st_uid != ::geteuid()) {
+    throw FalconError(fmt::format(
+        "cannot use runtime directory '{}': it belongs to uid {}, not to this user (uid {}); "
+        "set xpk.runtime_dir in repos.yaml",
+        dir.string(), st.st_uid, ::geteuid()));
+  }
+  if ((st.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0) {
+    throw FalconError(fmt::format("cannot make runtime directory '{}' private: {}", dir.string(),
+                                  errno_text(errno)));
+  }
+}
+
+void sweep_dead_calls(const std::filesystem::path& runtime_dir) {
   std::error_code ec;
-  std::filesystem::directory_iterator it(cluster_dir / kCallsDir, ec);
+  std::filesystem::directory_iterator it(runtime_dir, ec);
   if (ec) return;
   for (const auto& entry : it) {
     const pid_t pid = pid_of(entry.path().filename().string());

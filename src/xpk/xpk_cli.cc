@@ -49,6 +49,19 @@ std::filesystem::path resolve_state_dir(const XpkSettings& settings) {
   return std::filesystem::path(home_directory()) / ".local" / "state" / "falcon";
 }
 
+std::filesystem::path resolve_runtime_dir(const XpkSettings& settings,
+                                          const std::filesystem::path& state_dir) {
+  if (!settings.runtime_dir.empty()) return settings.runtime_dir;
+  if (const char* xdg = ::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && xdg[0] == '/') {
+    return std::filesystem::path(xdg) / "falcon";
+  }
+  struct stat st;
+  if (::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode)) {
+    return fmt::format("/dev/shm/falcon-{}", ::geteuid());
+  }
+  return state_dir / "run";
+}
+
 void ensure_private_dir(const std::filesystem::path& dir) {
   std::filesystem::path current;
   for (const auto& part : dir) {
@@ -124,17 +137,27 @@ XpkCli::XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
     : runner_(std::move(runner)),
       settings_(std::move(settings)),
       counters_(std::move(counters)),
-      state_dir_(resolve_state_dir(settings_)) {}
+      state_dir_(resolve_state_dir(settings_)),
+      runtime_dir_(resolve_runtime_dir(settings_, state_dir_)) {}
 
-std::filesystem::path XpkCli::cluster_dir(const ClusterConfig& cluster) const {
-  const auto dir = kubeconfig_path(state_dir_, cluster.name).parent_path();
+std::filesystem::path XpkCli::warmed_kubeconfig(const ClusterConfig& cluster) const {
+  auto path = kubeconfig_path(state_dir_, cluster.name);
   std::lock_guard lock(mutex_);
   if (prepared_.count(cluster.name) == 0) {
-    ensure_private_dir(dir);
-    sweep_dead_calls(dir);
+    ensure_private_dir(path.parent_path());
     prepared_.insert(cluster.name);
   }
-  return dir;
+  return path;
+}
+
+const std::filesystem::path& XpkCli::calls_dir() const {
+  std::lock_guard lock(mutex_);
+  if (!runtime_prepared_) {
+    prepare_runtime_dir(runtime_dir_);
+    sweep_dead_calls(runtime_dir_);
+    runtime_prepared_ = true;
+  }
+  return runtime_dir_;
 }
 
 std::vector<std::string> XpkCli::workload_argv(const ClusterConfig& cluster, std::string_view verb,
@@ -152,7 +175,7 @@ CommandResult XpkCli::run_workload(const ClusterConfig& cluster, std::string_vie
                                    const std::vector<std::string>& flags,
                                    const std::vector<std::string>& trailing,
                                    std::chrono::milliseconds timeout) const {
-  const PrivateKubeconfig kubeconfig(cluster_dir(cluster), /*seed=*/true);
+  const PrivateKubeconfig kubeconfig(calls_dir(), warmed_kubeconfig(cluster), /*seed=*/true);
   CommandSpec spec;
   spec.argv = workload_argv(cluster, verb, flags, trailing);
   spec.env = settings_.env;
@@ -172,7 +195,7 @@ CommandResult XpkCli::run_workload(const ClusterConfig& cluster, std::string_vie
 
 CommandResult XpkCli::run_refreshing_kubeconfig(const ClusterConfig& cluster,
                                                 CommandSpec command) const {
-  const PrivateKubeconfig kubeconfig(cluster_dir(cluster), /*seed=*/false);
+  const PrivateKubeconfig kubeconfig(calls_dir(), warmed_kubeconfig(cluster), /*seed=*/false);
   std::map<std::string, std::string> env = settings_.env;
   for (auto& [key, value] : command.env) env[key] = std::move(value);
   env["KUBECONFIG"] = kubeconfig.path().string();

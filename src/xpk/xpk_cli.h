@@ -34,6 +34,13 @@ namespace falcon::xpk {
 // environment; creates nothing.
 std::filesystem::path resolve_state_dir(const XpkSettings& settings);
 
+// Where each xpk call's private kubeconfig is made (private_kubeconfig.h): settings.runtime_dir
+// when set, else $XDG_RUNTIME_DIR/falcon (when that is an absolute path), else
+// /dev/shm/falcon-<uid> (when /dev/shm is a directory: memory, not the state disk), else
+// <state_dir>/run. Reads the environment; creates nothing.
+std::filesystem::path resolve_runtime_dir(const XpkSettings& settings,
+                                          const std::filesystem::path& state_dir);
+
 // Creates `dir` and any missing parents with mode 0700. Throws FalconError naming the directory
 // and the errno text when it cannot, or when `dir` exists and is not a directory.
 void ensure_private_dir(const std::filesystem::path& dir);
@@ -55,7 +62,8 @@ std::vector<std::string> cluster_flags(const ClusterConfig& cluster);
 
 class XpkCli {
  public:
-  // Resolves the state directory now (see resolve_state_dir); creates it lazily. Throws
+  // Resolves the state and runtime directories now (resolve_state_dir, resolve_runtime_dir);
+  // creates them lazily. Throws
   // FalconError only if no state directory can be determined.
   // `counters` (may be null) counts every run_workload by verb and result.
   XpkCli(std::shared_ptr<CommandRunner> runner, XpkSettings settings,
@@ -63,6 +71,7 @@ class XpkCli {
 
   const XpkSettings& settings() const { return settings_; }
   const std::filesystem::path& state_dir() const { return state_dir_; }
+  const std::filesystem::path& runtime_dir() const { return runtime_dir_; }
 
   // The argv of `xpk workload <verb>` on `cluster`, laid out as in the file comment.
   std::vector<std::string> workload_argv(const ClusterConfig& cluster, std::string_view verb,
@@ -94,16 +103,20 @@ class XpkCli {
   CommandResult run(const CommandSpec& command) const { return runner_->run(command); }
 
  private:
-  // <state_dir>/kube/<cluster>/, made (0700) and swept of dead calls once per cluster.
-  std::filesystem::path cluster_dir(const ClusterConfig& cluster) const;
+  // <state_dir>/kube/<cluster>/config; its directory made (0700) once per cluster.
+  std::filesystem::path warmed_kubeconfig(const ClusterConfig& cluster) const;
+  // runtime_dir_, made and checked (prepare_runtime_dir) and swept of dead calls once.
+  const std::filesystem::path& calls_dir() const;
 
   std::shared_ptr<CommandRunner> runner_;
   XpkSettings settings_;
   std::shared_ptr<FabricCounters> counters_;
   std::filesystem::path state_dir_;
+  std::filesystem::path runtime_dir_;
   mutable std::mutex mutex_;
   mutable std::set<std::string> prepared_;  // clusters whose kube directory exists
-  mutable std::mutex help_mutex_;           // held while the --help answer is read
+  mutable bool runtime_prepared_ = false;
+  mutable std::mutex help_mutex_;  // held while the --help answer is read
   mutable std::optional<bool> namespace_flag_;
 };
 

@@ -408,7 +408,7 @@ TEST_F(CliFleetTest, ConcurrentProbeAndSubmitProcessesOnOneClusterNeverShareAKub
   }
   for (const auto& r : submits) EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   // Each call's private kubeconfig is gone once it returned.
-  EXPECT_TRUE(std::filesystem::is_empty(fleet_.state_dir() + "/kube/tpu-b/calls"));
+  EXPECT_TRUE(std::filesystem::is_empty(fleet_.runtime_dir()));
 }
 
 TEST_F(CliFleetTest, LogsOfAWorkloadFalconDidNotSubmitSayTheWindow) {

@@ -157,6 +157,11 @@ TEST_F(ServeFleetTest, SelectTwiceTheSecondFromTheCacheThenSubmitStatusLogsCance
   serve.signal(SIGTERM);
   EXPECT_EQ(serve.wait_exit(), 0) << serve.log();
   EXPECT_THAT(serve.log(), HasSubstr("\"msg\":\"stopped\""));
+  // The cancel was recorded before xpk ran, and its outcome after (issue 27).
+  const auto deletes = open_state_store(state_url())->list_deletes("tpu-b", "serve-run", 10);
+  ASSERT_EQ(deletes.size(), 1u);
+  EXPECT_EQ(deletes[0].outcome, kDeleteDeleted);
+  EXPECT_TRUE(deletes[0].finished_at.has_value());
 }
 
 TEST_F(ServeFleetTest, SighupWithABadFileKeepsTheOldConfiguration) {

@@ -139,8 +139,8 @@ TEST_F(FabricFleetTest, ClusterNamesResolveThroughTheRegistry) {
   for (const auto& row : fleet_.service().simulator().list("tpu-b").rows) {
     EXPECT_NE(row.name, "gpu-bench");
   }
-  // xpk ran with a kubeconfig of its own under that cluster's kube directory, removed after.
-  EXPECT_TRUE(std::filesystem::is_empty(fleet_.state_dir() + "/kube/gpu-x/calls"));
+  // xpk ran with a kubeconfig of its own in the runtime directory, removed after.
+  EXPECT_TRUE(std::filesystem::is_empty(fleet_.runtime_dir()));
   // Calls by name find what falcon submitted.
   EXPECT_EQ(fabric.handle_for("gpu-x", "gpu-bench").submitted_at, handle.submitted_at);
 }

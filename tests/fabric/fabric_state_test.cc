@@ -18,6 +18,7 @@
 #include "falcon/fabric_counters.h"
 #include "falcon/state_store.h"
 #include "serve/api_server.h"
+#include "serve/select_answer.h"
 #include "state/sqlite_connection.h"
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
@@ -34,6 +35,7 @@ using testing::FakeClock;
 using testing::FakeCommandRunner;
 using testing::FakeHttpClient;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 constexpr const char* kClusters = R"(clusters:
@@ -457,9 +459,10 @@ TEST(CountingHttpClient, CountsLoggingReadsTheir429sAndUploadBytes) {
   EXPECT_EQ(make_counting_http_client(inner, nullptr), inner);  // no counters: no wrapper
 }
 
-// `falcon serve` acknowledges only stored decisions: when the store refuses the decision, the
-// control plane's select fails (the API answers 500) instead of answering without an id.
-TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
+// Issue 27: when the store refuses a decision (a full disk), the control plane still answers it,
+// with selection_id 0 and the store's reason, and does not repeat it: the next select decides
+// afresh and is recorded once the store takes writes again.
+TEST_F(FabricStateTest, ADecisionTheStoreRefusedIsAnsweredUnrecordedAndNotRepeated) {
   runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
   const auto url = default_state_url(state_dir());
   std::shared_ptr<StateStore> store = open_state_store(url);
@@ -467,20 +470,23 @@ TEST_F(FabricStateTest, TheControlPlaneFailsASelectionTheStoreCouldNotRecord) {
   auto control = make_fabric_control_plane(f, store, clock_);
   const SelectOutcome ok = control->select("tpu-v4-64");
   EXPECT_NE(ok.selection_id, 0);
+  EXPECT_EQ(ok.selection.not_recorded, "");
   ASSERT_EQ(ok.candidates.size(), 2u);
-  {
-    state::SqliteConnection raw((state_dir() / "falcon.db").string(), std::chrono::seconds(10));
-    raw.execute(
-        "CREATE TRIGGER refuse BEFORE INSERT ON selections "
-        "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END");
-  }
-  try {
-    control->select("tpu-v4-64");
-    FAIL() << "expected StateStoreError";
-  } catch (const StateStoreError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("could not be recorded"));
-  }
+  state::SqliteConnection raw((state_dir() / "falcon.db").string(), std::chrono::seconds(10));
+  raw.execute(
+      "CREATE TRIGGER refuse BEFORE INSERT ON selections "
+      "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END");
+  const SelectOutcome refused = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(refused.selection_id, 0);
+  EXPECT_EQ(refused.selection.selected_cluster, ok.selection.selected_cluster);
+  EXPECT_THAT(refused.selection.not_recorded, HasSubstr("disk full (test)"));
+  EXPECT_THAT(serve::brief_select_answer_json(refused), HasSubstr("\"explain\":null"));
   EXPECT_THAT(notices_, Contains(HasSubstr("disk full (test)")));
+  raw.execute("DROP TRIGGER refuse");
+  const SelectOutcome again = control->select_brief("tpu-v4-64");
+  EXPECT_NE(again.selection_id, 0);  // decided afresh, not the unrecorded one repeated
+  EXPECT_EQ(again.same_as, 0);
+  EXPECT_EQ(again.selection.not_recorded, "");
   stop_control_plane_loop(*control);
 }
 
@@ -759,6 +765,33 @@ TEST_F(FabricStateTest, TheSupervisorsDecisionsCountItsPlacementsInFlightAndAvoi
   // tpu-b excluded: tpu-a, full or not, is the one left.
   EXPECT_EQ(control->select_excluding("tpu-v4-64", {"tpu-b"}, full).selection.selected_cluster,
             "tpu-a");
+  stop_control_plane_loop(*control);
+}
+
+// Issue 30: a candidate an open circuit breaker kept out has no probe; the brief answer names it
+// with why, instead of leaving it out.
+TEST_F(FabricStateTest, TheBriefAnswerNamesACandidateABreakerKeptOut) {
+  write_config("serve:\n  probe_interval_s: 3600\n  max_probe_age_s: 60\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
+  BreakerState open{.key = "tpu-a",
+                    .state = kBreakerOpen,
+                    .consecutive_failures = 3,
+                    .trips = 1,
+                    .opened_until = clock_->now() + std::chrono::minutes(5),
+                    .updated_at = clock_->now()};
+  ASSERT_TRUE(store->compare_and_set_breaker(open));
+  std::shared_ptr<ClusterFabric> f = fabric(store);
+  auto control = make_fabric_control_plane(f, store, clock_);
+  const SelectOutcome out = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(out.selection.selected_cluster, "tpu-b");
+  ASSERT_TRUE(out.skipped);
+  ASSERT_EQ(out.skipped->size(), 1u);
+  EXPECT_EQ(out.skipped->at(0).first, "tpu-a");
+  EXPECT_THAT(out.skipped->at(0).second, HasSubstr("circuit breaker"));
+  const std::string answer = serve::brief_select_answer_json(out);
+  EXPECT_THAT(answer, HasSubstr("\"skipped\":{\"tpu-a\":"));
+  EXPECT_THAT(answer, Not(HasSubstr("\"probe_age_ms\":{\"tpu-a\"")));
   stop_control_plane_loop(*control);
 }
 

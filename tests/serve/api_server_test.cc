@@ -611,7 +611,7 @@ TEST_F(ApiServerTest, ManagedSubmitsAreRecordedListedCancelledAndTheirRecoveries
   EXPECT_EQ(body(r)["managed"]["stable_after_s"], 1.5);
   const auto stored = store_->get_managed("train");
   ASSERT_TRUE(stored);
-  EXPECT_EQ(stored->state, kManagedStarting);
+  EXPECT_EQ(stored->state, ManagedState::kStarting);
   EXPECT_EQ(stored->stable_after, std::chrono::milliseconds(1500));
   EXPECT_FALSE(stored->recover_on_failure);
   // The same name again: 409.
@@ -636,6 +636,13 @@ TEST_F(ApiServerTest, ManagedSubmitsAreRecordedListedCancelledAndTheirRecoveries
   EXPECT_EQ(body(r)["managed"][0]["incarnation"], "train");
   EXPECT_EQ(body(r)["managed"][0]["cluster"], "tpu-a");
   EXPECT_EQ(body(r)["managed"][0]["recoveries"], 0);
+  EXPECT_EQ(body(r)["managed"][0]["state"], "starting");
+  EXPECT_TRUE(body(r)["managed"][0]["phase"].is_null());
+  EXPECT_EQ(body(client_->Get("/v1/managed?state=starting"))["managed"].size(), 1u);
+  EXPECT_EQ(body(client_->Get("/v1/managed?state=running"))["managed"].size(), 0u);
+  r = client_->Get("/v1/managed?state=Running");
+  EXPECT_EQ(r->status, 400);
+  EXPECT_THAT(r->body, HasSubstr("state: 'Running' is not one of"));
 
   RecoveryRecord rec;
   rec.incident_id = "train-1";
@@ -664,7 +671,7 @@ TEST_F(ApiServerTest, ManagedSubmitsAreRecordedListedCancelledAndTheirRecoveries
   r = client_->Delete("/v1/workloads/tpu-a/train");
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(body(r)["managed"], "train");
-  EXPECT_EQ(store_->get_managed("train")->state, kManagedCancelled);
+  EXPECT_EQ(store_->get_managed("train")->state, ManagedState::kCancelled);
 }
 
 TEST_F(ApiServerTest, SubmitStatusCancelAndTheirErrorStatuses) {

@@ -77,7 +77,7 @@ TEST_P(CancelRace, ACancelWinsOverARecoveryInFlightEveryTime) {
     control_->set("tpu-a", name, "RUNNING");
     clock_->advance(1s);
     supervisor.run_once();  // seen RUNNING
-    ASSERT_EQ(store_->get_managed(name)->state, kManagedRunning);
+    ASSERT_EQ(store_->get_managed(name)->state, ManagedState::kRunning);
     control_->set("tpu-a", name, "FAILED", 137);  // its node died: the next pass recovers it
     clock_->advance(1s);
     const std::size_t submits_before = control_->submits.size();
@@ -88,12 +88,12 @@ TEST_P(CancelRace, ACancelWinsOverARecoveryInFlightEveryTime) {
     recovery.join();
 
     EXPECT_EQ(cancel.managed, name);
-    EXPECT_EQ(store_->get_managed(name)->state, kManagedCancelled);
+    EXPECT_EQ(store_->get_managed(name)->state, ManagedState::kCancelled);
     EXPECT_EQ(control_->live_copies(name), 0) << "a copy of " << name << " is left running";
     // A later pass leaves it alone.
     clock_->advance(1s);
     supervisor.run_once();
-    EXPECT_EQ(store_->get_managed(name)->state, kManagedCancelled);
+    EXPECT_EQ(store_->get_managed(name)->state, ManagedState::kCancelled);
     EXPECT_EQ(control_->live_copies(name), 0);
     if (control_->submits.size() > submits_before) ++replaced_then_deleted;
     store_->delete_managed(name);  // each pass reads only this race's workload

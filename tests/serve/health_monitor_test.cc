@@ -435,6 +435,15 @@ class FailingStore final : public StateStore {
   int schema_version() const override { return kStateSchemaVersion; }
   std::int64_t record_submission(const SubmissionRow&) override { fail("record_submission"); }
   bool record_submission_intent(const SubmissionRow&) override { fail("intent"); }
+  std::int64_t record_delete_intent(const std::string&, const std::string&, StoreTime) override {
+    fail("record_delete_intent");
+  }
+  bool finish_delete(std::int64_t, const std::string&, const std::string&, StoreTime) override {
+    fail("finish_delete");
+  }
+  std::vector<DeleteRecord> list_deletes(const std::string&, const std::string&, int) override {
+    fail("list_deletes");
+  }
   bool forget_submission(const std::string&, const std::string&, const std::string&) override {
     fail("forget");
   }
@@ -503,7 +512,7 @@ class FailingStore final : public StateStore {
   std::optional<ManagedWorkloadRecord> get_managed(const std::string&) override {
     fail("get_managed");
   }
-  std::vector<ManagedWorkloadRecord> list_managed(int, const std::vector<std::string>&,
+  std::vector<ManagedWorkloadRecord> list_managed(int, const std::vector<ManagedState>&,
                                                   const std::string&) override {
     fail("list_managed");
   }

@@ -259,14 +259,14 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
   manage("train");
   control_->set("tpu-a", "train", "RUNNING");
   run(*sup, 2);
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
 
   control_->set("tpu-a", "train", "FAILED", 137);  // a node failed: workers exit 137
   const StoreTime killed_seen = clock_->now() + 1s;
   run(*sup, 1);
   // Detected, the old one cancelled (confirmed), tpu-a excluded, tpu-b chosen, submitted.
   ManagedWorkloadRecord m = record("train");
-  EXPECT_EQ(m.state, kManagedStarting);
+  EXPECT_EQ(m.state, ManagedState::kStarting);
   EXPECT_EQ(m.incarnation, "train-r1");
   EXPECT_EQ(m.cluster, "tpu-b");
   EXPECT_EQ(m.attempts, 1);
@@ -306,7 +306,7 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
   EXPECT_DOUBLE_EQ(*p.admission, 4);
   EXPECT_DOUBLE_EQ(*p.stability, 30);
   EXPECT_DOUBLE_EQ(*p.svrt, 34);
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   EXPECT_EQ(control_->live_copies("train"), 1);
 
   serve::PrometheusText text;
@@ -321,7 +321,7 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
 
   control_->set("tpu-b", "train-r1", "COMPLETED", 0);
   run(*sup, 1);
-  EXPECT_EQ(record("train").state, kManagedCompleted);
+  EXPECT_EQ(record("train").state, ManagedState::kCompleted);
 }
 
 // Issue 27, storage fencing: every copy starts with an epoch newer than every copy before it,
@@ -377,7 +377,7 @@ TEST_F(SupervisorTest, AManagedWorkloadPastTheFirstThousandIsSupervised) {
     done.spec = spec(done.name);
     done.incarnation = done.name;
     done.cluster = "tpu-a";
-    done.state = kManagedCompleted;
+    done.state = ManagedState::kCompleted;
     done.created_at = clock_->now();
     done.updated_at = done.created_at;
     ASSERT_TRUE(store_->create_managed(done));
@@ -385,7 +385,7 @@ TEST_F(SupervisorTest, AManagedWorkloadPastTheFirstThousandIsSupervised) {
   manage("zz-last");
   control_->set("tpu-a", "zz-last", "RUNNING");
   run(*sup, 2);
-  EXPECT_EQ(record("zz-last").state, kManagedRunning);
+  EXPECT_EQ(record("zz-last").state, ManagedState::kRunning);
 }
 
 TEST_F(SupervisorTest, RecoveredIsWhenTheWindowWasMetNotWhenAPassNoticed) {
@@ -414,7 +414,7 @@ TEST_F(SupervisorTest, AnApplicationFailureIsRecordedButNotRecoveredUnlessAsked)
   control_->set("tpu-a", "bad", "FAILED", 1);
   control_->set("tpu-a", "retry", "FAILED", 2);
   run(*sup, 1);
-  EXPECT_EQ(record("bad").state, kManagedFailed);
+  EXPECT_EQ(record("bad").state, ManagedState::kFailed);
   const auto bad = store_->list_recoveries(10, "bad");
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_EQ(bad[0].classification, kIncidentApplication);
@@ -439,17 +439,17 @@ TEST_F(SupervisorTest, AnUnreachableClusterIsFencedBeforeTheReplacementAndCleane
   run(*sup, 1);
   control_->reach("tpu-a", false);
   run(*sup, 5);  // down for 4 s since the first failed look: within unreachable_grace_s (5)
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   EXPECT_TRUE(store_->list_recoveries(10).empty());
   run(*sup, 1);  // 5 s: an incident; the old one cannot be cancelled
-  EXPECT_EQ(record("train").state, kManagedRecovering);
+  EXPECT_EQ(record("train").state, ManagedState::kRecovering);
   ASSERT_EQ(store_->list_recoveries(10).size(), 1u);
   EXPECT_THAT(control_->breaker_failures, ::testing::ElementsAre("tpu-a"));  // the cluster failed
   // Never two copies: nothing is submitted while the old one may still run, until the fencing
   // lease (20 s from the first failed look) has passed.
   run(*sup, 14);
   EXPECT_TRUE(control_->submits.empty());
-  EXPECT_EQ(record("train").state, kManagedRecovering);
+  EXPECT_EQ(record("train").state, ManagedState::kRecovering);
   run(*sup, 1);
   ASSERT_EQ(control_->submits.size(), 1u);
   EXPECT_EQ(control_->submits[0], std::make_pair(std::string("tpu-b"), std::string("train-r1")));
@@ -472,7 +472,7 @@ TEST_F(SupervisorTest, AnEvictionNotReadmittedInTimeIsRecovered) {
   run(*sup, 1);
   control_->set("tpu-a", "train", "QUEUED");  // preempted: back in the queue
   run(*sup, 5);
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   run(*sup, 1);
   EXPECT_EQ(record("train").incarnation, "train-r1");
   const auto r = store_->list_recoveries(10)[0];
@@ -520,7 +520,7 @@ TEST_F(SupervisorTest, AReplacementNotAdmittedInTimeIsMovedByTheSameIncident) {
   ASSERT_EQ(incidents.size(), 1u);
   EXPECT_EQ(incidents[0].outcome, "recovered");
   EXPECT_EQ(*incidents[0].t_violation, violation);
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
 
   // With max_recoveries spent, a replacement that waits is left to wait.
   manage("small", {.max_recoveries = 1, .stable_after = 30s, .recover_on_failure = false});
@@ -529,7 +529,7 @@ TEST_F(SupervisorTest, AReplacementNotAdmittedInTimeIsMovedByTheSameIncident) {
   ASSERT_EQ(record("small").incarnation, "small-r1");
   run(*sup, 10);
   EXPECT_EQ(record("small").incarnation, "small-r1");
-  EXPECT_EQ(record("small").state, kManagedStarting);
+  EXPECT_EQ(record("small").state, ManagedState::kStarting);
 }
 
 // Every cluster a replacement of the incident waited on unadmitted stays excluded from the
@@ -592,12 +592,12 @@ TEST_F(SupervisorTest, AFailedCreateTriesAnotherClusterAtOnceThenBacksOffThenGiv
   control_->set("tpu-a", "doomed", "FAILED", 143);
   control_->failing_submits = 100;
   run(*sup, 1);
-  EXPECT_EQ(record("doomed").state, kManagedRecovering);
+  EXPECT_EQ(record("doomed").state, ManagedState::kRecovering);
   EXPECT_EQ(store_->get_recovery("doomed-1")->attempts, 2);
   run(*sup, 1);
-  EXPECT_EQ(record("doomed").state, kManagedRecovering);  // within the back-off
+  EXPECT_EQ(record("doomed").state, ManagedState::kRecovering);  // within the back-off
   run(*sup, 1);
-  EXPECT_EQ(record("doomed").state, kManagedGaveUp);
+  EXPECT_EQ(record("doomed").state, ManagedState::kGaveUp);
   const RecoveryRecord d = *store_->get_recovery("doomed-1");
   EXPECT_EQ(d.outcome, "gave_up");
   EXPECT_EQ(d.attempts, 4);
@@ -628,11 +628,11 @@ TEST_F(SupervisorTest, AFailedCreateIsConfirmedNotToHaveMadeTheWorkloadBeforeAno
   control_->failing_on["tpu-b"] = 1;
   control_->cut_after_failed_create = "tpu-b";
   run(*sup, 1);
-  EXPECT_EQ(record("silent").state, kManagedRecovering);
+  EXPECT_EQ(record("silent").state, ManagedState::kRecovering);
   EXPECT_EQ(control_->live_copies("silent"), 0);
   control_->reach("tpu-c", true);
   run(*sup, 19);  // fencing_lease_s (20 s) since the failed create: nothing submitted elsewhere
-  EXPECT_EQ(record("silent").state, kManagedRecovering);
+  EXPECT_EQ(record("silent").state, ManagedState::kRecovering);
   EXPECT_EQ(control_->live_copies("silent"), 0);
   run(*sup, 1);
   EXPECT_EQ(record("silent").incarnation, "silent-r1");
@@ -651,7 +651,7 @@ TEST_F(SupervisorTest, ACreateThatMadeNothingGoesElsewhereAtOnceThoughItsCluster
   control_->not_created_when_unreachable = true;
   run(*sup, 1);
   const ManagedWorkloadRecord m = record("silent");
-  EXPECT_EQ(m.state, kManagedStarting);
+  EXPECT_EQ(m.state, ManagedState::kStarting);
   EXPECT_EQ(m.incarnation, "silent-r1");
   EXPECT_EQ(m.cluster, "tpu-c");
   EXPECT_EQ(control_->live_copies("silent"), 1);
@@ -666,7 +666,7 @@ TEST_F(SupervisorTest, ACreateThatMadeNothingGoesElsewhereAtOnceThoughItsCluster
   control_->not_created_when_unreachable = false;
   control_->set("tpu-a", "unsure", "FAILED", 137);
   run(*sup, 1);
-  EXPECT_EQ(record("unsure").state, kManagedRecovering);
+  EXPECT_EQ(record("unsure").state, ManagedState::kRecovering);
   EXPECT_EQ(control_->live_copies("unsure"), 0);
 }
 
@@ -787,7 +787,7 @@ TEST_F(SupervisorTest, AReadmittedEvictionIsNotReplacedWhenAPassIsSlow) {
   run(*sup, 1);
   control_->set("tpu-a", "train", "QUEUED");  // preempted, to be readmitted in 2 s
   run(*sup, 3);                               // seen QUEUED for 2 s
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   // The next pass reads tpu-a's list (train still QUEUED), then app's failure: reading its exit
   // code from the logs takes 6 s, during which train is readmitted.
   control_->set("tpu-a", "app", "FAILED", 1);
@@ -797,9 +797,9 @@ TEST_F(SupervisorTest, AReadmittedEvictionIsNotReplacedWhenAPassIsSlow) {
     control_->set("tpu-a", "train", "RUNNING");
   };
   run(*sup, 1);
-  EXPECT_EQ(record("app").state, kManagedFailed);
+  EXPECT_EQ(record("app").state, ManagedState::kFailed);
   EXPECT_EQ(record("train").incarnation, "train");
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
   run(*sup, 10);
   EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
@@ -835,7 +835,7 @@ TEST_F(SupervisorTest, AFailedCreateIsRetriedEvenWhenXpkSaysSomethingElseAlready
   control_->failing_submits = 2;
   run(*sup, 1);
   EXPECT_TRUE(control_->submits.empty());
-  EXPECT_EQ(record("train").state, kManagedRecovering);
+  EXPECT_EQ(record("train").state, ManagedState::kRecovering);
   run(*sup, 2);  // tpu-b and tpu-c failed: back-off 2 s, then tpu-b again
   ASSERT_EQ(control_->submits.size(), 1u);
   EXPECT_EQ(record("train").incarnation, "train-r1");
@@ -876,7 +876,7 @@ TEST_F(SupervisorTest, ABlipOfTheSupervisorsListsIsNoFailoverWhileTheHealthLoopS
   manage("train");
   control_->set("tpu-a", "train", "RUNNING");
   run(*sup, 2);
-  ASSERT_EQ(record("train").state, kManagedRunning);
+  ASSERT_EQ(record("train").state, ManagedState::kRunning);
   control_->lists_fail.insert("tpu-a");
   auto health_loop_sees_it = [&](bool reachable) {
     ProbeSnapshot p;
@@ -890,7 +890,7 @@ TEST_F(SupervisorTest, ABlipOfTheSupervisorsListsIsNoFailoverWhileTheHealthLoopS
     health_loop_sees_it(true);
     run(*sup, 1);
   }
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
   EXPECT_TRUE(control_->submits.empty());
 
@@ -899,7 +899,7 @@ TEST_F(SupervisorTest, ABlipOfTheSupervisorsListsIsNoFailoverWhileTheHealthLoopS
   const StoreTime last_answer = clock_->now() - 1s;
   health_loop_sees_it(false);
   run(*sup, 3);
-  EXPECT_EQ(record("train").state, kManagedRunning);
+  EXPECT_EQ(record("train").state, ManagedState::kRunning);
   EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
   run(*sup, 1);
   const auto incidents = store_->list_recoveries(10, "train");
@@ -916,7 +916,7 @@ TEST_F(SupervisorTest, FencingDoesNotCallAClusterThatDidNotAnswerThisPass) {
   run(*sup, 1);
   control_->reach("tpu-a", false);
   run(*sup, 10);  // incidents after 5 s, then fencing (lease 20 s)
-  EXPECT_EQ(record("w1").state, kManagedRecovering);
+  EXPECT_EQ(record("w1").state, ManagedState::kRecovering);
   EXPECT_EQ(control_->cancel_calls["tpu-a"], 0);
   control_->reach("tpu-a", true);
   run(*sup, 1);
@@ -935,7 +935,7 @@ TEST_F(SupervisorTest, NoAvailableClusterIsWaitedForNotGivenUpOn) {
   control_->reach("tpu-c", false);
   control_->set("tpu-a", "train", "FAILED", 137);
   run(*sup, 60);  // far more decisions than max_submit_attempts (4)
-  EXPECT_EQ(record("train").state, kManagedRecovering);
+  EXPECT_EQ(record("train").state, ManagedState::kRecovering);
   EXPECT_TRUE(control_->submits.empty());
   const RecoveryRecord open = *store_->get_recovery("train-1");
   EXPECT_EQ(open.outcome, "open");
@@ -958,7 +958,7 @@ TEST_F(SupervisorTest, MaxRecoveriesIsABound) {
   EXPECT_EQ(record("train").incarnation, "train-r1");
   control_->set("tpu-b", "train-r1", "FAILED", 137);
   run(*sup, 1);
-  EXPECT_EQ(record("train").state, kManagedGaveUp);
+  EXPECT_EQ(record("train").state, ManagedState::kGaveUp);
   const auto all = store_->list_recoveries(10, "train");
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].outcome, "gave_up");
@@ -1011,10 +1011,10 @@ TEST_F(SupervisorTest, ANewLeaderAdoptsAReplacementThePreviousOneSubmittedWithou
   control_->failing_submits = 2;
   a->run_once();  // detected, cancelled; the creates on tpu-b and tpu-c failed: back-off
   ManagedWorkloadRecord m = record("train");
-  ASSERT_EQ(m.state, kManagedRecovering);
+  ASSERT_EQ(m.state, ManagedState::kRecovering);
   // As if a had submitted train-r1 to tpu-b and died before recording it.
   nlohmann::json d = nlohmann::json::parse(m.detail_json);
-  d["phase"] = "submitting";
+  m.phase = RecoveryPhase::kSubmitting;
   d["to_cluster"] = "tpu-b";
   m.detail_json = d.dump();
   store_->update_managed(m);
@@ -1031,7 +1031,7 @@ TEST_F(SupervisorTest, ANewLeaderAdoptsAReplacementThePreviousOneSubmittedWithou
   EXPECT_TRUE(b->run_once());
   EXPECT_EQ(control_->submits.size(), before);  // adopted, not submitted twice
   EXPECT_EQ(record("train").incarnation, "train-r1");
-  EXPECT_EQ(record("train").state, kManagedStarting);
+  EXPECT_EQ(record("train").state, ManagedState::kStarting);
   EXPECT_EQ(control_->live_copies("train"), 1);
 }
 
@@ -1053,11 +1053,11 @@ TEST_F(SupervisorTest, AFirstSubmitStillUnderWayIsNotTakenForALostWorkload) {
   m.spec = spec("train");
   m.incarnation = "train";
   m.cluster = "tpu-a";
-  m.state = kManagedSubmitting;
+  m.state = ManagedState::kSubmitting;
   m.created_at = m.updated_at = clock_->now();
   ASSERT_TRUE(store_->create_managed(m));
   run(*sup, 5);
-  EXPECT_EQ(record("train").state, kManagedSubmitting);
+  EXPECT_EQ(record("train").state, ManagedState::kSubmitting);
   EXPECT_TRUE(store_->list_recoveries(10).empty());
   // Its server died during the submit: after the grace the missing workload is recovered.
   clock_->advance(kSubmittingGrace);
@@ -1074,7 +1074,36 @@ TEST_F(SupervisorTest, ADisabledSupervisorNeverTakesTheLease) {
   control_->set("tpu-a", "train", "FAILED", 137);
   EXPECT_FALSE(sup->run_once());
   EXPECT_FALSE(store_->get_lease(kSupervisorLease));
-  EXPECT_EQ(record("train").state, kManagedStarting);
+  EXPECT_EQ(record("train").state, ManagedState::kStarting);
+}
+
+// Issue 27: a managed workload's states are typed, and their moves are one table.
+TEST(ManagedStates, NamesRoundTripAndTheMovesAreOneTable) {
+  using S = ManagedState;
+  const std::vector<S> all = {S::kSubmitting, S::kStarting, S::kRunning, S::kRecovering,
+                              S::kCompleted,  S::kFailed,   S::kGaveUp,  S::kCancelled};
+  for (S s : all) EXPECT_EQ(parse_managed_state(to_string(s)), s) << to_string(s);
+  EXPECT_EQ(parse_managed_state("Running"), std::nullopt);
+  EXPECT_EQ(to_string(S::kGaveUp), std::string("gave_up"));
+  for (RecoveryPhase p : {RecoveryPhase::kNone, RecoveryPhase::kFencing, RecoveryPhase::kDeciding,
+                          RecoveryPhase::kSubmitting, RecoveryPhase::kConfirming}) {
+    EXPECT_EQ(parse_recovery_phase(to_string(p)), p);
+  }
+  // The life of a workload recovered once, then cancelled.
+  EXPECT_TRUE(managed_transition_allowed(S::kSubmitting, S::kStarting));
+  EXPECT_TRUE(managed_transition_allowed(S::kStarting, S::kRunning));
+  EXPECT_TRUE(managed_transition_allowed(S::kRunning, S::kRecovering));
+  EXPECT_TRUE(managed_transition_allowed(S::kRecovering, S::kStarting));
+  EXPECT_TRUE(managed_transition_allowed(S::kStarting, S::kCancelled));
+  // Nothing leaves an end: a cancel is not undone by a pass that decided before it.
+  for (S end : {S::kCompleted, S::kFailed, S::kGaveUp, S::kCancelled}) {
+    EXPECT_FALSE(is_active(end));
+    for (S to : all) EXPECT_EQ(managed_transition_allowed(end, to), to == end) << to_string(to);
+  }
+  // Nor goes back to its first submit, or runs without having started.
+  EXPECT_FALSE(managed_transition_allowed(S::kRunning, S::kSubmitting));
+  EXPECT_FALSE(managed_transition_allowed(S::kSubmitting, S::kRunning));
+  EXPECT_FALSE(managed_transition_allowed(S::kSubmitting, S::kRecovering));
 }
 
 }  // namespace

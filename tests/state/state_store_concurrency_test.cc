@@ -641,19 +641,67 @@ TEST_P(StateStoreConcurrency, ProcessesOpeningAFreshDatabaseAtOnceMigrateItOnce)
             kStateSchemaVersion);
 }
 
+// A database as a falcon of schema version `version` left it: its migrations applied and
+// recorded, nothing else. The connection to write its rows with.
+std::unique_ptr<state::SqlConnection> old_database(const std::string& url, int version) {
+  auto conn = raw_connection(url);
+  const auto& dialect = dialect_of(url);
+  conn->execute(state::render_migration(
+      "CREATE TABLE schema_migrations (version {int} PRIMARY KEY, name TEXT NOT NULL, "
+      "applied_at_ms {int} NOT NULL)",
+      dialect));
+  for (int v = 1; v <= version; ++v) {
+    conn->execute(state::render_migration(state::migrations().at(v - 1).sql, dialect));
+    conn->query("INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, 'v', 0)",
+                {std::int64_t{v}});
+  }
+  return conn;
+}
+
+// Schema 6: a managed workload's recovery phase moves from its detail JSON to a typed column, so
+// an upgrade in the middle of a recovery carries on where it was.
+TEST_P(StateStoreConcurrency, AVersionFiveDatabaseKeepsARecoveryPhaseInItsNewColumn) {
+  const std::string url = fresh_url();
+  {
+    auto conn = old_database(url, 5);
+    for (const auto& [name, detail] :
+         {std::pair{"mid-recovery", R"({"phase":"deciding","incident":"mid-recovery-1"})"},
+          std::pair{"quiet", R"({"incidents":0})"}}) {
+      conn->query(
+          "INSERT INTO managed_workloads (name, spec_json, max_recoveries, stable_after_ms, "
+          "recover_on_failure, incarnation, cluster, state, attempts, created_at_ms, "
+          "updated_at_ms, detail_json) VALUES ($1, $2, 3, 0, 0, $1, 'tpu-a', $3, 1, 0, 0, $4)",
+          {std::string(name),
+           fmt::format(
+               R"({{"name":"{}","docker_image":"i","command":[],"accelerator_type":"v4-8"}})",
+               name),
+           std::string(name == std::string("quiet") ? "running" : "recovering"),
+           std::string(detail)});
+    }
+  }
+  auto store = open_state_store(url);
+  EXPECT_EQ(store->schema_version(), kStateSchemaVersion);
+  const auto mid = store->get_managed("mid-recovery");
+  ASSERT_TRUE(mid);
+  EXPECT_EQ(mid->state, ManagedState::kRecovering);
+  EXPECT_EQ(mid->phase, RecoveryPhase::kDeciding);
+  EXPECT_EQ(store->get_managed("quiet")->phase, RecoveryPhase::kNone);
+  // A state this falcon does not know (a newer one wrote it) is an error naming it.
+  raw_connection(url)->query("UPDATE managed_workloads SET state = 'hibernating' WHERE name = $1",
+                             {std::string("quiet")});
+  try {
+    store->get_managed("quiet");
+    ADD_FAILURE() << "expected StateStoreError";
+  } catch (const StateStoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'hibernating'"));
+  }
+}
+
 TEST_P(StateStoreConcurrency, AVersionOneDatabaseIsMigratedToTheLatestKeepingItsRows) {
   const std::string url = fresh_url();
   {
     // A database as a falcon of schema version 1 left it, with a recovery and a lease.
-    auto conn = raw_connection(url);
-    const auto& dialect = dialect_of(url);
-    conn->execute(state::render_migration(
-        "CREATE TABLE schema_migrations (version {int} PRIMARY KEY, name TEXT NOT NULL, "
-        "applied_at_ms {int} NOT NULL)",
-        dialect));
-    conn->execute(state::render_migration(state::migrations().at(0).sql, dialect));
-    conn->query("INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (1, 'v1', 0)",
-                {});
+    auto conn = old_database(url, 1);
     conn->query(
         "INSERT INTO recoveries (incident_id, workload, cluster, attempts, classification, "
         "outcome, detail_json) VALUES ('old-1', 'train', 'tpu-a', 1, 'infrastructure', 'open', "

@@ -195,6 +195,35 @@ TEST_P(StateStoreContract, AnIntentIsStoredOnlyForAFreeNameAndCanBeTakenBack) {
   EXPECT_THROW(store_->forget_submission("tpu-a", "w", "yesterday"), std::invalid_argument);
 }
 
+// Issue 27: a delete is recorded before xpk runs, then its outcome; one whose end nobody saw
+// stays recorded as asked for.
+TEST_P(StateStoreContract, ADeleteIsRecordedBeforeItRunsThenItsOutcomeOnce) {
+  const std::int64_t first = store_->record_delete_intent("tpu-a", "w", at_ms(1000));
+  const std::int64_t second = store_->record_delete_intent("tpu-a", "w", at_ms(2000));
+  store_->record_delete_intent("tpu-b", "w", at_ms(3000));
+  EXPECT_NE(first, second);
+  auto deletes = store_->list_deletes("tpu-a", "w", 100);
+  ASSERT_EQ(deletes.size(), 2u);
+  EXPECT_EQ(deletes[0].id, second);  // newest first
+  EXPECT_EQ(deletes[1].requested_at, at_ms(1000));
+  EXPECT_EQ(deletes[1].outcome, std::nullopt);
+  EXPECT_EQ(deletes[1].finished_at, std::nullopt);
+
+  EXPECT_TRUE(store_->finish_delete(first, kDeleteFailed, std::string(5000, 'e'), at_ms(1500)));
+  EXPECT_FALSE(store_->finish_delete(first, kDeleteDeleted, "", at_ms(1600)));  // finished once
+  EXPECT_FALSE(store_->finish_delete(first + 1000, kDeleteDeleted, "", at_ms(1600)));
+  EXPECT_THROW(store_->finish_delete(second, "gone", "", at_ms(1600)), std::invalid_argument);
+  EXPECT_TRUE(store_->finish_delete(second, kDeleteDeleted, "", at_ms(2500)));
+  deletes = store_->list_deletes("tpu-a", "w", 100);
+  EXPECT_EQ(deletes[0].outcome, kDeleteDeleted);
+  EXPECT_EQ(deletes[0].finished_at, at_ms(2500));
+  EXPECT_EQ(deletes[1].outcome, kDeleteFailed);
+  EXPECT_LE(deletes[1].detail.size(), 1100u);  // bounded, as every stored failure
+  EXPECT_EQ(store_->list_deletes("tpu-a", "w", 1).size(), 1u);
+  EXPECT_THROW(store_->record_delete_intent("", "w", at_ms(1)), std::invalid_argument);
+  EXPECT_THROW(store_->list_deletes("tpu-a", "w", 0), std::invalid_argument);
+}
+
 TEST_P(StateStoreContract, SubmissionWithABadTimeOrNoNameIsRejectedBeforeWriting) {
   SubmissionRow bad = submission("tpu-a", "w", 0);
   bad.handle.submitted_at = "yesterday";
@@ -831,7 +860,7 @@ ManagedWorkloadRecord managed(const std::string& name) {
   m.recover_on_failure = true;
   m.incarnation = name;
   m.cluster = "tpu-a";
-  m.state = "starting";
+  m.state = ManagedState::kStarting;
   m.created_at = at_ms(0);
   m.updated_at = at_ms(0);
   return m;
@@ -848,7 +877,8 @@ TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAnd
 
   a.incarnation = "train-a-r1";
   a.cluster = "tpu-b";
-  a.state = "recovering";
+  a.state = ManagedState::kRecovering;
+  a.phase = RecoveryPhase::kDeciding;  // typed, in a column of its own (schema 6)
   a.attempts = 1;
   a.updated_at = at_ms(5000);
   a.detail_json = R"({"incident":"train-a-1"})";
@@ -859,13 +889,14 @@ TEST_P(StateStoreContract, ManagedWorkloadsAreCreatedOnceUpdatedListedByStateAnd
   EXPECT_FALSE(store_->update_managed(ghost));
 
   ManagedWorkloadRecord b = managed("train-b");
-  b.state = "completed";
+  b.state = ManagedState::kCompleted;
   ASSERT_TRUE(store_->create_managed(b));
   std::vector<std::string> names;
   for (const auto& m : store_->list_managed(10)) names.push_back(m.name);
   EXPECT_THAT(names, ElementsAre("train-a", "train-b"));
   names.clear();
-  for (const auto& m : store_->list_managed(10, {"starting", "recovering"})) {
+  for (const auto& m :
+       store_->list_managed(10, {ManagedState::kStarting, ManagedState::kRecovering})) {
     names.push_back(m.name);
   }
   EXPECT_THAT(names, ElementsAre("train-a"));
@@ -889,12 +920,12 @@ TEST_P(StateStoreContract, ManagedUpdatesAreCompareAndSetOnTheVersionAndTheLease
   ASSERT_TRUE(store_->create_managed(managed("train")));
   ManagedWorkloadRecord pass = *store_->get_managed("train");    // the supervisor's read
   ManagedWorkloadRecord cancel = *store_->get_managed("train");  // the API's read
-  cancel.state = "cancelled";
+  cancel.state = ManagedState::kCancelled;
   ASSERT_TRUE(store_->update_managed(cancel));
-  pass.state = "recovering";
+  pass.state = ManagedState::kRecovering;
   EXPECT_FALSE(store_->update_managed(pass));  // written since: nothing changes
   EXPECT_EQ(pass.version, 1);
-  EXPECT_EQ(store_->get_managed("train")->state, "cancelled");
+  EXPECT_EQ(store_->get_managed("train")->state, ManagedState::kCancelled);
   pass = *store_->get_managed("train");  // read again: the cancel is seen
   EXPECT_EQ(pass.version, 2);
 
@@ -920,20 +951,21 @@ TEST_P(StateStoreContract, ManagedWorkloadsPageByNameAndAllOfThemCanBeRead) {
   constexpr int kCount = 2003;
   for (int i = 0; i < kCount; ++i) {
     ManagedWorkloadRecord m = managed(fmt::format("m-{:04}", i));
-    if (i % 2 == 1) m.state = "recovering";
+    if (i % 2 == 1) m.state = ManagedState::kRecovering;
     ASSERT_TRUE(store_->create_managed(m));
   }
   std::vector<std::string> names;
   for (const auto& m : store_->list_managed(2, {}, "m-0007")) names.push_back(m.name);
   EXPECT_THAT(names, ElementsAre("m-0008", "m-0009"));
   names.clear();
-  for (const auto& m : store_->list_managed(2, {"recovering"}, "m-0007")) names.push_back(m.name);
+  for (const auto& m : store_->list_managed(2, {ManagedState::kRecovering}, "m-0007"))
+    names.push_back(m.name);
   EXPECT_THAT(names, ElementsAre("m-0009", "m-0011"));
 
   const auto all = list_all_managed(*store_);
   ASSERT_EQ(all.size(), std::size_t{kCount});
   for (int i = 0; i < kCount; ++i) ASSERT_EQ(all[i].name, fmt::format("m-{:04}", i));
-  EXPECT_EQ(list_all_managed(*store_, {"recovering"}).size(), std::size_t{kCount / 2});
+  EXPECT_EQ(list_all_managed(*store_, {ManagedState::kRecovering}).size(), std::size_t{kCount / 2});
 }
 
 TEST_P(StateStoreContract, AManagedWorkloadSurvivesReopening) {

@@ -74,6 +74,7 @@ xpk:
   gcloud_binary: {gcloud}
   env: {{FALCON_FLEET_URL: "{url}"}}
   state_dir: {state}
+  runtime_dir: {run}
   command_timeout_s: 60
 gcp:
   logging_endpoint: {url}
@@ -91,13 +92,14 @@ LocalFleet::LocalFleet() {
       fleet::parse_fleet_config(kFleetYaml, "test-fleet.yaml"), options);
   service_->start();
   state_dir_ = (dir_.path() / "state").string();
+  runtime_dir_ = (dir_.path() / "run").string();
   const auto token = dir_.write("token", service_->token() + "\n");
   repos_path_ =
       dir_.write("repos.yaml",
                  fmt::format(kReposYaml, fmt::arg("xpk", built_binary("fleet-xpk")),
                              fmt::arg("gcloud", built_binary("fleet-gcloud")),
                              fmt::arg("url", service_->url()), fmt::arg("state", state_dir_),
-                             fmt::arg("token", token.string())))
+                             fmt::arg("run", runtime_dir_), fmt::arg("token", token.string())))
           .string();
 }
 

@@ -1,7 +1,8 @@
 // A local fleet in the test process, on a loopback port chosen by the OS, on a manual clock,
 // plus a repos.yaml that points the layer at it (fleet-xpk as the xpk binary, fleet-gcloud as
-// gcloud, the fleet's Logging/Storage endpoints, a token file, a private state directory). The
-// layer under test runs real fleet-xpk and fleet-gcloud subprocesses and real HTTP against it.
+// gcloud, the fleet's Logging/Storage endpoints, a token file, a private state directory and
+// runtime directory). The layer under test runs real fleet-xpk and fleet-gcloud subprocesses and
+// real HTTP against it.
 #pragma once
 
 #include <chrono>
@@ -25,6 +26,8 @@ class LocalFleet {
   fleet::FleetService& service() { return *service_; }
   const std::string& repos_path() const { return repos_path_; }
   const std::string& state_dir() const { return state_dir_; }
+  // xpk.runtime_dir: each xpk call's private kubeconfig while it runs.
+  const std::string& runtime_dir() const { return runtime_dir_; }
   std::string url() const { return service_->url(); }
 
   // Moves simulated time forward and runs the simulation to it.
@@ -35,6 +38,7 @@ class LocalFleet {
   std::unique_ptr<fleet::FleetService> service_;
   std::string repos_path_;
   std::string state_dir_;
+  std::string runtime_dir_;
 };
 
 }  // namespace falcon::testing

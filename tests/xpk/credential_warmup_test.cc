@@ -50,6 +50,7 @@ class WarmupTest : public ::testing::Test {
  protected:
   WarmupTest() {
     settings_.state_dir = (tmp_.path() / "state").string();
+    settings_.runtime_dir = (tmp_.path() / "run").string();
     runner_->attach_clock(clock_);
   }
   std::vector<WarmupResult> warm_up(const std::vector<ClusterConfig>& clusters, int parallel) {
@@ -95,7 +96,7 @@ TEST_F(WarmupTest, FetchesEachClustersCredentialsInParallel) {
   EXPECT_EQ(tpu_call.env.at("CLOUDSDK_CORE_DISABLE_PROMPTS"), "1");
   // gcloud wrote a private file of its own, which then became the cluster's warmed kubeconfig.
   const std::filesystem::path written = tpu_call.env.at("KUBECONFIG");
-  EXPECT_EQ(written.parent_path().parent_path(), warmed("tpu-v4-prod").parent_path() / "calls");
+  EXPECT_EQ(written.parent_path().parent_path(), tmp_.path() / "run");
   EXPECT_EQ(falcon::testing::read_file(warmed("tpu-v4-prod")), "tpu\n");
   EXPECT_FALSE(std::filesystem::exists(written.parent_path()));
   EXPECT_FALSE(std::filesystem::exists(warmed("gpu-a100")));
@@ -112,6 +113,12 @@ TEST_F(WarmupTest, AFailedFetchKeepsThePreviousWarmedKubeconfig) {
   runner_->on({"get-credentials"}, writes_kubeconfig("second\n"));
   EXPECT_TRUE(warm_up({c}, 1).at(0).ok);
   EXPECT_EQ(falcon::testing::read_file(warmed("tpu-v4-prod")), "second\n");
+  // Only the warmed file is left beside it (the copy made for the rename is gone).
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(warmed("tpu-v4-prod").parent_path())) {
+    names.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(names, ElementsAre("config"));
 }
 
 TEST_F(WarmupTest, ReportsElapsedTimeAndAMissingGcloud) {

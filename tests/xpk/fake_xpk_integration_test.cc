@@ -128,6 +128,7 @@ class FakeXpkTest : public ::testing::Test {
     settings_.binary = dir_.write("bin/xpk", kFakeXpk, true).string();
     settings_.gcloud_binary = dir_.write("bin/gcloud", kFakeGcloud, true).string();
     settings_.state_dir = (dir_.path() / "state").string();
+    settings_.runtime_dir = (dir_.path() / "run").string();
     settings_.env = {{"FAKE_XPK_LOG", log_path().string()}};
   }
   std::filesystem::path log_path() const { return dir_.path() / "xpk.log"; }
@@ -202,9 +203,8 @@ TEST_F(FakeXpkTest, EachClustersCallsSeeTheirOwnKubeconfig) {
     std::string verb, cluster_id, kubeconfig;
     in >> verb >> cluster_id >> kubeconfig;
     const std::string name = cluster_id.substr(2);  // c-<name>
-    // A private kubeconfig of that call, under its cluster's kube directory.
-    EXPECT_EQ(std::filesystem::path(kubeconfig).parent_path().parent_path(),
-              dir_.path() / "state" / "kube" / name / "calls");
+    // A private kubeconfig of that call, in the runtime directory.
+    EXPECT_EQ(std::filesystem::path(kubeconfig).parent_path().parent_path(), dir_.path() / "run");
     kubeconfigs.insert(kubeconfig);
   }
   EXPECT_THAT(kubeconfigs, SizeIs(3));

@@ -38,6 +38,7 @@ class ProberTest : public ::testing::Test {
  protected:
   ProberTest() {
     settings_.state_dir = (tmp_.path() / "state").string();
+    settings_.runtime_dir = (tmp_.path() / "run").string();
     runner_->attach_clock(clock_);
   }
   ClusterProber prober() { return ClusterProber(runner_, settings_, clock_); }
@@ -66,8 +67,7 @@ TEST_F(ProberTest, NormalProbeRunsWorkloadListAndCountsQueuedAndRunning) {
   EXPECT_EQ(calls[0].timeout, std::chrono::seconds(15));
   // A kubeconfig of this call's own (private_kubeconfig.h), gone once the probe returned.
   const std::filesystem::path kubeconfig = calls[0].env.at("KUBECONFIG");
-  EXPECT_EQ(kubeconfig.parent_path().parent_path(),
-            tmp_.path() / "state" / "kube" / "tpu-v4-prod" / "calls");
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(), tmp_.path() / "run");
   EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path()));
 }
 

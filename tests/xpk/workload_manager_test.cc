@@ -68,13 +68,12 @@ ClusterConfig gpu_cluster() {
 // make the tests' intent visible.
 std::string unique_binary(const std::string& stem) { return stem; }
 
-// The KUBECONFIG of an xpk call: a private file of that call under the cluster's kube
-// directory (<state>/kube/<cluster>/calls/<pid>-<n>/config), gone once the call returned.
-void expect_private_kubeconfig(const CommandSpec& call, const std::filesystem::path& state,
-                               const std::string& cluster) {
+// The KUBECONFIG of an xpk call: a private file of that call in the runtime directory
+// (<runtime>/<pid>-<n>/config), gone once the call returned.
+void expect_private_kubeconfig(const CommandSpec& call, const std::filesystem::path& runtime) {
   const std::filesystem::path kubeconfig = call.env.at("KUBECONFIG");
   EXPECT_EQ(kubeconfig.filename(), "config");
-  EXPECT_EQ(kubeconfig.parent_path().parent_path(), state / "kube" / cluster / "calls");
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(), runtime);
   EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path())) << kubeconfig;
 }
 
@@ -92,6 +91,7 @@ class WorkloadManagerTest : public ::testing::Test {
  protected:
   WorkloadManagerTest() {
     settings_.state_dir = (tmp_.path() / "state").string();
+    settings_.runtime_dir = (tmp_.path() / "run").string();
     runner_->attach_clock(clock_);
   }
   XpkWorkloadManager manager() { return XpkWorkloadManager(runner_, settings_, clock_); }
@@ -136,7 +136,7 @@ TEST_F(WorkloadManagerTest, SubmitBuildsTheCreateCommand) {
                   "--skip-validation", "--num-slices=2", "--max-restarts", "3"));
   const auto call = runner_->calls().back();
   EXPECT_EQ(call.timeout, std::chrono::seconds(900));
-  expect_private_kubeconfig(call, tmp_.path() / "state", "tpu-v4-prod");
+  expect_private_kubeconfig(call, tmp_.path() / "run");
 
   EXPECT_EQ(handle.workload_name, "llama-8b-bench");
   EXPECT_EQ(handle.cluster, "tpu-v4-prod");
@@ -346,8 +346,22 @@ class LoggingSubmissionStore final : public SubmissionStore {
     const auto it = rows.find(c + "/" + w);
     return it == rows.end() ? std::nullopt : std::optional(it->second);
   }
+  std::int64_t intend_delete(const std::string& c, const std::string& w) override {
+    log.push_back(fmt::format("intend delete {}/{} (xpk calls {})", c, w, runner_->calls().size()));
+    if (down) {
+      throw StateStoreError("postgresql", "postgresql://db/f", "record_delete_intent",
+                            "the database system is shutting down");
+    }
+    return static_cast<std::int64_t>(log.size());
+  }
+  void deleted(std::int64_t intent, const std::string& outcome,
+               const std::string& detail) override {
+    log.push_back(fmt::format("deleted {} {}{}", intent, outcome, detail.empty() ? "" : ": ..."));
+    last_delete_detail = detail;
+  }
 
   std::shared_ptr<FakeCommandRunner> runner_;
+  std::string last_delete_detail;
   std::vector<std::string> log;
   std::map<std::string, SubmissionRecord> rows;
   bool down = false;
@@ -361,6 +375,37 @@ class SubmissionIntentTest : public WorkloadManagerTest {
   std::shared_ptr<LoggingSubmissionStore> store_ =
       std::make_shared<LoggingSubmissionStore>(runner_);
 };
+
+// Issue 27: a delete too is recorded before xpk runs, then its outcome.
+TEST_F(SubmissionIntentTest, ADeleteIsRecordedBeforeXpkRunsAndItsOutcomeAfter) {
+  const WorkloadHandle h{"train-a", "tpu-v4-prod", "default", ""};
+  runner_->on({"workload", "delete"}, FakeCommandRunner::ok("[XPK] Exiting XPK cleanly\n"));
+  EXPECT_TRUE(manager_with_store().cancel(tpu_cluster(), h));
+  EXPECT_THAT(store_->log,
+              ElementsAre("intend delete tpu-v4-prod/train-a (xpk calls 0)", "deleted 1 deleted"));
+  store_->log.clear();
+  runner_->on({"workload", "delete"}, FakeCommandRunner::fails(1, testing::kDeleteNotFoundStderr,
+                                                               testing::kDeleteNotFoundStdout));
+  EXPECT_THROW(manager_with_store().cancel(tpu_cluster(), h), WorkloadNotFoundError);
+  EXPECT_THAT(store_->log, ElementsAre("intend delete tpu-v4-prod/train-a (xpk calls 1)",
+                                       "deleted 1 not_found"));
+  store_->log.clear();
+  runner_->on({"workload", "delete"},
+              FakeCommandRunner::fails(1, "Error from server (Forbidden): forbidden\n", ""));
+  EXPECT_THROW(manager_with_store().cancel(tpu_cluster(), h), XpkCommandError);
+  EXPECT_THAT(store_->log, ElementsAre("intend delete tpu-v4-prod/train-a (xpk calls 2)",
+                                       "deleted 1 failed: ..."));
+  EXPECT_THAT(store_->last_delete_detail, HasSubstr("Forbidden"));
+}
+
+TEST_F(SubmissionIntentTest, AStoreThatCannotTakeADeleteIntentFailsTheCancelWithNothingRun) {
+  runner_->on({"workload", "delete"}, FakeCommandRunner::ok(""));
+  store_->down = true;
+  EXPECT_THROW(manager_with_store().cancel(tpu_cluster(),
+                                           WorkloadHandle{"train-a", "tpu-v4-prod", "default", ""}),
+               StateStoreError);
+  EXPECT_THAT(runner_->calls(), IsEmpty());
+}
 
 TEST_F(SubmissionIntentTest, TheSubmissionIsRecordedBeforeXpkRuns) {
   runner_->on({"workload", "create"}, FakeCommandRunner::ok(testing::kCreateOkStdout));

@@ -19,6 +19,7 @@
 #include "falcon/errors.h"
 #include "support/fake_command_runner.h"
 #include "support/temp_dir.h"
+#include "xpk/private_kubeconfig.h"
 
 namespace falcon::xpk {
 namespace {
@@ -111,6 +112,52 @@ TEST(StateDir, EnsurePrivateDirFailsClearlyWhenAFileIsInTheWay) {
   }
 }
 
+TEST(RuntimeDir, ConfiguredDirectoryWinsThenXdgRuntimeDirThenDevShm) {
+  XpkSettings s;
+  s.runtime_dir = "/run/falcon-calls";
+  ScopedEnv xdg("XDG_RUNTIME_DIR", "/run/user/1000");
+  EXPECT_EQ(resolve_runtime_dir(s, "/state"), "/run/falcon-calls");
+  s.runtime_dir.clear();
+  EXPECT_EQ(resolve_runtime_dir(s, "/state"), "/run/user/1000/falcon");
+  ScopedEnv relative("XDG_RUNTIME_DIR", "relative/not/allowed");
+  // Not on the state disk: memory when the machine has /dev/shm (every Linux), else the state
+  // directory as before.
+  EXPECT_EQ(resolve_runtime_dir(s, "/state"),
+            std::filesystem::is_directory("/dev/shm")
+                ? std::filesystem::path(fmt::format("/dev/shm/falcon-{}", ::geteuid()))
+                : std::filesystem::path("/state/run"));
+}
+
+TEST(RuntimeDir, ALinkOrADirectoryOfAnotherUserIsRefusedAndOursIsMadePrivate) {
+  falcon::testing::TempDir tmp;
+  // /dev/shm is writable by every user: a link planted where ours would be is not followed.
+  std::filesystem::create_directories(tmp.path() / "elsewhere");
+  std::filesystem::create_directory_symlink(tmp.path() / "elsewhere", tmp.path() / "link");
+  try {
+    prepare_runtime_dir(tmp.path() / "link");
+    FAIL() << "expected FalconError";
+  } catch (const FalconError& e) {
+    EXPECT_THAT(e.what(), HasSubstr((tmp.path() / "link").string()));
+    EXPECT_THAT(e.what(), HasSubstr("xpk.runtime_dir"));
+  }
+  const auto ours = tmp.path() / "ours";
+  std::filesystem::create_directories(ours);
+  ::chmod(ours.c_str(), 0777);
+  prepare_runtime_dir(ours);
+  EXPECT_EQ(mode_of(ours), 0700u);
+  if (::geteuid() == 0) {  // only root can give a directory away
+    const auto theirs = tmp.path() / "theirs";
+    std::filesystem::create_directories(theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+    try {
+      prepare_runtime_dir(theirs);
+      FAIL() << "expected FalconError";
+    } catch (const FalconError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("belongs to uid 4242"));
+    }
+  }
+}
+
 TEST(KubeconfigPath, OneDirectoryPerClusterName) {
   EXPECT_EQ(kubeconfig_path("/s", "tpu-v4-prod"), "/s/kube/tpu-v4-prod/config");
   EXPECT_EQ(kubeconfig_path("/s", "a/b c"), "/s/kube/a%2Fb%20c/config");
@@ -147,10 +194,12 @@ class XpkCliKubeconfigTest : public ::testing::Test {
     settings_.binary = "/opt/xpk/bin/xpk";
     settings_.env = {{"TELEMETRY_ENABLED", "false"}, {"KUBECONFIG", "/shared/config"}};
     settings_.state_dir = (tmp_.path() / "state").string();
+    settings_.runtime_dir = (tmp_.path() / "run").string();
   }
   std::filesystem::path cluster_dir() const {
     return tmp_.path() / "state" / "kube" / "tpu-v4-prod";
   }
+  std::filesystem::path calls() const { return tmp_.path() / "run"; }
 
   falcon::testing::TempDir tmp_;
   XpkSettings settings_;
@@ -182,13 +231,15 @@ TEST_F(XpkCliKubeconfigTest, EachCallGetsAPrivateKubeconfigSeededFromTheWarmedOn
   EXPECT_EQ(call.timeout, std::chrono::seconds(15));
   EXPECT_EQ(call.env.at("TELEMETRY_ENABLED"), "false");
   const std::filesystem::path kubeconfig = call.env.at("KUBECONFIG");  // ours wins over xpk.env's
-  EXPECT_EQ(kubeconfig.parent_path().parent_path(), cluster_dir() / "calls");
+  // Not on the state disk (issue 27: a full one failed every probe).
+  EXPECT_EQ(kubeconfig.parent_path().parent_path(), calls());
   EXPECT_EQ(seen, "current-context: warmed\n");
   EXPECT_FALSE(std::filesystem::exists(kubeconfig.parent_path()));
   // The warmed kubeconfig is never written by an xpk call.
   EXPECT_EQ(falcon::testing::read_file(cluster_dir() / "config"), "current-context: warmed\n");
   EXPECT_EQ(mode_of(tmp_.path() / "state"), 0700u);
   EXPECT_EQ(mode_of(cluster_dir()), 0700u);
+  EXPECT_EQ(mode_of(calls()), 0700u);
 }
 
 TEST_F(XpkCliKubeconfigTest, ConcurrentCallsOnOneClusterNeverShareAFile) {
@@ -207,7 +258,7 @@ TEST_F(XpkCliKubeconfigTest, ConcurrentCallsOnOneClusterNeverShareAFile) {
   for (const auto& call : runner_->calls()) files.insert(call.env.at("KUBECONFIG"));
   EXPECT_EQ(files.size(), 4u);
   // Without a warmed kubeconfig there is nothing to seed: xpk fetches credentials itself.
-  EXPECT_TRUE(std::filesystem::is_empty(cluster_dir() / "calls"));
+  EXPECT_TRUE(std::filesystem::is_empty(calls()));
 }
 
 TEST_F(XpkCliKubeconfigTest, RemovesCallDirectoriesLeftByADeadProcess) {
@@ -219,15 +270,15 @@ TEST_F(XpkCliKubeconfigTest, RemovesCallDirectoriesLeftByADeadProcess) {
     ::waitpid(child, nullptr, 0);
     dead = child;
   }
-  std::filesystem::create_directories(cluster_dir() / "calls" / fmt::format("{}-0", dead));
-  std::filesystem::create_directories(cluster_dir() / "calls" / fmt::format("{}-0", ::getpid()));
-  std::filesystem::create_directories(cluster_dir() / "calls" / "not-ours");
+  std::filesystem::create_directories(calls() / fmt::format("{}-0", dead));
+  std::filesystem::create_directories(calls() / fmt::format("{}-0", ::getpid()));
+  std::filesystem::create_directories(calls() / "not-ours");
   runner_->on({"workload"}, falcon::testing::FakeCommandRunner::ok(""));
   const XpkCli cli(runner_, settings_);
   cli.run_workload(cluster(), "list", {}, {}, std::chrono::seconds(5));
-  EXPECT_FALSE(std::filesystem::exists(cluster_dir() / "calls" / fmt::format("{}-0", dead)));
-  EXPECT_TRUE(std::filesystem::exists(cluster_dir() / "calls" / fmt::format("{}-0", ::getpid())));
-  EXPECT_TRUE(std::filesystem::exists(cluster_dir() / "calls" / "not-ours"));
+  EXPECT_FALSE(std::filesystem::exists(calls() / fmt::format("{}-0", dead)));
+  EXPECT_TRUE(std::filesystem::exists(calls() / fmt::format("{}-0", ::getpid())));
+  EXPECT_TRUE(std::filesystem::exists(calls() / "not-ours"));
 }
 
 TEST_F(XpkCliKubeconfigTest, AnUnusableKubeDirectoryIsAClearError) {
