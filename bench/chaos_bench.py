@@ -11,7 +11,14 @@ fleet's control API (cluster killed and revived, Kueue preemption with and witho
 readmission, a node whose worker the platform kills, flaky creates together with a node
 failure, and application failures that must NOT be recovered), and --blips blips (a healthy
 cluster's control plane unreachable for 30-80% of unreachable_grace_s, its workloads running
-on: no recovery may come of one; issue 27's "no false failover"), kills one replica (the one
+on: no recovery may come of one; issue 27's "no false failover"), and --partitions partitions
+(a cluster unreachable, its workloads running on, for 1.5-2.5 times the fencing lease: the
+supervisor must replace them, and the old copies run on unseen until the cluster answers
+again). Every job writes a checkpoint each FLEET_CHECKPOINT_S simulated seconds and, with
+storage fencing on (the default: supervisor.fence on the fleet's Cloud Storage; --no-fence
+leaves it out, the baseline), checks its epoch first, as `falcon fence check` does; the bench
+counts checkpoint writes by a superseded copy (one written after a newer incarnation of its
+workload started), by the fleet's own record of each write. Then it kills one replica (the one
 supervising, SIGKILL) half way, and reads the fleet's own state every `--poll` seconds to
 find double runs (two live incarnations of one managed workload: QUEUED or RUNNING, on any
 clusters) and, at the end, lost workloads (a workload that should run with no live
@@ -91,7 +98,12 @@ CAUSE_OF_KIND = {
     "preempt_held": re.compile(r"^evicted on cluster"),
     "node": re.compile(r"^workers killed by the platform"),
     "flaky_node": re.compile(r"^workers killed by the platform"),
+    "partition": re.compile(r"^cluster \S+ unreachable"),
 }
+# Simulated seconds between a job's checkpoints (FLEET_CHECKPOINT_S): 2 s of real time at scale
+# 30, so that a copy left running behind a partition has several chances to write one.
+CHECKPOINT_S = 60
+FENCE_BUCKET = "chaos-fence"
 # A flaky-create fault: the next creates that fail on each flaky cluster.
 FLAKY_CREATES = 2
 # A workload fault that found every candidate still in its stability window this many times (a
@@ -248,9 +260,17 @@ class Chaos:
         self.incidents = []
         self.faults = 0
         self.blips = 0
+        self.partitions = 0
+        # incarnation name -> (started_ns, [checkpoint ns]) as the fleet last showed it (a
+        # finished workload leaves the fleet's state after its TTL; its record stays here).
+        self.checkpoints = {}
+        self.fence_refusals = {}
+        self.double_times = {}  # base -> every poll time it had two live copies
+        self.double_running_times = {}  # the same, with two copies RUNNING
         # Blips draw from their own generator, so that the faults of a seed stay the same with
         # or without them.
         self.blip_rng = random.Random(args.seed * 7919 + 1)
+        self.partition_rng = random.Random(args.seed * 104729 + 3)
         # max_recoveries of every managed workload: the workload faults planned, an upper
         # bound on the incidents one workload can see (each fault hits a workload at most
         # once), so that the supervisor never gives up because of the bench's own fault count.
@@ -261,7 +281,7 @@ class Chaos:
 
     def start_fleet(self):
         lines = [f"time_scale: {self.scale:g}", "defaults: {duration_s: 1000000, steps: 20}",
-                 "clusters:"]
+                 f"buckets: [{FENCE_BUCKET}]", "clusters:"]
         for name in self.clusters:
             lines += [f"  {name}:", "    project: chaos-project", "    zone: us-central2-b",
                       f"    cluster_id: {name}",
@@ -323,6 +343,8 @@ class Chaos:
                       # A flaky-create fault fails creates on all clusters but one; with
                       # overlapping faults a replacement may meet each of them in two rounds.
                       f"  max_submit_attempts: {2 * len(self.clusters) + 1}"]
+            if not self.args.no_fence:
+                lines += [f"  fence: gs://{FENCE_BUCKET}/managed"]
         path = self.work / "repos.yaml"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -389,6 +411,12 @@ class Chaos:
                             changes.append((t, w["state"]))
                         if w["state"] in ("QUEUED", "RUNNING"):
                             live.setdefault(base, []).append((w["name"], c["name"], w["state"]))
+                        cps = w.get("checkpoints_ns") or []
+                        if w.get("started_ns", -1) >= 0 and len(cps) >= len(
+                                self.checkpoints.get(w["name"], (0, []))[1]):
+                            self.checkpoints[w["name"]] = (w["started_ns"], cps)
+                        if w.get("fence_refusals"):
+                            self.fence_refusals[w["name"]] = w["fence_refusals"]
                 self.polls += 1
                 self.live_now = live
                 doubled = {b: v for b, v in live.items() if len(v) > 1}
@@ -396,10 +424,12 @@ class Chaos:
                     self.double_polls += 1
                     for b, v in doubled.items():
                         self.double_runs.setdefault(b, (t, v))
+                        self.double_times.setdefault(b, []).append(t)
                         # Both copies RUNNING (not one of them waiting QUEUED, e.g. fenced on a
                         # dead cluster): the overlap a job's checkpoints would see.
                         if sum(1 for x in v if x[2] == "RUNNING") > 1:
                             self.double_running.setdefault(b, (t, v))
+                            self.double_running_times.setdefault(b, []).append(t)
             self.stop_polling.wait(max(0.0, self.args.poll - (time.time() - t)))
 
     def running_on(self):
@@ -418,6 +448,7 @@ class Chaos:
         """POST /v1/workloads on `cluster` (the bench spreads its own submissions; recoveries
         are placed by the supervisor). Retries the transient create failures the bench itself
         injects (clusters:failCreates)."""
+        env = {"FLEET_CHECKPOINT_S": str(CHECKPOINT_S), **env}
         spec = {"name": name, "docker_image": "gcr.io/chaos-project/trainer:1",
                 "command": ["python3", "train.py"], "accelerator_type": DEVICE, "env": env}
         body = {"cluster": cluster, "spec": spec}
@@ -451,6 +482,8 @@ class Chaos:
         schedule = [(i * gap + self.rng.uniform(0, gap * 0.5), k) for i, k in enumerate(kinds)]
         schedule += [(self.blip_rng.uniform(0, self.args.duration), "blip")
                      for _ in range(self.args.blips)]
+        schedule += [(self.partition_rng.uniform(0, self.args.duration * 0.8), "partition")
+                     for _ in range(self.args.partitions)]
         return sorted(schedule)
 
     def leader(self, replicas):
@@ -486,6 +519,8 @@ class Chaos:
             return None  # app failures were scheduled at submit time
         if kind == "blip":
             return self.blip(now, bases_app)
+        if kind == "partition":
+            return self.partition(now, bases_app)
         if not managed:
             return None
         if kind == "kill":
@@ -590,6 +625,40 @@ class Chaos:
                  "down_for_s": down_for, "recoverable": False, "open": True}
                 for b, n in sorted(on[cluster])]
 
+    def partition(self, now, bases_app):
+        """A cluster's control plane stops answering while its workloads run on, for 1.5-2.5
+        times the fencing lease: every managed workload live on it (not recovering from an
+        earlier fault) must be replaced once the lease is over, and its old copy runs on, unseen,
+        until the cluster answers again and falcon deletes it. The overlap is by design
+        (docs/self-healing.md); storage fencing keeps the old copy from writing a checkpoint
+        after its replacement started. None when no up cluster runs one."""
+        down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+        with self.lock:
+            busy = {i["base"] for i in self.incidents if i.get("open")}
+            app_clusters = {c for b, v in self.live_now.items() if b in bases_app
+                            for _, c, _ in v}
+            on = {}
+            for b, v in self.live_now.items():
+                if b in bases_app or b in busy or len(v) != 1:
+                    continue
+                n, c, st = v[0]
+                if c not in down and c not in app_clusters and st == "RUNNING":
+                    on.setdefault(c, set()).add((b, n))
+        if not on:
+            return None
+        cluster = self.partition_rng.choice(sorted(on))
+        with self.lock:  # every managed copy live there is behind the partition
+            victims = sorted({(b, n) for b, v in self.live_now.items() for n, c, _ in v
+                              if c == cluster and b not in bases_app})
+        down_for = self.partition_rng.uniform(1.5, 2.5) * max(self.cfg["fencing_lease_s"],
+                                                              self.cfg["unreachable_grace_s"])
+        self.control("clusters:kill", {"cluster": cluster, "workloads": "keep"})
+        self.cluster_revived.setdefault(cluster, []).append([now, None])
+        threading.Timer(down_for, self.revive, args=(cluster,)).start()
+        return [{"kind": "partition", "base": b, "name": n, "cluster": cluster, "t": now,
+                 "down_for_s": down_for, "recoverable": True, "open": True}
+                for b, n in victims]
+
     def revive(self, cluster):
         try:
             self.control("clusters:revive", {"cluster": cluster})
@@ -677,6 +746,12 @@ class Chaos:
                 self.incidents += recs
                 log(f"blip {self.blips}: {recs[0]['cluster']} unreachable for "
                     f"{recs[0]['down_for_s']:.1f} s ({len(recs)} managed workloads on it)")
+            elif recs and kind == "partition":
+                self.partitions += 1
+                self.incidents += recs
+                log(f"partition {self.partitions}: {recs[0]['cluster']} cut off for "
+                    f"{recs[0]['down_for_s']:.1f} s, its workloads running on "
+                    f"({len(recs)} managed workloads on it)")
             elif recs:
                 self.faults += 1
                 ev += 1
@@ -684,8 +759,11 @@ class Chaos:
                 log(f"fault {self.faults}: {kind} on {recs[0]['cluster']} "
                     f"({', '.join(r['name'] for r in recs)})")
             self.close_incidents()
+        longest_down = max(max(a.down_range), 2.5 * max(self.cfg["fencing_lease_s"],
+                                                        self.cfg["unreachable_grace_s"])
+                           if a.partitions else 0.0)
         settle = self.cfg["stable_after_s"] + self.cfg["fencing_lease_s"] + \
-            self.cfg["unreachable_grace_s"] + max(a.down_range) + 10
+            self.cfg["unreachable_grace_s"] + longest_down + 10
         log(f"{self.faults} faults injected; settling for {settle:.0f} s")
         end = time.time() + settle
         while time.time() < end:
@@ -921,6 +999,7 @@ class Chaos:
             # from the same first failed look, so the larger of the two); an eviction after
             # readmit_grace_s.
             extra = {"kill": max(c["unreachable_grace_s"], c["fencing_lease_s"]),
+                     "partition": max(c["unreachable_grace_s"], c["fencing_lease_s"]),
                      "preempt_held": c["readmit_grace_s"],
                      # What the fault injects: a failing create on every cluster but the old and
                      # the good one. The replacement may try each of those once before the good
@@ -947,8 +1026,10 @@ class Chaos:
                 if rev is None:
                     continue
                 naive.append(max(detect, rev - i["t"]) + submit_med + admission_med + stab)
-            elif k == "preempt_held":
-                continue  # QUEUED, never FAILED: a retry loop never fires; quota held
+            elif k in ("preempt_held", "partition"):
+                # QUEUED, or RUNNING unseen behind a partition: never FAILED, so a retry loop
+                # never fires.
+                continue
             elif k == "flaky_node":
                 naive.append(detect + i.get("flaky_creates", 0) * c["interval_s"] + submit_med +
                              admission_med + stab)
@@ -959,6 +1040,49 @@ class Chaos:
         kinds = {}
         for i in self.incidents:
             kinds[i["kind"]] = kinds.get(i["kind"], 0) + 1
+        # Two live copies of one workload outside a partition's window (from the partition to
+        # three supervisor passes and 5 s after its cluster answers again, when falcon deletes the
+        # old copy): the double runs that must not happen. Inside one they are by design.
+        windows = {}
+        for i in self.incidents:
+            if i["kind"] != "partition":
+                continue
+            spans = self.cluster_revived.get(i["cluster"], [])
+            back = next((s[1] for s in spans if abs(s[0] - i["t"]) < 1.0 and s[1]), None)
+            end = (back or float("inf")) + 3 * c["interval_s"] + 5.0
+            windows.setdefault(i["base"], []).append((i["t"], end))
+        def outside_windows(times):
+            out = {b: [t for t in ts if not any(a <= t <= e for a, e in windows.get(b, []))]
+                   for b, ts in times.items()}
+            return {b: ts for b, ts in out.items() if ts}
+        outside = outside_windows(self.double_times)
+        outside_running = outside_windows(self.double_running_times)
+        # Inside each partition's window: how long two copies ran (first to last poll seeing
+        # both RUNNING), per workload and partition.
+        overlaps = []
+        for b, spans in windows.items():
+            for a, e in spans:
+                ts = [t for t in self.double_running_times.get(b, []) if a <= t <= e]
+                if ts:
+                    overlaps.append(max(ts) - min(ts))
+        in_partitions = {b for b, ts in self.double_times.items()
+                         if any(a <= t <= e for t in ts for a, e in windows.get(b, []))}
+        # Checkpoint writes by a superseded copy: written (by the fleet's record) at or after the
+        # start of a newer incarnation of the same workload.
+        def rank(name):
+            m = re.search(r"-r(\d+)$", name)
+            return int(m.group(1)) if m else 0
+        superseded, writes = [], 0
+        for name, (started, cps) in self.checkpoints.items():
+            writes += len(cps)
+            b = self.base_of(name)
+            newer = [s for n, (s, _) in self.checkpoints.items()
+                     if self.base_of(n) == b and rank(n) > rank(name)]
+            if not newer:
+                continue
+            after = [t for t in cps if t >= min(newer)]
+            if after:
+                superseded.append({"incarnation": name, "writes": len(after)})
         out = {
             "seed": self.args.seed, "scale": scale, "clusters": len(self.clusters),
             "managed_workloads": self.args.workloads, "faults": self.faults,
@@ -993,7 +1117,8 @@ class Chaos:
             "incidents": self.incidents if self.args.keep else [],
             "svrt_by_kind_real_s": {k: {"p50": pctl(v, 50), "p95": pctl(v, 95), "n": len(v),
                                         "bound": bound(k)} for k, v in by_kind.items()},
-            "bound_real_s": {k: bound(k) for k in ("node", "flaky_node", "preempt_held", "kill")},
+            "bound_real_s": {k: bound(k) for k in ("node", "flaky_node", "preempt_held", "kill",
+                                                   "partition")},
             # Where each kind's time goes: every SVRT phase's p50 and p95 over its incidents.
             "phases_by_kind_real_s": {
                 kind: {k: {"p50": pctl(v, 50), "p95": pctl(v, 95)} for k, v in ph.items()}
@@ -1009,6 +1134,20 @@ class Chaos:
                                "p50_sim_s": pctl(naive, 50) * scale,
                                "p95_sim_s": pctl(naive, 95) * scale,
                                "application_failures_rerun": naive_reruns},
+            "partitions": {"injected": self.partitions,
+                           "workloads_hit": sum(1 for i in self.incidents
+                                                if i["kind"] == "partition"),
+                           "double_runs_inside": len(in_partitions),
+                           "overlap_real_s_p50": pctl(overlaps, 50) if overlaps else 0.0,
+                           "overlap_real_s_max": max(overlaps or [0.0])},
+            "double_runs_outside_partitions": len(outside),
+            "double_running_outside_partitions": len(outside_running),
+            "double_runs_outside_examples": {b: ts[:3] for b, ts in list(outside.items())[:5]},
+            "checkpoints": {"fence": not self.args.no_fence, "every_sim_s": CHECKPOINT_S,
+                            "writes": writes,
+                            "superseded_writes": sum(x["writes"] for x in superseded),
+                            "superseded_examples": superseded[:5],
+                            "refused_by_fence": sum(self.fence_refusals.values())},
             "blips": {"injected": self.blips,
                       "workloads_hit": sum(1 for i in self.incidents if i["kind"] == "blip"),
                       "false_failovers": [w for w in wrong if w[0] == "blip"]},
@@ -1017,10 +1156,12 @@ class Chaos:
             "elapsed_s": elapsed, "config_real_s": self.cfg,
         }
         all_kinds_ok = all(v["p95"] <= v["bound"] for k, v in out["svrt_by_kind_real_s"].items()
-                           if k in ("node", "preempt_held", "kill", "flaky_node"))
+                           if k in ("node", "preempt_held", "kill", "flaky_node", "partition"))
         out["met"] = {
             "recovered_all": len(recovered) == len(recoverable) and len(recoverable) > 0,
-            "double_runs_zero": len(self.double_runs) == 0,
+            # Outside partitions: inside one, two copies are the design (fencing_lease_s).
+            "double_runs_zero": not outside,
+            "superseded_checkpoint_writes_zero": not superseded,
             "lost_zero": not lost,
             "no_wrong_recoveries": not wrong,
             "no_false_failover": not [w for w in wrong if w[0] == "blip"],
@@ -1045,6 +1186,12 @@ def main():
                     help="real seconds a killed cluster stays down (uniform)")
     ap.add_argument("--blips", type=int, default=10,
                     help="blips (a healthy cluster briefly unreachable) beyond --faults")
+    ap.add_argument("--partitions", type=int, default=4,
+                    help="partitions (a cluster cut off, its workloads running on, for longer "
+                         "than the fencing lease) beyond --faults")
+    ap.add_argument("--no-fence", action="store_true",
+                    help="no storage fencing (supervisor.fence): the baseline of superseded "
+                         "checkpoint writes")
     ap.add_argument("--no-supervisor", action="store_true")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", action="store_true")

@@ -62,6 +62,23 @@ FleetService::FleetService(FleetConfig config, FleetServiceOptions options)
       throw std::runtime_error(fmt::format("{}: {}", options_.state_file, e.what()));
     }
   }
+  // The jobs' storage fence is read where falcon writes it: this server's Cloud Storage. The
+  // epoch object holds the number and a newline (falcon's epoch_fence.cc writes it).
+  simulator_->set_fence_reader(
+      [gcp = gcp_.get()](const std::string& uri) -> std::optional<std::int64_t> {
+        constexpr std::string_view kScheme = "gs://";
+        if (uri.compare(0, kScheme.size(), kScheme) != 0) return std::nullopt;
+        const auto slash = uri.find('/', kScheme.size());
+        if (slash == std::string::npos) return std::nullopt;
+        const auto data = gcp->object_data(uri.substr(kScheme.size(), slash - kScheme.size()),
+                                           uri.substr(slash + 1));
+        if (!data) return std::nullopt;
+        try {
+          return std::stoll(*data);
+        } catch (const std::exception&) {
+          return std::nullopt;
+        }
+      });
   control_ = std::make_unique<FleetControl>(*simulator_, "");
   kube_ = std::make_unique<KubeApi>(*simulator_);
   register_kube_token_route(gcp_->http(), *kube_);  // before the control routes

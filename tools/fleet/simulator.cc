@@ -37,6 +37,7 @@ struct RunPlan {
   std::optional<int> total_lines;
   int omit_index_every = 0;
   bool pregenerate = false;
+  std::int64_t checkpoint_ns = 0;  // simulated time between checkpoints; 0: each step's end
   std::vector<std::string> warnings;
 };
 
@@ -102,6 +103,12 @@ RunPlan make_plan(const RunDefaults& defaults, const LogSettings& logs,
     } else if (key == "FLEET_OMIT_INDEX_EVERY") {
       if (auto v = parse_int(value, 0, 1'000'000)) {
         plan.omit_index_every = static_cast<int>(*v);
+      } else {
+        bad(key, value);
+      }
+    } else if (key == "FLEET_CHECKPOINT_S") {
+      if (auto v = parse_int(value, 1, 1'000'000'000)) {
+        plan.checkpoint_ns = *v * kSecond;
       } else {
         bad(key, value);
       }
@@ -183,7 +190,13 @@ struct FleetSimulator::Workload {
   std::int64_t evicted_ns = -1;    // the last eviction
   std::int64_t readmit_at_ns = 0;  // 0: may be admitted; kNever: held; else not before then
   std::string evict_message;
-  int failed_slice = 0;   // the slice whose job failed first (JobSet's message)
+  int failed_slice = 0;  // the slice whose job failed first (JobSet's message)
+  // Checkpoints (FleetSimulator::set_fence_reader): the end of each step written, the steps
+  // looked at so far, and the checks its fence refused.
+  std::vector<std::int64_t> checkpoints_ns;
+  int steps_checked = 0;
+  int fence_refusals = 0;
+  bool fenced_out = false;
   int platform_exit = 0;  // 137/143: a worker killed by the platform (fail_node)
   bool lost = false;      // ended with its cluster's nodes (kill_cluster, KillMode::kFail)
 
@@ -749,6 +762,7 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
       if (!next || next->end_ns() > now) break;
       const std::int64_t end = next->end_ns();
       for (auto& pod : next->pods) emit_pod_lines(*next, pod, end, true, out);
+      checkpoint_locked(*next, end);
       next->finished_ns = end;
       next->failed = next->plan.outcome == Outcome::kFail;
       admit(end);
@@ -757,6 +771,7 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
     for (auto& w : c.workloads) {
       if (!w->running()) continue;
       for (auto& pod : w->pods) emit_pod_lines(*w, pod, now, false, out);
+      checkpoint_locked(*w, now);
     }
     std::erase_if(c.workloads, [&](const std::unique_ptr<Workload>& w) {
       return w->finished() &&
@@ -765,6 +780,52 @@ std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
     });
   }
   return out;
+}
+
+void FleetSimulator::set_fence_reader(FenceReader reader) {
+  std::lock_guard lock(mu_);
+  fence_reader_ = std::move(reader);
+}
+
+void FleetSimulator::checkpoint_locked(Workload& w, std::int64_t now) {
+  if (w.started_ns < 0 || w.started_ns > now || w.run_ns <= 0) return;
+  // Checkpoints reached by now: every FLEET_CHECKPOINT_S, else at each step's end; none at the
+  // run's end.
+  const std::int64_t step_ns =
+      std::max<std::int64_t>(1, w.plan.checkpoint_ns > 0 ? clock_->span_ns(w.plan.checkpoint_ns)
+                                                         : w.run_ns / std::max(1, w.plan.steps));
+  const std::int64_t last = (w.run_ns - 1) / step_ns;
+  const int reached = static_cast<int>(
+      std::min<std::int64_t>({last, (now - w.started_ns) / step_ns, std::int64_t{1} << 30}));
+  if (reached <= w.steps_checked) return;
+  std::optional<std::int64_t> own;
+  std::string uri;
+  if (fence_reader_) {
+    const auto u = w.request.env.find("FALCON_FENCE_URI");
+    const auto e = w.request.env.find("FALCON_FENCE_EPOCH");
+    if (u != w.request.env.end() && e != w.request.env.end()) {
+      uri = u->second;
+      try {
+        own = std::stoll(e->second);
+      } catch (const std::exception&) {
+        own = 0;  // unreadable: every check fails, as falcon fence check's would
+      }
+    }
+  }
+  for (int k = w.steps_checked + 1; k <= reached; ++k) {
+    if (w.fenced_out) break;
+    if (own) {
+      // The epoch now stands for the epoch at the step's end: the simulation moves in ticks.
+      const std::optional<std::int64_t> stored = fence_reader_(uri);
+      if (!stored || *stored != *own) {
+        ++w.fence_refusals;
+        w.fenced_out = true;  // a real job exits here; this one writes nothing more
+        break;
+      }
+    }
+    w.checkpoints_ns.push_back(w.started_ns + k * step_ns);
+  }
+  w.steps_checked = reached;
 }
 
 void FleetSimulator::advance() {
@@ -1298,6 +1359,8 @@ nlohmann::json FleetSimulator::state() {
       wj["evict_message"] = w.evict_message;
       wj["failed_slice"] = w.failed_slice;
       wj["platform_exit"] = w.platform_exit;
+      wj["checkpoints_ns"] = w.checkpoints_ns;
+      wj["fence_refusals"] = w.fence_refusals;
       wj["lost"] = w.lost;
       nlohmann::json pods = nlohmann::json::array();
       for (const auto& pod : w.pods) {
@@ -1385,6 +1448,11 @@ void FleetSimulator::restore(const nlohmann::json& state) {
         w->evict_message = wj.value("evict_message", std::string());
         w->failed_slice = wj.value("failed_slice", 0);
         w->platform_exit = wj.value("platform_exit", 0);
+        // Checkpoints written before the save are not written again.
+        w->checkpoints_ns = wj.value("checkpoints_ns", std::vector<std::int64_t>{});
+        w->fence_refusals = wj.value("fence_refusals", 0);
+        w->fenced_out = w->fence_refusals > 0;
+        w->steps_checked = static_cast<int>(w->checkpoints_ns.size()) + w->fence_refusals;
         w->lost = wj.value("lost", false);
         next_sequence_ = std::max(next_sequence_, w->sequence + 1);
         for (const auto& pj : wj.at("pods")) {

@@ -48,6 +48,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -226,6 +227,17 @@ class FleetSimulator {
   // Runs the simulation up to the clock's now: finishes, admissions, log lines, TTL expiry.
   void advance();
 
+  // Checkpoints. A running workload writes a checkpoint at the end of each of its steps. One
+  // started with FALCON_FENCE_URI and FALCON_FENCE_EPOCH (falcon's storage fencing,
+  // include/falcon/fence.h) first checks its fence, as a training loop calls `falcon fence
+  // check` before it writes: `reader` gives the epoch stored at the URI (nullopt: none), and an
+  // epoch above the workload's own refuses the write (counted in state(): `fence_refusals`;
+  // the copy writes nothing more, though it runs on until it is deleted). Without a reader, or
+  // without the variables, every checkpoint is written. state() lists each workload's writes
+  // (`checkpoints_ns`), so that a bench can count writes by a superseded copy.
+  using FenceReader = std::function<std::optional<std::int64_t>(const std::string& uri)>;
+  void set_fence_reader(FenceReader reader);
+
   // `kubectl get workloads`: every workload of the cluster. Counts as one kubectl call.
   ListResult list(const std::string& cluster);
   // xpk's existence check before a create (`kubectl get workloads`): fails only when the
@@ -300,6 +312,8 @@ class FleetSimulator {
                              std::int64_t now, std::vector<LogRun>& out);
   void flush(std::vector<LogRun> runs);
   void make_pods(const Cluster& c, Workload& w);
+  // The checkpoints `w` reached by `now` (set_fence_reader).
+  void checkpoint_locked(Workload& w, std::int64_t now);
   // The cluster named `name`, or FaultError 404 naming the known ones.
   Cluster& fault_cluster_locked(const std::string& name);
   Workload& running_workload_locked(Cluster& c, const std::string& name, const char* fault);
@@ -312,6 +326,7 @@ class FleetSimulator {
   std::uint64_t next_sequence_ = 1;
   std::int64_t start_ns_ = 0;  // the clock when the fleet started (flap schedules)
   std::atomic<std::size_t> entries_written_{0};
+  FenceReader fence_reader_;
 };
 
 // RFC 3339 with whole seconds and Z, as Kubernetes prints timestamps: 2026-06-01T10:00:00Z.

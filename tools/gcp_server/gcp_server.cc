@@ -1337,6 +1337,16 @@ void GcpServer::ensure_bucket(const std::string& name, const std::string& projec
 std::size_t GcpServer::log_entry_count() const { return impl_->logs.size(); }
 std::uint64_t GcpServer::log_entries_examined() const { return impl_->logs.examined(); }
 std::size_t GcpServer::object_count() const { return impl_->objects.object_count(); }
+std::optional<std::string> GcpServer::object_data(const std::string& bucket,
+                                                  const std::string& name) const {
+  try {
+    const auto object = impl_->objects.get(bucket, name);
+    if (!object || !object->data) return std::nullopt;
+    return *object->data;
+  } catch (const ApiError&) {
+    return std::nullopt;  // 404: no such bucket or object
+  }
+}
 std::int64_t GcpServer::logging_quota_rejections() const { return impl_->read_quota.rejected(); }
 
 FaultInjector& GcpServer::faults() { return impl_->faults; }

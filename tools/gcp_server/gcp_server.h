@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,9 @@ class GcpServer {
   // Entries examined by entries:list so far (see LogStore::examined).
   std::uint64_t log_entries_examined() const;
   std::size_t object_count() const;
+  // The bytes of object `name` in `bucket`, or nullopt when there is none (the fleet's jobs read
+  // their storage fence through it: fleet/simulator.h).
+  std::optional<std::string> object_data(const std::string& bucket, const std::string& name) const;
   // entries:list calls refused with 429 by the read quota (logging_reads_per_minute) so far.
   std::int64_t logging_quota_rejections() const;
 

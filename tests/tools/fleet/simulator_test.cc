@@ -47,6 +47,40 @@ TEST(FleetSimulator, QueuesWhileCapacityIsFullAndRunsWhenASlotFrees) {
   EXPECT_EQ(admitted.status_time, h.row("first")->status_time);  // admitted when first ended
 }
 
+// Issue 27: the fleet's jobs write a checkpoint at each step's end; one started with falcon's
+// storage fence checks it first and writes nothing once a newer copy's epoch is stored.
+TEST(FleetSimulator, CheckpointsAreWrittenPerStepAndStopOnceTheFenceMovesOn) {
+  SimHarness h(small_fleet("", ""));  // 100 s runs of 5 steps: checkpoints at 20, 40, 60, 80 s
+  std::int64_t stored = 1;
+  h.sim.set_fence_reader([&](const std::string& uri) -> std::optional<std::int64_t> {
+    EXPECT_EQ(uri, "gs://fence/train/epoch");
+    return stored;
+  });
+  h.create("plain");
+  h.create("fenced", "tpu-v4-64",
+           {{"FALCON_FENCE_URI", "gs://fence/train/epoch"}, {"FALCON_FENCE_EPOCH", "1"}});
+  const auto workload = [&](const std::string& name) {
+    const nlohmann::json state = h.sim.state();
+    for (const auto& w : state["clusters"][0]["workloads"]) {
+      if (w["name"] == name) return w;
+    }
+    return nlohmann::json();
+  };
+  h.advance_s(45);
+  EXPECT_EQ(workload("plain")["checkpoints_ns"].size(), 2u);
+  EXPECT_EQ(workload("fenced")["checkpoints_ns"].size(), 2u);
+  EXPECT_EQ(workload("fenced")["fence_refusals"], 0);
+  stored = 2;  // a replacement started with epoch 2
+  h.advance_s(30);
+  EXPECT_EQ(workload("plain")["checkpoints_ns"].size(), 3u);
+  EXPECT_EQ(workload("fenced")["checkpoints_ns"].size(), 2u);  // refused at 60 s
+  EXPECT_EQ(workload("fenced")["fence_refusals"], 1);
+  EXPECT_EQ(h.state_of("fenced"), "RUNNING");  // until it is deleted
+  h.advance_s(10);
+  EXPECT_EQ(workload("plain")["checkpoints_ns"].size(), 4u);
+  EXPECT_EQ(workload("fenced")["checkpoints_ns"].size(), 2u);
+}
+
 TEST(FleetSimulator, CompletedAndFailedRowsCarryJobSetMessages) {
   SimHarness h(small_fleet());
   h.create("good", "tpu-v4-64");
