@@ -179,6 +179,15 @@ class ClusterFabric {
   // Goes up with every other write of this fabric that a decision reads: probes and submit
   // outcomes in the histories (newer data, not a broken cluster).
   std::uint64_t selection_data_version() const;
+  // The circuit breakers are written here only. A probe of `cluster` made elsewhere (`falcon
+  // serve`'s health loop, a cached probe standing for a breaker's trial) is fed to its breaker
+  // as this fabric's own probes are: a failure counts; a success resets the count and closes a
+  // half-open breaker, or an open one whose cool-down is over, but does not cut a cool-down
+  // short. record_cluster_failure counts a failure the caller saw itself (the supervisor: a
+  // workload killed by the platform). Both raise selection_inputs_version() when they change a
+  // breaker; a store that cannot be written is noticed and changes nothing.
+  void record_probe_outcome(const std::string& cluster, bool reachable) const;
+  void record_cluster_failure(const std::string& cluster) const;
   // The circuit breakers of `cluster`: its own, then one per accelerator slot, as stored (closed
   // when never written). Empty when the state store cannot be opened. Throws
   // UnknownClusterError.

@@ -470,7 +470,9 @@ void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) con
   const auto b = breakers();
   if (!b) return;
   // A cluster x accelerator breaker's failures are the history's submit failures.
-  history_changed(key.substr(0, key.find('/')));
+  if (const auto slash = key.find('/'); slash != std::string::npos) {
+    history_changed(key.substr(0, slash));
+  }
   try {
     if (success ? b->record_success(key) : b->record_failure(key)) ++inputs_version;
   } catch (const std::exception& e) {
@@ -478,6 +480,34 @@ void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) con
     notice(fmt::format("cannot record a {} of '{}' in its circuit breaker: {}",
                        success ? "success" : "failure", key, e.what()));
   }
+}
+
+void ClusterFabric::Impl::feed_probe(const std::string& cluster, bool reachable) const {
+  const std::string key = breaker_key(cluster);
+  if (reachable) {
+    const auto b = breakers();
+    if (!b) return;
+    try {
+      const BreakerState s = b->get(key);
+      // Nothing to change; and a success does not cut an open breaker's cool-down short (the
+      // trial after it does the closing).
+      if (s.state == kBreakerClosed && s.consecutive_failures == 0 && s.trips == 0) return;
+      if (s.state == kBreakerOpen && s.opened_until && deps.clock->now() < *s.opened_until) {
+        return;
+      }
+    } catch (const std::exception&) {
+      // feed_breaker below meets the same store and says so.
+    }
+  }
+  feed_breaker(key, reachable);
+}
+
+void ClusterFabric::record_probe_outcome(const std::string& cluster, bool reachable) const {
+  impl_->feed_probe(cluster, reachable);
+}
+
+void ClusterFabric::record_cluster_failure(const std::string& cluster) const {
+  impl_->feed_breaker(breaker_key(cluster), false);
 }
 
 std::shared_ptr<Modules> ClusterFabric::Impl::current() const {
@@ -545,7 +575,7 @@ ClusterProbeResult ClusterFabric::get_cluster_status(const std::string& cluster)
                                     .backend = to_string(m->prober->backend(config)),
                                     .duration_ms = elapsed_ms(clock, start),
                                     .extra_json = probe_extra_json(result)}});
-  impl_->feed_breaker(breaker_key(cluster), result.reachable);
+  impl_->feed_probe(cluster, result.reachable);
   return result;
 }
 
@@ -621,10 +651,10 @@ ClusterSelection ClusterFabric::Impl::select_live(const std::string& accelerator
     try {
       result = real.probe(cluster);
     } catch (...) {
-      impl_->feed_breaker(breaker_key(cluster.name), false);
+      impl_->feed_probe(cluster.name, false);
       throw;
     }
-    impl_->feed_breaker(breaker_key(cluster.name), result.reachable);
+    impl_->feed_probe(cluster.name, result.reachable);
     std::lock_guard<std::mutex> lock(mutex);
     probes.push_back(ProbeRecord{.result = result,
                                  .backend = to_string(m->prober->backend(cluster)),

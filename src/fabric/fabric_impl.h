@@ -105,8 +105,10 @@ struct ClusterFabric::Impl {
   mutable std::atomic<std::uint64_t> inputs_version{0};
   // selection_data_version(): bumped by history_changed.
   mutable std::atomic<std::uint64_t> data_version{0};
-  // Feeds a probe (reachable or not) or a submit outcome to a breaker; failures are noticed.
+  // Feeds a submit outcome (or a failure) to a breaker; failures to write are noticed.
   void feed_breaker(const std::string& key, bool success) const;
+  // Feeds a probe of `cluster` to its breaker (ClusterFabric::record_probe_outcome).
+  void feed_probe(const std::string& cluster, bool reachable) const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.
   LogQueryOptions query_options(const WorkloadHandle& handle, int slice) const;
 };

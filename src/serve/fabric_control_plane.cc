@@ -257,36 +257,17 @@ class FabricControlPlane final : public ControlPlane {
     return fabric_->advance_fence(name);
   }
 
-  // A probe's outcome in the cluster's circuit breaker (key "<cluster>"), as the CLI's probes
-  // feed it: a failure counts; a success resets the count and closes a half-open breaker (its
-  // trial) or an open one whose cool-down is over, but does not cut a cool-down short. Without
-  // this no success ever reached a cluster breaker in `falcon serve`: a trial claimed by a
-  // selection stayed "under way" with nobody running it until it lapsed, refusing every other
-  // decision, and then the next caller claimed the same lapsing trial. A store failure leaves the
-  // breaker as it was (the selection notices store trouble itself). A breaker it changes ends
-  // the decisions select_brief would repeat.
+  // A probe's outcome in the cluster's circuit breaker, written by the fabric (the one place
+  // breakers are written: ClusterFabric::record_probe_outcome). Without this no success ever
+  // reached a cluster breaker in `falcon serve`: a trial claimed by a selection stayed "under
+  // way" with nobody running it until it lapsed. A breaker it changes raises the fabric's
+  // selection_inputs_version(), which ends the decisions select_brief would repeat.
   void feed_breaker(const std::string& cluster, bool reachable) {
-    if (!store_) return;
-    try {
-      const CircuitBreakers breakers(store_, fabric_->config()->selection.breaker, clock_);
-      const std::string key = breaker_key(cluster);
-      if (!reachable) {
-        if (breakers.record_failure(key)) forget_decisions();
-        return;
-      }
-      const BreakerState s = breakers.get(key);
-      if (s.state == kBreakerClosed && s.consecutive_failures == 0 && s.trips == 0) return;
-      if (s.state == kBreakerOpen && s.opened_until && clock_->now() < *s.opened_until) return;
-      if (breakers.record_success(key)) forget_decisions();
-    } catch (const std::exception&) {
-      forget_decisions();  // it may have changed
-    }
+    fabric_->record_probe_outcome(cluster, reachable);
   }
 
   void record_cluster_failure(const std::string& cluster) override {
-    forget_decisions();
-    CircuitBreakers(store_, fabric_->config()->selection.breaker, clock_)
-        .record_failure(breaker_key(cluster));
+    fabric_->record_cluster_failure(cluster);
   }
 
   // The supervisor's decisions. Unlike an API selection they also take a cluster's cached
