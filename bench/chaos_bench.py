@@ -459,6 +459,11 @@ class Chaos:
         t0 = time.time()
         for attempt in range(6):
             st, r = http("POST", base_url + "/v1/workloads", body, timeout=300)
+            took = time.time() - t0
+            if took > 10:
+                # A submit is well under a second here: a slow one is worth its own line (a
+                # seed-18 run once stalled minutes after the replica kill, cause unknown).
+                log(f"slow submit: {name} on {cluster} via {base_url} took {took:.1f} s: {st}")
             if st == 201:
                 return t0, time.time(), r
             if "TLS handshake timeout" not in json.dumps(r):
