@@ -62,11 +62,15 @@ class ServeDiskFullTest : public ::testing::Test {
                    << strerror(errno);
     }
     // Mounts made here stay here (the root may be mounted shared).
-    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << strerror(errno);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      GTEST_SKIP() << "cannot make the mount namespace private: " << strerror(errno);
+    }
     disk_ = fleet_.state_dir();
     std::filesystem::create_directories(disk_);
-    ASSERT_EQ(::mount("falcon-test", disk_.c_str(), "tmpfs", 0, "size=8m,mode=0700"), 0)
-        << strerror(errno);
+    if (::mount("falcon-test", disk_.c_str(), "tmpfs", 0, "size=8m,mode=0700") != 0) {
+      GTEST_SKIP() << "cannot mount a small tmpfs (a container without that right?): "
+                   << strerror(errno);
+    }
     mounted_ = true;
     config_ = dir_.write("repos.yaml", testing::read_file(fleet_.repos_path()) +
                                            "serve:\n  probe_interval_s: 1\n"
