@@ -313,7 +313,7 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
     try {
       if (auto stored = store.get_managed(spec.name);
           stored && stored->state == ManagedState::kSubmitting) {
-        stored->state = ManagedState::kStarting;
+        move_to(*stored, ManagedState::kStarting);
         stored->updated_at = clock.now();
         store.update_managed(*stored);
       }
