@@ -384,6 +384,11 @@ TEST_F(ServeFleetTest, ASubmitWhileTheStoreIsDownIsRefusedAndCreatesNothing) {
       post(c, "/v1/workloads", {{"cluster", "tpu-b"}, {"spec", spec("in-outage")}}, 503);
   EXPECT_EQ(refused["error"]["type"], "StateStoreError") << refused.dump();
   EXPECT_THAT(refused["error"].value("message", ""), HasSubstr("nothing was created"));
+  // A delete too records its intent first (issue 27): refused, and the workload stays.
+  auto cancel = c.Delete("/v1/workloads/tpu-b/before-outage");
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->status, 503) << cancel->body;
+  EXPECT_EQ(json::parse(cancel->body)["error"]["type"], "StateStoreError") << cancel->body;
 
   pg.restart();
   // The server's pooled connections died with the database: a write on one of them fails
@@ -401,7 +406,8 @@ TEST_F(ServeFleetTest, ASubmitWhileTheStoreIsDownIsRefusedAndCreatesNothing) {
     EXPECT_EQ(json::parse(r->body)["error"]["type"], "StateStoreError") << r->body;
     ASSERT_LE(++refused_after_restart, 4) << r->body;
   }
-  // The cluster never had the refused one; the store has exactly the two answered 201.
+  // The cluster never had the refused one and still has the one whose delete was refused; the
+  // store has exactly the two answered 201.
   EXPECT_EQ(get(c, "/v1/workloads/tpu-b/in-outage", 404)["error"]["type"], "WorkloadNotFoundError");
   const json live = get(c, "/v1/workloads?live=true&cluster=tpu-b");
   std::set<std::string> on_cluster;
