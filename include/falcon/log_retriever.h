@@ -362,7 +362,9 @@ class CloudLogRetriever {
   // Storage fencing (fence.h) through this retriever's Cloud Storage client: the epoch the
   // fence object `uri` (gs://BUCKET/OBJECT) holds, 0 when none; and the next epoch written with
   // a generation precondition (gcp/epoch_fence.h). Throw LogRetrievalError when the object
-  // cannot be read or written, std::invalid_argument for a uri that names no object.
+  // cannot be read or written, std::invalid_argument for a uri that names no object. Bounded:
+  // three attempts within 20 s (10 s each), not an export's 15 minutes, so that a Cloud Storage
+  // outage fails a submit, a recovery's turn or a job's check instead of holding it.
   std::int64_t read_fence_epoch(const std::string& uri) const;
   std::int64_t advance_fence_epoch(const std::string& uri) const;
 

@@ -26,6 +26,11 @@ struct CloudLogRetriever::Impl {
   // Single reads made on behalf of a status call: two attempts within 20 s, no quota waits.
   gcp::LoggingClient quick_logging;
   gcp::StorageClient storage;
+  // The storage fence's epoch object, read or written on behalf of a submit, a recovery or a
+  // job's check before a checkpoint: three attempts within 20 s, not an export's 15 minutes, so
+  // that a Cloud Storage outage fails those calls (the supervisor tries again next pass) instead
+  // of holding them.
+  gcp::StorageClient fence_storage;
   gcp::LoggingAdminClient admin;
 
   explicit Impl(logs::RetrieverOptions o)
@@ -33,6 +38,7 @@ struct CloudLogRetriever::Impl {
         logging(options.logging),
         quick_logging(quick(options.logging)),
         storage(options.storage),
+        fence_storage(quick(options.storage)),
         admin(options.admin) {}
 
   // The clients share the wait handler, and both Logging clients one read limiter.
@@ -60,6 +66,13 @@ struct CloudLogRetriever::Impl {
       o.admin.seed = o.logging.seed;
     }
     if (!o.admin.clock) o.admin.clock = o.clock;
+    return o;
+  }
+
+  static gcp::StorageClientOptions quick(gcp::StorageClientOptions o) {
+    o.retry.max_attempts = std::min(o.retry.max_attempts, 3);
+    o.retry.deadline = std::min(o.retry.deadline, std::chrono::milliseconds(20'000));
+    o.request_timeout = std::min(o.request_timeout, std::chrono::milliseconds(10'000));
     return o;
   }
 
@@ -285,11 +298,11 @@ void from_json(const nlohmann::json& j, ExportStatus& v) {
 }
 
 std::int64_t CloudLogRetriever::read_fence_epoch(const std::string& uri) const {
-  return gcp::read_epoch(impl_->storage, uri);
+  return gcp::read_epoch(impl_->fence_storage, uri);
 }
 
 std::int64_t CloudLogRetriever::advance_fence_epoch(const std::string& uri) const {
-  return gcp::advance_epoch(impl_->storage, uri);
+  return gcp::advance_epoch(impl_->fence_storage, uri);
 }
 
 }  // namespace falcon
