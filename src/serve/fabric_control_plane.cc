@@ -50,15 +50,20 @@ class FabricControlPlane final : public ControlPlane {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
     monitor_ = std::make_unique<HealthMonitor>(
-        [this, f](const ClusterConfig& c) {
+        // Every probe feeds the cluster's breaker, written by the fabric (the one place breakers
+        // are written). Without this no success ever reached a breaker in `falcon serve`: a
+        // trial claimed by a selection stayed "under way" with nobody running it until it
+        // lapsed. A breaker it changes raises the fabric's selection_inputs_version(), which
+        // ends the decisions select_brief would repeat.
+        [f](const ClusterConfig& c) {
           ClusterProbeResult r;
           try {
             r = f->probe_cluster(c);
           } catch (...) {
-            feed_breaker(c.name, false);
+            f->record_probe_outcome(c.name, false);
             throw;
           }
-          feed_breaker(c.name, r.reachable);
+          f->record_probe_outcome(c.name, r.reachable);
           return r;
         },
         store_, clock_, config->serve, to_string(config->probe.backend));
@@ -257,15 +262,6 @@ class FabricControlPlane final : public ControlPlane {
     return fabric_->advance_fence(name);
   }
 
-  // A probe's outcome in the cluster's circuit breaker, written by the fabric (the one place
-  // breakers are written: ClusterFabric::record_probe_outcome). Without this no success ever
-  // reached a cluster breaker in `falcon serve`: a trial claimed by a selection stayed "under
-  // way" with nobody running it until it lapsed. A breaker it changes raises the fabric's
-  // selection_inputs_version(), which ends the decisions select_brief would repeat.
-  void feed_breaker(const std::string& cluster, bool reachable) {
-    fabric_->record_probe_outcome(cluster, reachable);
-  }
-
   void record_cluster_failure(const std::string& cluster) override {
     fabric_->record_cluster_failure(cluster);
   }
@@ -358,7 +354,9 @@ class FabricControlPlane final : public ControlPlane {
       }
     }
     auto trial_outcome = [&](const ClusterConfig& c, bool reachable) {
-      if (not_closed.contains(breaker_key(c.name))) feed_breaker(c.name, reachable);
+      if (not_closed.contains(breaker_key(c.name))) {
+        fabric_->record_probe_outcome(c.name, reachable);
+      }
     };
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
@@ -396,13 +394,13 @@ class FabricControlPlane final : public ControlPlane {
     // changes nothing on one, and selection must go on while the store is down (issue 27). What
     // does change a cluster, a submit, records its intent first and fails instead.
     outcome.selection_id = outcome.selection.selection_id;
+    std::vector<std::pair<std::string, std::string>> skipped;
     for (const CandidateScore& score : outcome.selection.scores) {
-      if (score.eligible) continue;
-      if (!outcome.skipped) {
-        outcome.skipped = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
-      }
-      std::const_pointer_cast<std::vector<std::pair<std::string, std::string>>>(outcome.skipped)
-          ->emplace_back(score.cluster, score.skip_reason);
+      if (!score.eligible) skipped.emplace_back(score.cluster, score.skip_reason);
+    }
+    if (!skipped.empty()) {
+      outcome.skipped = std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
+          std::move(skipped));
     }
     outcome.candidates.reserve(outcome.selection.candidates.size());
     for (const std::string& name : outcome.selection.candidates) {

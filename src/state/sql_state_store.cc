@@ -348,6 +348,18 @@ constexpr const char* kManagedRead =
     "name, spec_json, max_recoveries, stable_after_ms, recover_on_failure, incarnation, cluster, "
     "state, attempts, created_at_ms, updated_at_ms, detail_json, phase, version";
 
+// A column's text as the enum it names (parse), or SqlError naming the workload and the value:
+// a row written by a newer falcon is not guessed at.
+template <typename E>
+E known_value(std::optional<E> (*parse)(std::string_view), const std::string& text,
+              const std::string& workload, const char* what) {
+  if (auto value = parse(text)) return *value;
+  throw SqlError(
+      fmt::format("managed workload '{}' has {} '{}', which this falcon does not know "
+                  "(written by a newer falcon?)",
+                  workload, what, text));
+}
+
 ManagedWorkloadRecord managed_from(const SqlRow& row) {
   ManagedWorkloadRecord m;
   m.name = row.text(0);
@@ -357,26 +369,12 @@ ManagedWorkloadRecord managed_from(const SqlRow& row) {
   m.recover_on_failure = row.int64(4) != 0;
   m.incarnation = row.text(5);
   m.cluster = row.text(6);
-  const auto state = parse_managed_state(row.text(7));
-  if (!state) {
-    throw SqlError(
-        fmt::format("managed workload '{}' has state '{}', which this falcon does not "
-                    "know (written by a newer falcon?)",
-                    m.name, row.text(7)));
-  }
-  m.state = *state;
+  m.state = known_value(parse_managed_state, row.text(7), m.name, "state");
   m.attempts = to_int(row.int64(8));
   m.created_at = from_ms(row.int64(9));
   m.updated_at = from_ms(row.int64(10));
   m.detail_json = row.text(11);
-  const auto phase = parse_recovery_phase(row.text(12));
-  if (!phase) {
-    throw SqlError(
-        fmt::format("managed workload '{}' has recovery phase '{}', which this falcon "
-                    "does not know (written by a newer falcon?)",
-                    m.name, row.text(12)));
-  }
-  m.phase = *phase;
+  m.phase = known_value(parse_recovery_phase, row.text(12), m.name, "recovery phase");
   m.version = row.int64(13);
   return m;
 }

@@ -195,10 +195,9 @@ struct FleetSimulator::Workload {
   // looked at so far, and the checks its fence refused.
   std::vector<std::int64_t> checkpoints_ns;
   int steps_checked = 0;
-  int fence_refusals = 0;
-  bool fenced_out = false;
-  int platform_exit = 0;  // 137/143: a worker killed by the platform (fail_node)
-  bool lost = false;      // ended with its cluster's nodes (kill_cluster, KillMode::kFail)
+  int fence_refusals = 0;  // 0 or 1: a refused check ends its writes
+  int platform_exit = 0;   // 137/143: a worker killed by the platform (fail_node)
+  bool lost = false;       // ended with its cluster's nodes (kill_cluster, KillMode::kFail)
 
   bool queued() const { return reserved_ns < 0; }
   bool running() const { return reserved_ns >= 0 && finished_ns < 0; }
@@ -813,14 +812,13 @@ void FleetSimulator::checkpoint_locked(Workload& w, std::int64_t now) {
     }
   }
   for (int k = w.steps_checked + 1; k <= reached; ++k) {
-    if (w.fenced_out) break;
+    if (w.fence_refusals > 0) break;
     if (own) {
       // The epoch now stands for the epoch at the step's end: the simulation moves in ticks.
       const std::optional<std::int64_t> stored = fence_reader_(uri);
       if (!stored || *stored != *own) {
         ++w.fence_refusals;
-        w.fenced_out = true;  // a real job exits here; this one writes nothing more
-        break;
+        break;  // a real job exits here; this one writes nothing more
       }
     }
     w.checkpoints_ns.push_back(w.started_ns + k * step_ns);
@@ -1451,7 +1449,6 @@ void FleetSimulator::restore(const nlohmann::json& state) {
         // Checkpoints written before the save are not written again.
         w->checkpoints_ns = wj.value("checkpoints_ns", std::vector<std::int64_t>{});
         w->fence_refusals = wj.value("fence_refusals", 0);
-        w->fenced_out = w->fence_refusals > 0;
         w->steps_checked = static_cast<int>(w->checkpoints_ns.size()) + w->fence_refusals;
         w->lost = wj.value("lost", false);
         next_sequence_ = std::max(next_sequence_, w->sequence + 1);
