@@ -376,7 +376,8 @@ class SubmissionIntentTest : public WorkloadManagerTest {
       std::make_shared<LoggingSubmissionStore>(runner_);
 };
 
-// Issue 27: a delete too is recorded before xpk runs, then its outcome.
+// 取消任务 (the spec's cancel row) with a state store, issue 27: a delete too is recorded before
+// xpk runs, then its outcome.
 TEST_F(SubmissionIntentTest, ADeleteIsRecordedBeforeXpkRunsAndItsOutcomeAfter) {
   const WorkloadHandle h{"train-a", "tpu-v4-prod", "default", ""};
   runner_->on({"workload", "delete"}, FakeCommandRunner::ok("[XPK] Exiting XPK cleanly\n"));
