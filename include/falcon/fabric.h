@@ -64,6 +64,10 @@ struct DoctorCheck {
 void to_json(nlohmann::json& j, const DoctorCheck& v);
 
 // A workload submitted where falcon chose (ClusterFabric::select_and_submit).
+// What touched an accelerator type since a decision for it was made
+// (ClusterFabric::selection_changed_since).
+enum class SelectionChange { kNone, kNewerData, kGate };
+
 struct PlacedWorkload {
   WorkloadHandle handle;
   ClusterSelection selection;  // the decision, recorded; the submission names it
@@ -141,8 +145,7 @@ class ClusterFabric {
   // What such a decision depended on besides its probes, for a caller that reuses decisions
   // (`falcon serve`, serve.select_reuse_ms).
   struct SelectionBasis {
-    std::uint64_t inputs_version = 0;  // selection_inputs_version() as the decision started
-    std::uint64_t data_version = 0;    // selection_data_version() as the decision started
+    std::uint64_t epoch = 0;  // selection_epoch() as the decision started
     // Every candidate's breakers (cluster and cluster x accelerator) were closed and readable:
     // the decision claimed no half-open trial and hangs on no cool-down.
     bool breakers_closed = false;
@@ -173,19 +176,27 @@ class ClusterFabric {
   // std::invalid_argument for `cached` or `basis` without `probe`.
   ClusterSelection select_cluster(const std::string& accelerator_type,
                                   const SelectOptions& how) const;
-  // Goes up when this fabric changes a circuit breaker (a decision on older breakers may send
-  // work to a cluster now open) and with reload(). Writes of other processes are not counted.
-  std::uint64_t selection_inputs_version() const;
-  // Goes up with every other write of this fabric that a decision reads: probes and submit
-  // outcomes in the histories (newer data, not a broken cluster).
-  std::uint64_t selection_data_version() const;
+  // The epoch a decision starts on: one sequence that every input of this fabric's decisions
+  // moves on (probes, submit outcomes and observed states in the histories, breakers it
+  // changed, a reload; writes of other processes are not counted), each marking the accelerator
+  // types it touches. selection_changed_since says what touched `accelerator_type` since a
+  // decision read `epoch`: kGate when a breaker changed or the configuration was reloaded (a
+  // decision made before may send work where it must not go now), kNewerData for newer probes
+  // or histories only.
+  std::uint64_t selection_epoch() const;
+  SelectionChange selection_changed_since(const std::string& accelerator_type,
+                                          std::uint64_t epoch) const;
+  // A probe of `cluster` made elsewhere is now what decisions read (`falcon serve`'s probe
+  // cache has it): moves the epoch of the types the cluster offers.
+  void record_probe_shown(const std::string& cluster) const;
   // The circuit breakers are written here only. A probe of `cluster` made elsewhere (`falcon
   // serve`'s health loop, a cached probe standing for a breaker's trial) is fed to its breaker
   // as this fabric's own probes are: a failure counts; a success resets the count and closes a
   // half-open breaker, or an open one whose cool-down is over, but does not cut a cool-down
   // short. record_cluster_failure counts a failure the caller saw itself (the supervisor: a
-  // workload killed by the platform). Both raise selection_inputs_version() when they change a
-  // breaker; a store that cannot be written is noticed and changes nothing.
+  // workload killed by the platform). Both mark the cluster's types as a gate in the selection
+  // epoch when they change a breaker; a store that cannot be written is noticed and changes
+  // nothing.
   void record_probe_outcome(const std::string& cluster, bool reachable) const;
   void record_cluster_failure(const std::string& cluster) const;
   // The circuit breakers of `cluster`: its own, then one per accelerator slot, as stored (closed

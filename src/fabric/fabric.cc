@@ -246,9 +246,12 @@ void ClusterFabric::Impl::build() {
   log_options.quota_dir = (xpk::resolve_state_dir(m->config->xpk) / "quota").string();
   log_options.on_wait = deps.on_log_wait;
   m->logs = std::make_unique<CloudLogRetriever>(std::move(log_options));
-  std::lock_guard<std::mutex> lock(mutex);
-  modules = std::move(m);
-  ++inputs_version;
+  const auto config = m->config;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    modules = std::move(m);
+  }
+  epochs.set_clusters(config->clusters);
 }
 
 void ClusterFabric::Impl::notice(const std::string& message) const {
@@ -459,24 +462,38 @@ void ClusterFabric::Impl::observe_listing(const std::string& cluster,
 void ClusterFabric::Impl::history_changed(const std::string& cluster) const {
   std::lock_guard<std::mutex> lock(history_mutex);
   ++history_generations[cluster];
-  ++data_version;
+  epochs.touch_cluster(cluster, SelectionEpochs::Input::kData);
 }
 
-std::uint64_t ClusterFabric::selection_inputs_version() const { return impl_->inputs_version; }
+std::uint64_t ClusterFabric::selection_epoch() const { return impl_->epochs.now(); }
 
-std::uint64_t ClusterFabric::selection_data_version() const { return impl_->data_version; }
+SelectionChange ClusterFabric::selection_changed_since(const std::string& accelerator_type,
+                                                       std::uint64_t epoch) const {
+  return impl_->epochs.since(accelerator_type, epoch);
+}
+
+void ClusterFabric::record_probe_shown(const std::string& cluster) const {
+  impl_->epochs.touch_cluster(cluster, SelectionEpochs::Input::kData);
+}
 
 void ClusterFabric::Impl::feed_breaker(const std::string& key, bool success) const {
   const auto b = breakers();
   if (!b) return;
   // A cluster x accelerator breaker's failures are the history's submit failures.
-  if (const auto slash = key.find('/'); slash != std::string::npos) {
-    history_changed(key.substr(0, slash));
-  }
+  const auto slash = key.find('/');
+  if (slash != std::string::npos) history_changed(key.substr(0, slash));
+  // A breaker that changed (or may have) is a gate for what it guards.
+  const auto changed = [&] {
+    if (slash == std::string::npos) {
+      epochs.touch_cluster(key, SelectionEpochs::Input::kGate);
+    } else {
+      epochs.touch_type(std::string_view(key).substr(slash + 1), SelectionEpochs::Input::kGate);
+    }
+  };
   try {
-    if (success ? b->record_success(key) : b->record_failure(key)) ++inputs_version;
+    if (success ? b->record_success(key) : b->record_failure(key)) changed();
   } catch (const std::exception& e) {
-    ++inputs_version;  // it may have changed
+    changed();
     notice(fmt::format("cannot record a {} of '{}' in its circuit breaker: {}",
                        success ? "success" : "failure", key, e.what()));
   }
@@ -685,8 +702,7 @@ ClusterSelection ClusterFabric::Impl::select_asking(const std::string& accelerat
   const FunctionProber asking(how.probe, how.cached);
   // Read before anything the decision reads: a write racing the decision makes it look old.
   if (basis) {
-    basis->inputs_version = impl_->inputs_version;
-    basis->data_version = impl_->data_version;
+    basis->epoch = impl_->epochs.now();
   }
   auto touched = basis ? std::make_shared<std::atomic<bool>>(false) : nullptr;
   auto gate = impl_->breaker_gate(touched);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "fabric/selection_epochs.h"
 #include "falcon/circuit_breaker.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
@@ -86,7 +87,8 @@ struct ClusterFabric::Impl {
   // is noticed.
   void observe_listing(const std::string& cluster,
                        const std::vector<WorkloadInfo>& workloads) const;
-  // Drops the kept histories of `cluster`: this fabric wrote something they summarize.
+  // Drops the kept histories of `cluster`: this fabric wrote something they summarize (newer
+  // data in the selection epoch).
   void history_changed(const std::string& cluster) const;
 
   static constexpr std::chrono::milliseconds kHistoryMaxAge{2000};
@@ -101,10 +103,9 @@ struct ClusterFabric::Impl {
   // Bumped by history_changed; an entry loaded under an older generation is not used (a load
   // racing a write cannot keep the older picture).
   mutable std::map<std::string, std::uint64_t, std::less<>> history_generations;
-  // selection_inputs_version(): bumped by a breaker this fabric changed and by build().
-  mutable std::atomic<std::uint64_t> inputs_version{0};
-  // selection_data_version(): bumped by history_changed.
-  mutable std::atomic<std::uint64_t> data_version{0};
+  // selection_epoch(): history_changed and record_probe_shown move it as newer data, a breaker
+  // this fabric changed and build() as a gate.
+  mutable SelectionEpochs epochs;
   // Feeds a submit outcome (or a failure) to a breaker; failures to write are noticed.
   void feed_breaker(const std::string& key, bool success) const;
   // Feeds a probe of `cluster` to its breaker (ClusterFabric::record_probe_outcome).

@@ -53,8 +53,8 @@ class FabricControlPlane final : public ControlPlane {
         // Every probe feeds the cluster's breaker, written by the fabric (the one place breakers
         // are written). Without this no success ever reached a breaker in `falcon serve`: a
         // trial claimed by a selection stayed "under way" with nobody running it until it
-        // lapsed. A breaker it changes raises the fabric's selection_inputs_version(), which
-        // ends the decisions select_brief would repeat.
+        // lapsed. A breaker it changes is a gate in the fabric's selection epoch, which ends
+        // the decisions select_brief would repeat.
         [f](const ClusterConfig& c) {
           ClusterProbeResult r;
           try {
@@ -67,6 +67,9 @@ class FabricControlPlane final : public ControlPlane {
           return r;
         },
         store_, clock_, config->serve, to_string(config->probe.backend));
+    // A probe in the cache is newer data for the decisions of the cluster's types.
+    monitor_->set_on_probe_shown(
+        [f](const std::string& cluster) { f->record_probe_shown(cluster); });
     monitor_->set_clusters(config->clusters);
     note_config_loaded();
     monitor_->start();
@@ -117,8 +120,9 @@ class FabricControlPlane final : public ControlPlane {
 
   // Repeats the last decision for `accelerator_type` while it is reusable (serve.select_reuse_ms
   // in docs/serve.md): made under this configuration, with every candidate's breakers closed,
-  // nothing it read changed since (no probe finished in the monitor, no write of the fabric:
-  // probes, breakers, submissions), younger than select_reuse_ms and every probe it used still
+  // nothing it read changed since (the fabric's selection epoch for the type: no probe of a
+  // cluster offering it shown in the monitor, no write of the fabric touching it: histories,
+  // breakers, submissions), younger than select_reuse_ms and every probe it used still
   // younger than max_probe_age_s. A repeat is answered with its candidates' ages moved on by the
   // time since; with serve.record_repeats none (the default) it is the standing decision itself
   // (its id and decided_at), else a decision of its own in the store (record_repeated_selection).
@@ -140,7 +144,7 @@ class FabricControlPlane final : public ControlPlane {
       deciding = slot.deciding;
     }
     std::unique_lock decide_lock(*deciding, std::defer_lock);
-    switch (standing(last.get(), *config)) {
+    switch (standing(last.get(), accelerator_type, *config)) {
       case Standing::kCurrent:
         if (auto out = repeat(*last)) return std::move(*out);
         break;
@@ -159,11 +163,10 @@ class FabricControlPlane final : public ControlPlane {
         std::lock_guard lock(reuse_mutex_);
         last = reusable_[accelerator_type].last;
       }
-      if (standing(last.get(), *config) == Standing::kCurrent) {
+      if (standing(last.get(), accelerator_type, *config) == Standing::kCurrent) {
         if (auto out = repeat(*last)) return std::move(*out);
       }
     }
-    const std::uint64_t generation = monitor_->generation();
     ClusterFabric::SelectionBasis basis;
     SelectOutcome out;
     try {
@@ -184,9 +187,7 @@ class FabricControlPlane final : public ControlPlane {
     if (basis.breakers_closed && out.selection_id != 0) {
       r = std::make_shared<Reusable>();
       r->config = config;
-      r->fabric_version = basis.inputs_version;
-      r->data_version = basis.data_version;
-      r->monitor_generation = generation;
+      r->epoch = basis.epoch;
       r->decided = clock_->steady_now();
       r->brief.selection_id = out.selection_id;
       r->brief.decided_at = out.selection.decided_at;
@@ -225,7 +226,7 @@ class FabricControlPlane final : public ControlPlane {
       last = it->second.last;
       deciding = it->second.deciding;
     }
-    switch (standing(last.get(), *config)) {
+    switch (standing(last.get(), accelerator_type, *config)) {
       case Standing::kCurrent:
         return repeat_as_of_now(*last);
       case Standing::kNewerData:
@@ -494,9 +495,7 @@ class FabricControlPlane final : public ControlPlane {
   // The last reusable decision per accelerator (select_brief).
   struct Reusable {
     std::shared_ptr<const FabricConfig> config;  // the configuration it was made under
-    std::uint64_t fabric_version = 0;            // ClusterFabric::selection_inputs_version()
-    std::uint64_t data_version = 0;              // ClusterFabric::selection_data_version()
-    std::uint64_t monitor_generation = 0;        // HealthMonitor::generation()
+    std::uint64_t epoch = 0;                     // ClusterFabric::selection_epoch() as made
     std::chrono::steady_clock::time_point decided{};
     std::int64_t oldest_probe_ms = 0;  // the oldest candidate probe's age when it was made
     ClusterSelection brief;  // its id and time, without candidates, probe_results and scores
@@ -519,11 +518,11 @@ class FabricControlPlane final : public ControlPlane {
                  // renewal (past half of select_reuse_ms)
     kStale,      // not to be repeated
   };
-  Standing standing(const Reusable* last, const FabricConfig& config) const {
-    if (!last || last->config.get() != &config ||
-        last->fabric_version != fabric_->selection_inputs_version()) {
-      return Standing::kStale;
-    }
+  Standing standing(const Reusable* last, const std::string& accelerator_type,
+                    const FabricConfig& config) const {
+    if (!last || last->config.get() != &config) return Standing::kStale;
+    const SelectionChange change = fabric_->selection_changed_since(accelerator_type, last->epoch);
+    if (change == SelectionChange::kGate) return Standing::kStale;
     const std::int64_t elapsed_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last->decided)
             .count();
@@ -535,10 +534,7 @@ class FabricControlPlane final : public ControlPlane {
     // Past half its time a decision is renewed ahead: one caller decides afresh while the
     // others repeat it, so that callers do not all wait for a new decision each time one ends.
     if (2 * elapsed_ms >= config.serve.select_reuse_ms) return Standing::kNewerData;
-    return last->monitor_generation == monitor_->generation() &&
-                   last->data_version == fabric_->selection_data_version()
-               ? Standing::kCurrent
-               : Standing::kNewerData;
+    return change == SelectionChange::kNone ? Standing::kCurrent : Standing::kNewerData;
   }
 
   // `last` again, recorded as a decision of its own unless repeats are not recorded; nullopt

@@ -58,8 +58,8 @@ struct HealthMonitor::Impl {
   ServeSettings settings;
   std::mt19937_64 rng;
   std::map<std::string, std::shared_ptr<Entry>> entries;
-  std::atomic<std::uint64_t> generation{0};  // generation(): finish() and set_clusters() bump it
-  std::vector<std::string> order;            // watched clusters, in registry order
+  std::function<void(const std::string&)> on_shown;  // set_on_probe_shown
+  std::vector<std::string> order;                    // watched clusters, in registry order
   std::optional<SteadyTime> next_downsample;
   bool running = false;
   bool stopping = false;
@@ -147,7 +147,7 @@ struct HealthMonitor::Impl {
     p.consecutive_failures = e.consecutive_failures;
     e.probe = std::move(p);
     e.probed_steady = now;
-    ++generation;
+    if (on_shown) on_shown(cluster.name);  // after the cache has it: see set_on_probe_shown
     e.next_due = now + interval_after(e.consecutive_failures);
     e.in_flight = false;
   }
@@ -305,12 +305,13 @@ HealthMonitor::HealthMonitor(ProbeFunction probe, std::shared_ptr<StateStore> st
 
 HealthMonitor::~HealthMonitor() { stop(); }
 
-std::uint64_t HealthMonitor::generation() const { return impl_->generation; }
+void HealthMonitor::set_on_probe_shown(std::function<void(const std::string&)> on_shown) {
+  impl_->on_shown = std::move(on_shown);
+}
 
 void HealthMonitor::set_clusters(const std::vector<ClusterConfig>& clusters) {
   {
     std::lock_guard lock(impl_->mutex);
-    ++impl_->generation;
     const SteadyTime now = impl_->clock->steady_now();
     std::map<std::string, std::shared_ptr<Entry>> next;
     std::vector<std::string> order;

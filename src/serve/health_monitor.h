@@ -92,9 +92,10 @@ class HealthMonitor {
   std::optional<MonitoredProbe> cached(const std::string& cluster,
                                        std::chrono::milliseconds max_age);
 
-  // Goes up whenever a cached result changes (a probe finished, the watched clusters changed):
-  // an answer built from the cache under an older generation may read differently now.
-  std::uint64_t generation() const;
+  // Told the cluster's name each time a finished probe is in the cache, under the cache's lock
+  // (an answer built from the cache before may read differently now: the fabric's selection
+  // epoch). Set before start(); it must not call back into this monitor.
+  void set_on_probe_shown(std::function<void(const std::string&)> on_shown);
 
   // Counters for /metrics: probes run by the loop and by fresh(), cache hits and misses.
   struct Stats {

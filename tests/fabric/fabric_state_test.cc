@@ -66,9 +66,10 @@ class FabricStateTest : public ::testing::Test {
     write_config("");
   }
 
-  void write_config(const std::string& serve_section) {
+  // `more_clusters`: entries after kClusters' (indented as they are).
+  void write_config(const std::string& serve_section, const std::string& more_clusters = "") {
     std::ofstream out(config_path(), std::ios::trunc);
-    out << kClusters
+    out << kClusters << more_clusters
         << fmt::format("xpk:\n  state_dir: {}\ngcp:\n  logging_endpoint: http://logging.test\n",
                        state_dir().string())
         << serve_section;
@@ -537,6 +538,38 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
   // An explained select always decides afresh.
   EXPECT_EQ(control->select("tpu-v4-64").same_as, 0);
+}
+
+// The decision stands on its own type's inputs only: a probe shown or a
+// breaker changed for a cluster that does not offer tpu-v4-64 leaves it standing; a probe of one
+// that does ends it (newer data: the next caller decides afresh).
+TEST_F(FabricStateTest, ABriefSelectStandsThroughInputsOfClustersOfferingOtherTypes) {
+  write_config("", R"(  tpu-c:
+    project: falcon-bench
+    zone: us-central2-b
+    cluster_id: tpu-c
+    accelerator_types:
+      - type: v5litepod-256
+        device_class: tpu
+        priority: 1
+    max_queue_depth: 50
+)");
+  const auto [store, f, control] = warm_control_plane();
+  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  ASSERT_EQ(first.same_as, 0);
+
+  f->record_probe_shown("tpu-c");
+  control->record_cluster_failure("tpu-c");
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection_id);
+  EXPECT_EQ(f->selection_changed_since("v5litepod-256", 0), SelectionChange::kGate);
+
+  f->record_probe_shown("tpu-b");  // a probe of a candidate: newer data
+  const std::uint64_t before = f->selection_epoch();
+  EXPECT_EQ(f->selection_changed_since("tpu-v4-64", before), SelectionChange::kNone);
+  const SelectOutcome renewed = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(renewed.same_as, 0);
+  EXPECT_GT(renewed.selection_id, first.selection_id);
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, renewed.selection_id);
 }
 
 // record_repeats: durable: each repeat is a decision of its own pointing at the one it repeats,
