@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   {
     const int n = 50;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) control->select(kAccelerator);
+    for (int i = 0; i < n; ++i) control->select_explained(kAccelerator);
     const double per =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
     const auto t1 = std::chrono::steady_clock::now();
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     const int m = 200;
     double c0 = thread_cpu_ms();
     falcon::SelectOutcome outcome;
-    for (int i = 0; i < m; ++i) outcome = control->select(kAccelerator);
+    for (int i = 0; i < m; ++i) outcome = control->select_explained(kAccelerator);
     const double select_cpu = (thread_cpu_ms() - c0) / m;
     c0 = thread_cpu_ms();
     std::size_t bytes = 0;

@@ -90,6 +90,10 @@ struct ManagedOptions {
 struct SubmitRequest {
   WorkloadSpec spec;
   std::string cluster;  // empty: the best cluster for spec.accelerator_type, selected now
+  // With `cluster`: the recorded decision that chose it (Decision::selection.selection_id, a
+  // select made first), kept with the submission as if this call had selected. 0: none. A
+  // server refuses an id it has no decision for, or whose decision chose another cluster.
+  std::int64_t selection_id = 0;
   // Run as a managed workload (through a server only: its supervisor heals it).
   std::optional<ManagedOptions> managed;
 };

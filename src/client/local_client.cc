@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "falcon/client.h"
+#include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
 #include "falcon/values.h"
@@ -22,8 +23,12 @@ class LocalClient final : public FabricClient {
   std::vector<ClusterEntry> list_clusters() override {
     std::vector<ClusterEntry> out;
     for (auto& c : fabric_->list_clusters()) {
-      auto breakers = fabric_->cluster_breakers(c.name);
-      out.push_back({std::move(c), std::move(breakers)});
+      try {
+        auto breakers = fabric_->cluster_breakers(c.name);
+        out.push_back({std::move(c), std::move(breakers)});
+      } catch (const UnknownClusterError&) {
+        // removed by a reload meanwhile
+      }
     }
     return out;
   }
@@ -64,7 +69,7 @@ class LocalClient final : public FabricClient {
       out.handle = std::move(placed.handle);
       out.selection = std::move(placed.selection);
     } else {
-      out.handle = fabric_->submit_workload(request.cluster, request.spec);
+      out.handle = fabric_->submit_workload(request.cluster, request.spec, request.selection_id);
     }
     return out;
   }

@@ -156,6 +156,7 @@ class RemoteClient final : public FabricClient {
   Submission submit(const SubmitRequest& request) override {
     json body = {{"spec", request.spec}};
     if (!request.cluster.empty()) body["cluster"] = request.cluster;
+    if (request.selection_id != 0) body["selection_id"] = request.selection_id;
     if (request.managed) {
       json m = json::object();
       if (request.managed->max_recoveries) m["max_recoveries"] = *request.managed->max_recoveries;

@@ -13,13 +13,13 @@ using serve::PrometheusText;
 
 // Each cluster's cached probe, and the oldest probe's age.
 void write_cluster_metrics(PrometheusText& out, const ControlPlane& control,
-                           const std::vector<ClusterConfig>& clusters) {
+                           const std::vector<ClusterEntry>& clusters) {
   std::vector<std::pair<std::string, std::optional<ProbeSnapshot>>> probes;
-  for (const ClusterConfig& c : clusters) {
+  for (const ClusterEntry& c : clusters) {
     try {
-      probes.emplace_back(c.name, control.cached_probe(c.name));
+      probes.emplace_back(c.config.name, control.cached_probe(c.config.name));
     } catch (const std::exception&) {
-      probes.emplace_back(c.name, std::nullopt);  // removed by a reload meanwhile
+      probes.emplace_back(c.config.name, std::nullopt);  // removed by a reload meanwhile
     }
   }
   auto per_cluster = [&](const std::string& name, const char* type, const std::string& help,
@@ -59,17 +59,12 @@ void write_cluster_metrics(PrometheusText& out, const ControlPlane& control,
 }
 
 // Circuit breakers: one sample per breaker key (the cluster's and each cluster x accelerator).
-void write_breaker_metrics(PrometheusText& out, const ControlPlane& control,
-                           const std::vector<ClusterConfig>& clusters) {
+void write_breaker_metrics(PrometheusText& out, const std::vector<ClusterEntry>& clusters) {
   out.family("falcon_circuit_breaker_state", "gauge",
              "Circuit breaker state: 0 closed, 1 half_open (trial), 2 open");
   std::vector<std::pair<std::string, BreakerReport>> breakers;
-  for (const ClusterConfig& c : clusters) {
-    try {
-      for (BreakerReport& b : control.breakers(c.name)) breakers.emplace_back(c.name, b);
-    } catch (const std::exception&) {
-      // removed by a reload meanwhile, or the store failed: no sample
-    }
+  for (const ClusterEntry& c : clusters) {
+    for (const BreakerReport& b : c.breakers) breakers.emplace_back(c.config.name, b);
   }
   for (const auto& [cluster, b] : breakers) {
     const double v = b.state == kBreakerOpen ? 2.0 : b.state == kBreakerHalfOpen ? 1.0 : 0.0;
@@ -172,9 +167,9 @@ void write_server_metrics(PrometheusText& out, const serve::HttpServer::Stats& h
 
 std::string ApiServer::Impl::metrics() const {
   PrometheusText out;
-  const std::vector<ClusterConfig> clusters = control().clusters();
+  const std::vector<ClusterEntry> clusters = control().list_clusters();
   write_cluster_metrics(out, control(), clusters);
-  write_breaker_metrics(out, control(), clusters);
+  write_breaker_metrics(out, clusters);
   write_layer_metrics(out, control());
   out.family("falcon_log_follows_active", "gauge", "Log follows streaming now");
   out.sample("falcon_log_follows_active", {}, active_follows.load());

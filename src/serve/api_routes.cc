@@ -305,12 +305,12 @@ void ApiServer::Impl::add_cluster_routes() {
   route("GET", "/v1/clusters", [this](Request& req, Response& res) {
     check_params(req, {});
     json out = json::array();
-    for (const ClusterConfig& c : control().clusters()) {
-      const auto probe = control().cached_probe(c.name);
-      out.push_back({{"name", c.name},
-                     {"config", c},
+    for (const ClusterEntry& c : control().list_clusters()) {
+      const auto probe = control().cached_probe(c.config.name);
+      out.push_back({{"name", c.config.name},
+                     {"config", c.config},
                      {"probe", probe ? json(*probe) : json(nullptr)},
-                     {"breakers", control().breakers(c.name)}});
+                     {"breakers", c.breakers}});
     }
     send_json(res, 200, {{"clusters", out}});
   });
@@ -321,8 +321,8 @@ void ApiServer::Impl::add_cluster_routes() {
     const auto probe = serve::bool_param(req, "fresh") ? std::optional(control().fresh_probe(name))
                                                        : control().cached_probe(name);
     ClusterConfig config;
-    for (const ClusterConfig& c : control().clusters()) {
-      if (c.name == name) config = c;
+    for (ClusterEntry& c : control().list_clusters()) {
+      if (c.config.name == name) config = std::move(c.config);
     }
     const StoreTime to = now();
     const StoreTime from = serve::time_param("since", param(req, "since").value_or("1h"), to);
@@ -370,7 +370,8 @@ void ApiServer::Impl::add_selection_routes() {
     const auto [accelerator, explain] = parse_select_body(req, options.limits);
     SelectOutcome outcome;
     try {
-      outcome = explain ? control().select(accelerator) : control().select_brief(accelerator);
+      outcome =
+          explain ? control().select_explained(accelerator) : control().select_brief(accelerator);
     } catch (const NoAvailableClusterError&) {
       count_selection("no_cluster");
       throw;
@@ -460,13 +461,13 @@ void ApiServer::Impl::add_workload_routes() {
       if (const auto c = param(req, "cluster")) {
         clusters.push_back(*c);
       } else {
-        for (const ClusterConfig& config : control().clusters()) clusters.push_back(config.name);
+        for (const ClusterEntry& e : control().list_clusters()) clusters.push_back(e.config.name);
       }
       json out = json::array();
       for (const std::string& c : clusters) {
         json entry = {{"cluster", c}};
         try {
-          entry["workloads"] = control().list_live(c, state);
+          entry["workloads"] = control().list_workloads(c, state);
         } catch (const UnknownClusterError&) {
           throw;
         } catch (const FalconError& e) {
@@ -506,7 +507,7 @@ void ApiServer::Impl::add_workload_routes() {
   route("GET", "/v1/workloads/{cluster}/{name}", [this](Request& req, Response& res) {
     check_params(req, {});
     const WorkloadHandle handle = control().handle_for(req.params[0], req.params[1]);
-    const WorkloadStatus status = control().status(handle);
+    const WorkloadStatus status = control().status(handle.cluster, handle.workload_name);
     send_json(res, 200,
               {{"handle", handle},
                {"status", status},
@@ -569,11 +570,36 @@ void ApiServer::Impl::add_managed_routes() {
         [this](Request& req, Response& res) { logs(req, res); });
 }
 
+// The body's "selection_id": the recorded decision that chose the body's "cluster" (0 when
+// absent). Throws bad_request for an id without a cluster, one the store has no decision for,
+// or one whose decision chose another cluster: a submission is never linked to a decision that
+// did not choose its cluster.
+std::int64_t ApiServer::Impl::parse_selection_link(const json& body,
+                                                   const std::optional<std::string>& cluster) {
+  const auto it = body.find("selection_id");
+  if (it == body.end() || it->is_null()) return 0;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1) {
+    throw bad_request("selection_id: must be an integer >= 1");
+  }
+  const std::int64_t id = it->get<std::int64_t>();
+  if (!cluster) throw bad_request("selection_id: only with cluster (the cluster it chose)");
+  const auto record = store().get_selection(id);
+  if (!record) throw bad_request(fmt::format("selection_id: no selection {}", id));
+  if (record->selection.selected_cluster != *cluster) {
+    throw bad_request(fmt::format("selection_id: selection {} chose {}, not {}", id,
+                                  quote_value(record->selection.selected_cluster, 80),
+                                  quote_value(*cluster, 80)));
+  }
+  return id;
+}
+
 void ApiServer::Impl::submit(Request& req, Response& res) {
   check_params(req, {});
-  const json body = serve::parse_body(req, {"cluster", "spec", "managed"}, options.limits);
+  const json body =
+      serve::parse_body(req, {"cluster", "spec", "managed", "selection_id"}, options.limits);
   const auto cluster_field = string_field(body, "cluster", "", false);
   if (!body.contains("spec")) throw bad_request("spec: required");
+  const std::int64_t selection_id = parse_selection_link(body, cluster_field);
   const WorkloadSpec spec = parse_spec(body["spec"]);
   std::optional<ManageOptions> managed;
   if (const auto it = body.find("managed"); it != body.end() && !it->is_null()) {
@@ -581,7 +607,8 @@ void ApiServer::Impl::submit(Request& req, Response& res) {
   }
   Placement placed;
   try {
-    placed = place_workload(control(), store(), *options.clock, spec, cluster_field, managed);
+    placed = place_workload(control(), store(), *options.clock, spec, cluster_field, selection_id,
+                            managed);
   } catch (const NoAvailableClusterError&) {
     count_selection("no_cluster");
     throw;
@@ -682,7 +709,14 @@ void ApiServer::Impl::logs(Request& req, Response& res) {
     auto control_ptr = options.control;
     auto stop_flag = this->stop_flag;
     ++active_follows;
-    res.stream = [this, control_ptr, stop_flag, handle, rank, filter, slice, sse,
+    LogRequest request{.cluster = handle.cluster,
+                       .workload = handle.workload_name,
+                       .rank = rank,
+                       .slice = slice,
+                       .since = filter.since,
+                       .grep = filter.grep,
+                       .follow = true};
+    res.stream = [this, control_ptr, stop_flag, request = std::move(request), sse,
                   slot](serve::ChunkSink& sink) {
       std::string pending;
       bool gone = false;
@@ -691,15 +725,15 @@ void ApiServer::Impl::logs(Request& req, Response& res) {
         pending.clear();
       };
       try {
-        control_ptr->follow_log(
-            handle, rank, filter, slice,
-            [&] {
-              flush();  // asked between polls: what the last poll found goes out now
-              return gone || stop_flag->load() || !sink.open();
-            },
+        control_ptr->read_logs(
+            request,
             [&](const std::string& line) {
               append_line(pending, line, sse);
               if (pending.size() >= kChunkBytes) flush();
+            },
+            [&] {
+              flush();  // asked between polls: what the last poll found goes out now
+              return gone || stop_flag->load() || !sink.open();
             });
         flush();
       } catch (const std::exception& e) {
@@ -785,23 +819,13 @@ void ApiServer::Impl::add_export_routes() {
 namespace {
 
 // The body of POST /v1/exports, checked.
-struct ExportBody {
-  std::string cluster;
-  std::string workload;
-  std::string dest;
-  LogFilter filter;
-  int slice = 0;
-  ExportVia via = ExportVia::kAuto;
-  bool keep_staging = false;
-};
-
-ExportBody parse_export_request(const Request& req, const ServeLimits& limits, StoreTime now) {
+ExportRequest parse_export_request(const Request& req, const ServeLimits& limits, StoreTime now) {
   check_params(req, {});
   const json body = serve::parse_body(
       req,
       {"cluster", "workload", "dest", "ranks", "slice", "since", "grep", "via", "keep_staging"},
       limits);
-  ExportBody out;
+  ExportRequest out;
   out.cluster = *string_field(body, "cluster", "", true);
   out.workload = *string_field(body, "workload", "", true);
   out.dest = *string_field(body, "dest", "", true);
@@ -822,7 +846,7 @@ ExportBody parse_export_request(const Request& req, const ServeLimits& limits, S
       }
       ranks.push_back(r.get<int>());
     }
-    out.filter.ranks = ranks;
+    out.ranks = std::move(ranks);
   }
   if (const auto it = body.find("slice"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer() || it->get<std::int64_t>() < 0 ||
@@ -832,9 +856,9 @@ ExportBody parse_export_request(const Request& req, const ServeLimits& limits, S
     out.slice = it->get<int>();
   }
   if (const auto since = string_field(body, "since", "", false)) {
-    out.filter.since = format_iso8601(serve::time_param("since", *since, now));
+    out.since = format_iso8601(serve::time_param("since", *since, now));
   }
-  out.filter.grep = string_field(body, "grep", "", false);
+  out.grep = string_field(body, "grep", "", false);
   if (const auto via = string_field(body, "via", "", false)) {
     const auto parsed = parse_export_via(*via);
     if (!parsed) {
@@ -856,12 +880,10 @@ json stopped_result() { return {{"error", {{"type", "Stopped"}, {"message", "ser
 
 // The export itself, for a thread of its own: it records its start, its progress and its end
 // (unless stop() gave up on it first), then hands its slot to the next queued export.
-std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const WorkloadHandle& handle,
-                                                  const LogFilter& filter, const std::string& dest,
-                                                  int slice, ExportVia via, bool keep_staging) {
+std::function<void()> ApiServer::Impl::export_job(std::int64_t id, ExportRequest request) {
   return [control_ptr = options.control, store_ptr = options.store, clock = options.clock,
-          on_event = options.on_event, tracker = exports, cancel = cancel_exports, id, handle,
-          filter, dest, slice, via, keep_staging] {
+          on_event = options.on_event, tracker = exports, cancel = cancel_exports, id,
+          request = std::move(request)] {
     std::string state = kExportDone;
     json result;
     try {
@@ -877,23 +899,21 @@ std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const Workloa
           // Progress is advisory; the result below is what counts.
         }
       };
-      ExportOptions how;
-      how.via = via;
-      how.keep_staging = keep_staging;
+      ExportObserver observer;
       // Past the stop's grace: a copy operation is cancelled and its staged objects deleted.
-      how.cancelled = [cancel] { return cancel->load(); };
-      how.on_status = [&](const ExportStatus& s) {
+      observer.cancelled = [cancel] { return cancel->load(); };
+      observer.on_status = [&](const ExportStatus& s) {
         std::lock_guard lock(progress_mutex);
         progress[kStatusKey] = json(s);
         store_progress();
       };
-      result =
-          control_ptr->export_logs(handle, filter, dest, slice, how, [&](const ExportProgress& p) {
-            std::lock_guard lock(progress_mutex);
-            progress[std::to_string(p.rank)] = {
-                {"lines", p.lines}, {"bytes", p.bytes}, {"done", p.done}};
-            store_progress();
-          });
+      observer.on_progress = [&](const ExportProgress& p) {
+        std::lock_guard lock(progress_mutex);
+        progress[std::to_string(p.rank)] = {
+            {"lines", p.lines}, {"bytes", p.bytes}, {"done", p.done}};
+        store_progress();
+      };
+      result = control_ptr->export_logs(request, observer);
     } catch (const FalconError& e) {
       state = kExportFailed;
       result = {{"error", {{"type", e.type_name()}, {"message", e.what()}}}};
@@ -909,8 +929,8 @@ std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const Workloa
         if (on_event) on_event(fmt::format("export {}: cannot record its end: {}", id, e.what()));
       }
       if (state == kExportFailed && on_event) {
-        on_event(fmt::format("export {} of {}/{} failed: {}", id, handle.cluster,
-                             handle.workload_name, result["error"]["message"].get<std::string>()));
+        on_event(fmt::format("export {} of {}/{} failed: {}", id, request.cluster, request.workload,
+                             result["error"]["message"].get<std::string>()));
       }
     });
   };
@@ -921,11 +941,11 @@ std::function<void()> ApiServer::Impl::export_job(std::int64_t id, const Workloa
 // or refuses it (429) when serve.limits.max_queued_exports wait already. The ranks are checked
 // against the workload first: nothing is read for a rank it does not have.
 void ApiServer::Impl::start_export(Request& req, Response& res) {
-  const ExportBody e = parse_export_request(req, options.limits, now());
+  ExportRequest e = parse_export_request(req, options.limits, now());
   if (stopping) throw HttpError(503, "Stopping", "the server is stopping");
   const WorkloadHandle handle = control().handle_for(e.cluster, e.workload);
   try {
-    control().check_export(handle, e.filter);
+    control().check_export(handle, e.ranks);
   } catch (const std::invalid_argument& error) {
     throw bad_request(fmt::format("ranks: {}", error.what()));
   }
@@ -951,8 +971,7 @@ void ApiServer::Impl::start_export(Request& req, Response& res) {
     exports->unreserve();
     throw;
   }
-  if (!exports->place(id,
-                      export_job(id, handle, e.filter, e.dest, e.slice, e.via, e.keep_staging))) {
+  if (!exports->place(id, export_job(id, std::move(e)))) {
     store().finish_export(id, kExportFailed, stopped_result().dump(), now());
     throw HttpError(503, "Unavailable", "the export could not be started; try again later");
   }

@@ -208,14 +208,40 @@ ProbeSnapshot ControlPlane::fresh_probe(const std::string& cluster) {
 
 std::vector<BreakerReport> ControlPlane::breakers(const std::string&) const { return {}; }
 
+ClusterHealth ControlPlane::cluster_health(const std::string& cluster) {
+  ClusterHealth out;
+  out.probe = fresh_probe(cluster).result;
+  out.breakers = breakers(cluster);  // after this probe fed them
+  return out;
+}
+
 SelectOutcome ControlPlane::select_brief(const std::string& accelerator_type) {
-  return select(accelerator_type);
+  return select_explained(accelerator_type);
+}
+
+Decision ControlPlane::select(const SelectRequest& request) {
+  if (request.policy) {
+    throw InvalidValueError("--policy", "a server decides under its own selection.policy");
+  }
+  SelectOutcome o = request.explain ? select_explained(request.accelerator_type)
+                                    : select_brief(request.accelerator_type);
+  Decision out;
+  out.brief = !request.explain;
+  out.same_as = o.same_as;
+  out.selection = std::move(o.selection);
+  out.selection.selection_id = o.selection_id;
+  out.candidate_probes = o.shared_candidates ? *o.shared_candidates : std::move(o.candidates);
+  for (MonitoredProbe& p : out.candidate_probes) p.age_ms += o.shared_age_offset_ms;
+  if (o.skipped) {
+    for (const auto& [cluster, why] : *o.skipped) out.skipped.emplace(cluster, why);
+  }
+  return out;
 }
 
 SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type,
                                              const std::vector<std::string>& excluded,
                                              const PlacementHints&) {
-  SelectOutcome outcome = select(accelerator_type);
+  SelectOutcome outcome = select_explained(accelerator_type);
   if (std::find(excluded.begin(), excluded.end(), outcome.selection.selected_cluster) !=
       excluded.end()) {
     throw NoAvailableClusterError(fmt::format("no cluster for {} but the excluded {}",
@@ -235,7 +261,8 @@ void ControlPlane::record_cluster_failure(const std::string&) {}
 
 std::optional<FenceTicket> ControlPlane::advance_fence(const std::string&) { return std::nullopt; }
 
-void ControlPlane::check_export(const WorkloadHandle&, const LogFilter&) const {}
+void ControlPlane::check_export(const WorkloadHandle&,
+                                const std::optional<std::vector<int>>&) const {}
 
 // --- The server.
 

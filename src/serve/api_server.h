@@ -33,6 +33,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "falcon/circuit_breaker.h"
+#include "falcon/client.h"
 #include "falcon/clock.h"
 #include "falcon/config.h"
 #include "falcon/fabric_counters.h"
@@ -98,13 +99,14 @@ struct PlacementHints {
   std::map<std::string, std::string> no_room;  // cluster -> why
 };
 
-// What the routes do. Every method may be called from many threads at once and throws the
-// layer's errors (errors.h), which the server maps to HTTP statuses.
-class ControlPlane {
+// What the routes and the supervisor ask: the FabricClient operations a caller of the layer
+// has (client.h: the same ones a remote client sends here), answered in this process from the
+// health loop's probe cache, plus what only the server needs (below). Every method may be
+// called from many threads at once and throws the layer's errors (errors.h), which the server
+// maps to HTTP statuses. FabricClient::submit with SubmitRequest::managed is the routes'
+// business (the supervisor's place_workload): an implementation refuses it.
+class ControlPlane : public FabricClient {
  public:
-  virtual ~ControlPlane() = default;
-
-  virtual std::vector<ClusterConfig> clusters() const = 0;
   // The cached probe of `cluster` (nullopt when none yet). Throws UnknownClusterError.
   virtual std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const = 0;
   // A probe of `cluster` no older than the configured maximum age (probed now when the cached
@@ -115,14 +117,21 @@ class ControlPlane {
   // ClusterFabric::cluster_breakers reports them (circuit_breaker.h); empty without a state
   // store. The default: none.
   virtual std::vector<BreakerReport> breakers(const std::string& cluster) const;
-  // Selects from probes no older than the configured maximum age, records the decision.
-  // Throws NoAvailableClusterError.
-  virtual SelectOutcome select(const std::string& accelerator_type) = 0;
-  // select() for an answer that needs only the chosen cluster, the decision's id and the
-  // candidates' probes (the default POST /v1/select): an implementation may repeat its last
+  // FabricClient::cluster_health: fresh_probe's result and the breakers after it.
+  ClusterHealth cluster_health(const std::string& cluster) override;
+
+  // The whole decision (an explained select, FabricClient::select with explain), from probes
+  // no older than the configured maximum age, recorded. Throws NoAvailableClusterError.
+  virtual SelectOutcome select_explained(const std::string& accelerator_type) = 0;
+  // select_explained for an answer that needs only the chosen cluster, the decision's id and
+  // the candidates' probes (the default POST /v1/select): an implementation may repeat its last
   // decision for the accelerator while nothing that decision read has changed (same_as set; a
-  // decision of its own in the store when serve.record_repeats says so). The default: select().
+  // decision of its own in the store when serve.record_repeats says so). The default:
+  // select_explained().
   virtual SelectOutcome select_brief(const std::string& accelerator_type);
+  // FabricClient::select: select_brief, or select_explained with request.explain; a policy
+  // override is refused (the server decides under its own selection.policy).
+  Decision select(const SelectRequest& request) override;
   // The repeat select_brief would answer now without waiting (same_as set); nullopt when
   // select_brief would decide afresh or wait for a decision being made. Its selection_id is 0
   // when it is to be recorded: then record_repeats records it, with the others of a batch.
@@ -153,32 +162,16 @@ class ControlPlane {
   // the fence cannot be written: the copy is then not started. The default: no fence.
   virtual std::optional<FenceTicket> advance_fence(const std::string& name);
 
-  // `selection_id`: the recorded decision that chose `cluster` (0: none), kept with the
-  // submission's one record.
-  virtual WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec,
-                                std::int64_t selection_id) = 0;
-  virtual WorkloadHandle handle_for(const std::string& cluster,
-                                    const std::string& workload) const = 0;
-  virtual WorkloadStatus status(const WorkloadHandle& handle) = 0;
-  virtual bool cancel(const WorkloadHandle& handle) = 0;
-  virtual std::vector<WorkloadInfo> list_live(const std::string& cluster,
-                                              const std::optional<std::string>& state) const = 0;
-
+  // One rank's lines as a range read as it goes: the routes read the first line before they
+  // answer, so that a failure is answered with its status, not a broken body (FabricClient's
+  // read_logs pushes lines and follows).
   virtual LogLines read_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
                             int slice) const = 0;
-  // Follows until the workload finished (and lingered) or `stop()` returns true.
-  virtual void follow_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
-                          int slice, const std::function<bool()>& stop,
-                          const std::function<void(const std::string&)>& on_line) const = 0;
-  // Throws std::invalid_argument, before anything is read, for a rank of filter.ranks that the
-  // workload does not have (when its shape is known). The default checks nothing.
-  virtual void check_export(const WorkloadHandle& handle, const LogFilter& filter) const;
-  // As ClusterFabric::export_pod_logs with `how` (the path: read, copy, sink; its cancel flag and
-  // status callback).
-  virtual LogExportResult export_logs(
-      const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
-      const ExportOptions& how,
-      const std::function<void(const ExportProgress&)>& progress) const = 0;
+  // Throws std::invalid_argument, before anything is read, for a rank of `ranks` that the
+  // workload does not have (when its shape is known): an export is checked before it is
+  // accepted. The default checks nothing.
+  virtual void check_export(const WorkloadHandle& handle,
+                            const std::optional<std::vector<int>>& ranks) const;
 
   virtual ConfigInfo config_info() const = 0;
   virtual ProbeCacheStats cache_stats() const = 0;

@@ -165,12 +165,12 @@ struct ApiServer::Impl {
   void add_managed_routes();
   void add_export_routes();
   void submit(serve::Request& req, serve::Response& res);
+  std::int64_t parse_selection_link(const nlohmann::json& body,
+                                    const std::optional<std::string>& cluster);
   void cancel(serve::Request& req, serve::Response& res);
   void logs(serve::Request& req, serve::Response& res);
   void start_export(serve::Request& req, serve::Response& res);
-  std::function<void()> export_job(std::int64_t id, const WorkloadHandle& handle,
-                                   const LogFilter& filter, const std::string& dest, int slice,
-                                   ExportVia via, bool keep_staging);
+  std::function<void()> export_job(std::int64_t id, ExportRequest request);
   void send_asset(const serve::Request& req, serve::Response& res, const std::string& path) const;
   nlohmann::json export_json(const ExportRecord& e) const;
 };

@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/circuit_breaker.h"
+#include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
+#include "falcon/values.h"
 #include "serve/api_server.h"
 #include "serve/health_monitor.h"
 #include "util/time_format.h"
@@ -46,7 +48,8 @@ class FabricControlPlane final : public ControlPlane {
                      std::shared_ptr<Clock> clock)
       : fabric_(std::move(fabric)),
         store_(std::move(store)),
-        clock_(clock ? std::move(clock) : make_system_clock()) {
+        clock_(clock ? std::move(clock) : make_system_clock()),
+        local_(make_local_client(fabric_)) {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
     monitor_ = std::make_unique<HealthMonitor>(
@@ -96,9 +99,61 @@ class FabricControlPlane final : public ControlPlane {
     config_.last_reload_error.clear();
   }
 
-  // --- ControlPlane.
+  // --- FabricClient: what is not answered from the probe cache is the in-process client's.
 
-  std::vector<ClusterConfig> clusters() const override { return fabric_->list_clusters(); }
+  std::vector<ClusterEntry> list_clusters() override { return local_->list_clusters(); }
+  ClusterSelection recorded_selection(std::int64_t id) override {
+    return local_->recorded_selection(id);
+  }
+  WorkloadHandle handle_for(const std::string& cluster, const std::string& workload) override {
+    return local_->handle_for(cluster, workload);
+  }
+  // Records the observed state.
+  WorkloadStatus status(const std::string& cluster, const std::string& workload) override {
+    return local_->status(cluster, workload);
+  }
+  Cancellation cancel(const std::string& cluster, const std::string& workload) override {
+    return local_->cancel(cluster, workload);
+  }
+  std::vector<WorkloadInfo> list_workloads(const std::string& cluster,
+                                           const std::optional<std::string>& state) override {
+    return local_->list_workloads(cluster, state);
+  }
+  std::vector<Recovery> recoveries(const std::optional<std::string>& workload) override {
+    return local_->recoveries(workload);
+  }
+  void read_logs(const LogRequest& request, const std::function<void(const std::string&)>& on_line,
+                 const std::function<bool()>& stop) override {
+    local_->read_logs(request, on_line, stop);
+  }
+  LogExportResult export_logs(const ExportRequest& request,
+                              const ExportObserver& observer) override {
+    return local_->export_logs(request, observer);
+  }
+
+  // Selects from the cache when no cluster is named (an explained decision, recorded), then
+  // submits: recorded once, before xpk runs, with the spec (a managed workload is submitted
+  // again from it) and the decision.
+  Submission submit(const SubmitRequest& request) override {
+    if (request.managed) {
+      throw InvalidValueError("managed", "a managed workload is placed by the supervisor");
+    }
+    Submission out;
+    std::string cluster = request.cluster;
+    std::int64_t selection_id = request.selection_id;
+    if (cluster.empty()) {
+      SelectOutcome chosen = select_explained(request.spec.accelerator_type);
+      cluster = chosen.selection.selected_cluster;
+      selection_id = chosen.selection_id;
+      out.selection = std::move(chosen.selection);
+    }
+    out.handle = fabric_->submit_workload(cluster, request.spec, selection_id);
+    std::lock_guard lock(mutex_);
+    last_submit_[cluster] = clock_->steady_now();
+    return out;
+  }
+
+  // --- ControlPlane.
 
   std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const override {
     fabric_->get_cluster(cluster);  // UnknownClusterError
@@ -114,7 +169,7 @@ class FabricControlPlane final : public ControlPlane {
     return fabric_->cluster_breakers(cluster);
   }
 
-  SelectOutcome select(const std::string& accelerator_type) override {
+  SelectOutcome select_explained(const std::string& accelerator_type) override {
     return decide(accelerator_type, {}, false, nullptr);
   }
 
@@ -133,7 +188,7 @@ class FabricControlPlane final : public ControlPlane {
   // or the configuration did, they wait for the new decision.
   SelectOutcome select_brief(const std::string& accelerator_type) override {
     const auto config = fabric_->config();
-    if (config->serve.select_reuse_ms <= 0) return select(accelerator_type);
+    if (config->serve.select_reuse_ms <= 0) return select_explained(accelerator_type);
     std::shared_ptr<const Reusable> last;
     std::shared_ptr<std::mutex> deciding;
     {
@@ -411,53 +466,16 @@ class FabricControlPlane final : public ControlPlane {
     return outcome;
   }
 
-  WorkloadHandle submit(const std::string& cluster, const WorkloadSpec& spec,
-                        std::int64_t selection_id) override {
-    // Recorded once, before xpk runs, with the spec (a managed workload is submitted again
-    // from it) and the decision.
-    WorkloadHandle handle = fabric_->submit_workload(cluster, spec, selection_id);
-    std::lock_guard lock(mutex_);
-    last_submit_[cluster] = clock_->steady_now();
-    return handle;
-  }
-
-  WorkloadHandle handle_for(const std::string& cluster,
-                            const std::string& workload) const override {
-    return fabric_->handle_for(cluster, workload);
-  }
-
-  WorkloadStatus status(const WorkloadHandle& handle) override {
-    return fabric_->get_workload_status(handle);  // records the observed state
-  }
-
-  bool cancel(const WorkloadHandle& handle) override { return fabric_->cancel_workload(handle); }
-
-  std::vector<WorkloadInfo> list_live(const std::string& cluster,
-                                      const std::optional<std::string>& state) const override {
-    return fabric_->list_workloads(cluster, state);
-  }
-
   LogLines read_log(const WorkloadHandle& handle, int rank, const LogFilter& filter,
                     int slice) const override {
     return fabric_->stream_pod_log(handle, rank, filter, slice);
   }
 
-  void follow_log(const WorkloadHandle& handle, int rank, const LogFilter& filter, int slice,
-                  const std::function<bool()>& stop,
-                  const std::function<void(const std::string&)>& on_line) const override {
-    fabric_->follow_pod_log_until_finished(handle, rank, filter, slice, FollowOptions{}, stop,
-                                           on_line);
-  }
-
-  void check_export(const WorkloadHandle& handle, const LogFilter& filter) const override {
+  void check_export(const WorkloadHandle& handle,
+                    const std::optional<std::vector<int>>& ranks) const override {
+    LogFilter filter;
+    filter.ranks = ranks;
     fabric_->check_export_ranks(handle, filter);
-  }
-
-  LogExportResult export_logs(
-      const WorkloadHandle& handle, const LogFilter& filter, const std::string& dest, int slice,
-      const ExportOptions& how,
-      const std::function<void(const ExportProgress&)>& progress) const override {
-    return fabric_->export_pod_logs(handle, filter, dest, slice, how, progress);
   }
 
   ConfigInfo config_info() const override {
@@ -590,6 +608,7 @@ class FabricControlPlane final : public ControlPlane {
   std::unique_ptr<HealthMonitor> monitor_;
   mutable std::mutex mutex_;
   ConfigInfo config_;
+  std::unique_ptr<FabricClient> local_;  // the in-process client over fabric_
   // When this control plane last submitted to each cluster (guarded by mutex_).
   std::map<std::string, std::chrono::steady_clock::time_point> last_submit_;
 };

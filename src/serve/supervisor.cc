@@ -309,7 +309,8 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
   try {
     WorkloadSpec first = spec;
     add_fence(control, spec.name, first);
-    WorkloadHandle handle = control.submit(cluster, first, selection_id);
+    WorkloadHandle handle =
+        control.submit({.spec = first, .cluster = cluster, .selection_id = selection_id}).handle;
     try {
       if (auto stored = store.get_managed(spec.name);
           stored && stored->state == ManagedState::kSubmitting) {
@@ -333,19 +334,20 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
 
 Placement place_workload(ControlPlane& control, StateStore& store, const Clock& clock,
                          const WorkloadSpec& spec, const std::optional<std::string>& cluster,
-                         const std::optional<ManageOptions>& managed) {
+                         std::int64_t selection_id, const std::optional<ManageOptions>& managed) {
   Placement out;
   std::string where;
-  std::int64_t selection_id = 0;
   if (cluster) {
     where = *cluster;
   } else {
-    out.selection = control.select(spec.accelerator_type);
+    out.selection = control.select_explained(spec.accelerator_type);
     where = out.selection->selection.selected_cluster;
     selection_id = out.selection->selection_id;
   }
-  out.handle = managed ? submit_managed(control, store, clock, where, spec, *managed, selection_id)
-                       : control.submit(where, spec, selection_id);
+  out.handle =
+      managed
+          ? submit_managed(control, store, clock, where, spec, *managed, selection_id)
+          : control.submit({.spec = spec, .cluster = where, .selection_id = selection_id}).handle;
   return out;
 }
 
@@ -548,12 +550,12 @@ CancelOutcome cancel_workload(ControlPlane& control, StateStore& store, const Cl
   }
   for (const WorkloadHandle& h : current) {
     try {
-      control.cancel(control.handle_for(h.cluster, h.workload_name));
+      control.cancel(h.cluster, h.workload_name);
     } catch (const WorkloadNotFoundError&) {
     }
   }
   try {
-    out.cancelled = control.cancel(handle);
+    out.cancelled = control.cancel(handle.cluster, handle.workload_name).cancelled;
   } catch (const WorkloadNotFoundError&) {
     if (!out.managed) throw;
   }
@@ -724,7 +726,7 @@ struct Supervisor::Impl {
     auto l = std::make_shared<Listing>();
     l->at = now();
     try {
-      for (WorkloadInfo& w : control().list_live(cluster, std::nullopt)) {
+      for (WorkloadInfo& w : control().list_workloads(cluster, std::nullopt)) {
         std::string name = w.name;
         l->workloads.emplace(std::move(name), std::move(w));
       }
@@ -784,7 +786,7 @@ struct Supervisor::Impl {
     obs.state = it->second.state;
     if (obs.state == "FAILED") {
       try {
-        obs.exit_code = control().status(control().handle_for(cluster, name)).exit_code;
+        obs.exit_code = control().status(cluster, name).exit_code;
       } catch (const std::exception&) {
         // No exit code: classified as an application failure (the conservative side).
       }
@@ -1085,7 +1087,7 @@ struct Supervisor::Impl {
       }
       ensure_leader(s);
       try {
-        control().cancel(control().handle_for(cluster, name));
+        control().cancel(cluster, name);
         event("warn", fmt::format("supervisor: cancelled fenced incarnation {} on {} (its cluster "
                                   "answers again)",
                                   name, cluster));
@@ -1126,7 +1128,7 @@ struct Supervisor::Impl {
         // looks at every other workload.
         not_confirmed = l->error;
       } else {
-        control().cancel(old);
+        control().cancel(old.cluster, old.workload_name);
         how = "cancel confirmed";
       }
     } catch (const WorkloadNotFoundError&) {
@@ -1373,7 +1375,7 @@ struct Supervisor::Impl {
         if (ok) placed.emplace_back(d.to_cluster, now());
       };
       try {
-        control().submit(d.to_cluster, spec, 0);  // chosen by select_excluding, not recorded
+        control().submit({.spec = spec, .cluster = d.to_cluster}).handle;
         landed(true);
       } catch (const InvalidWorkloadSpecError& e) {
         landed(false);
@@ -1457,7 +1459,7 @@ struct Supervisor::Impl {
     }
     if (now_stored && now_stored->state != ManagedState::kCancelled) return;
     try {
-      control().cancel(control().handle_for(made.cluster, made.workload_name));
+      control().cancel(made.cluster, made.workload_name);
       event("warn", fmt::format("supervisor: {} was cancelled while its replacement {} was being "
                                 "submitted; deleted {} from {}",
                                 name, made.workload_name, made.workload_name, made.cluster));

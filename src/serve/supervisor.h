@@ -165,12 +165,13 @@ struct Placement {
 };
 
 // Selects the best cluster for spec.accelerator_type when `cluster` is not given
-// (ControlPlane::select), then submits there with the decision's id recorded with the
-// submission, as a managed workload (submit_managed) when `managed` is given. Throws
-// NoAvailableClusterError from the selection, and what the submit throws.
+// (ControlPlane::select_explained), then submits there with the decision's id recorded with the
+// submission (`selection_id` with a `cluster`: the caller's earlier decision), as a managed
+// workload (submit_managed) when `managed` is given. Throws NoAvailableClusterError from the
+// selection, and what the submit throws.
 Placement place_workload(ControlPlane& control, StateStore& store, const Clock& clock,
                          const WorkloadSpec& spec, const std::optional<std::string>& cluster,
-                         const std::optional<ManageOptions>& managed);
+                         std::int64_t selection_id, const std::optional<ManageOptions>& managed);
 
 // What cancel_workload did.
 struct CancelOutcome {

@@ -102,7 +102,7 @@ class FabricStateTest : public ::testing::Test {
     w.fabric = fabric(w.store);
     w.control = make_fabric_control_plane(w.fabric, w.store, clock_);
     stop_control_plane_loop(*w.control);
-    w.control->select("tpu-v4-64");  // every candidate probed: the cache is warm
+    w.control->select_explained("tpu-v4-64");  // every candidate probed: the cache is warm
     return w;
   }
 
@@ -469,7 +469,7 @@ TEST_F(FabricStateTest, ADecisionTheStoreRefusedIsAnsweredUnrecordedAndNotRepeat
   std::shared_ptr<StateStore> store = open_state_store(url);
   std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
-  const SelectOutcome ok = control->select("tpu-v4-64");
+  const SelectOutcome ok = control->select_explained("tpu-v4-64");
   EXPECT_NE(ok.selection_id, 0);
   EXPECT_EQ(ok.selection.not_recorded, "");
   ASSERT_EQ(ok.candidates.size(), 2u);
@@ -537,7 +537,7 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   EXPECT_EQ(open.selection.selected_cluster, "tpu-b");
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
   // An explained select always decides afresh.
-  EXPECT_EQ(control->select("tpu-v4-64").same_as, 0);
+  EXPECT_EQ(control->select_explained("tpu-v4-64").same_as, 0);
 }
 
 // The decision stands on its own type's inputs only: a probe shown or a
@@ -712,11 +712,11 @@ TEST_F(FabricStateTest, TheControlPlanesProbesFeedTheClusterBreakerAndEndTheTria
   clock_->advance(std::chrono::seconds(6));
   EXPECT_TRUE(control->fresh_probe("tpu-a").result.reachable);
   EXPECT_EQ(breaker().state, "open");
-  EXPECT_EQ(control->select("tpu-v4-64").selection.selected_cluster, "tpu-b");
+  EXPECT_EQ(control->select_explained("tpu-v4-64").selection.selected_cluster, "tpu-b");
 
   // Cool-down over: the selection claims the trial and its probe ends it.
   clock_->advance(std::chrono::seconds(60));
-  EXPECT_EQ(control->select("tpu-v4-64").selection.selected_cluster, "tpu-a");
+  EXPECT_EQ(control->select_explained("tpu-v4-64").selection.selected_cluster, "tpu-a");
   EXPECT_EQ(breaker().state, "closed");
 
   // Down again. The supervisor's decision excludes tpu-a but its gate claims tpu-a's due trial
@@ -756,8 +756,8 @@ TEST_F(FabricStateTest, TheSupervisorsDecisionsProbeAgainAClusterSubmittedToSinc
   EXPECT_EQ(control->select_excluding("tpu-v4-64", {}).selection.selected_cluster, "tpu-a");
   EXPECT_EQ(probes_of_a(), first);  // cached
   clock_->advance(std::chrono::seconds(1));
-  control->submit("tpu-a", spec("train-r1"), 0);
-  control->select("tpu-v4-64");
+  control->submit({.spec = spec("train-r1"), .cluster = "tpu-a"});
+  control->select_explained("tpu-v4-64");
   EXPECT_EQ(probes_of_a(), first);  // an API selection: still the cache
   control->select_excluding("tpu-v4-64", {"tpu-b"});
   EXPECT_EQ(probes_of_a(), first + 1);  // probed again after the submit

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <thread>
 
+#include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/exit_codes.h"
 #include "falcon/state_store.h"
@@ -53,13 +54,21 @@ class FakeControlPlane final : public ControlPlane {
  public:
   std::shared_ptr<StateStore> store;
   std::atomic<bool> follow_stopped{false};
-  std::string export_grep;  // the grep of the last export
+  std::string export_grep;          // the grep of the last export
+  std::vector<std::int64_t> links;  // each submit's selection_id
 
   void check(const std::string& name) const {
     if (name != "tpu-a" && name != "tpu-b") throw UnknownClusterError(name, {"tpu-a", "tpu-b"});
   }
-  std::vector<ClusterConfig> clusters() const override {
-    return {cluster("tpu-a"), cluster("tpu-b")};
+  std::vector<ClusterEntry> list_clusters() override {
+    return {{cluster("tpu-a"), {}}, {cluster("tpu-b"), {}}};
+  }
+  // Not asked by the routes (they read the store's history themselves).
+  ClusterSelection recorded_selection(std::int64_t) override {
+    throw std::logic_error("FakeControlPlane::recorded_selection: not asked by the routes");
+  }
+  std::vector<Recovery> recoveries(const std::optional<std::string>&) override {
+    throw std::logic_error("FakeControlPlane::recoveries: not asked by the routes");
   }
   std::optional<ProbeSnapshot> cached_probe(const std::string& name) const override {
     check(name);
@@ -71,7 +80,7 @@ class FakeControlPlane final : public ControlPlane {
     s.from_cache = true;
     return s;
   }
-  SelectOutcome select(const std::string& accelerator) override {
+  SelectOutcome select_explained(const std::string& accelerator) override {
     if (accelerator != "tpu-v4-64") {
       throw NoAvailableClusterError("no cluster supports " + accelerator, accelerator,
                                     {cached_probe("tpu-a")->result});
@@ -88,21 +97,24 @@ class FakeControlPlane final : public ControlPlane {
     o.candidates = {*cached_probe("tpu-a")};
     return o;
   }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
-                        std::int64_t /*selection_id*/) override {
+  Submission submit(const SubmitRequest& request) override {
+    const std::string& c = request.cluster;
+    const WorkloadSpec& spec = request.spec;
     check(c);
     if (spec.name == "exists") {
       throw WorkloadExistsError("workload 'exists' already exists on cluster '" + c + "'", c,
                                 spec.name, 1, "");
     }
     if (spec.name == "Bad_Name") throw InvalidWorkloadSpecError("bad name", c, spec.name);
-    return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
+    links.push_back(request.selection_id);
+    return {.handle = {spec.name, c, "default", "2026-04-13T08:00:00.000Z"}};
   }
-  WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
+  WorkloadHandle handle_for(const std::string& c, const std::string& w) override {
     check(c);
     return {w, c, "default", ""};
   }
-  WorkloadStatus status(const WorkloadHandle& h) override {
+  WorkloadStatus status(const std::string& c, const std::string& w) override {
+    const WorkloadHandle h = handle_for(c, w);
     if (h.workload_name == "gone") throw WorkloadNotFoundError(h.cluster, h.workload_name);
     if (h.workload_name == "xpk-fails") {
       throw XpkCommandError("xpk workload list failed", h.cluster, 1, "boom");
@@ -111,9 +123,11 @@ class FakeControlPlane final : public ControlPlane {
     if (h.workload_name == "db") throw StateStoreError("sqlite", "/x.db", "open", "locked");
     return {h.workload_name, kStateRunning, "2026-04-13T08:00:01.000Z", std::nullopt, std::nullopt};
   }
-  bool cancel(const WorkloadHandle&) override { return true; }
-  std::vector<WorkloadInfo> list_live(const std::string& c,
-                                      const std::optional<std::string>&) const override {
+  Cancellation cancel(const std::string& c, const std::string& w) override {
+    return {handle_for(c, w), true};
+  }
+  std::vector<WorkloadInfo> list_workloads(const std::string& c,
+                                           const std::optional<std::string>&) override {
     check(c);
     return {{"run-1", kStateRunning, "v4-64", std::nullopt}};
   }
@@ -128,23 +142,22 @@ class FakeControlPlane final : public ControlPlane {
     if (filter.grep) lines.push_back("grep " + *filter.grep);
     return LogLines(std::make_unique<VectorSource>(lines));
   }
-  void follow_log(const WorkloadHandle&, int, const LogFilter&, int,
-                  const std::function<bool()>& stop,
-                  const std::function<void(const std::string&)>& on_line) const override {
+  // Follows only (a read that does not follow is read_log's).
+  void read_logs(const LogRequest& request, const std::function<void(const std::string&)>& on_line,
+                 const std::function<bool()>& stop) override {
+    if (!request.follow) throw std::logic_error("FakeControlPlane::read_logs: follows only");
     on_line("first");
     on_line("second");
     while (!stop()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const_cast<FakeControlPlane*>(this)->follow_stopped = true;
+    follow_stopped = true;
   }
-  LogExportResult export_logs(const WorkloadHandle& h, const LogFilter& filter,
-                              const std::string& dest, int, const ExportOptions&,
-                              const std::function<void(const ExportProgress&)>&) const override {
-    if (filter.grep) const_cast<FakeControlPlane*>(this)->export_grep = *filter.grep;
+  LogExportResult export_logs(const ExportRequest& request, const ExportObserver&) override {
+    if (request.grep) export_grep = *request.grep;
     LogExportResult r;
-    r.workload_name = h.workload_name;
-    r.cluster = h.cluster;
+    r.workload_name = request.workload;
+    r.cluster = request.cluster;
     r.exported_ranks = {0};
-    r.gcs_uris = {{0, dest + "/rank-0.log"}};
+    r.gcs_uris = {{0, request.dest + "/rank-0.log"}};
     r.exported_at = "2026-04-13T08:00:02.000Z";
     return r;
   }
@@ -250,6 +263,29 @@ TEST_F(ApiClientTest, JsonAnswersOfGetPostAndDelete) {
   EXPECT_EQ(e["state"], "done");
   EXPECT_EQ(e["result"].get<LogExportResult>().gcs_uris.at(0), "gs://falcon-logs/p/rank-0.log");
   EXPECT_EQ(control_->export_grep, "textPayload:\"step\"");
+}
+
+// The typed remote client: a decision made first, then a submit to the cluster it chose, linked
+// to it; the server refuses a link to a decision that chose another cluster.
+TEST_F(ApiClientTest, TheRemoteClientLinksASubmitToTheDecisionThatChoseItsCluster) {
+  start();
+  const auto remote = make_remote_client({.url = url_});
+  const Decision d = remote->select({.accelerator_type = "tpu-v4-64"});
+  ASSERT_TRUE(d.brief);
+  ASSERT_NE(d.selection.selection_id, 0);
+  WorkloadSpec spec{.name = "run-1",
+                    .docker_image = "img",
+                    .command = {"python3", "x.py"},
+                    .accelerator_type = "tpu-v4-64"};
+  const Submission s =
+      remote->submit({.spec = spec, .cluster = "tpu-a", .selection_id = d.selection.selection_id});
+  EXPECT_EQ(s.handle.cluster, "tpu-a");
+  ASSERT_EQ(control_->links.size(), 1u);
+  EXPECT_EQ(control_->links[0], d.selection.selection_id);
+  EXPECT_THROW(
+      remote->submit({.spec = spec, .cluster = "tpu-b", .selection_id = d.selection.selection_id}),
+      ApiError);
+  EXPECT_EQ(control_->links.size(), 1u);
 }
 
 TEST_F(ApiClientTest, TheServersErrorsGiveTheExitCodesOfLocalMode) {

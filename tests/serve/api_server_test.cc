@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -73,6 +74,7 @@ class FakeControlPlane final : public ControlPlane {
   std::condition_variable export_cv;
   bool release_export = false;
   std::vector<WorkloadSpec> submitted;
+  std::vector<std::int64_t> links;  // each submit's selection_id
   std::atomic<ExportVia> export_via{ExportVia::kAuto};
 
   void check(const std::string& name) const {
@@ -82,7 +84,18 @@ class FakeControlPlane final : public ControlPlane {
     throw UnknownClusterError(name, {"tpu-a", "tpu-b"});
   }
 
-  std::vector<ClusterConfig> clusters() const override { return configs; }
+  std::vector<ClusterEntry> list_clusters() override {
+    std::vector<ClusterEntry> out;
+    for (const ClusterConfig& c : configs) out.push_back({c, breakers(c.name)});
+    return out;
+  }
+  // Not asked by the routes (they read the store's history themselves).
+  ClusterSelection recorded_selection(std::int64_t) override {
+    throw std::logic_error("FakeControlPlane::recorded_selection: not asked by the routes");
+  }
+  std::vector<Recovery> recoveries(const std::optional<std::string>&) override {
+    throw std::logic_error("FakeControlPlane::recoveries: not asked by the routes");
+  }
   std::optional<ProbeSnapshot> cached_probe(const std::string& name) const override {
     check(name);
     if (name == "tpu-b") return std::nullopt;
@@ -105,7 +118,7 @@ class FakeControlPlane final : public ControlPlane {
              .summary = "open until 2026-04-13T08:02:00.000Z (trip 2, 3 failures)"},
             {.key = "tpu-b/v4-64", .state = "half_open", .summary = "half_open"}};
   }
-  SelectOutcome select(const std::string& accelerator) override {
+  SelectOutcome select_explained(const std::string& accelerator) override {
     ++selects;
     if (accelerator != "tpu-v4-64" && accelerator != "v4-64") {
       throw NoAvailableClusterError("no cluster supports " + accelerator, accelerator, {});
@@ -159,7 +172,7 @@ class FakeControlPlane final : public ControlPlane {
       if (r->selection_id == 0) record_repeats({&*r});
       if (r->selection_id != 0) return *r;
     }
-    return select(accelerator);
+    return select_explained(accelerator);
   }
   void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
     ++record_calls;
@@ -168,8 +181,9 @@ class FakeControlPlane final : public ControlPlane {
     const auto ids = store->record_repeated_selections(rows);
     for (std::size_t i = 0; i < ids.size(); ++i) repeats[i]->selection_id = ids[i];
   }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
-                        std::int64_t /*selection_id*/) override {
+  Submission submit(const SubmitRequest& request) override {
+    const std::string& c = request.cluster;
+    const WorkloadSpec& spec = request.spec;
     check(c);
     if (spec.name == "exists") {
       throw WorkloadExistsError("workload 'exists' already exists on cluster '" + c + "'", c,
@@ -189,25 +203,28 @@ class FakeControlPlane final : public ControlPlane {
     if (spec.name == "Bad_Name")
       throw InvalidWorkloadSpecError("bad name 'Bad_Name'", c, spec.name);
     submitted.push_back(spec);
-    return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
+    links.push_back(request.selection_id);
+    return {.handle = {spec.name, c, "default", "2026-04-13T08:00:00.000Z"}};
   }
-  WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
+  WorkloadHandle handle_for(const std::string& c, const std::string& w) override {
     check(c);
     return {w, c, "default", ""};
   }
-  WorkloadStatus status(const WorkloadHandle& h) override {
+  WorkloadStatus status(const std::string& c, const std::string& w) override {
+    const WorkloadHandle h = handle_for(c, w);
     if (h.workload_name == "gone") throw WorkloadNotFoundError(h.cluster, h.workload_name);
     if (h.workload_name == "xpk-fails") {
       throw XpkCommandError("xpk workload list failed", h.cluster, 1, "boom");
     }
     return {h.workload_name, kStateRunning, "2026-04-13T08:00:01.000Z", std::nullopt, std::nullopt};
   }
-  bool cancel(const WorkloadHandle& h) override {
+  Cancellation cancel(const std::string& c, const std::string& w) override {
+    const WorkloadHandle h = handle_for(c, w);
     if (h.workload_name == "gone") throw WorkloadNotFoundError(h.cluster, h.workload_name);
-    return true;
+    return {h, true};
   }
-  std::vector<WorkloadInfo> list_live(const std::string& c,
-                                      const std::optional<std::string>&) const override {
+  std::vector<WorkloadInfo> list_workloads(const std::string& c,
+                                           const std::optional<std::string>&) override {
     check(c);
     if (c == "tpu-b") throw ClusterUnreachableError(c, "probe timed out");
     return {{"run-1", kStateRunning, "v4-64", std::nullopt}};
@@ -226,32 +243,32 @@ class FakeControlPlane final : public ControlPlane {
     if (filter.tail_lines) lines.erase(lines.begin(), lines.end() - *filter.tail_lines);
     return LogLines(std::make_unique<VectorSource>(lines));
   }
-  void follow_log(const WorkloadHandle&, int, const LogFilter&, int,
-                  const std::function<bool()>& stop,
-                  const std::function<void(const std::string&)>& on_line) const override {
-    auto* self = const_cast<FakeControlPlane*>(this);
-    self->follow_running = true;
+  // Follows only (a read that does not follow is read_log's).
+  void read_logs(const LogRequest& request, const std::function<void(const std::string&)>& on_line,
+                 const std::function<bool()>& stop) override {
+    if (!request.follow) throw std::logic_error("FakeControlPlane::read_logs: follows only");
+    follow_running = true;
     on_line("first");
     on_line("second");
     while (!stop()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    self->follow_stopped = true;
+    follow_stopped = true;
   }
-  LogExportResult export_logs(
-      const WorkloadHandle& h, const LogFilter&, const std::string& dest, int,
-      const ExportOptions& how,
-      const std::function<void(const ExportProgress&)>& progress) const override {
-    auto* self = const_cast<FakeControlPlane*>(this);
-    self->export_via = how.via;
-    if (how.on_status) {
+  LogExportResult export_logs(const ExportRequest& request,
+                              const ExportObserver& observer) override {
+    const WorkloadHandle h = handle_for(request.cluster, request.workload);
+    const std::string& dest = request.dest;
+    FakeControlPlane* self = this;
+    self->export_via = request.via.value_or(ExportVia::kAuto);
+    if (observer.on_status) {
       ExportStatus chosen;
-      chosen.via = how.via;
+      chosen.via = request.via.value_or(ExportVia::kAuto);
       chosen.message = "copy: a bucket's entries are copied into Cloud Storage";
       chosen.state = "RUNNING";
       chosen.percent = 40;
       chosen.phase = ExportStatus::Phase::kCopying;
-      how.on_status(chosen);
+      observer.on_status(chosen);
     }
-    progress({0, 10, 100, false});
+    observer.on_progress({0, 10, 100, false});
     std::unique_lock lock(self->export_mutex);
     self->export_cv.wait(lock, [self] { return self->release_export; });
     if (h.workload_name == "bad-export") throw LogRetrievalError("bucket denied", 403);
@@ -689,6 +706,30 @@ TEST_F(ApiServerTest, SubmitStatusCancelAndTheirErrorStatuses) {
   r = post("/v1/workloads", "{" + spec + "}");
   ASSERT_EQ(r->status, 201) << r->body;
   EXPECT_GT(body(r)["selection_id"].get<std::int64_t>(), 0);
+  EXPECT_EQ(control_->links.back(), body(r)["selection_id"].get<std::int64_t>());
+
+  // A decision made earlier links a submission to the cluster it chose; never to another one,
+  // nor one the store does not have, nor without the cluster.
+  const std::int64_t chosen =
+      body(post("/v1/select", R"({"accelerator_type": "tpu-v4-64"})"))["selection_id"]
+          .get<std::int64_t>();
+  const std::string linked = R"("spec": {"name": "run-2", "docker_image": "i", "command": ["a"],
+                                 "accelerator_type": "v4-64"})";
+  r = post("/v1/workloads",
+           fmt::format(R"({{"cluster": "tpu-a", "selection_id": {}, {}}})", chosen, linked));
+  ASSERT_EQ(r->status, 201) << r->body;
+  EXPECT_EQ(control_->links.back(), chosen);
+  const std::size_t links = control_->links.size();
+  for (const std::string& bad : std::vector<std::string>{
+           fmt::format(R"({{"cluster": "tpu-b", "selection_id": {}, {}}})", chosen, linked),
+           fmt::format(R"({{"cluster": "tpu-a", "selection_id": 999999, {}}})", linked),
+           fmt::format(R"({{"cluster": "tpu-a", "selection_id": "1", {}}})", linked),
+           fmt::format(R"({{"selection_id": {}, {}}})", chosen, linked)}) {
+    r = post("/v1/workloads", bad);
+    EXPECT_EQ(r->status, 400) << bad;
+    EXPECT_THAT(body(r)["error"]["message"].get<std::string>(), HasSubstr("selection_id")) << bad;
+  }
+  EXPECT_EQ(control_->links.size(), links);  // nothing submitted
 
   auto with_name = [&](const std::string& name, const std::string& cluster = "tpu-a") {
     return post("/v1/workloads",

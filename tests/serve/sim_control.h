@@ -104,14 +104,14 @@ class SimControl final : public ControlPlane {
     return w.at(name).spec;
   }
 
-  std::vector<ClusterConfig> clusters() const override { return {}; }
+  std::vector<ClusterEntry> list_clusters() override { return {}; }
   std::optional<ProbeSnapshot> cached_probe(const std::string& c) const override {
     std::lock_guard lock(mutex);
     const auto it = probes.find(c);
     if (it == probes.end()) return std::nullopt;
     return it->second;
   }
-  SelectOutcome select(const std::string& accelerator) override {
+  SelectOutcome select_explained(const std::string& accelerator) override {
     return select_excluding(accelerator, {});
   }
   using ControlPlane::select_excluding;
@@ -163,8 +163,9 @@ class SimControl final : public ControlPlane {
     std::lock_guard lock(mutex);
     breaker_failures.push_back(c);
   }
-  WorkloadHandle submit(const std::string& c, const WorkloadSpec& spec,
-                        std::int64_t /*selection_id*/) override {
+  Submission submit(const SubmitRequest& request) override {
+    const std::string& c = request.cluster;
+    const WorkloadSpec& spec = request.spec;
     std::unique_lock lock(mutex);
     ++in_flight;
     max_in_flight = std::max(max_in_flight, in_flight);
@@ -206,12 +207,13 @@ class SimControl final : public ControlPlane {
     cl.workloads[spec.name].spec = spec;
     submits.emplace_back(c, spec.name);
     ops.push_back("submit " + c + "/" + spec.name);
-    return {spec.name, c, "default", "2026-04-13T08:00:00.000Z"};
+    return {.handle = {spec.name, c, "default", "2026-04-13T08:00:00.000Z"}};
   }
-  WorkloadHandle handle_for(const std::string& c, const std::string& w) const override {
+  WorkloadHandle handle_for(const std::string& c, const std::string& w) override {
     return {w, c, "default", ""};
   }
-  WorkloadStatus status(const WorkloadHandle& h) override {
+  WorkloadStatus status(const std::string& c, const std::string& w) override {
+    const WorkloadHandle h = handle_for(c, w);
     if (on_status) on_status();
     std::lock_guard lock(mutex);
     const auto& cl = sim.at(h.cluster);
@@ -224,7 +226,8 @@ class SimControl final : public ControlPlane {
     s.exit_code = it->second.exit_code;
     return s;
   }
-  bool cancel(const WorkloadHandle& h) override {
+  Cancellation cancel(const std::string& c, const std::string& w) override {
+    const WorkloadHandle h = handle_for(c, w);
     std::lock_guard lock(mutex);
     ++cancel_calls[h.cluster];
     auto& cl = sim.at(h.cluster);
@@ -234,10 +237,10 @@ class SimControl final : public ControlPlane {
     }
     cancels.emplace_back(h.cluster, h.workload_name);
     ops.push_back("cancel " + h.cluster + "/" + h.workload_name);
-    return true;
+    return {h, true};
   }
-  std::vector<WorkloadInfo> list_live(const std::string& c,
-                                      const std::optional<std::string>&) const override {
+  std::vector<WorkloadInfo> list_workloads(const std::string& c,
+                                           const std::optional<std::string>&) override {
     std::lock_guard lock(mutex);
     const auto& cl = sim.at(c);
     if (!cl.reachable || lists_fail.contains(c)) {
@@ -247,14 +250,19 @@ class SimControl final : public ControlPlane {
     for (const auto& [name, w] : cl.workloads) out.push_back({name, w.state, "v4-64", {}});
     return out;
   }
+  // What the supervisor never asks.
+  ClusterSelection recorded_selection(std::int64_t) override { throw std::logic_error("not used"); }
+  std::vector<Recovery> recoveries(const std::optional<std::string>&) override {
+    throw std::logic_error("not used");
+  }
   LogLines read_log(const WorkloadHandle&, int, const LogFilter&, int) const override {
     throw std::logic_error("not used");
   }
-  void follow_log(const WorkloadHandle&, int, const LogFilter&, int, const std::function<bool()>&,
-                  const std::function<void(const std::string&)>&) const override {}
-  LogExportResult export_logs(const WorkloadHandle&, const LogFilter&, const std::string&, int,
-                              const ExportOptions&,
-                              const std::function<void(const ExportProgress&)>&) const override {
+  void read_logs(const LogRequest&, const std::function<void(const std::string&)>&,
+                 const std::function<bool()>&) override {
+    throw std::logic_error("not used");
+  }
+  LogExportResult export_logs(const ExportRequest&, const ExportObserver&) override {
     throw std::logic_error("not used");
   }
   ConfigInfo config_info() const override { return {}; }

@@ -1018,13 +1018,7 @@ TEST_F(SupervisorTest, ANewLeaderAdoptsAReplacementThePreviousOneSubmittedWithou
   d["to_cluster"] = "tpu-b";
   m.detail_json = d.dump();
   store_->update_managed(m);
-  control_->submit(
-      "tpu-b",
-      [&] {
-        auto s = spec("train-r1");
-        return s;
-      }(),
-      0);
+  control_->submit({.spec = spec("train-r1"), .cluster = "tpu-b"});
   const std::size_t before = control_->submits.size();
   clock_->advance(11s);  // a's lease lapses
   auto b = make("replica-b");
