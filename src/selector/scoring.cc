@@ -52,6 +52,30 @@ bool priority_better(const CandidateInput& a, std::size_t ia, const CandidateInp
   return ia < ib;
 }
 
+// The chips a slice would leave unused in the largest free block of `c` (its best fit on the
+// signals a probe gives: the largest block, not every block); nullopt when not known.
+std::optional<double> fit_slack(const CandidateInput& c) {
+  const ClusterSignals& s = c.signals;
+  if (!s.slice_chips || !s.largest_free_block || *s.largest_free_block < *s.slice_chips) {
+    return std::nullopt;
+  }
+  return *s.largest_free_block - *s.slice_chips;
+}
+
+// Best fit among candidates tied on what their policy ranks by: the one whose largest free
+// block the slice fills most tightly, so that larger blocks elsewhere stay whole for larger
+// slices; a candidate whose blocks are not known comes after. Nullopt: no difference.
+std::optional<bool> fit_better(const CandidateInput& a, const CandidateInput& b) {
+  const auto sa = fit_slack(a);
+  const auto sb = fit_slack(b);
+  if (sa && sb) {
+    if (*sa != *sb) return *sa < *sb;
+    return std::nullopt;
+  }
+  if (sa.has_value() != sb.has_value()) return sa.has_value();
+  return std::nullopt;
+}
+
 // Why `loser` ranks below `winner` under the priority order.
 std::string priority_gap(const CandidateInput& winner, const CandidateInput& loser) {
   if (loser.priority != winner.priority) {
@@ -446,6 +470,9 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
       const double wb = sb.total.value_or(INFINITY);
       if (std::fabs(wa - wb) > kEps && !(std::isinf(wa) && std::isinf(wb))) return wa < wb;
     }
+    if (policy != SelectionPolicy::kPriority) {
+      if (const auto fit = fit_better(candidates[a], candidates[b])) return *fit;
+    }
     return priority_better(candidates[a], a, candidates[b], b);
   };
   std::stable_sort(eligible.begin(), eligible.end(), better);
@@ -492,6 +519,15 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
           candidates[i].signals.drain_per_min
               ? number(*candidates[i].signals.drain_per_min)
               : fmt::format("unknown, prior {}", number(settings.signals.prior_drain_per_min)));
+    } else if (policy != SelectionPolicy::kPriority && fit_better(wc, candidates[i])) {
+      const auto ws_slack = fit_slack(wc);
+      const auto ls_slack = fit_slack(candidates[i]);
+      why = ls_slack ? fmt::format(
+                           "tie; looser fit: a slice of {} chips leaves {} of its largest "
+                           "free block unused, {} on {}",
+                           number(*wc.signals.slice_chips), number(*ls_slack), number(*ws_slack),
+                           wc.cluster)
+                     : fmt::format("tie; its free blocks are not known, {}'s are", wc.cluster);
     } else {
       why = (policy == SelectionPolicy::kPriority ? "" : "tie; ") + priority_gap(wc, candidates[i]);
     }

@@ -217,9 +217,38 @@ TEST(CapacityWorkedExample, TheNumbersOfTheDocs) {
   EXPECT_EQ(in[*unweighted.winner].cluster, "tpu-b");
   // priority: file order among equals, tpu-c, which cannot take the slice now.
   EXPECT_EQ(in[*rank_candidates(SelectionPolicy::kPriority, settings, in).winner].cluster, "tpu-c");
-  // least-wait: every queue empty (0 s): a tie, to the priority order among those that fit.
+  // least-wait: every queue empty (0 s): a tie, to the best fit, tpu-b's 32-chip block (tpu-a's
+  // 128-chip block stays whole).
+  const auto least = rank_candidates(SelectionPolicy::kLeastWait, settings, in);
+  EXPECT_EQ(in[*least.winner].cluster, "tpu-b");
+  EXPECT_EQ(least.scores[1].verdict,
+            "lost to tpu-b: tie; looser fit: a slice of 32 chips leaves 96 of its largest free "
+            "block unused, 0 on tpu-b");
+}
+
+// Best fit breaks ties only: a shorter predicted wait still wins over a tighter fit, a candidate
+// whose blocks are not known comes after one whose are, and priority does not look at it.
+TEST(BestFit, BreaksTiesOnlyAndPrefersKnownBlocks) {
+  const SelectionSettings settings;
+  auto c = [](const std::string& name, double free, double largest, int queue) {
+    CandidateInput in = candidate(name, free, largest, 1);
+    in.signals.queue_depth = queue;
+    return in;
+  };
+  // loose (64 free in one block) has an empty queue; tight (16 of 16) has one queued.
+  std::vector<CandidateInput> in = {c("loose", 64, 64, 0), c("tight", 16, 16, 1)};
   EXPECT_EQ(in[*rank_candidates(SelectionPolicy::kLeastWait, settings, in).winner].cluster,
-            "tpu-a");
+            "loose");
+  in[1].signals.queue_depth = 0;
+  EXPECT_EQ(in[*rank_candidates(SelectionPolicy::kLeastWait, settings, in).winner].cluster,
+            "tight");
+  EXPECT_EQ(in[*rank_candidates(SelectionPolicy::kPriority, settings, in).winner].cluster, "loose");
+  in[1].signals.largest_free_block.reset();
+  in[1].signals.fragmentation.reset();
+  const auto unknown = rank_candidates(SelectionPolicy::kLeastWait, settings, in);
+  EXPECT_EQ(in[*unknown.winner].cluster, "loose");
+  EXPECT_EQ(unknown.scores[1].verdict,
+            "lost to loose: tie; its free blocks are not known, loose's are");
 }
 
 // --- The kube backend's reading of Kueue's ClusterQueue (kueue.x-k8s.io/v1beta1).

@@ -107,6 +107,9 @@ int main(int argc, char** argv) {
         .repos_file = repos_file.empty() ? "" : absolute_path(repos_file),
         .token_file = token_file.empty() ? "" : absolute_path(token_file),
     });
+    // The files first: whoever reads the banner (or the ready file) may read them at once.
+    if (!token_file.empty()) write_atomically(token_file, fleet.token() + "\n");
+    if (!env_file.empty()) write_atomically(env_file, env_script);
     std::cout << fmt::format(
         "falcon-fleet: {} cluster(s) ({}) at {}; xpk {}; time x{}\n"
         "# Logging, Storage and token endpoints: {} (bearer token: --token-file or "
@@ -117,8 +120,6 @@ int main(int argc, char** argv) {
         env_script);
     if (print_json) std::cout << info.dump() << "\n";
     std::cout << std::flush;
-    if (!token_file.empty()) write_atomically(token_file, fleet.token() + "\n");
-    if (!env_file.empty()) write_atomically(env_file, env_script);
     if (!ready_file.empty()) write_atomically(ready_file, info.dump() + "\n");
     int signal = 0;
     sigwait(&stop_signals, &signal);
