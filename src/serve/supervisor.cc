@@ -362,7 +362,8 @@ struct Detail {
   int incidents = 0;     // incidents opened so far (their ids: <name>-<n>)
   std::string old_name;  // the incarnation being replaced
   std::string old_cluster;
-  std::string to_cluster;  // submitting: where
+  std::string to_cluster;         // submitting: where
+  std::int64_t selection_id = 0;  // the recorded decision that chose to_cluster (0: none)
   std::string replacement;
   int submit_attempts = 0;
   int no_cluster = 0;  // decisions in a row that found no available cluster
@@ -401,6 +402,7 @@ struct Detail {
     d.old_name = j.value("old_name", std::string());
     d.old_cluster = j.value("old_cluster", std::string());
     d.to_cluster = j.value("to_cluster", std::string());
+    d.selection_id = j.value("selection_id", std::int64_t{0});
     d.replacement = j.value("replacement", std::string());
     d.submit_attempts = j.value("submit_attempts", 0);
     d.no_cluster = j.value("no_cluster", 0);
@@ -440,6 +442,7 @@ struct Detail {
     if (!old_name.empty()) j["old_name"] = old_name;
     if (!old_cluster.empty()) j["old_cluster"] = old_cluster;
     if (!to_cluster.empty()) j["to_cluster"] = to_cluster;
+    if (selection_id != 0) j["selection_id"] = selection_id;
     if (!replacement.empty()) j["replacement"] = replacement;
     if (submit_attempts > 0) j["submit_attempts"] = submit_attempts;
     if (no_cluster > 0) j["no_cluster"] = no_cluster;
@@ -1064,6 +1067,7 @@ struct Supervisor::Impl {
     d.old_cluster = m.cluster;
     d.fence_since = fence_since;
     d.to_cluster.clear();
+    d.selection_id = 0;
     d.replacement = fmt::format("{}-r{}", m.name, m.attempts);
     d.submit_attempts = 0;
     d.no_cluster = 0;
@@ -1242,6 +1246,7 @@ struct Supervisor::Impl {
       }
     }
     std::string cluster;
+    std::int64_t selection_id = 0;
     // Each decision counts the ones before it (in flight, or submitted since the lists it counts
     // from). It lists and selects without a lock; when another placement was decided meanwhile
     // it decides again with that one counted. Every retry follows another decision's progress,
@@ -1254,9 +1259,10 @@ struct Supervisor::Impl {
           seen = placements;
         }
         const PlacementHints hints = placement_hints(excluded, s);
-        cluster = control()
-                      .select_excluding(m.spec.accelerator_type, excluded, hints)
-                      .selection.selected_cluster;
+        const SelectOutcome chosen =
+            control().select_excluding(m.spec.accelerator_type, excluded, hints);
+        cluster = chosen.selection.selected_cluster;
+        selection_id = chosen.selection_id;
         std::lock_guard lock(pass_state);
         if (placements != seen) continue;
         placing[m.name] = cluster;  // until its submit returned (submit())
@@ -1281,6 +1287,7 @@ struct Supervisor::Impl {
     r.replacement = d.replacement;
     store().put_recovery(r);
     d.to_cluster = cluster;
+    d.selection_id = selection_id;
     m.phase = RecoveryPhase::kSubmitting;  // the intent is stored before the submit
     save(m, d);
     return true;
@@ -1325,6 +1332,7 @@ struct Supervisor::Impl {
   void decide_elsewhere(ManagedWorkloadRecord& m, Detail& d) {
     d.create_failed.push_back(d.to_cluster);
     d.to_cluster.clear();
+    d.selection_id = 0;
     d.next_attempt = StoreTime{};
     m.phase = RecoveryPhase::kDeciding;
     save(m, d);
@@ -1375,7 +1383,8 @@ struct Supervisor::Impl {
         if (ok) placed.emplace_back(d.to_cluster, now());
       };
       try {
-        control().submit({.spec = spec, .cluster = d.to_cluster}).handle;
+        // Recorded once, with the decision that chose its cluster.
+        control().submit({.spec = spec, .cluster = d.to_cluster, .selection_id = d.selection_id});
         landed(true);
       } catch (const InvalidWorkloadSpecError& e) {
         landed(false);
@@ -1486,6 +1495,7 @@ struct Supervisor::Impl {
     d.old_name.clear();
     d.old_cluster.clear();
     d.to_cluster.clear();
+    d.selection_id = 0;
     d.replacement.clear();
     d.submit_attempts = 0;
     d.no_cluster = 0;

@@ -37,6 +37,9 @@ class SimControl final : public ControlPlane {
   std::vector<std::string> order = {"tpu-a", "tpu-b", "tpu-c"};
   std::map<std::string, Cluster> sim = {{"tpu-a", {}}, {"tpu-b", {}}, {"tpu-c", {}}};
   std::vector<std::pair<std::string, std::string>> submits;  // (cluster, name)
+  // Each submit's selection_id, by (cluster, workload); decisions made so far (their ids).
+  std::map<std::pair<std::string, std::string>, std::int64_t> links;
+  std::int64_t decisions = 0;
   std::vector<std::pair<std::string, std::string>> cancels;
   std::vector<std::string> breaker_failures;
   std::map<std::string, int> cancel_calls;  // by cluster, answered or not
@@ -145,7 +148,8 @@ class SimControl final : public ControlPlane {
       if (best.empty()) continue;
       SelectOutcome o;
       o.selection.selected_cluster = best;
-      o.selection_id = 1;
+      o.selection_id = ++decisions;
+      o.selection.selection_id = o.selection_id;
       return o;
     }
     throw NoAvailableClusterError("every cluster is excluded or unreachable", accelerator, {});
@@ -206,6 +210,7 @@ class SimControl final : public ControlPlane {
     }
     cl.workloads[spec.name].spec = spec;
     submits.emplace_back(c, spec.name);
+    links[{c, spec.name}] = request.selection_id;
     ops.push_back("submit " + c + "/" + spec.name);
     return {.handle = {spec.name, c, "default", "2026-04-13T08:00:00.000Z"}};
   }

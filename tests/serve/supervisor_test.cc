@@ -280,6 +280,9 @@ TEST_F(SupervisorTest, APlatformKillIsRecoveredOnAnotherClusterAndMeasured) {
   EXPECT_EQ(replacement->env.at("FALCON_PREVIOUS_WORKLOAD"), "train");
   EXPECT_EQ(replacement->env.at("STEPS"), "100");
   EXPECT_EQ(replacement->docker_image, "gcr.io/p/train:1");
+  // Its submission is recorded with the decision that chose tpu-b (the last one made).
+  EXPECT_EQ(control_->links.at({"tpu-b", "train-r1"}), control_->decisions);
+  EXPECT_GT(control_->decisions, 0);
 
   auto incidents = store_->list_recoveries(10, "train");
   ASSERT_EQ(incidents.size(), 1u);
