@@ -108,7 +108,7 @@ double thread_cpu_ms() {
   return static_cast<double>(t.tv_sec) * 1000 + static_cast<double>(t.tv_nsec) / 1e6;
 }
 
-std::size_t select_answer_json_size(const falcon::SelectOutcome& o) {
+std::size_t select_answer_json_size(const falcon::Decision& o) {
   return falcon::serve::select_answer_json(o).size();
 }
 
@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
     // wall time is what it waited too). A single caller leads its own group commit.
     const int m = 200;
     double c0 = thread_cpu_ms();
-    falcon::SelectOutcome outcome;
+    falcon::Decision outcome;
     for (int i = 0; i < m; ++i) outcome = control->select_explained(kAccelerator);
     const double select_cpu = (thread_cpu_ms() - c0) / m;
     c0 = thread_cpu_ms();
@@ -257,8 +257,8 @@ int main(int argc, char** argv) {
     c0 = thread_cpu_ms();
     for (int i = 0; i < m; ++i) {
       nlohmann::json j = outcome.selection;
-      j["selection_id"] = outcome.selection_id;
-      j["candidate_probes"] = outcome.candidates;
+      j["selection_id"] = outcome.selection.selection_id;
+      j["candidate_probes"] = outcome.candidate_probes;
       bytes += j.dump().size();
     }
     const double answer_tree_cpu = (thread_cpu_ms() - c0) / m;
@@ -273,7 +273,7 @@ int main(int argc, char** argv) {
     const double record_cpu = (thread_cpu_ms() - c0) / m;
     // A brief select that repeats the standing decision (serve.select_reuse_ms), its answer,
     // and the repeat's store write alone.
-    falcon::SelectOutcome brief = control->select_brief(kAccelerator);
+    falcon::Decision brief = control->select_brief(kAccelerator);
     c0 = thread_cpu_ms();
     int repeats = 0;
     for (int i = 0; i < m; ++i) {
@@ -287,7 +287,8 @@ int main(int argc, char** argv) {
     const double brief_answer_cpu = (thread_cpu_ms() - c0) / m;
     const std::string now = falcon::format_iso8601(std::chrono::system_clock::now());
     c0 = thread_cpu_ms();
-    for (int i = 0; i < m; ++i) store->record_repeated_selection(outcome.selection_id, now);
+    for (int i = 0; i < m; ++i)
+      store->record_repeated_selection(outcome.selection.selection_id, now);
     const double repeat_record_cpu = (thread_cpu_ms() - c0) / m;
     std::cout << nlohmann::json{{"row", "select_cached_in_process"},
                                 {"clusters", o.clusters},

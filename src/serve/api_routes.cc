@@ -355,7 +355,7 @@ bool ApiServer::Impl::answer_repeat(Request& req, Response& res) {
   }
   if (select.explain) return false;
   const auto repeat = control().prepare_repeat(select.accelerator);
-  if (!repeat || repeat->selection_id == 0) return false;
+  if (!repeat || repeat->selection.selection_id == 0) return false;
   count_selection("repeated");
   res.status = 200;
   res.set_content(serve::brief_select_answer_json(*repeat), "application/json");
@@ -368,7 +368,7 @@ void ApiServer::Impl::add_selection_routes() {
   route("POST", "/v1/select", [this](Request& req, Response& res) {
     check_params(req, {});
     const auto [accelerator, explain] = parse_select_body(req, options.limits);
-    SelectOutcome outcome;
+    Decision outcome;
     try {
       outcome =
           explain ? control().select_explained(accelerator) : control().select_brief(accelerator);
@@ -616,7 +616,7 @@ void ApiServer::Impl::submit(Request& req, Response& res) {
   json out = json::object();
   if (placed.selection) {
     count_selection("selected");
-    out["selection_id"] = placed.selection->selection_id;
+    out["selection_id"] = placed.selection->selection.selection_id;
     out["selection"] = placed.selection->selection;
   }
   if (managed) {

@@ -215,33 +215,24 @@ ClusterHealth ControlPlane::cluster_health(const std::string& cluster) {
   return out;
 }
 
-SelectOutcome ControlPlane::select_brief(const std::string& accelerator_type) {
-  return select_explained(accelerator_type);
+Decision ControlPlane::select_brief(const std::string& accelerator_type) {
+  Decision out = select_explained(accelerator_type);
+  out.brief = true;
+  return out;
 }
 
 Decision ControlPlane::select(const SelectRequest& request) {
   if (request.policy) {
     throw InvalidValueError("--policy", "a server decides under its own selection.policy");
   }
-  SelectOutcome o = request.explain ? select_explained(request.accelerator_type)
-                                    : select_brief(request.accelerator_type);
-  Decision out;
-  out.brief = !request.explain;
-  out.same_as = o.same_as;
-  out.selection = std::move(o.selection);
-  out.selection.selection_id = o.selection_id;
-  out.candidate_probes = o.shared_candidates ? *o.shared_candidates : std::move(o.candidates);
-  for (MonitoredProbe& p : out.candidate_probes) p.age_ms += o.shared_age_offset_ms;
-  if (o.skipped) {
-    for (const auto& [cluster, why] : *o.skipped) out.skipped.emplace(cluster, why);
-  }
-  return out;
+  return request.explain ? select_explained(request.accelerator_type)
+                         : select_brief(request.accelerator_type);
 }
 
-SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type,
-                                             const std::vector<std::string>& excluded,
-                                             const PlacementHints&) {
-  SelectOutcome outcome = select_explained(accelerator_type);
+Decision ControlPlane::select_excluding(const std::string& accelerator_type,
+                                        const std::vector<std::string>& excluded,
+                                        const PlacementHints&) {
+  Decision outcome = select_explained(accelerator_type);
   if (std::find(excluded.begin(), excluded.end(), outcome.selection.selected_cluster) !=
       excluded.end()) {
     throw NoAvailableClusterError(fmt::format("no cluster for {} but the excluded {}",
@@ -251,11 +242,7 @@ SelectOutcome ControlPlane::select_excluding(const std::string& accelerator_type
   return outcome;
 }
 
-std::optional<SelectOutcome> ControlPlane::prepare_repeat(const std::string&) {
-  return std::nullopt;
-}
-
-void ControlPlane::record_repeats(const std::vector<SelectOutcome*>&) {}
+std::optional<Decision> ControlPlane::prepare_repeat(const std::string&) { return std::nullopt; }
 
 void ControlPlane::record_cluster_failure(const std::string&) {}
 

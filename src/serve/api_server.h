@@ -54,28 +54,6 @@ using ProbeSnapshot = MonitoredProbe;
 // The health monitor's counters, for /metrics.
 using ProbeCacheStats = HealthMonitor::Stats;
 
-// A selection made by the control plane: the decision, its id in the state store (0 when it
-// could not be stored) and each candidate's probe as it was used (with its age).
-struct SelectOutcome {
-  ClusterSelection selection;
-  std::int64_t selection_id = 0;
-  std::vector<ProbeSnapshot> candidates;
-  // Non-zero when this answer repeats selection `same_as` (ControlPlane::select_brief; its
-  // selection_id is same_as itself when repeats are not recorded, serve.record_repeats):
-  // `selection` then has no candidates, probe_results or scores (GET /v1/selections/{id} has
-  // them), and each of `candidates` only its cluster, reachable, age_ms and from_cache.
-  std::int64_t same_as = 0;
-  // A repeat prepared on the event loop (ControlPlane::prepare_repeat) leaves `candidates` empty
-  // and shares the repeated decision's instead: each of `shared_candidates`, from the cache,
-  // `shared_age_offset_ms` older than it says (100 probes are not copied per request).
-  std::shared_ptr<const std::vector<ProbeSnapshot>> shared_candidates;
-  std::int64_t shared_age_offset_ms = 0;
-  // Each candidate that was not eligible and why (unreachable, queue full, refused by a circuit
-  // breaker), in candidate order: the brief answer's `skipped`, which names the candidates a
-  // breaker kept from being probed too (a repeat shares its decision's). Null: none.
-  std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> skipped;
-};
-
 // The configuration in force (GET /v1/config).
 struct ConfigInfo {
   std::string source_path;
@@ -121,35 +99,33 @@ class ControlPlane : public FabricClient {
   ClusterHealth cluster_health(const std::string& cluster) override;
 
   // The whole decision (an explained select, FabricClient::select with explain), from probes
-  // no older than the configured maximum age, recorded. Throws NoAvailableClusterError.
-  virtual SelectOutcome select_explained(const std::string& accelerator_type) = 0;
+  // no older than the configured maximum age, recorded; candidate_probes as used, with their
+  // ages. Throws NoAvailableClusterError.
+  virtual Decision select_explained(const std::string& accelerator_type) = 0;
   // select_explained for an answer that needs only the chosen cluster, the decision's id and
-  // the candidates' probes (the default POST /v1/select): an implementation may repeat its last
-  // decision for the accelerator while nothing that decision read has changed (same_as set; a
-  // decision of its own in the store when serve.record_repeats says so). The default:
-  // select_explained().
-  virtual SelectOutcome select_brief(const std::string& accelerator_type);
+  // the candidates' probes (the default POST /v1/select, Decision::brief): an implementation may
+  // repeat its last decision for the accelerator while nothing that decision read has changed
+  // (same_as set, `selection` without candidates, probe_results and scores, each of
+  // candidate_probes only its cluster, reachable, age_ms and from_cache; a decision of its own
+  // in the store when serve.record_repeats says so). The default: select_explained().
+  virtual Decision select_brief(const std::string& accelerator_type);
   // FabricClient::select: select_brief, or select_explained with request.explain; a policy
   // override is refused (the server decides under its own selection.policy).
   Decision select(const SelectRequest& request) override;
-  // The repeat select_brief would answer now without waiting (same_as set); nullopt when
-  // select_brief would decide afresh or wait for a decision being made. Its selection_id is 0
-  // when it is to be recorded: then record_repeats records it, with the others of a batch.
-  // Never blocks: `falcon serve`'s event loop calls it. The default: nullopt.
-  virtual std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator_type);
-  // Records the repeats prepare_repeat gave, in one transaction, and sets their selection ids.
-  // An id stays 0 when the decision repeated is gone from the store (decide that one with
-  // select_brief). Throws StateStoreError. The default: leaves every id 0.
-  virtual void record_repeats(const std::vector<SelectOutcome*>& repeats);
+  // The repeat select_brief would answer now without waiting, when it is the standing decision
+  // itself (serve.record_repeats none: nothing to record); nullopt when select_brief would
+  // decide afresh, wait for a decision being made, or record the repeat. Never blocks: `falcon
+  // serve`'s event loop calls it. The default: nullopt.
+  virtual std::optional<Decision> prepare_repeat(const std::string& accelerator_type);
   // The same, never choosing a cluster of `excluded` (a recovery's failed cluster): those count
   // as unreachable candidates ("excluded: ..."), and with what the caller knows of its own
   // placements (`hints`, below). The default selects, ignores the hints and refuses an excluded
   // answer with NoAvailableClusterError.
-  virtual SelectOutcome select_excluding(const std::string& accelerator_type,
-                                         const std::vector<std::string>& excluded,
-                                         const PlacementHints& hints);
-  SelectOutcome select_excluding(const std::string& accelerator_type,
-                                 const std::vector<std::string>& excluded) {
+  virtual Decision select_excluding(const std::string& accelerator_type,
+                                    const std::vector<std::string>& excluded,
+                                    const PlacementHints& hints);
+  Decision select_excluding(const std::string& accelerator_type,
+                            const std::vector<std::string>& excluded) {
     return select_excluding(accelerator_type, excluded, PlacementHints{});
   }
   // Feeds a failure of `cluster` to its circuit breaker (a recovery's failed cluster). The

@@ -142,9 +142,9 @@ class FabricControlPlane final : public ControlPlane {
     std::string cluster = request.cluster;
     std::int64_t selection_id = request.selection_id;
     if (cluster.empty()) {
-      SelectOutcome chosen = select_explained(request.spec.accelerator_type);
+      Decision chosen = select_explained(request.spec.accelerator_type);
       cluster = chosen.selection.selected_cluster;
-      selection_id = chosen.selection_id;
+      selection_id = chosen.selection.selection_id;
       out.selection = std::move(chosen.selection);
     }
     out.handle = fabric_->submit_workload(cluster, request.spec, selection_id);
@@ -169,7 +169,7 @@ class FabricControlPlane final : public ControlPlane {
     return fabric_->cluster_breakers(cluster);
   }
 
-  SelectOutcome select_explained(const std::string& accelerator_type) override {
+  Decision select_explained(const std::string& accelerator_type) override {
     return decide(accelerator_type, {}, false, nullptr);
   }
 
@@ -186,9 +186,13 @@ class FabricControlPlane final : public ControlPlane {
   // decision old (a probe finished, a submission was recorded), the others repeat it meanwhile:
   // it still stands on probes within the age bound. When a breaker changed (one may have opened)
   // or the configuration did, they wait for the new decision.
-  SelectOutcome select_brief(const std::string& accelerator_type) override {
+  Decision select_brief(const std::string& accelerator_type) override {
     const auto config = fabric_->config();
-    if (config->serve.select_reuse_ms <= 0) return select_explained(accelerator_type);
+    if (config->serve.select_reuse_ms <= 0) {
+      Decision out = select_explained(accelerator_type);
+      out.brief = true;
+      return out;
+    }
     std::shared_ptr<const Reusable> last;
     std::shared_ptr<std::mutex> deciding;
     {
@@ -223,9 +227,10 @@ class FabricControlPlane final : public ControlPlane {
       }
     }
     ClusterFabric::SelectionBasis basis;
-    SelectOutcome out;
+    Decision out;
     try {
       out = decide(accelerator_type, {}, false, &basis);
+      out.brief = true;
     } catch (...) {
       // No slot is kept for an accelerator that has no standing decision (an unknown type, no
       // cluster available): callers sending arbitrary names must not grow the map.
@@ -239,12 +244,12 @@ class FabricControlPlane final : public ControlPlane {
     std::shared_ptr<Reusable> r;
     // An unrecorded decision is not repeated: the next caller decides afresh and tries the store
     // again, so recording resumes with the first decision after the store has room.
-    if (basis.breakers_closed && out.selection_id != 0) {
+    if (basis.breakers_closed && out.selection.selection_id != 0) {
       r = std::make_shared<Reusable>();
       r->config = config;
       r->epoch = basis.epoch;
       r->decided = clock_->steady_now();
-      r->brief.selection_id = out.selection_id;
+      r->brief.selection_id = out.selection.selection_id;
       r->brief.decided_at = out.selection.decided_at;
       r->brief.selected_cluster = out.selection.selected_cluster;
       r->brief.accelerator = out.selection.accelerator;
@@ -253,8 +258,8 @@ class FabricControlPlane final : public ControlPlane {
       r->skipped = out.skipped;
       // What a brief answer shows of each candidate's probe, and nothing to copy per repeat.
       auto candidates = std::make_shared<std::vector<ProbeSnapshot>>();
-      candidates->reserve(out.candidates.size());
-      for (const ProbeSnapshot& p : out.candidates) {
+      candidates->reserve(out.candidate_probes.size());
+      for (const ProbeSnapshot& p : out.candidate_probes) {
         ProbeSnapshot& lite = candidates->emplace_back();
         lite.result.cluster = p.result.cluster;
         lite.result.reachable = p.result.reachable;
@@ -269,9 +274,13 @@ class FabricControlPlane final : public ControlPlane {
     return out;
   }
 
-  std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator_type) override {
+  std::optional<Decision> prepare_repeat(const std::string& accelerator_type) override {
     const auto config = fabric_->config();
-    if (config->serve.select_reuse_ms <= 0) return std::nullopt;
+    // A repeat to record is select_brief's (it writes to the store).
+    if (config->serve.select_reuse_ms <= 0 ||
+        config->serve.record_repeats != RepeatRecords::kNone) {
+      return std::nullopt;
+    }
     std::shared_ptr<const Reusable> last;
     std::shared_ptr<std::mutex> deciding;
     {
@@ -296,23 +305,6 @@ class FabricControlPlane final : public ControlPlane {
     return std::nullopt;
   }
 
-  void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
-    std::vector<std::pair<std::int64_t, std::string>> rows;
-    rows.reserve(repeats.size());
-    for (const SelectOutcome* r : repeats) rows.emplace_back(r->same_as, r->selection.decided_at);
-    const std::vector<std::int64_t> ids = store_->record_repeated_selections(
-        rows, fabric_->config()->serve.record_repeats == RepeatRecords::kWritten
-                  ? StateStore::Sync::kNoWait
-                  : StateStore::Sync::kWait);
-    bool gone = false;
-    for (std::size_t i = 0; i < repeats.size(); ++i) {
-      repeats[i]->selection_id = ids[i];
-      repeats[i]->selection.selection_id = ids[i];
-      gone = gone || ids[i] == 0;
-    }
-    if (gone) forget_decisions();  // a replaced database: decide afresh
-  }
-
   SupervisorSettings supervisor_defaults() const override { return fabric_->config()->supervisor; }
   std::optional<FenceTicket> advance_fence(const std::string& name) override {
     return fabric_->advance_fence(name);
@@ -332,9 +324,9 @@ class FabricControlPlane final : public ControlPlane {
   // their clusters' probes (what the decision is judged on, and recorded with). A cluster of
   // `hints.no_room` is first left out (an unavailable candidate, "no room: ..."); when no
   // other cluster can take the workload, the decision is made again with it.
-  SelectOutcome select_excluding(const std::string& accelerator_type,
-                                 const std::vector<std::string>& excluded,
-                                 const PlacementHints& hints) override {
+  Decision select_excluding(const std::string& accelerator_type,
+                            const std::vector<std::string>& excluded,
+                            const PlacementHints& hints) override {
     if (!hints.no_room.empty()) {
       try {
         return decide(accelerator_type, excluded, true, nullptr, &hints, true);
@@ -349,10 +341,9 @@ class FabricControlPlane final : public ControlPlane {
   // with `after_own_submits` what this control plane submitted to since its probe), recorded;
   // `basis`, when given, says what else it rested on.
   // `hints` and `leave_out_full`: select_excluding.
-  SelectOutcome decide(const std::string& accelerator_type,
-                       const std::vector<std::string>& excluded, bool after_own_submits,
-                       ClusterFabric::SelectionBasis* basis, const PlacementHints* hints = nullptr,
-                       bool leave_out_full = false) {
+  Decision decide(const std::string& accelerator_type, const std::vector<std::string>& excluded,
+                  bool after_own_submits, ClusterFabric::SelectionBasis* basis,
+                  const PlacementHints* hints = nullptr, bool leave_out_full = false) {
     const auto config_age =
         std::chrono::milliseconds(std::chrono::seconds(fabric_->config()->serve.max_probe_age_s));
     std::map<std::string, std::chrono::steady_clock::time_point> submitted;
@@ -416,7 +407,7 @@ class FabricControlPlane final : public ControlPlane {
     };
     std::mutex used_mutex;
     std::map<std::string, ProbeSnapshot> used;
-    SelectOutcome outcome;
+    Decision outcome;
     ClusterFabric::SelectOptions how;
     how.basis = basis;
     how.probe = [&](const ClusterConfig& c) {
@@ -449,19 +440,13 @@ class FabricControlPlane final : public ControlPlane {
     // still answered, with selection_id 0 and `not_recorded` saying why: choosing a cluster
     // changes nothing on one, and selection must go on while the store is down (issue 27). What
     // does change a cluster, a submit, records its intent first and fails instead.
-    outcome.selection_id = outcome.selection.selection_id;
-    std::vector<std::pair<std::string, std::string>> skipped;
     for (const CandidateScore& score : outcome.selection.scores) {
-      if (!score.eligible) skipped.emplace_back(score.cluster, score.skip_reason);
+      if (!score.eligible) outcome.skipped.emplace(score.cluster, score.skip_reason);
     }
-    if (!skipped.empty()) {
-      outcome.skipped = std::make_shared<const std::vector<std::pair<std::string, std::string>>>(
-          std::move(skipped));
-    }
-    outcome.candidates.reserve(outcome.selection.candidates.size());
+    outcome.candidate_probes.reserve(outcome.selection.candidates.size());
     for (const std::string& name : outcome.selection.candidates) {
       if (const auto it = used.find(name); it != used.end())
-        outcome.candidates.push_back(std::move(it->second));
+        outcome.candidate_probes.push_back(std::move(it->second));
     }
     return outcome;
   }
@@ -519,7 +504,7 @@ class FabricControlPlane final : public ControlPlane {
     ClusterSelection brief;  // its id and time, without candidates, probe_results and scores
     // cluster, reachable, age_ms and from_cache only
     std::shared_ptr<const std::vector<ProbeSnapshot>> candidates;
-    std::shared_ptr<const std::vector<std::pair<std::string, std::string>>> skipped;
+    std::map<std::string, std::string> skipped;
   };
   struct Slot {
     std::shared_ptr<const Reusable> last;  // null: none to repeat
@@ -558,33 +543,27 @@ class FabricControlPlane final : public ControlPlane {
   // `last` again, recorded as a decision of its own unless repeats are not recorded; nullopt
   // when the decision it repeats is gone from the store (a replaced database: the caller decides
   // afresh).
-  std::optional<SelectOutcome> repeat(const Reusable& last) {
-    SelectOutcome out = repeat_as_of_now(last);
-    out.candidates = *out.shared_candidates;
-    for (ProbeSnapshot& p : out.candidates) p.age_ms += out.shared_age_offset_ms;
-    out.shared_candidates.reset();
-    out.shared_age_offset_ms = 0;
-    if (out.selection_id != 0) return out;  // record_repeats: none
+  std::optional<Decision> repeat(const Reusable& last) {
+    Decision out = repeat_as_of_now(last);
+    if (out.selection.selection_id != 0) return out;  // record_repeats: none
     try {
-      out.selection_id =
+      out.selection.selection_id =
           store_->record_repeated_selection(last.brief.selection_id, out.selection.decided_at);
     } catch (const std::invalid_argument&) {
       forget_decisions();
       return std::nullopt;
     }
-    out.selection.selection_id = out.selection_id;
     return out;
   }
 
-  // `last` as of now: its candidates shared, their ages moved on by the time since. With
-  // record_repeats none it is the standing decision (its id and decided_at); else it has no id
-  // until recorded, and decided_at is now.
-  SelectOutcome repeat_as_of_now(const Reusable& last) const {
-    SelectOutcome out;
+  // `last` as of now: its candidates' ages moved on by the time since. With record_repeats none
+  // it is the standing decision (its id and decided_at); else it has no id until recorded, and
+  // decided_at is now.
+  Decision repeat_as_of_now(const Reusable& last) const {
+    Decision out;
+    out.brief = true;
     out.selection = last.brief;
-    if (last.config->serve.record_repeats == RepeatRecords::kNone) {
-      out.selection_id = last.brief.selection_id;
-    } else {
+    if (last.config->serve.record_repeats != RepeatRecords::kNone) {
       out.selection.selection_id = 0;
       out.selection.decided_at = format_iso8601(clock_->now());
     }
@@ -593,8 +572,8 @@ class FabricControlPlane final : public ControlPlane {
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)
             .count());
     out.same_as = last.brief.selection_id;
-    out.shared_candidates = last.candidates;
-    out.shared_age_offset_ms = elapsed_ms;
+    out.candidate_probes = *last.candidates;
+    for (ProbeSnapshot& p : out.candidate_probes) p.age_ms += elapsed_ms;
     out.skipped = last.skipped;
     return out;
   }

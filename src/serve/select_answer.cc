@@ -26,17 +26,17 @@ void append_json(std::string& out, const MonitoredProbe& v) {
   out += '}';
 }
 
-std::string select_answer_json(const SelectOutcome& outcome) {
+std::string select_answer_json(const Decision& outcome) {
   const ClusterSelection& s = outcome.selection;
   std::string out;
   out.reserve(256 + s.probe_results.size() * 160 + s.scores.size() * 900 +
-              outcome.candidates.size() * 320);
+              outcome.candidate_probes.size() * 320);
   out += "{\"accelerator\":";
   append_json_string(out, s.accelerator);
   out += ",\"candidate_probes\":[";
-  for (std::size_t i = 0; i < outcome.candidates.size(); ++i) {
+  for (std::size_t i = 0; i < outcome.candidate_probes.size(); ++i) {
     if (i > 0) out += ',';
-    append_json(out, outcome.candidates[i]);
+    append_json(out, outcome.candidate_probes[i]);
   }
   out += "],\"candidates\":[";
   for (std::size_t i = 0; i < s.candidates.size(); ++i) {
@@ -63,16 +63,14 @@ std::string select_answer_json(const SelectOutcome& outcome) {
   out += ",\"selected_cluster\":";
   append_json_string(out, s.selected_cluster);
   out += ",\"selection_id\":";
-  append_json_int(out, outcome.selection_id);
+  append_json_int(out, s.selection_id);
   out += "}\n";
   return out;
 }
 
-std::string brief_select_answer_json(const SelectOutcome& outcome) {
+std::string brief_select_answer_json(const Decision& outcome) {
   const ClusterSelection& s = outcome.selection;
-  const auto& candidates =
-      outcome.shared_candidates ? *outcome.shared_candidates : outcome.candidates;
-  const std::int64_t offset = outcome.shared_candidates ? outcome.shared_age_offset_ms : 0;
+  const auto& candidates = outcome.candidate_probes;
   std::string out;
   out.reserve(320 + s.reason.size() + candidates.size() * 16);
   out += "{\"accelerator\":";
@@ -80,11 +78,11 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
   out += ",\"decided_at\":";
   append_json_string(out, s.decided_at);
   out += ",\"explain\":";
-  if (outcome.selection_id == 0) {
+  if (s.selection_id == 0) {
     out += "null";
   } else {
     out += "\"/v1/selections/";
-    append_json_int(out, outcome.selection_id);
+    append_json_int(out, s.selection_id);
     out += '"';
   }
   if (!s.not_recorded.empty()) {
@@ -98,7 +96,7 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
     if (i > 0) out += ',';
     append_json_string(out, candidates[i].result.cluster);
     out += ':';
-    append_json_int(out, candidates[i].age_ms + offset);
+    append_json_int(out, candidates[i].age_ms);
   }
   // The candidates `keep` picks, as a list of names.
   const auto names = [&](const char* key, auto keep) {
@@ -124,15 +122,15 @@ std::string brief_select_answer_json(const SelectOutcome& outcome) {
   out += ",\"selected_cluster\":";
   append_json_string(out, s.selected_cluster);
   out += ",\"selection_id\":";
-  append_json_int(out, outcome.selection_id);
+  append_json_int(out, s.selection_id);
   out += ",\"skipped\":{";
-  if (outcome.skipped) {
-    for (std::size_t i = 0; i < outcome.skipped->size(); ++i) {
-      if (i > 0) out += ',';
-      append_json_string(out, (*outcome.skipped)[i].first);
-      out += ':';
-      append_json_string(out, (*outcome.skipped)[i].second);
-    }
+  bool first = true;
+  for (const auto& [cluster, why] : outcome.skipped) {
+    if (!first) out += ',';
+    first = false;
+    append_json_string(out, cluster);
+    out += ':';
+    append_json_string(out, why);
   }
   out += '}';
   names(",\"unreachable\":[", [](const MonitoredProbe& p) { return !p.result.reachable; });

@@ -342,7 +342,7 @@ Placement place_workload(ControlPlane& control, StateStore& store, const Clock& 
   } else {
     out.selection = control.select_explained(spec.accelerator_type);
     where = out.selection->selection.selected_cluster;
-    selection_id = out.selection->selection_id;
+    selection_id = out.selection->selection.selection_id;
   }
   out.handle =
       managed
@@ -1259,10 +1259,10 @@ struct Supervisor::Impl {
           seen = placements;
         }
         const PlacementHints hints = placement_hints(excluded, s);
-        const SelectOutcome chosen =
+        const Decision chosen =
             control().select_excluding(m.spec.accelerator_type, excluded, hints);
         cluster = chosen.selection.selected_cluster;
-        selection_id = chosen.selection_id;
+        selection_id = chosen.selection.selection_id;
         std::lock_guard lock(pass_state);
         if (placements != seen) continue;
         placing[m.name] = cluster;  // until its submit returned (submit())

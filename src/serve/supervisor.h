@@ -161,7 +161,7 @@ WorkloadHandle submit_managed(ControlPlane& control, StateStore& store, const Cl
 // cluster when none was named.
 struct Placement {
   WorkloadHandle handle;
-  std::optional<SelectOutcome> selection;
+  std::optional<Decision> selection;
 };
 
 // Selects the best cluster for spec.accelerator_type when `cluster` is not given

@@ -469,23 +469,23 @@ TEST_F(FabricStateTest, ADecisionTheStoreRefusedIsAnsweredUnrecordedAndNotRepeat
   std::shared_ptr<StateStore> store = open_state_store(url);
   std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
-  const SelectOutcome ok = control->select_explained("tpu-v4-64");
-  EXPECT_NE(ok.selection_id, 0);
+  const Decision ok = control->select_explained("tpu-v4-64");
+  EXPECT_NE(ok.selection.selection_id, 0);
   EXPECT_EQ(ok.selection.not_recorded, "");
-  ASSERT_EQ(ok.candidates.size(), 2u);
+  ASSERT_EQ(ok.candidate_probes.size(), 2u);
   state::SqliteConnection raw((state_dir() / "falcon.db").string(), std::chrono::seconds(10));
   raw.execute(
       "CREATE TRIGGER refuse BEFORE INSERT ON selections "
       "BEGIN SELECT RAISE(ABORT, 'disk full (test)'); END");
-  const SelectOutcome refused = control->select_brief("tpu-v4-64");
-  EXPECT_EQ(refused.selection_id, 0);
+  const Decision refused = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(refused.selection.selection_id, 0);
   EXPECT_EQ(refused.selection.selected_cluster, ok.selection.selected_cluster);
   EXPECT_THAT(refused.selection.not_recorded, HasSubstr("disk full (test)"));
   EXPECT_THAT(serve::brief_select_answer_json(refused), HasSubstr("\"explain\":null"));
   EXPECT_THAT(notices_, Contains(HasSubstr("disk full (test)")));
   raw.execute("DROP TRIGGER refuse");
-  const SelectOutcome again = control->select_brief("tpu-v4-64");
-  EXPECT_NE(again.selection_id, 0);  // decided afresh, not the unrecorded one repeated
+  const Decision again = control->select_brief("tpu-v4-64");
+  EXPECT_NE(again.selection.selection_id, 0);  // decided afresh, not the unrecorded one repeated
   EXPECT_EQ(again.same_as, 0);
   EXPECT_EQ(again.selection.not_recorded, "");
   stop_control_plane_loop(*control);
@@ -497,34 +497,34 @@ TEST_F(FabricStateTest, ADecisionTheStoreRefusedIsAnsweredUnrecordedAndNotRepeat
 TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   const auto [store, f, control] = warm_control_plane();
 
-  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  const Decision first = control->select_brief("tpu-v4-64");
   EXPECT_EQ(first.same_as, 0);
-  ASSERT_EQ(first.candidates.size(), 2u);
+  ASSERT_EQ(first.candidate_probes.size(), 2u);
   const std::size_t stored_before = store->list_selections(100, std::nullopt).size();
-  const SelectOutcome again = control->select_brief("tpu-v4-64");
-  EXPECT_EQ(again.same_as, first.selection_id);
-  EXPECT_EQ(again.selection_id, first.selection_id);
-  EXPECT_EQ(again.selection.selection_id, first.selection_id);
+  const Decision again = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(again.same_as, first.selection.selection_id);
+  EXPECT_EQ(again.selection.selection_id, first.selection.selection_id);
+  EXPECT_EQ(again.selection.selection_id, first.selection.selection_id);
   EXPECT_EQ(again.selection.decided_at, first.selection.decided_at);
   EXPECT_EQ(again.selection.selected_cluster, first.selection.selected_cluster);
   EXPECT_EQ(again.selection.reason, first.selection.reason);
-  ASSERT_EQ(again.candidates.size(), 2u);
-  EXPECT_EQ(again.candidates[0].age_ms, first.candidates[0].age_ms);
+  ASSERT_EQ(again.candidate_probes.size(), 2u);
+  EXPECT_EQ(again.candidate_probes[0].age_ms, first.candidate_probes[0].age_ms);
 
   clock_->advance(std::chrono::milliseconds(400));
-  const SelectOutcome later = control->select_brief("tpu-v4-64");
-  EXPECT_EQ(later.same_as, first.selection_id);
-  EXPECT_EQ(later.selection_id, first.selection_id);
-  EXPECT_EQ(later.candidates[1].age_ms, first.candidates[1].age_ms + 400);
-  EXPECT_TRUE(later.candidates[1].from_cache);
+  const Decision later = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(later.same_as, first.selection.selection_id);
+  EXPECT_EQ(later.selection.selection_id, first.selection.selection_id);
+  EXPECT_EQ(later.candidate_probes[1].age_ms, first.candidate_probes[1].age_ms + 400);
+  EXPECT_TRUE(later.candidate_probes[1].from_cache);
   EXPECT_EQ(store->list_selections(100, std::nullopt).size(), stored_before);  // no row each
 
   // select_reuse_ms (1000) after the first decision: decided afresh.
   clock_->advance(std::chrono::milliseconds(700));
-  const SelectOutcome expired = control->select_brief("tpu-v4-64");
+  const Decision expired = control->select_brief("tpu-v4-64");
   EXPECT_EQ(expired.same_as, 0);
-  EXPECT_GT(expired.selection_id, first.selection_id);
-  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, expired.selection_id);
+  EXPECT_GT(expired.selection.selection_id, first.selection.selection_id);
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, expired.selection.selection_id);
 
   // A breaker written by this server drops the decision; one that is not closed keeps every
   // decision fresh (a half-open trial is handed to one caller, never repeated).
@@ -532,7 +532,7 @@ TEST_F(FabricStateTest, ABriefSelectRepeatsTheLastDecisionWhileItsInputsStand) {
   control->record_cluster_failure("tpu-a");
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
   for (int i = 1; i < failures; ++i) control->record_cluster_failure("tpu-a");
-  const SelectOutcome open = control->select_brief("tpu-v4-64");
+  const Decision open = control->select_brief("tpu-v4-64");
   EXPECT_EQ(open.same_as, 0);
   EXPECT_EQ(open.selection.selected_cluster, "tpu-b");
   EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, 0);
@@ -555,21 +555,21 @@ TEST_F(FabricStateTest, ABriefSelectStandsThroughInputsOfClustersOfferingOtherTy
     max_queue_depth: 50
 )");
   const auto [store, f, control] = warm_control_plane();
-  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  const Decision first = control->select_brief("tpu-v4-64");
   ASSERT_EQ(first.same_as, 0);
 
   f->record_probe_shown("tpu-c");
   control->record_cluster_failure("tpu-c");
-  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection_id);
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection.selection_id);
   EXPECT_EQ(f->selection_changed_since("v5litepod-256", 0), SelectionChange::kGate);
 
   f->record_probe_shown("tpu-b");  // a probe of a candidate: newer data
   const std::uint64_t before = f->selection_epoch();
   EXPECT_EQ(f->selection_changed_since("tpu-v4-64", before), SelectionChange::kNone);
-  const SelectOutcome renewed = control->select_brief("tpu-v4-64");
+  const Decision renewed = control->select_brief("tpu-v4-64");
   EXPECT_EQ(renewed.same_as, 0);
-  EXPECT_GT(renewed.selection_id, first.selection_id);
-  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, renewed.selection_id);
+  EXPECT_GT(renewed.selection.selection_id, first.selection.selection_id);
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, renewed.selection.selection_id);
 }
 
 // record_repeats: durable: each repeat is a decision of its own pointing at the one it repeats,
@@ -578,107 +578,99 @@ TEST_F(FabricStateTest, RecordedRepeatsAreDecisionsOfTheirOwn) {
   write_config("serve:\n  record_repeats: durable\n");
   const auto [store, f, control] = warm_control_plane();
 
-  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  const Decision first = control->select_brief("tpu-v4-64");
   EXPECT_EQ(first.same_as, 0);
-  const SelectOutcome again = control->select_brief("tpu-v4-64");
-  EXPECT_EQ(again.same_as, first.selection_id);
-  EXPECT_GT(again.selection_id, first.selection_id);
-  EXPECT_EQ(again.selection.selection_id, again.selection_id);
+  const Decision again = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(again.same_as, first.selection.selection_id);
+  EXPECT_GT(again.selection.selection_id, first.selection.selection_id);
+  EXPECT_EQ(again.selection.selection_id, again.selection.selection_id);
 
   clock_->advance(std::chrono::milliseconds(400));
-  const SelectOutcome later = control->select_brief("tpu-v4-64");
-  EXPECT_EQ(later.same_as, first.selection_id);
-  EXPECT_GT(later.selection_id, again.selection_id);
-  EXPECT_EQ(later.candidates[1].age_ms, first.candidates[1].age_ms + 400);
+  const Decision later = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(later.same_as, first.selection.selection_id);
+  EXPECT_GT(later.selection.selection_id, again.selection.selection_id);
+  EXPECT_EQ(later.candidate_probes[1].age_ms, first.candidate_probes[1].age_ms + 400);
   EXPECT_NE(later.selection.decided_at, first.selection.decided_at);
   // The repeat reads back whole: the explanation of the first with its own id and time.
-  const auto stored = store->get_selection(later.selection_id);
+  const auto stored = store->get_selection(later.selection.selection_id);
   ASSERT_TRUE(stored);
-  EXPECT_EQ(stored->same_as, first.selection_id);
-  EXPECT_EQ(stored->selection.scores, store->get_selection(first.selection_id)->selection.scores);
+  EXPECT_EQ(stored->same_as, first.selection.selection_id);
+  EXPECT_EQ(stored->selection.scores,
+            store->get_selection(first.selection.selection_id)->selection.scores);
   EXPECT_FALSE(stored->selection.scores.empty());
   EXPECT_EQ(stored->selection.decided_at, later.selection.decided_at);
 }
 
-// The event loop's half of a brief select: prepare_repeat never decides (nullopt whenever
-// select_brief would decide or wait), record_repeats writes a pass's repeats in one call.
-TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingAndRecordedTogether) {
-  write_config("serve:\n  record_repeats: written\n");
+// The event loop's half of a brief select: prepare_repeat never decides and never writes
+// (nullopt whenever select_brief would decide, wait, or record the repeat); by default
+// (record_repeats: none) a repeat is the standing decision itself, its id and time, with the
+// candidates' ages moved on.
+TEST_F(FabricStateTest, RepeatsArePreparedWithoutDecidingOrWriting) {
   const auto [store, f, control] = warm_control_plane();
   EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));  // no standing brief decision yet
   EXPECT_FALSE(control->prepare_repeat("no-such-type"));
   const auto calls = runner_->calls().size();
-  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  const Decision first = control->select_brief("tpu-v4-64");
+  const std::size_t stored = store->list_selections(100, std::nullopt).size();
 
   clock_->advance(std::chrono::milliseconds(250));
   auto a = control->prepare_repeat("tpu-v4-64");
-  auto b = control->prepare_repeat("tpu-v4-64");
   ASSERT_TRUE(a);
-  ASSERT_TRUE(b);
-  EXPECT_EQ(a->selection_id, 0);  // not recorded yet
-  EXPECT_EQ(a->same_as, first.selection_id);
+  EXPECT_TRUE(a->brief);
+  EXPECT_EQ(a->selection.selection_id, first.selection.selection_id);
+  EXPECT_EQ(a->same_as, first.selection.selection_id);
+  EXPECT_EQ(a->selection.decided_at, first.selection.decided_at);
   EXPECT_EQ(a->selection.selected_cluster, first.selection.selected_cluster);
-  ASSERT_TRUE(a->shared_candidates);  // shared with the decision, not copied
-  ASSERT_EQ(a->shared_candidates->size(), first.candidates.size());
-  EXPECT_EQ(a->shared_candidates->at(0).age_ms + a->shared_age_offset_ms,
-            first.candidates[0].age_ms + 250);
-  EXPECT_TRUE(a->shared_candidates->at(0).from_cache);
-  control->record_repeats({&*a, &*b});
-  EXPECT_GT(a->selection_id, first.selection_id);
-  EXPECT_GT(b->selection_id, a->selection_id);
-  EXPECT_EQ(a->selection.selection_id, a->selection_id);
-  EXPECT_EQ(store->get_selection(b->selection_id)->same_as, first.selection_id);
-  EXPECT_EQ(runner_->calls().size(), calls);  // nothing probed for them
+  ASSERT_EQ(a->candidate_probes.size(), first.candidate_probes.size());
+  EXPECT_EQ(a->candidate_probes[0].age_ms, first.candidate_probes[0].age_ms + 250);
+  EXPECT_TRUE(a->candidate_probes[0].from_cache);
+  EXPECT_EQ(store->list_selections(100, std::nullopt).size(), stored);
+  EXPECT_EQ(runner_->calls().size(), calls);  // nothing probed for it
 
   // A breaker change ends the standing decision: nothing to prepare, select_brief decides.
   control->record_cluster_failure("tpu-a");
   EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
-  const SelectOutcome fresh = control->select_brief("tpu-v4-64");
+  const Decision fresh = control->select_brief("tpu-v4-64");
   EXPECT_EQ(fresh.same_as, 0);
   auto c = control->prepare_repeat("tpu-v4-64");
   ASSERT_TRUE(c);
-  EXPECT_EQ(c->same_as, fresh.selection_id);
+  EXPECT_EQ(c->same_as, fresh.selection.selection_id);
   // Past half of select_reuse_ms (1000 ms) the decision is renewed ahead: a caller that can
   // decide is told to (nullopt), and select_brief decides afresh.
   clock_->advance(std::chrono::milliseconds(500));
   EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
-  const SelectOutcome renewed = control->select_brief("tpu-v4-64");
+  const Decision renewed = control->select_brief("tpu-v4-64");
   EXPECT_EQ(renewed.same_as, 0);
-  EXPECT_EQ(control->prepare_repeat("tpu-v4-64")->same_as, renewed.selection_id);
+  EXPECT_EQ(control->prepare_repeat("tpu-v4-64")->same_as, renewed.selection.selection_id);
   clock_->advance(std::chrono::milliseconds(1000));  // select_reuse_ms: stale
   EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
 }
 
-// Unrecorded repeats (the default) are whole when prepared: the standing decision's id, nothing
-// for record_repeats to do.
-TEST_F(FabricStateTest, UnrecordedRepeatsArePreparedWithTheStandingDecisionsId) {
+// A repeat to be recorded (record_repeats: written) is select_brief's, which writes it: the event
+// loop is never handed one.
+TEST_F(FabricStateTest, RepeatsToRecordAreNotPreparedOnTheEventLoop) {
+  write_config("serve:\n  record_repeats: written\n");
   const auto [store, f, control] = warm_control_plane();
-  const SelectOutcome first = control->select_brief("tpu-v4-64");
-  const std::size_t stored = store->list_selections(100, std::nullopt).size();
+  const Decision first = control->select_brief("tpu-v4-64");
   clock_->advance(std::chrono::milliseconds(250));
-  auto a = control->prepare_repeat("tpu-v4-64");
-  ASSERT_TRUE(a);
-  EXPECT_EQ(a->selection_id, first.selection_id);
-  EXPECT_EQ(a->same_as, first.selection_id);
-  EXPECT_EQ(a->selection.decided_at, first.selection.decided_at);
-  ASSERT_TRUE(a->shared_candidates);
-  EXPECT_EQ(a->shared_candidates->at(0).age_ms + a->shared_age_offset_ms,
-            first.candidates[0].age_ms + 250);
-  EXPECT_EQ(store->list_selections(100, std::nullopt).size(), stored);
+  EXPECT_FALSE(control->prepare_repeat("tpu-v4-64"));
+  const Decision again = control->select_brief("tpu-v4-64");
+  EXPECT_EQ(again.same_as, first.selection.selection_id);
+  EXPECT_GT(again.selection.selection_id, first.selection.selection_id);
 }
 
 TEST_F(FabricStateTest, ABriefSelectIsNotRepeatedOnProbesOlderThanTheMaximumAge) {
   write_config("serve:\n  max_probe_age_s: 2\n  select_reuse_ms: 5000\n");
   const auto [store, f, control] = warm_control_plane();
-  const SelectOutcome first = control->select_brief("tpu-v4-64");
+  const Decision first = control->select_brief("tpu-v4-64");
   clock_->advance(std::chrono::milliseconds(1000));
-  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection_id);
+  EXPECT_EQ(control->select_brief("tpu-v4-64").same_as, first.selection.selection_id);
   const auto probes_before = runner_->calls().size();
   clock_->advance(std::chrono::milliseconds(1500));  // the probes are 2.5 s old now
-  const SelectOutcome fresh = control->select_brief("tpu-v4-64");
+  const Decision fresh = control->select_brief("tpu-v4-64");
   EXPECT_EQ(fresh.same_as, 0);
   EXPECT_GT(runner_->calls().size(), probes_before);  // probed again before deciding
-  for (const auto& p : fresh.candidates) EXPECT_LT(p.age_ms, 2000) << p.result.cluster;
+  for (const auto& p : fresh.candidate_probes) EXPECT_LT(p.age_ms, 2000) << p.result.cluster;
 
   write_config("serve:\n  select_reuse_ms: 0\n");
   reload_control_plane(*control);
@@ -780,7 +772,7 @@ TEST_F(FabricStateTest, TheSupervisorsDecisionsCountItsPlacementsInFlightAndAvoi
 
   PlacementHints in_flight;
   in_flight.in_flight["tpu-a"] = 60;  // max_queue_depth 50
-  SelectOutcome o = control->select_excluding("tpu-v4-64", {}, in_flight);
+  Decision o = control->select_excluding("tpu-v4-64", {}, in_flight);
   EXPECT_EQ(o.selection.selected_cluster, "tpu-b");
   EXPECT_THAT(o.selection.reason, HasSubstr("tpu-b"));
 
@@ -816,12 +808,11 @@ TEST_F(FabricStateTest, TheBriefAnswerNamesACandidateABreakerKeptOut) {
   ASSERT_TRUE(store->compare_and_set_breaker(open));
   std::shared_ptr<ClusterFabric> f = fabric(store);
   auto control = make_fabric_control_plane(f, store, clock_);
-  const SelectOutcome out = control->select_brief("tpu-v4-64");
+  const Decision out = control->select_brief("tpu-v4-64");
   EXPECT_EQ(out.selection.selected_cluster, "tpu-b");
-  ASSERT_TRUE(out.skipped);
-  ASSERT_EQ(out.skipped->size(), 1u);
-  EXPECT_EQ(out.skipped->at(0).first, "tpu-a");
-  EXPECT_THAT(out.skipped->at(0).second, HasSubstr("circuit breaker"));
+  ASSERT_EQ(out.skipped.size(), 1u);
+  EXPECT_EQ(out.skipped.begin()->first, "tpu-a");
+  EXPECT_THAT(out.skipped.begin()->second, HasSubstr("circuit breaker"));
   const std::string answer = serve::brief_select_answer_json(out);
   EXPECT_THAT(answer, HasSubstr("\"skipped\":{\"tpu-a\":"));
   EXPECT_THAT(answer, Not(HasSubstr("\"probe_age_ms\":{\"tpu-a\"")));

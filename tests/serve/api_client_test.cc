@@ -80,21 +80,20 @@ class FakeControlPlane final : public ControlPlane {
     s.from_cache = true;
     return s;
   }
-  SelectOutcome select_explained(const std::string& accelerator) override {
+  Decision select_explained(const std::string& accelerator) override {
     if (accelerator != "tpu-v4-64") {
       throw NoAvailableClusterError("no cluster supports " + accelerator, accelerator,
                                     {cached_probe("tpu-a")->result});
     }
-    SelectOutcome o;
+    Decision o;
     o.selection.selected_cluster = "tpu-a";
     o.selection.accelerator = "v4-64";
     o.selection.candidates = {"tpu-a"};
     o.selection.probe_results = {cached_probe("tpu-a")->result};
     o.selection.reason = "selected tpu-a: reachable, queue_depth=1 <= max=5";
     o.selection.decided_at = "2026-04-13T08:00:00.000Z";
-    o.selection_id = store->record_selection(o.selection);
-    o.selection.selection_id = o.selection_id;
-    o.candidates = {*cached_probe("tpu-a")};
+    o.selection.selection_id = store->record_selection(o.selection);
+    o.candidate_probes = {*cached_probe("tpu-a")};
     return o;
   }
   Submission submit(const SubmitRequest& request) override {

@@ -118,12 +118,12 @@ class FakeControlPlane final : public ControlPlane {
              .summary = "open until 2026-04-13T08:02:00.000Z (trip 2, 3 failures)"},
             {.key = "tpu-b/v4-64", .state = "half_open", .summary = "half_open"}};
   }
-  SelectOutcome select_explained(const std::string& accelerator) override {
+  Decision select_explained(const std::string& accelerator) override {
     ++selects;
     if (accelerator != "tpu-v4-64" && accelerator != "v4-64") {
       throw NoAvailableClusterError("no cluster supports " + accelerator, accelerator, {});
     }
-    SelectOutcome o;
+    Decision o;
     o.selection.selected_cluster = "tpu-a";
     o.selection.accelerator = "v4-64";
     o.selection.candidates = {"tpu-a", "tpu-b"};
@@ -137,49 +137,57 @@ class FakeControlPlane final : public ControlPlane {
     CandidateScore b{.cluster = "tpu-b", .priority = 2, .skip_reason = "circuit breaker open"};
     b.verdict = "skipped: circuit breaker open";
     o.selection.scores = {a, b};
-    o.selection_id = store->record_selection(o.selection);
-    o.candidates = {*cached_probe("tpu-a")};
+    o.selection.selection_id = store->record_selection(o.selection);
+    o.candidate_probes = {*cached_probe("tpu-a")};
     return o;
   }
-  // Repeats offered to the event loop when repeat_of is set (0: none, as the default); recorded
-  // ones unless record is false (then whole when prepared, as record_repeats: none).
+  // Repeats of decision repeat_of when it is set (0: none, as the default): recorded by
+  // select_brief, as record_repeats written or durable; with record false not recorded, and then
+  // offered to the event loop whole (as record_repeats none).
   std::atomic<std::int64_t> repeat_of{0};
   std::atomic<bool> record{true};
   std::atomic<int> prepared{0};
   std::atomic<int> record_calls{0};
-  std::optional<SelectOutcome> prepare_repeat(const std::string& accelerator) override {
+  // The repeat as the fabric's control plane makes it: the standing decision, its candidate's
+  // probe 250 ms older.
+  std::optional<Decision> repeat(const std::string& accelerator) {
     if (repeat_of == 0 || accelerator != "tpu-v4-64") return std::nullopt;
-    ++prepared;
-    SelectOutcome o;
+    Decision o;
+    o.brief = true;
     o.selection.selected_cluster = "tpu-a";
     o.selection.accelerator = "v4-64";
     o.selection.reason = "repeated";
     o.selection.policy = "priority";
     o.selection.decided_at = "2026-04-13T08:00:01.000Z";
     o.same_as = repeat_of;
-    o.shared_candidates = std::make_shared<std::vector<ProbeSnapshot>>(
-        std::vector<ProbeSnapshot>{*cached_probe("tpu-a")});
-    o.shared_age_offset_ms = 250;
-    if (!record) {
-      o.selection_id = repeat_of;
-      o.selection.selection_id = repeat_of;
-    }
+    o.candidate_probes = {*cached_probe("tpu-a")};
+    o.candidate_probes[0].age_ms += 250;
+    if (!record) o.selection.selection_id = repeat_of;
+    return o;
+  }
+  std::optional<Decision> prepare_repeat(const std::string& accelerator) override {
+    if (record) return std::nullopt;  // select_brief records it
+    auto o = repeat(accelerator);
+    if (o) ++prepared;
     return o;
   }
   // As the fabric's control plane: a repeat when one stands (recorded), else a decision.
-  SelectOutcome select_brief(const std::string& accelerator) override {
-    if (auto r = prepare_repeat(accelerator)) {
-      if (r->selection_id == 0) record_repeats({&*r});
-      if (r->selection_id != 0) return *r;
+  Decision select_brief(const std::string& accelerator) override {
+    if (auto r = repeat(accelerator)) {
+      if (r->selection.selection_id == 0) {
+        ++record_calls;
+        try {
+          r->selection.selection_id =
+              store->record_repeated_selection(r->same_as, r->selection.decided_at);
+        } catch (const std::invalid_argument&) {
+          // The decision repeated is gone: decided afresh.
+        }
+      }
+      if (r->selection.selection_id != 0) return *r;
     }
-    return select_explained(accelerator);
-  }
-  void record_repeats(const std::vector<SelectOutcome*>& repeats) override {
-    ++record_calls;
-    std::vector<std::pair<std::int64_t, std::string>> rows;
-    for (const SelectOutcome* r : repeats) rows.emplace_back(r->same_as, r->selection.decided_at);
-    const auto ids = store->record_repeated_selections(rows);
-    for (std::size_t i = 0; i < ids.size(); ++i) repeats[i]->selection_id = ids[i];
+    Decision o = select_explained(accelerator);
+    o.brief = true;
+    return o;
   }
   Submission submit(const SubmitRequest& request) override {
     const std::string& c = request.cluster;
@@ -1309,7 +1317,7 @@ TEST_F(ApiServerTest, OpenApiDocumentsExactlyTheRoutes) {
 
 // The select answer is written directly; it must be what the JSON library would write.
 TEST(SelectAnswerJson, IsByteForByteWhatNlohmannWrites) {
-  SelectOutcome o;
+  Decision o;
   o.selection.selected_cluster = "tpu-a";
   o.selection.accelerator = "tpu-v4-64";
   o.selection.candidates = {"tpu-a", "tpu-b"};
@@ -1319,7 +1327,7 @@ TEST(SelectAnswerJson, IsByteForByteWhatNlohmannWrites) {
                          "2026-04-13T08:00:00.500Z"}};
   o.selection.reason = "selected tpu-a: reachable, queue_depth=1 <= max=5";
   o.selection.decided_at = "2026-04-13T08:00:01.000Z";
-  o.selection_id = 77;
+  o.selection.selection_id = 77;
   o.selection.policy = "least-wait";
   CandidateScore score;
   score.cluster = "tpu-a";
@@ -1346,10 +1354,10 @@ TEST(SelectAnswerJson, IsByteForByteWhatNlohmannWrites) {
   b.result = o.selection.probe_results[1];
   b.backend = "kube";
   b.consecutive_failures = 3;
-  o.candidates = {a, b};
+  o.candidate_probes = {a, b};
   json j = o.selection;
-  j["selection_id"] = o.selection_id;
-  j["candidate_probes"] = o.candidates;
+  j["selection_id"] = o.selection.selection_id;
+  j["candidate_probes"] = o.candidate_probes;
   EXPECT_EQ(serve::select_answer_json(o), j.dump() + "\n");
 }
 

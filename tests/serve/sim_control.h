@@ -114,16 +114,16 @@ class SimControl final : public ControlPlane {
     if (it == probes.end()) return std::nullopt;
     return it->second;
   }
-  SelectOutcome select_explained(const std::string& accelerator) override {
+  Decision select_explained(const std::string& accelerator) override {
     return select_excluding(accelerator, {});
   }
   using ControlPlane::select_excluding;
   // The first reachable cluster in `order`, not excluded; with `by_queue`, the one with the
   // fewest QUEUED workloads (the hints' in-flight placements counted), then `order`, as the
   // priority policy ranks equal priorities. A cluster of hints.no_room only when no other can.
-  SelectOutcome select_excluding(const std::string& accelerator,
-                                 const std::vector<std::string>& excluded,
-                                 const PlacementHints& hints) override {
+  Decision select_excluding(const std::string& accelerator,
+                            const std::vector<std::string>& excluded,
+                            const PlacementHints& hints) override {
     std::lock_guard lock(mutex);
     hints_seen.push_back(hints);
     for (const bool with_full : {false, true}) {
@@ -146,10 +146,9 @@ class SimControl final : public ControlPlane {
         }
       }
       if (best.empty()) continue;
-      SelectOutcome o;
+      Decision o;
       o.selection.selected_cluster = best;
-      o.selection_id = ++decisions;
-      o.selection.selection_id = o.selection_id;
+      o.selection.selection_id = ++decisions;
       return o;
     }
     throw NoAvailableClusterError("every cluster is excluded or unreachable", accelerator, {});
