@@ -320,10 +320,7 @@ void ApiServer::Impl::add_cluster_routes() {
     // fresh=true: no older than serve.max_probe_age_s, probed now if need be (cluster status).
     const auto probe = serve::bool_param(req, "fresh") ? std::optional(control().fresh_probe(name))
                                                        : control().cached_probe(name);
-    ClusterConfig config;
-    for (ClusterEntry& c : control().list_clusters()) {
-      if (c.config.name == name) config = std::move(c.config);
-    }
+    const ClusterConfig config = control().cluster_config(name);
     const StoreTime to = now();
     const StoreTime from = serve::time_param("since", param(req, "since").value_or("1h"), to);
     const int limit = static_cast<int>(int_param(req, "limit", 1, 10000).value_or(1000));

@@ -85,6 +85,8 @@ struct PlacementHints {
 // business (the supervisor's place_workload): an implementation refuses it.
 class ControlPlane : public FabricClient {
  public:
+  // The configuration of `cluster` (the registry's; no store read). Throws UnknownClusterError.
+  virtual ClusterConfig cluster_config(const std::string& cluster) const = 0;
   // The cached probe of `cluster` (nullopt when none yet). Throws UnknownClusterError.
   virtual std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const = 0;
   // A probe of `cluster` no older than the configured maximum age (probed now when the cached

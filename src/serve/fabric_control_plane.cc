@@ -155,6 +155,10 @@ class FabricControlPlane final : public ControlPlane {
 
   // --- ControlPlane.
 
+  ClusterConfig cluster_config(const std::string& cluster) const override {
+    return fabric_->get_cluster(cluster);
+  }
+
   std::optional<ProbeSnapshot> cached_probe(const std::string& cluster) const override {
     fabric_->get_cluster(cluster);  // UnknownClusterError
     return monitor_->latest(cluster);
@@ -249,25 +253,27 @@ class FabricControlPlane final : public ControlPlane {
       r->config = config;
       r->epoch = basis.epoch;
       r->decided = clock_->steady_now();
-      r->brief.selection_id = out.selection.selection_id;
-      r->brief.decided_at = out.selection.decided_at;
-      r->brief.selected_cluster = out.selection.selected_cluster;
-      r->brief.accelerator = out.selection.accelerator;
-      r->brief.reason = out.selection.reason;
-      r->brief.policy = out.selection.policy;
-      r->skipped = out.skipped;
-      // What a brief answer shows of each candidate's probe, and nothing to copy per repeat.
-      auto candidates = std::make_shared<std::vector<ProbeSnapshot>>();
-      candidates->reserve(out.candidate_probes.size());
+      // What a brief answer shows of it: no candidates, probe_results or scores, and of each
+      // candidate's probe its cluster, reachability, age and from_cache.
+      Decision& brief = r->brief;
+      brief.brief = true;
+      brief.selection.selection_id = out.selection.selection_id;
+      brief.selection.decided_at = out.selection.decided_at;
+      brief.selection.selected_cluster = out.selection.selected_cluster;
+      brief.selection.accelerator = out.selection.accelerator;
+      brief.selection.reason = out.selection.reason;
+      brief.selection.policy = out.selection.policy;
+      brief.same_as = out.selection.selection_id;
+      brief.skipped = out.skipped;
+      brief.candidate_probes.reserve(out.candidate_probes.size());
       for (const ProbeSnapshot& p : out.candidate_probes) {
-        ProbeSnapshot& lite = candidates->emplace_back();
+        ProbeSnapshot& lite = brief.candidate_probes.emplace_back();
         lite.result.cluster = p.result.cluster;
         lite.result.reachable = p.result.reachable;
         lite.age_ms = p.age_ms;
         lite.from_cache = true;
         r->oldest_probe_ms = std::max(r->oldest_probe_ms, p.age_ms);
       }
-      r->candidates = std::move(candidates);
     }
     std::lock_guard lock(reuse_mutex_);
     reusable_[accelerator_type].last = std::move(r);  // null: the next caller decides afresh
@@ -501,10 +507,7 @@ class FabricControlPlane final : public ControlPlane {
     std::uint64_t epoch = 0;                     // ClusterFabric::selection_epoch() as made
     std::chrono::steady_clock::time_point decided{};
     std::int64_t oldest_probe_ms = 0;  // the oldest candidate probe's age when it was made
-    ClusterSelection brief;  // its id and time, without candidates, probe_results and scores
-    // cluster, reachable, age_ms and from_cache only
-    std::shared_ptr<const std::vector<ProbeSnapshot>> candidates;
-    std::map<std::string, std::string> skipped;
+    Decision brief;  // as a repeat answers it (same_as: itself), ages as when it was made
   };
   struct Slot {
     std::shared_ptr<const Reusable> last;  // null: none to repeat
@@ -548,7 +551,7 @@ class FabricControlPlane final : public ControlPlane {
     if (out.selection.selection_id != 0) return out;  // record_repeats: none
     try {
       out.selection.selection_id =
-          store_->record_repeated_selection(last.brief.selection_id, out.selection.decided_at);
+          store_->record_repeated_selection(out.same_as, out.selection.decided_at);
     } catch (const std::invalid_argument&) {
       forget_decisions();
       return std::nullopt;
@@ -560,9 +563,7 @@ class FabricControlPlane final : public ControlPlane {
   // it is the standing decision (its id and decided_at); else it has no id until recorded, and
   // decided_at is now.
   Decision repeat_as_of_now(const Reusable& last) const {
-    Decision out;
-    out.brief = true;
-    out.selection = last.brief;
+    Decision out = last.brief;
     if (last.config->serve.record_repeats != RepeatRecords::kNone) {
       out.selection.selection_id = 0;
       out.selection.decided_at = format_iso8601(clock_->now());
@@ -571,10 +572,7 @@ class FabricControlPlane final : public ControlPlane {
         0,
         std::chrono::duration_cast<std::chrono::milliseconds>(clock_->steady_now() - last.decided)
             .count());
-    out.same_as = last.brief.selection_id;
-    out.candidate_probes = *last.candidates;
     for (ProbeSnapshot& p : out.candidate_probes) p.age_ms += elapsed_ms;
-    out.skipped = last.skipped;
     return out;
   }
 

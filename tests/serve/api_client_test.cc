@@ -60,6 +60,10 @@ class FakeControlPlane final : public ControlPlane {
   void check(const std::string& name) const {
     if (name != "tpu-a" && name != "tpu-b") throw UnknownClusterError(name, {"tpu-a", "tpu-b"});
   }
+  ClusterConfig cluster_config(const std::string& name) const override {
+    check(name);
+    return cluster(name);
+  }
   std::vector<ClusterEntry> list_clusters() override {
     return {{cluster("tpu-a"), {}}, {cluster("tpu-b"), {}}};
   }

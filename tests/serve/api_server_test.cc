@@ -84,6 +84,13 @@ class FakeControlPlane final : public ControlPlane {
     throw UnknownClusterError(name, {"tpu-a", "tpu-b"});
   }
 
+  ClusterConfig cluster_config(const std::string& name) const override {
+    for (const ClusterConfig& c : configs) {
+      if (c.name == name) return c;
+    }
+    check(name);  // UnknownClusterError
+    return {};
+  }
   std::vector<ClusterEntry> list_clusters() override {
     std::vector<ClusterEntry> out;
     for (const ClusterConfig& c : configs) out.push_back({c, breakers(c.name)});

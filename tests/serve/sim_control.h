@@ -108,6 +108,9 @@ class SimControl final : public ControlPlane {
   }
 
   std::vector<ClusterEntry> list_clusters() override { return {}; }
+  ClusterConfig cluster_config(const std::string&) const override {
+    throw std::logic_error("not used");
+  }
   std::optional<ProbeSnapshot> cached_probe(const std::string& c) const override {
     std::lock_guard lock(mutex);
     const auto it = probes.find(c);
