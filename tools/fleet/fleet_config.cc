@@ -436,7 +436,9 @@ void check_zone_and_location(Checker& c, const YAML::Node& node, const std::stri
   }
 }
 
-void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, FleetCluster& out) {
+// `manager_cluster`: the name the `manager:` section gives its cluster, whose capacity may be {}.
+void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, FleetCluster& out,
+                   const std::string& manager_cluster) {
   const std::string path = "clusters." + name;
   out.name = name;
   if (!c.is_map(node, path)) return;
@@ -492,7 +494,10 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
           out.capacity[type] = static_cast<int>(*v);
         }
       }
-      if (n.size() == 0) c.problem(n, field("capacity"), "must name at least one device type");
+      if (n.size() == 0 && name != manager_cluster) {
+        c.problem(n, field("capacity"),
+                  "must name at least one device type ({} only for the manager: cluster)");
+      }
     }
   } else {
     c.problem(node, field("capacity"), "missing required key");
@@ -500,6 +505,106 @@ void parse_cluster(Checker& c, const std::string& name, const YAML::Node& node, 
   if (auto n = node["topology"]) parse_topology(c, n, field("topology"), out.topology);
   if (auto n = node["behaviour"]) parse_behaviour(c, n, field("behaviour"), out.behaviour);
   if (auto n = node["workloads"]) parse_workloads(c, n, field("workloads"), out);
+}
+
+// A Kubernetes object name (RFC 1123 subdomain): lower-case letters, digits, '-' and '.',
+// starting and ending with a letter or digit, at most 253 characters.
+bool is_object_name(std::string_view name) {
+  if (name.empty() || name.size() > 253) return false;
+  const auto alnum = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'); };
+  if (!alnum(name.front()) || !alnum(name.back())) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [&](char ch) { return alnum(ch) || ch == '-' || ch == '.'; });
+}
+
+// Kueue's rule for multiKueue.dispatcherName: a domain-prefixed path (`acme.io/foo`) of at most
+// 63 characters.
+bool is_dispatcher_name(std::string_view name) {
+  const std::size_t slash = name.find('/');
+  if (name.size() > 63 || slash == std::string_view::npos || slash + 1 == name.size()) return false;
+  if (!is_object_name(name.substr(0, slash))) return false;
+  return name.substr(slash + 1).find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/") ==
+         std::string_view::npos;
+}
+
+// The `manager:` section; `clusters` are the fleet's clusters, parsed before it.
+void parse_manager(Checker& c, const YAML::Node& node, const std::vector<FleetCluster>& clusters,
+                   std::optional<ManagerSpec>& out) {
+  const std::string path = "manager";
+  if (!c.is_map(node, path)) return;
+  c.only_keys(
+      node, path,
+      {"cluster", "dispatcher", "step_size", "round_s", "admission_check", "config", "workers"});
+  ManagerSpec spec;
+  const auto field = [&](const char* key) { return Checker::join(path, key); };
+  const auto known = [&](const std::string& name) {
+    return std::any_of(clusters.begin(), clusters.end(),
+                       [&](const FleetCluster& fc) { return fc.name == name; });
+  };
+  if (auto n = node["cluster"]) {
+    if (auto v = c.nonempty_string(n, field("cluster"))) {
+      spec.cluster = *v;
+      if (!known(*v)) {
+        c.problem(n, field("cluster"), fmt::format("'{}' is not a cluster of clusters:", *v));
+      }
+    }
+  } else {
+    c.problem(node, field("cluster"), "missing required key");
+  }
+  if (auto n = node["dispatcher"]) {
+    if (auto v = c.nonempty_string(n, field("dispatcher"))) {
+      spec.dispatcher = *v;
+      if (!is_dispatcher_name(*v)) {
+        c.problem(n, field("dispatcher"),
+                  fmt::format("'{}' is not a dispatcher name (a domain-prefixed path of at most "
+                              "63 characters, like {})",
+                              *v, kDispatcherIncremental));
+      }
+    }
+  }
+  if (auto n = node["step_size"]) assign(c.integer(n, field("step_size"), 1, 100), spec.step_size);
+  if (auto n = node["round_s"]) assign(c.number(n, field("round_s"), 1, 86'400), spec.round_s);
+  for (const char* key : {"admission_check", "config"}) {
+    const YAML::Node n = node[key];
+    if (!n) continue;
+    if (auto v = c.nonempty_string(n, field(key))) {
+      if (!is_object_name(*v)) {
+        c.problem(n, field(key),
+                  fmt::format("'{}' is not a Kubernetes object name (lower-case letters, digits, "
+                              "'-' and '.', at most 253 characters)",
+                              *v));
+      }
+      (std::string_view(key) == "config" ? spec.config : spec.admission_check) = *v;
+    }
+  }
+  if (auto n = node["workers"]) {
+    if (!n.IsSequence() || n.size() == 0) {
+      c.problem(n, field("workers"), "must be a non-empty list of fleet cluster names");
+    } else if (n.size() > 10) {
+      c.problem(
+          n, field("workers"),
+          fmt::format("has {} clusters; Kueue's MultiKueueConfig takes at most 10", n.size()));
+    } else {
+      std::set<std::string> seen;
+      for (std::size_t i = 0; i < n.size(); ++i) {
+        const std::string wpath = fmt::format("{}[{}]", field("workers"), i);
+        const auto v = c.nonempty_string(n[i], wpath);
+        if (!v) continue;
+        if (!known(*v)) {
+          c.problem(n[i], wpath, fmt::format("'{}' is not a cluster of clusters:", *v));
+        } else if (*v == spec.cluster) {
+          c.problem(n[i], wpath, fmt::format("'{}' is the manager cluster, not a worker", *v));
+        } else if (!seen.insert(*v).second) {
+          c.problem(n[i], wpath, fmt::format("'{}' is listed twice", *v));
+        }
+        spec.workers.push_back(*v);
+      }
+    }
+  } else {
+    c.problem(node, field("workers"), "missing required key");
+  }
+  out = std::move(spec);
 }
 
 }  // namespace
@@ -548,9 +653,9 @@ FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& so
     throw FleetConfigError({fmt::format(
         "{}: the fleet file must be a mapping with a clusters: section", source_name)});
   }
-  c.only_keys(
-      root, "",
-      {"xpk", "time_scale", "defaults", "logs", "workers_per_slice", "clusters", "buckets"});
+  c.only_keys(root, "",
+              {"xpk", "time_scale", "defaults", "logs", "workers_per_slice", "clusters", "buckets",
+               "manager"});
   if (auto n = root["buckets"]) {
     if (!n.IsSequence()) {
       c.problem(n, "buckets", "must be a list of bucket names");
@@ -591,6 +696,12 @@ FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& so
       }
     }
   }
+  // The manager's cluster may have an empty capacity: known before the clusters are parsed.
+  std::string manager_cluster;
+  if (const YAML::Node m = root["manager"];
+      m && m.IsMap() && m["cluster"] && m["cluster"].IsScalar()) {
+    manager_cluster = m["cluster"].Scalar();
+  }
   const YAML::Node clusters = root["clusters"];
   if (!clusters) {
     c.problem(root, "clusters", "missing required key");
@@ -601,7 +712,7 @@ FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& so
     for (const auto& kv : clusters) {
       FleetCluster cluster;
       const std::string name = kv.first.as<std::string>();
-      parse_cluster(c, name, kv.second, cluster);
+      parse_cluster(c, name, kv.second, cluster, manager_cluster);
       if (!cluster.project.empty() && !cluster.cluster_id.empty()) {
         auto [it, inserted] = ids.emplace(std::pair{cluster.project, cluster.cluster_id}, name);
         if (!inserted) {
@@ -613,6 +724,7 @@ FleetConfig parse_fleet_config(std::string_view yaml_text, const std::string& so
       config.clusters.push_back(std::move(cluster));
     }
   }
+  if (auto n = root["manager"]) parse_manager(c, n, config.clusters, config.manager);
   if (!c.problems().empty()) throw FleetConfigError(std::move(c.problems()));
   return config;
 }

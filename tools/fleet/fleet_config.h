@@ -43,6 +43,19 @@
 //       workloads:              # present when the fleet starts
 //         - {name: warm, count: 1, device_type: tpu-v4-64, num_slices: 1, priority: medium,
 //            namespace: default, duration_s: <defaults>, outcome: <defaults>, env: {}}
+//   manager:                    # optional: a MultiKueue manager (manager.h) in the fleet
+//     cluster: mk-manager       # required: a cluster of `clusters:` whose Kubernetes API serves
+//                               # the manager's objects (its capacity may be {})
+//     dispatcher: kueue.x-k8s.io/multikueue-dispatcher-all-at-once  # Kueue's
+//                               # multiKueue.dispatcherName: ...-all-at-once (default),
+//                               # kueue.x-k8s.io/multikueue-dispatcher-incremental, or any
+//                               # other name: an external dispatcher PATCHes the nominations
+//     step_size: 3              # incremental: workers nominated per round (1..100)
+//     round_s: 300              # incremental: simulated seconds per round (1..86400)
+//     admission_check: multikueue        # the AdmissionCheck's name
+//     config: multikueue-config          # the MultiKueueConfig's name
+//     workers: [tpu-a, tpu-b]   # required: fleet clusters (not the manager), in configuration
+//                               # order; their MultiKueueClusters have these names
 #pragma once
 
 #include <cstdint>
@@ -151,6 +164,28 @@ struct FleetCluster {
   std::vector<InitialWorkload> workloads;
 };
 
+// MultiKueue's built-in dispatchers (Kueue's multiKueue.dispatcherName); any other name is an
+// external dispatcher.
+inline constexpr std::string_view kDispatcherAllAtOnce =
+    "kueue.x-k8s.io/multikueue-dispatcher-all-at-once";
+inline constexpr std::string_view kDispatcherIncremental =
+    "kueue.x-k8s.io/multikueue-dispatcher-incremental";
+
+// The fleet file's `manager:` section: a MultiKueue manager cluster (manager.h).
+struct ManagerSpec {
+  std::string cluster;  // the fleet cluster whose Kubernetes API serves the manager's objects
+  std::string dispatcher = std::string(kDispatcherAllAtOnce);
+  int step_size = 3;                           // incremental: workers nominated per round
+  double round_s = 300;                        // incremental: simulated seconds per round
+  std::string admission_check = "multikueue";  // the AdmissionCheck's name
+  std::string config = "multikueue-config";    // the MultiKueueConfig's name
+  std::vector<std::string> workers;            // fleet clusters, in configuration order
+
+  bool all_at_once() const { return dispatcher == kDispatcherAllAtOnce; }
+  bool incremental() const { return dispatcher == kDispatcherIncremental; }
+  bool external() const { return !all_at_once() && !incremental(); }
+};
+
 struct LogSettings {
   int omit_completion_index_every = 0;
 };
@@ -166,12 +201,14 @@ struct FleetConfig {
   // Cloud Storage buckets that exist from the start (in the first cluster's project), as a
   // user's export bucket does before the first export.
   std::vector<std::string> buckets;
+  std::optional<ManagerSpec> manager;  // the `manager:` section, when present
 };
 
 // Reads and validates the fleet file. Throws FleetConfigError naming the file, the line and the
 // field of every problem: unreadable file, YAML syntax, unknown or missing keys, wrong types,
 // out-of-range values, two clusters with the same (project, cluster_id), initial workloads with
-// bad names or a device type the cluster has no capacity entry for.
+// bad names or a device type the cluster has no capacity entry for, a `manager:` section naming
+// clusters the fleet does not have.
 FleetConfig load_fleet_config(const std::string& path);
 
 // Same, from text; `source_name` stands in for the path in messages.

@@ -234,6 +234,97 @@ TEST(FleetConfig, RejectsInitialWorkloadsTheClusterCannotRun) {
   EXPECT_THAT(problems, HasSubstr("clusters.c.workloads[5].priority: must be one of very-low"));
 }
 
+constexpr const char* kWithManager = R"(
+clusters:
+  mk:
+    project: p
+    zone: us-central2-b
+    cluster_id: mk
+    capacity: {}
+  a:
+    project: p
+    zone: us-central2-b
+    cluster_id: a
+    capacity: {tpu-v4-8: 1}
+  b:
+    project: p
+    zone: us-central2-b
+    cluster_id: b
+    capacity: {tpu-v4-8: 1}
+)";
+
+TEST(FleetConfig, ManagerSectionHasDocumentedDefaults) {
+  EXPECT_FALSE(parse_fleet_config(kMinimal, "fleet.yaml").manager.has_value());
+  const FleetConfig config = parse_fleet_config(
+      std::string(kWithManager) + "manager: {cluster: mk, workers: [b, a]}\n", "fleet.yaml");
+  ASSERT_TRUE(config.manager.has_value());
+  const ManagerSpec& m = *config.manager;
+  EXPECT_EQ(m.cluster, "mk");
+  EXPECT_EQ(m.dispatcher, "kueue.x-k8s.io/multikueue-dispatcher-all-at-once");
+  EXPECT_TRUE(m.all_at_once());
+  EXPECT_EQ(m.step_size, 3);
+  EXPECT_EQ(m.round_s, 300);
+  EXPECT_EQ(m.admission_check, "multikueue");
+  EXPECT_EQ(m.config, "multikueue-config");
+  EXPECT_EQ(m.workers, (std::vector<std::string>{"b", "a"}));  // configuration order
+  EXPECT_TRUE(config.clusters.at(0).capacity.empty());         // {} allowed for the manager
+}
+
+TEST(FleetConfig, ManagerSectionReadsEveryKey) {
+  const FleetConfig config = parse_fleet_config(std::string(kWithManager) + R"(manager:
+  cluster: mk
+  dispatcher: kueue.x-k8s.io/multikueue-dispatcher-incremental
+  step_size: 1
+  round_s: 60
+  admission_check: mk-check
+  config: mk.config
+  workers: [a, b]
+)",
+                                                "fleet.yaml");
+  const ManagerSpec& m = config.manager.value();
+  EXPECT_TRUE(m.incremental());
+  EXPECT_EQ(m.step_size, 1);
+  EXPECT_EQ(m.round_s, 60);
+  EXPECT_EQ(m.admission_check, "mk-check");
+  EXPECT_EQ(m.config, "mk.config");
+  const FleetConfig external =
+      parse_fleet_config(std::string(kWithManager) +
+                             "manager: {cluster: mk, workers: [a], dispatcher: falcon.dev/x}\n",
+                         "fleet.yaml");
+  EXPECT_TRUE(external.manager->external());
+}
+
+TEST(FleetConfig, RejectsAManagerSectionThatNamesWhatTheFleetLacks) {
+  const std::string problems = problems_of(std::string(kWithManager) + R"(manager:
+  cluster: ghost
+  dispatcher: incremental
+  step_size: 0
+  round_s: 0
+  admission_check: Multi_Kueue
+  workers: [a, a, nowhere, mk]
+  extra: 1
+)");
+  EXPECT_THAT(problems, HasSubstr("fleet.yaml:19:12: manager.cluster: 'ghost' is not a cluster of "
+                                  "clusters:"));
+  EXPECT_THAT(problems, HasSubstr("manager.dispatcher: 'incremental' is not a dispatcher name"));
+  EXPECT_THAT(problems, HasSubstr("manager.step_size: must be between 1 and 100, got 0"));
+  EXPECT_THAT(problems, HasSubstr("manager.round_s: must be between 1 and 86400, got 0"));
+  EXPECT_THAT(problems, HasSubstr("manager.admission_check: 'Multi_Kueue' is not a Kubernetes "
+                                  "object name"));
+  EXPECT_THAT(problems, HasSubstr("manager.workers[1]: 'a' is listed twice"));
+  EXPECT_THAT(problems, HasSubstr("manager.workers[2]: 'nowhere' is not a cluster of clusters:"));
+  EXPECT_THAT(problems, HasSubstr("manager.extra: unknown key"));
+  // The manager's own cluster is not a worker; workers are required; an empty capacity is the
+  // manager's privilege.
+  EXPECT_THAT(problems_of(std::string(kWithManager) + "manager: {cluster: a, workers: [a, b]}\n"),
+              AllOf(HasSubstr("manager.workers[0]: 'a' is the manager cluster, not a worker"),
+                    HasSubstr("clusters.mk.capacity: must name at least one device type")));
+  EXPECT_THAT(problems_of(std::string(kWithManager) + "manager: {cluster: mk}\n"),
+              HasSubstr("manager.workers: missing required key"));
+  EXPECT_THAT(problems_of(std::string(kWithManager) + "manager: {cluster: mk, workers: []}\n"),
+              HasSubstr("manager.workers: must be a non-empty list of fleet cluster names"));
+}
+
 TEST(FleetConfig, ReportsYamlSyntaxErrorsWithPosition) {
   EXPECT_THAT(problems_of("clusters:\n  c: {project: p\n"),
               HasSubstr("fleet.yaml:3:1: invalid YAML"));
