@@ -12,6 +12,7 @@
 #include "common/names.h"
 #include "common/rfc3339.h"
 #include "common/xpk_accelerators.h"
+#include "fleet/manager.h"
 
 namespace falcon::fleet {
 namespace {
@@ -315,6 +316,7 @@ FleetSimulator::FleetSimulator(FleetConfig config, std::shared_ptr<SimClock> clo
       }
     }
   }
+  if (config_.manager) manager_ = std::make_unique<MultiKueueManager>(*this, *config_.manager);
 }
 
 FleetSimulator::~FleetSimulator() = default;
@@ -455,6 +457,16 @@ void terminate_pods(W& w, std::int64_t t, Entries& out) {
     pod.emitted = count;
     pod.terminated = true;
   }
+}
+
+// Kueue's Finished message: JobSet's words for the run's end.
+template <typename W>
+std::string finish_message(const W& w) {
+  if (!w.failed) return "jobset completed successfully";
+  return fmt::format(
+      "jobset failed due to reaching max number of restarts (first failed job: "
+      "{}-slice-job-{})",
+      w.request.workload, w.failed_slice);
 }
 
 template <typename W>
@@ -711,7 +723,7 @@ void FleetSimulator::flush(std::vector<LogRun> runs) {
   }
 }
 
-std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
+std::vector<LogRun> FleetSimulator::run_clusters_locked(std::int64_t now) {
   Entries out;
   for (auto& cp : clusters_) {
     Cluster& c = *cp;
@@ -893,13 +905,8 @@ ListResult FleetSimulator::list(const std::string& cluster_name) {
                                 "Preempted"});
         }
         if (w.finished()) {
-          conditions.push_back(
-              {"Finished",
-               w.failed ? fmt::format("jobset failed due to reaching max number of restarts "
-                                      "(first failed job: {}-slice-job-{})",
-                                      w.request.workload, w.failed_slice)
-                        : std::string("jobset completed successfully"),
-               w.finished_ns, true, w.failed ? "Failed" : "Succeeded"});
+          conditions.push_back({"Finished", finish_message(w), w.finished_ns, true,
+                                w.failed ? "Failed" : "Succeeded"});
         }
       }
       if (evicted) {
@@ -1068,17 +1075,167 @@ DeleteOutcome FleetSimulator::remove(const std::string& cluster_name, const std:
   outcome.failure = kubectl_fate_locked(c);
   if (!outcome.failure) {
     if (Workload* w = c.find(workload, nullptr)) {
-      if (w->running()) terminate_pods(*w, now, out);
-      std::erase_if(c.workloads, [&](const auto& p) { return p.get() == w; });
+      remove_locked(c, w, now, out);
       outcome.deleted = true;
-      Entries more = advance_locked(now);  // the freed slot admits the next workload
-      out.insert(out.end(), std::make_move_iterator(more.begin()),
-                 std::make_move_iterator(more.end()));
     }
   }
   lock.unlock();
   flush(std::move(out));
   return outcome;
+}
+
+void FleetSimulator::remove_locked(Cluster& c, Workload* w, std::int64_t now, Entries& out) {
+  if (w->running()) terminate_pods(*w, now, out);
+  std::erase_if(c.workloads, [&](const auto& p) { return p.get() == w; });
+  Entries more = advance_locked(now);  // the freed slot admits the next workload
+  out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
+// --- The MultiKueue manager's access to the clusters (manager.h).
+
+class FleetSimulator::Access final : public WorkerAccess {
+ public:
+  Access(FleetSimulator& sim, std::int64_t now, Entries& out) : sim_(sim), now_(now), out_(out) {}
+
+  std::int64_t now() const override { return now_; }
+
+  std::optional<std::string> unreachable(const std::string& cluster) const override {
+    const Cluster& c = sim_.cluster_locked(cluster);
+    if (c.down || sim_.down_locked(c, now_)) {
+      return fmt::format("dial tcp {}:443: i/o timeout", c.endpoint_ip);
+    }
+    if (!c.spec.behaviour.kueue) {
+      return std::string("no matches for kind \"Workload\" in version \"kueue.x-k8s.io/v1beta2\"");
+    }
+    return std::nullopt;
+  }
+
+  std::int64_t next_reachability_change_ns(const std::string& cluster) const override {
+    const Cluster& c = sim_.cluster_locked(cluster);
+    const FlapSpec& f = c.spec.behaviour.flap;
+    if (c.spec.behaviour.unreachable || f.period_s <= 0) return kNeverNs;
+    const std::int64_t period = sim_.clock_->span_ns(f.period_s * kSecond);
+    const std::int64_t down = sim_.clock_->span_ns(f.down_s * kSecond);
+    if (period <= 0) return kNeverNs;
+    const std::int64_t t = now_ - sim_.start_ns_ + sim_.clock_->span_ns(f.offset_s * kSecond);
+    const std::int64_t phase = ((t % period) + period) % period;
+    return now_ + (phase < down ? down - phase : period - phase);
+  }
+
+  std::int64_t span_ns(std::int64_t simulated_ns) const override {
+    return sim_.clock_->span_ns(simulated_ns);
+  }
+
+  std::optional<Copy> find(const std::string& cluster, const std::string& name,
+                           const std::string& namespace_) const override {
+    Cluster& c = sim_.cluster_locked(cluster);
+    const Workload* w = c.find(name, &namespace_);
+    if (!w) return std::nullopt;
+    Copy copy;
+    copy.sequence = w->sequence;
+    copy.reserved_ns = w->reserved_ns;
+    copy.finished_ns = w->finished_ns;
+    copy.failed = w->failed;
+    if (w->finished()) copy.finish_message = finish_message(*w);
+    return copy;
+  }
+
+  CreateResult create(const std::string& cluster, const CreateRequest& request,
+                      std::uint64_t& sequence) override {
+    Cluster& c = sim_.cluster_locked(cluster);
+    const CreateResult result = sim_.create_locked(c, request, false, now_, out_);
+    if (result == CreateResult::kCreated) {
+      sequence = c.find(request.workload, &request.namespace_)->sequence;
+    }
+    return result;
+  }
+
+  bool remove(const std::string& cluster, const std::string& name, const std::string& namespace_,
+              std::uint64_t sequence) override {
+    Cluster& c = sim_.cluster_locked(cluster);
+    Workload* w = c.find(name, &namespace_);
+    if (!w || w->sequence != sequence) return false;
+    sim_.remove_locked(c, w, now_, out_);
+    return true;
+  }
+
+ private:
+  FleetSimulator& sim_;
+  std::int64_t now_;
+  Entries& out_;
+};
+
+std::int64_t FleetSimulator::next_cluster_event_locked() const {
+  std::int64_t next = kNever;
+  for (const auto& c : clusters_) {
+    for (const auto& w : c->workloads) {
+      if (w->running()) next = std::min(next, w->end_ns());
+      if (w->queued() && w->readmit_at_ns > 0 && w->readmit_at_ns != kNever) {
+        next = std::min(next, w->readmit_at_ns);
+      }
+    }
+  }
+  return next;
+}
+
+std::vector<LogRun> FleetSimulator::advance_locked(std::int64_t now) {
+  if (!manager_ || stepping_) return run_clusters_locked(now);
+  Entries out;
+  stepping_ = true;
+  struct Done {
+    bool& flag;
+    ~Done() { flag = false; }
+  } done{stepping_};
+  // While the manager has work, the clusters run from event to event and the manager acts at
+  // each (a copy admitted at t is settled at t, before a later event can admit another).
+  for (;;) {
+    std::int64_t t = now;
+    if (manager_->busy()) {
+      const std::int64_t last = manager_->last_step_ns_;
+      Access probe(*this, last, out);
+      t = std::min({now, next_cluster_event_locked(), manager_->next_event_ns(probe)});
+      if (t <= last) t = now;
+    }
+    Entries more = run_clusters_locked(t);
+    out.insert(out.end(), std::make_move_iterator(more.begin()),
+               std::make_move_iterator(more.end()));
+    Access access(*this, t, out);
+    manager_->step(access);
+    if (t >= now) break;
+  }
+  return out;
+}
+
+void FleetSimulator::with_workers(const std::function<void(WorkerAccess&)>& fn) {
+  std::unique_lock lock(mu_);
+  const std::int64_t now = clock_->now_ns();
+  Entries out = advance_locked(now);
+  std::exception_ptr error;
+  {
+    stepping_ = true;
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{stepping_};
+    Access access(*this, now, out);
+    try {
+      fn(access);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (manager_) manager_->step(access);
+  }
+  lock.unlock();
+  flush(std::move(out));
+  if (error) std::rethrow_exception(error);
+}
+
+std::optional<std::string> FleetSimulator::unreachable_message(const std::string& cluster) const {
+  std::lock_guard lock(mu_);
+  const Cluster& c = cluster_locked(cluster);
+  if (!down_locked(c, clock_->now_ns())) return std::nullopt;
+  return fmt::format("Unable to connect to the server: dial tcp {}:443: i/o timeout",
+                     c.endpoint_ip);
 }
 
 // --- Kueue's ClusterQueue (slice-shaped capacity, issue 15).
@@ -1382,6 +1539,7 @@ nlohmann::json FleetSimulator::state() {
     clusters.push_back(std::move(cj));
   }
   j["clusters"] = std::move(clusters);
+  if (manager_) j["manager"] = manager_->state_json();
   lock.unlock();
   flush(std::move(out));
   j["log_entries_written"] = log_entries_written();

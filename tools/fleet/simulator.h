@@ -44,6 +44,11 @@
 // The simulator is passive: it moves only when a method is called (each call first runs the
 // simulation up to the clock's now) or when advance() is. All methods are thread-safe; log
 // entries are handed to the LogSink after the internal lock is released.
+//
+// With a `manager:` section in the fleet file the simulator also runs a MultiKueue manager
+// (manager.h) over its clusters, in the simulation's own time order: while the manager has work,
+// running the simulation to now stops at every instant where something happens (a run ends, a
+// workload is readmitted, a round or flap of the manager's) and lets the manager act there.
 #pragma once
 
 #include <atomic>
@@ -67,6 +72,9 @@
 #include "fleet/sim_clock.h"
 
 namespace falcon::fleet {
+
+class MultiKueueManager;
+class WorkerAccess;
 
 // What `xpk workload create` asks for.
 struct CreateRequest {
@@ -298,11 +306,31 @@ class FleetSimulator {
   // Total log entries handed to the sink so far.
   std::size_t log_entries_written() const;
 
+  // The MultiKueue manager (manager.h) when the fleet file has a `manager:` section, else null.
+  // It lives as long as the simulator.
+  MultiKueueManager* manager() const { return manager_.get(); }
+  // For the manager: runs the simulation to the clock's now, then `fn` under the simulator's
+  // lock with access to the clusters at now, then the manager's step at now (so that a change
+  // `fn` made takes effect at once). Exceptions from `fn` propagate (after the step is skipped
+  // and the log lines written).
+  void with_workers(const std::function<void(WorkerAccess&)>& fn);
+  // Why the cluster's API does not answer now (kubectl's words: unreachable, down in its flap
+  // schedule), or nullopt. Not a kubectl call. Throws std::out_of_range for an unknown cluster.
+  std::optional<std::string> unreachable_message(const std::string& cluster) const;
+
  private:
   struct Cluster;
   struct Workload;
+  class Access;
 
+  // Runs the simulation to `now`; with a busy manager, event by event with its steps between.
   std::vector<LogRun> advance_locked(std::int64_t now);
+  // The clusters alone: finishes, admissions, log lines, TTL expiry up to `now`.
+  std::vector<LogRun> run_clusters_locked(std::int64_t now);
+  // The earliest instant at which a cluster has something to do (a run's end, a readmission).
+  std::int64_t next_cluster_event_locked() const;
+  // Deletes `w` from `c` at `now` (SIGTERM to running pods); the freed slot admits the next.
+  void remove_locked(Cluster& c, Workload* w, std::int64_t now, std::vector<LogRun>& out);
   Cluster& cluster_locked(const std::string& name);
   const Cluster& cluster_locked(const std::string& name) const;
   std::optional<KubectlFailure> kubectl_fate_locked(Cluster& c);
@@ -327,6 +355,8 @@ class FleetSimulator {
   std::int64_t start_ns_ = 0;  // the clock when the fleet started (flap schedules)
   std::atomic<std::size_t> entries_written_{0};
   FenceReader fence_reader_;
+  std::unique_ptr<MultiKueueManager> manager_;
+  bool stepping_ = false;  // the manager is acting: nested runs do not step it again
 };
 
 // RFC 3339 with whole seconds and Z, as Kubernetes prints timestamps: 2026-06-01T10:00:00Z.
