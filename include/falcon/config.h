@@ -266,11 +266,36 @@ struct SupervisorSettings {
   int max_submit_attempts = 5;      // replacement submits tried per incident
   int max_recoveries = 3;           // default of `job submit --managed --max-recoveries`
   double stable_after_s = 300;      // default of `--stable-after`: RUNNING this long = recovered
+  // A managed workload QUEUED this long on its cluster, never admitted, moves to another cluster
+  // that can admit it now (late binding); 0: it waits where it is.
+  double move_queued_after_s = 600;
   // gs://BUCKET[/PREFIX]: storage fencing (fence.h): an epoch object per managed workload,
   // advanced before each copy starts, passed to it as FALCON_FENCE_URI / FALCON_FENCE_EPOCH.
   // Empty: no fence.
   std::string fence;
   bool operator==(const SupervisorSettings&) const = default;
+};
+
+// `dispatch:`: `falcon serve` as the external dispatcher of a MultiKueue manager cluster
+// (docs/dispatch.md). Without `manager_kubeconfig` there is no dispatcher.
+struct DispatchSettings {
+  std::string manager_kubeconfig;  // the manager cluster (its current context)
+  // The name set as multiKueue.dispatcherName in the manager's Kueue configuration; when that
+  // configuration can be read and names another dispatcher, falcon nominates nothing.
+  std::string dispatcher_name = "falcon.dev/dispatcher";
+  // The MultiKueue AdmissionChecks whose Workloads falcon nominates for; empty: every one.
+  std::vector<std::string> admission_checks;
+  int width = 1;                    // clusters nominated at once (1..20, Kueue's limit)
+  double renominate_after_s = 300;  // none of them admitted it this long: nominate others
+  // A Workload no worker has room for now waits on the manager (late binding) instead of being
+  // nominated where it would queue; false: nominate the best candidate even so.
+  bool hold_until_room = true;
+  double retry_s = 5;           // waiting Workloads are decided again at least this often
+  double watch_timeout_s = 60;  // each watch of the manager's Workloads (then watched again)
+  // MultiKueueCluster name -> registry cluster name; a worker not listed has its own name.
+  std::map<std::string, std::string> clusters;
+  std::string api_version = "v1beta2";  // of kueue.x-k8s.io (v1beta1 for Kueue < 0.15)
+  bool operator==(const DispatchSettings&) const = default;
 };
 
 struct FabricConfig {
@@ -282,6 +307,7 @@ struct FabricConfig {
   ServeSettings serve;
   ProbeSettings probe;
   SupervisorSettings supervisor;
+  DispatchSettings dispatch;
   bool operator==(const FabricConfig&) const = default;
 };
 

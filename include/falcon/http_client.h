@@ -4,10 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -29,6 +31,13 @@ struct HttpRequest {
   std::chrono::milliseconds timeout{60'000};          // whole request
   std::chrono::milliseconds connect_timeout{10'000};  // connection set-up
   bool follow_redirects = false;
+  // Streamed answers (a Kubernetes watch): when set, the body of a 2xx answer is handed to it
+  // piece by piece as it arrives instead of being kept in HttpResponse::body (other statuses'
+  // bodies are kept as usual); returning false ends the transfer, and send() returns normally.
+  std::function<bool(std::string_view piece)> on_body;
+  // Polled while the request runs (at least once a second): true ends it, and send() returns the
+  // status received so far (0 when none) without throwing. For long watches a stop must end.
+  std::function<bool()> cancelled;
 };
 
 struct HttpResponse {

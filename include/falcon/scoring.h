@@ -93,6 +93,12 @@ void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
 // or capacity is not known.
 std::optional<std::string> capacity_misfit(const ClusterSignals& signals);
 
+// Whether a candidate of a decision can admit the request now (late binding: the dispatcher's
+// hold_until_room, the supervisor's move of a queued workload): eligible, nothing queued ahead
+// of it (counting `queued_by_caller` more placed there by the caller and not in the probe yet),
+// and no capacity misfit.
+bool admits_now(const CandidateScore& candidate, int queued_by_caller = 0);
+
 // One candidate as rank_candidates takes it, in preference order (slot priority, file order).
 struct CandidateInput {
   std::string cluster;

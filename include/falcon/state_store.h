@@ -52,7 +52,7 @@ namespace falcon {
 using StoreTime = std::chrono::system_clock::time_point;
 
 // The newest schema this binary knows; a database at a higher version is refused.
-inline constexpr int kStateSchemaVersion = 6;
+inline constexpr int kStateSchemaVersion = 7;
 
 struct StateStoreOptions {
   // Connections kept per store object. A call waits for a free one when all are busy.
@@ -200,6 +200,28 @@ struct DeleteRecord {
   std::string detail;                  // why it failed (at most 1 KB kept)
   std::optional<StoreTime> finished_at;
   bool operator==(const DeleteRecord&) const = default;
+};
+
+// A nomination of MultiKueue worker clusters for a manager Workload (the dispatcher,
+// docs/dispatch.md): recorded before the Workload's status is patched, then its outcome.
+inline constexpr const char* kNominationPatched = "patched";    // the manager took it
+inline constexpr const char* kNominationConflict = "conflict";  // the Workload changed first
+inline constexpr const char* kNominationFailed = "failed";      // the patch failed: detail
+
+struct NominationRecord {
+  std::int64_t id = 0;       // assigned by the store
+  std::string manager;       // the manager's API server
+  std::string workload_uid;  // the manager Workload's metadata.uid
+  std::string namespace_;
+  std::string workload;
+  std::string accelerator;
+  std::vector<std::string> clusters;  // MultiKueueCluster names, as patched
+  std::int64_t selection_id = 0;      // the decision (0: not recorded)
+  StoreTime requested_at;
+  std::optional<std::string> outcome;  // kNomination*; null until finished
+  std::string detail;                  // at most 1 KB kept
+  std::optional<StoreTime> finished_at;
+  bool operator==(const NominationRecord&) const = default;
 };
 
 inline constexpr const char* kExportQueued = "queued";
@@ -377,6 +399,17 @@ class StateStore {
   // The deletes of `workload` on `cluster`, newest first, at most `limit` (1..1000).
   virtual std::vector<DeleteRecord> list_deletes(const std::string& cluster,
                                                  const std::string& workload, int limit = 100) = 0;
+  // The intent of a nomination, written before the manager's Workload is patched: returns its
+  // id. Throws StateStoreError when it cannot be written: the caller then patches nothing.
+  virtual std::int64_t record_nomination(const NominationRecord& record) = 0;
+  // The outcome of nomination `id` (kNomination*, else std::invalid_argument); false when there
+  // is no unfinished nomination of that id.
+  virtual bool finish_nomination(std::int64_t id, const std::string& outcome,
+                                 const std::string& detail, StoreTime at) = 0;
+  // Nominations of the Workload `workload_uid` (empty: of every Workload), newest first, at most
+  // `limit` (1..1000).
+  virtual std::vector<NominationRecord> list_nominations(const std::string& workload_uid,
+                                                         int limit = 100) = 0;
   // The submission of `workload` on `cluster`, or nullopt.
   virtual std::optional<SubmissionRow> find_submission(const std::string& cluster,
                                                        const std::string& workload) = 0;

@@ -36,9 +36,39 @@ struct SlistDeleter {
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
+// Where a body goes: the response, or the request's on_body for a 2xx answer.
+struct BodySink {
+  CURL* curl = nullptr;
+  const HttpRequest* request = nullptr;
+  HttpResponse* response = nullptr;
+  bool stopped = false;  // on_body or cancelled ended the transfer
+};
+
 size_t on_body(char* data, size_t size, size_t count, void* user) {
-  static_cast<std::string*>(user)->append(data, size * count);
-  return size * count;
+  auto* sink = static_cast<BodySink*>(user);
+  const std::string_view piece(data, size * count);
+  if (sink->request->on_body) {
+    long status = 0;
+    curl_easy_getinfo(sink->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) {
+      if (!sink->request->on_body(piece)) {
+        sink->stopped = true;
+        return 0;  // CURLE_WRITE_ERROR: the caller ended it
+      }
+      return piece.size();
+    }
+  }
+  sink->response->body.append(piece);
+  return piece.size();
+}
+
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* sink = static_cast<BodySink*>(user);
+  if (sink->request->cancelled && sink->request->cancelled()) {
+    sink->stopped = true;
+    return 1;  // CURLE_ABORTED_BY_CALLBACK
+  }
+  return 0;
 }
 
 size_t on_header(char* data, size_t size, size_t count, void* user) {
@@ -129,8 +159,14 @@ class CurlHttpClient final : public HttpClient {
     curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, request.follow_redirects ? 1L : 0L);
     curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
+    BodySink sink{curl, &request, &response};
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+    if (request.cancelled) {
+      curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+      curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &sink);
+      curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    }
     curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(curl, CURLOPT_HEADERDATA, &response.headers);
 
@@ -156,6 +192,12 @@ class CurlHttpClient final : public HttpClient {
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
 
     const CURLcode code = curl_easy_perform(curl);
+    if (code != CURLE_OK && sink.stopped) {
+      long status = 0;
+      curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+      response.status = static_cast<int>(status);
+      return;
+    }
     if (code != CURLE_OK) {
       const bool timed_out = code == CURLE_OPERATION_TIMEDOUT;
       const char* detail = error_buffer[0] != '\0' ? error_buffer : curl_easy_strerror(code);

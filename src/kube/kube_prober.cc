@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/cluster_queues.h"
+#include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
 #include "kube/workload_objects.h"
 #include "xpk/workload_listing.h"
@@ -38,46 +39,6 @@ std::string percent_encode(std::string_view s) {
     }
   }
   return out;
-}
-
-// The server's own words: a Status object's message, else the start of the body.
-std::string server_message(const HttpResponse& r) {
-  try {
-    const auto j = nlohmann::json::parse(r.body);
-    if (j.is_object() && j.contains("message") && j["message"].is_string()) {
-      return j["message"].get<std::string>();
-    }
-  } catch (const nlohmann::json::exception&) {
-  }
-  std::string s = r.body.substr(0, 200);
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
-// Writes `pem` to `path` (0600) unless it already holds exactly that.
-void write_ca_file(const std::filesystem::path& path, const std::string& pem) {
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      if (ss.str() == pem) return;
-    }
-  }
-  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    throw std::runtime_error(
-        fmt::format("cannot write the cluster CA to {}: {}", tmp.string(), std::strerror(errno)));
-  }
-  const ssize_t n = ::write(fd, pem.data(), pem.size());
-  ::close(fd);
-  if (n != static_cast<ssize_t>(pem.size()) || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot write the cluster CA to {}", path.string()));
-  }
 }
 
 }  // namespace
@@ -209,7 +170,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig
       throw std::runtime_error(fmt::format(
           "the Kubernetes API of cluster '{}' rejected the credential (401 Unauthorized: {}): "
           "run `falcon cluster warm-up` to refresh its kubeconfig and check `gcloud auth list`",
-          cluster.name, server_message(resp)));
+          cluster.name, kube_server_message(resp.body)));
     }
     if (resp.status == 403 && continue_token.empty() &&
         scope.find("/namespaces/") == std::string::npos) {
@@ -224,7 +185,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig
           "the Kubernetes API of cluster '{}' forbids listing workloads.kueue.x-k8s.io (403 "
           "Forbidden: {}): grant the identity get/list on workloads.kueue.x-k8s.io (e.g. "
           "roles/container.viewer; see docs/deployment.md), or use probe.backend xpk",
-          cluster.name, server_message(resp)));
+          cluster.name, kube_server_message(resp.body)));
     }
     if (resp.status == 404) {
       throw std::runtime_error(fmt::format(
@@ -235,7 +196,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig
     if (resp.status != 200) {
       throw std::runtime_error(
           fmt::format("the Kubernetes API of cluster '{}' answered {} to {}: {}", cluster.name,
-                      resp.status, scope, server_message(resp)));
+                      resp.status, scope, kube_server_message(resp.body)));
     }
     nlohmann::json page;
     try {
@@ -290,7 +251,7 @@ std::vector<AcceleratorCapacity> KubeProber::capacity_with_token(const ClusterCo
   if (resp.status != 200) {
     throw std::runtime_error(
         fmt::format("the Kubernetes API of cluster '{}' answered {} to the ClusterQueue list: {}",
-                    cluster.name, resp.status, server_message(resp)));
+                    cluster.name, resp.status, kube_server_message(resp.body)));
   }
   const auto list = nlohmann::json::parse(resp.body, nullptr, false);
   try {

@@ -1010,6 +1010,7 @@ void parse_supervisor(Problems& problems, const std::optional<YAML::Node>& node,
   s->read_int("max_submit_attempts", 1, 100, &out.max_submit_attempts);
   s->read_int("max_recoveries", 0, 1000, &out.max_recoveries);
   s->read_double("stable_after_s", 0.0, kMaxS, &out.stable_after_s);
+  s->read_double("move_queued_after_s", 0.0, kMaxS, &out.move_queued_after_s);
   s->read_string("fence", &out.fence, kOptionalGcsRule);
   s->finish();
   if (out.fencing_lease_s < out.unreachable_grace_s) {
@@ -1022,6 +1023,28 @@ void parse_supervisor(Problems& problems, const std::optional<YAML::Node>& node,
         (*node)["backoff_max_s"], "supervisor.backoff_max_s",
         fmt::format("must be at least backoff_s ({}), got {}", out.backoff_s, out.backoff_max_s));
   }
+}
+
+void parse_dispatch(Problems& problems, const std::optional<YAML::Node>& node,
+                    DispatchSettings& out) {
+  auto s = settings_section(problems, node, "dispatch");
+  if (!s) return;
+  s->read_string("manager_kubeconfig", &out.manager_kubeconfig, kOptionalPathRule);
+  s->read_string("dispatcher_name", &out.dispatcher_name, kLabelKeyRule);
+  s->read_string_list("admission_checks", &out.admission_checks, kLabelKeyRule);
+  s->read_int("width", 1, 20, &out.width);
+  s->read_double("renominate_after_s", 1.0, 7 * 86400.0, &out.renominate_after_s);
+  s->read_bool("hold_until_room", &out.hold_until_room);
+  s->read_double("retry_s", 0.05, 3600.0, &out.retry_s);
+  s->read_double("watch_timeout_s", 1.0, 3600.0, &out.watch_timeout_s);
+  s->read_string_map("clusters", &out.clusters, kLabelKeyRule, kLabelKeyRule);
+  static const StringRule kApiVersionRule{
+      .max_bytes = 16, .check = [](std::string_view v) -> std::string {
+        if (v == "v1beta1" || v == "v1beta2") return "";
+        return fmt::format("must be v1beta2 or v1beta1, got '{}'", v);
+      }};
+  s->read_string("api_version", &out.api_version, kApiVersionRule);
+  s->finish();
 }
 
 void parse_probe(Problems& problems, const std::optional<YAML::Node>& node, ProbeSettings& out) {
@@ -1128,6 +1151,7 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
   parse_serve(problems, s.take("serve"), config.serve);
   parse_probe(problems, s.take("probe"), config.probe);
   parse_supervisor(problems, s.take("supervisor"), config.supervisor);
+  parse_dispatch(problems, s.take("dispatch"), config.dispatch);
   s.finish();
   if (problems.count() > 0) problems.raise();
 
@@ -1137,6 +1161,8 @@ FabricConfig parse_fabric_config(std::string_view yaml_text, const std::string& 
   config.gcp.access_token_file = resolve_relative(config.gcp.access_token_file, source_name);
   config.gcp.ca_file = resolve_relative(config.gcp.ca_file, source_name);
   config.serve.tokens_file = resolve_relative(config.serve.tokens_file, source_name);
+  config.dispatch.manager_kubeconfig =
+      resolve_relative(config.dispatch.manager_kubeconfig, source_name);
   // A plain path (no scheme) names an SQLite file; a URL is taken as written.
   if (config.serve.state.find("://") == std::string::npos) {
     config.serve.state = resolve_relative(config.serve.state, source_name);

@@ -402,6 +402,11 @@ std::optional<std::string> capacity_misfit(const ClusterSignals& s) {
   return std::nullopt;
 }
 
+bool admits_now(const CandidateScore& c, int queued_by_caller) {
+  return c.eligible && c.signals.queue_depth.value_or(0) + queued_by_caller <= 0 &&
+         !capacity_misfit(c.signals);
+}
+
 std::optional<double> predicted_wait_s(const ClusterSignals& signals,
                                        const SignalSettings& settings) {
   if (!signals.queue_depth) return std::nullopt;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "serve/api_server_impl.h"
+#include "serve/dispatcher.h"
 #include "serve/supervisor.h"
 
 namespace falcon {
@@ -180,6 +181,25 @@ std::string ApiServer::Impl::metrics() const {
   out.sample("falcon_exports_queued", {}, static_cast<double>(exports->queued()));
 
   if (options.supervisor) options.supervisor->write_metrics(out);
+  if (options.dispatcher) {
+    const DispatchStatus d = options.dispatcher->status();
+    out.family("falcon_dispatch_nominations_total", "counter",
+               "Nominations of MultiKueue workers patched on the manager's Workloads, and the "
+               "patches refused (conflict) or failed");
+    out.sample("falcon_dispatch_nominations_total", {{"outcome", "patched"}},
+               static_cast<double>(d.nominations));
+    out.sample("falcon_dispatch_nominations_total", {{"outcome", "conflict"}},
+               static_cast<double>(d.conflicts));
+    out.sample("falcon_dispatch_nominations_total", {{"outcome", "failed"}},
+               static_cast<double>(d.failures));
+    out.family("falcon_dispatch_waiting", "gauge",
+               "Manager Workloads waiting for a nomination (no worker has room, or none can run "
+               "them)");
+    out.sample("falcon_dispatch_waiting", {}, static_cast<double>(d.waiting));
+    out.family("falcon_dispatch_ready", "gauge",
+               "1 when the dispatcher can act (docs/dispatch.md)");
+    out.sample("falcon_dispatch_ready", {}, d.problem ? 0.0 : 1.0);
+  }
   write_server_metrics(out, http->stats());
 
   std::lock_guard lock(metrics_mutex);

@@ -14,6 +14,7 @@
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
 #include "serve/dashboard_files.h"
+#include "serve/dispatcher.h"
 #include "serve/select_answer.h"
 #include "serve/supervisor.h"
 #include "util/time_format.h"
@@ -232,6 +233,9 @@ void ApiServer::Impl::add_service_routes() {
           // Selections, submissions and exports need the store: send traffic elsewhere.
           serve::send_error(res, 503, "NotReady",
                             fmt::format("the state store cannot be written: {}", *problem));
+        } else if (const auto why = options.dispatcher ? options.dispatcher->problem()
+                                                       : std::optional<std::string>{}) {
+          serve::send_error(res, 503, "NotReady", "dispatch: " + *why);
         } else {
           send_json(res, 200, {{"status", "ready"}});
         }
@@ -539,6 +543,52 @@ void ApiServer::Impl::add_managed_routes() {
     // A full page may have more after it: the next starts after its last name.
     const json next = page.size() == std::size_t{kPage} ? json(page.back().name) : json(nullptr);
     send_json(res, 200, {{"managed", out}, {"next_after", next}});
+  });
+  // The MultiKueue dispatcher: its state and its latest nominations (of one Workload: ?uid=).
+  route("GET", "/v1/dispatch", [this](Request& req, Response& res) {
+    check_params(req, {"uid", "limit"});
+    if (!options.dispatcher) {
+      throw HttpError(404, "NotFound",
+                      "this server has no dispatcher: set dispatch.manager_kubeconfig");
+    }
+    const int limit = static_cast<int>(int_param(req, "limit", 1, 1000).value_or(100));
+    const DispatchStatus s = options.dispatcher->status();
+    json nominations = json::array();
+    for (const NominationRecord& n :
+         store().list_nominations(param(req, "uid").value_or(""), limit)) {
+      nominations.push_back(
+          {{"id", n.id},
+           {"workload_uid", n.workload_uid},
+           {"namespace", n.namespace_},
+           {"workload", n.workload},
+           {"accelerator", n.accelerator},
+           {"clusters", n.clusters},
+           {"selection_id", n.selection_id > 0 ? json(n.selection_id) : json(nullptr)},
+           {"requested_at", format_iso8601(n.requested_at)},
+           {"outcome", n.outcome ? json(*n.outcome) : json(nullptr)},
+           {"detail", n.detail},
+           {"finished_at", n.finished_at ? json(format_iso8601(*n.finished_at)) : json(nullptr)}});
+    }
+    const auto opt = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+    send_json(res, 200,
+              {{"manager", s.manager},
+               {"dispatcher_name", s.dispatcher_name},
+               {"kueue_dispatcher", opt(s.kueue_dispatcher)},
+               {"ready", !s.problem},
+               {"problem", opt(s.problem)},
+               {"workloads", s.workloads},
+               {"waiting", s.waiting},
+               {"nominated", s.nominated},
+               {"foreign", s.foreign},
+               {"counts",
+                {{"nominations", s.nominations},
+                 {"renominations", s.renominations},
+                 {"admitted", s.admitted},
+                 {"conflicts", s.conflicts},
+                 {"failures", s.failures}}},
+               {"latency_ms", {{"p50", opt(s.latency_p50_ms)}, {"p99", opt(s.latency_p99_ms)}}},
+               {"held", s.held},
+               {"nominations", nominations}});
   });
   route("GET", "/v1/recoveries", [this](Request& req, Response& res) {
     check_params(req, {"workload", "limit"});

@@ -46,6 +46,7 @@ namespace falcon {
 
 class StateStore;
 class ClusterFabric;
+class Dispatcher;
 class Supervisor;
 
 // A cluster's cached probe as the API shows it: the health monitor's (result, backend,
@@ -75,6 +76,10 @@ struct PlacementHints {
   // a capacity it knows): left out while another cluster can take it ("no room: <why>"), chosen
   // as any other candidate when none can.
   std::map<std::string, std::string> no_room;  // cluster -> why
+  // Clusters never chosen for this decision, as unreachable candidates saying why (the
+  // dispatcher: registry clusters that are not Active workers of the Workload's MultiKueue
+  // configuration, workers nominated before that did not admit it).
+  std::map<std::string, std::string> left_out;  // cluster -> why
 };
 
 // What the routes and the supervisor ask: the FabricClient operations a caller of the layer
@@ -232,6 +237,9 @@ struct ApiServerOptions {
   // The supervisor of managed workloads, for /metrics (null: no supervisor metrics). Managed
   // submissions and the recoveries routes work without it (they use the store).
   std::shared_ptr<Supervisor> supervisor;
+  // The MultiKueue dispatcher (docs/dispatch.md), when `dispatch:` names a manager: /readyz
+  // waits for it, GET /v1/dispatch shows it, /metrics counts its nominations. Null: none.
+  std::shared_ptr<Dispatcher> dispatcher;
   // Told about background work (exports) that failed, for the log.
   std::function<void(const std::string&)> on_event;
 };

@@ -12,10 +12,14 @@
 #include <optional>
 #include <thread>
 
+#include "falcon/command_runner.h"
 #include "falcon/errors.h"
 #include "falcon/fabric.h"
 #include "falcon/state_store.h"
+#include "kube/kube_client.h"
+#include "kube/manager_api.h"
 #include "serve/api_server.h"
+#include "serve/dispatcher.h"
 #include "serve/http_server.h"
 #include "serve/replica_identity.h"
 #include "serve/serve_log.h"
@@ -31,6 +35,7 @@ struct Daemon::Impl {
   std::shared_ptr<StateStore> store;
   std::shared_ptr<ControlPlane> control;
   std::shared_ptr<Supervisor> supervisor;
+  std::shared_ptr<Dispatcher> dispatcher;  // null without dispatch.manager_kubeconfig
   // The supervisor's name in its lease, kept across restarts (replica_identity.h).
   std::optional<serve::ReplicaIdentity> identity;
   std::string identity_note;  // why it has no kept name, for the log; empty when it has
@@ -45,6 +50,7 @@ struct Daemon::Impl {
 
   explicit Impl(DaemonOptions o) : options(std::move(o)) {}
   void build();
+  void build_dispatcher(const FabricConfig& config);
   ApiServerOptions server_options(const FabricConfig& config);
   void log_start(const FabricConfig& config, bool tokens);
   int shut_down();
@@ -135,8 +141,11 @@ void Daemon::Impl::build() {
   };
   supervisor = std::make_shared<Supervisor>(std::move(supervisor_options));
 
+  build_dispatcher(*config);
+
   ApiServerOptions o = server_options(*config);
   o.tokens = tokens;
+  o.dispatcher = dispatcher;
   int port = 0;
   try {
     server = std::make_unique<ApiServer>(std::move(o));
@@ -159,6 +168,42 @@ void Daemon::Impl::build() {
   // Nothing is logged before this line: the first line says where to connect.
   log->raw("listening on " + url);
   log_start(*config, tokens != nullptr);
+}
+
+// The MultiKueue dispatcher, when dispatch.manager_kubeconfig names a manager (dispatcher.h).
+void Daemon::Impl::build_dispatcher(const FabricConfig& config) {
+  const DispatchSettings& settings = config.dispatch;
+  if (settings.manager_kubeconfig.empty()) return;
+  std::shared_ptr<kube::KubeClient> client;
+  try {
+    client = std::make_shared<kube::KubeClient>(kube::KubeClientOptions{
+        .kubeconfig = settings.manager_kubeconfig,
+        .runner = make_posix_command_runner(),
+        .clock = make_system_clock(),
+        .ca_dir = std::filesystem::path(xpk::resolve_state_dir(config.xpk)) / "dispatch"});
+  } catch (const std::exception& e) {
+    throw DaemonSetupError(
+        fmt::format("dispatch.manager_kubeconfig in {}: {}", config.source_path, e.what()));
+  }
+  DispatcherOptions d;
+  d.settings = settings;
+  d.manager = kube::make_kube_manager_api(client, settings.api_version, settings.watch_timeout_s);
+  d.store = store;
+  std::shared_ptr<ControlPlane> plane = control;
+  d.decide = [plane](const std::string& accelerator, const PlacementHints& hints) {
+    return plane->select_excluding(accelerator, {}, hints);
+  };
+  std::shared_ptr<ClusterFabric> f = fabric;
+  d.registry_clusters = [f] {
+    std::vector<std::string> names;
+    for (const auto& c : f->config()->clusters) names.push_back(c.name);
+    return names;
+  };
+  serve::ServeLog* l = log.get();
+  d.on_event = [l](const std::string& level, const std::string& message) {
+    l->write(level == "error" ? "error" : level == "warn" ? "warn" : "info", message);
+  };
+  dispatcher = std::make_shared<Dispatcher>(std::move(d));
 }
 
 // Room for serve.limits.max_connections beside the store, the probes' processes and the
@@ -214,6 +259,7 @@ Daemon::Daemon(DaemonOptions options) : impl_(std::make_unique<Impl>(std::move(o
 }
 
 Daemon::~Daemon() {
+  if (impl_->dispatcher) impl_->dispatcher->stop();
   if (impl_->server) impl_->server->stop(std::chrono::milliseconds(0));
   if (impl_->control) stop_control_plane_loop(*impl_->control);
 }
@@ -223,6 +269,7 @@ std::string Daemon::url() const { return impl_->url; }
 int Daemon::run() {
   Impl& d = *impl_;
   d.supervisor->start();  // its passes do nothing while disabled (a reload may enable it)
+  if (d.dispatcher) d.dispatcher->start();
   std::mutex done_mutex;
   std::condition_variable done;
   bool served = false;
@@ -244,6 +291,7 @@ int Daemon::run() {
   const auto grace = std::chrono::seconds(grace_s);
   d.log->info("stopping", {{"grace_s", grace_s}});
   d.supervisor->stop();  // releases the lease: another replica takes over at once
+  if (d.dispatcher) d.dispatcher->stop();
   d.server->stop(grace);
   {
     std::unique_lock lock(done_mutex);

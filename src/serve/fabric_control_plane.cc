@@ -371,6 +371,8 @@ class FabricControlPlane final : public ControlPlane {
       std::string why;
       if (std::find(excluded.begin(), excluded.end(), c.name) != excluded.end()) {
         why = "excluded: the cluster a managed workload is being recovered from";
+      } else if (hints && hints->left_out.count(c.name) > 0) {
+        why = "left out: " + hints->left_out.at(c.name);
       } else if (hints && leave_out_full) {
         if (const auto it = hints->no_room.find(c.name); it != hints->no_room.end()) {
           why = "no room: " + it->second;

@@ -22,6 +22,7 @@
 
 #include "falcon/client.h"
 #include "falcon/errors.h"
+#include "falcon/scoring.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server.h"
 #include "serve/prometheus_text.h"
@@ -625,6 +626,8 @@ struct Supervisor::Impl {
   // failure, however many managed workloads it takes down (a killed cluster with 16 of them
   // opened its breaker at once and kept it open far beyond the outage).
   std::set<std::string> breaker_fed;
+  // Across passes: when move_queued last looked for a better cluster for a workload (by name).
+  std::map<std::string, StoreTime> move_checked;
 
   explicit Impl(SupervisorOptions o) : options(std::move(o)) {
     if (!options.control) throw std::invalid_argument("Supervisor: no control plane");
@@ -876,6 +879,10 @@ struct Supervisor::Impl {
             move_unadmitted(m, d, obs, s)) {
           return;
         }
+        if (obs.listed && obs.state == "QUEUED" && !d.memory.was_running && d.incident.empty() &&
+            move_queued(m, d, obs, s)) {
+          return;
+        }
         if (obs.listed && obs.state == "RUNNING") {
           move_to(m, ManagedState::kRunning);
           if (!d.incident.empty()) {
@@ -951,6 +958,48 @@ struct Supervisor::Impl {
     event("warn", fmt::format("supervisor: {}: {} not admitted on {} within {}; moving it as {}",
                               r.incident_id, d.old_name, d.old_cluster, seconds_text(waited),
                               d.replacement));
+    return true;
+  }
+
+  // Late binding for a workload that has never run: QUEUED on its cluster for
+  // move_queued_after_s while another cluster can admit it now (a decision without its cluster
+  // whose winner has nothing queued and room for its slice) opens an incident that moves it
+  // through the recovery path (the queued copy is fenced first). Checked at most once per
+  // move_queued_after_s / 4 (at least interval_s) per workload. True when it moved.
+  bool move_queued(ManagedWorkloadRecord& m, Detail& d, const IncarnationObservation& obs,
+                   const SupervisorSettings& s) {
+    if (s.move_queued_after_s <= 0 || m.attempts >= m.max_recoveries) return false;
+    const double waited = seconds_between(m.created_at, obs.at);
+    if (waited < s.move_queued_after_s) {
+      due(m.created_at + to_duration(s.move_queued_after_s));
+      return false;
+    }
+    {
+      std::lock_guard lock(pass_state);
+      auto& last = move_checked[m.name];
+      const double every = std::max(s.interval_s, s.move_queued_after_s / 4);
+      if (is_set(last) && seconds_between(last, obs.at) < every) return false;
+      last = obs.at;
+    }
+    std::string better;
+    try {
+      const Decision decision = control().select_excluding(m.spec.accelerator_type, {m.cluster},
+                                                           placement_hints({m.cluster}, s));
+      for (const auto& c : decision.selection.scores) {
+        if (c.rank == 1 && admits_now(c)) better = c.cluster;
+      }
+    } catch (const std::exception&) {
+      return false;  // no other cluster: it waits where it is
+    }
+    if (better.empty()) return false;
+    Classification c;
+    c.verdict = Verdict::kInfrastructure;
+    c.cause =
+        fmt::format("{} QUEUED on {} for {}, never admitted, while {} can admit it now: moved",
+                    m.incarnation, m.cluster, seconds_text(waited), better);
+    c.violation_at = m.created_at;
+    c.cluster_fault = false;
+    open_incident(m, d, c, obs.at);
     return true;
   }
 

@@ -207,6 +207,25 @@ ALTER TABLE managed_workloads ADD COLUMN phase TEXT NOT NULL DEFAULT '';
 UPDATE managed_workloads SET phase = COALESCE({detail_phase}, '');
 )sql";
 
+// Version 7 (issue 29): the dispatcher's nominations, recorded before the manager is patched.
+constexpr const char* kSchemaV7 = R"sql(
+CREATE TABLE nominations (
+  id {id},
+  manager TEXT NOT NULL,
+  workload_uid TEXT NOT NULL,
+  namespace TEXT NOT NULL,
+  workload TEXT NOT NULL,
+  accelerator TEXT NOT NULL,
+  clusters TEXT NOT NULL,
+  selection_id {int},
+  requested_at_ms {int} NOT NULL,
+  outcome TEXT,
+  detail TEXT NOT NULL DEFAULT '',
+  finished_at_ms {int}
+);
+CREATE INDEX nominations_by_workload ON nominations (workload_uid, id);
+)sql";
+
 constexpr const char* kVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_migrations (
   version {int} PRIMARY KEY,
@@ -251,8 +270,10 @@ const std::vector<Migration>& migrations() {
        "deletes of workloads are recorded before xpk runs, then their outcome; a managed "
        "workload's recovery phase is a column",
        kSchemaV6},
+      {7, "the dispatcher's nominations of worker clusters, recorded before the manager is patched",
+       kSchemaV7},
   };
-  static_assert(kStateSchemaVersion == 6, "add the migration for the new schema version");
+  static_assert(kStateSchemaVersion == 7, "add the migration for the new schema version");
   return all;
 }
 

@@ -635,6 +635,100 @@ std::vector<DeleteRecord> SqlStateStore::list_deletes(const std::string& cluster
   });
 }
 
+namespace {
+
+std::string join_clusters(const std::vector<std::string>& clusters) {
+  std::string out;
+  for (const auto& c : clusters) {
+    if (!out.empty()) out += ',';
+    out += c;
+  }
+  return out;
+}
+
+std::vector<std::string> split_clusters(const std::string& text) {
+  std::vector<std::string> out;
+  std::string::size_type start = 0;
+  while (start < text.size()) {
+    const auto comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::int64_t SqlStateStore::record_nomination(const NominationRecord& r) {
+  require_nonempty(r.workload_uid, "nomination workload_uid");
+  require_nonempty(r.workload, "nomination workload");
+  return write("record_nomination", [&](SqlConnection& c) {
+    return c
+        .query(
+            "INSERT INTO nominations (manager, workload_uid, namespace, workload, accelerator, "
+            "clusters, selection_id, requested_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            "RETURNING id",
+            {r.manager, r.workload_uid, r.namespace_, r.workload, r.accelerator,
+             join_clusters(r.clusters),
+             r.selection_id > 0 ? SqlValue{r.selection_id} : SqlValue{nullptr},
+             to_ms(r.requested_at)})
+        .at(0)
+        .int64(0);
+  });
+}
+
+bool SqlStateStore::finish_nomination(std::int64_t id, const std::string& outcome,
+                                      const std::string& detail, StoreTime at) {
+  if (outcome != kNominationPatched && outcome != kNominationConflict &&
+      outcome != kNominationFailed) {
+    throw std::invalid_argument(
+        fmt::format("nomination {}: outcome '{}' is not patched, conflict or failed", id, outcome));
+  }
+  const std::string kept = bounded_error(detail).value_or("");
+  return write("finish_nomination", [&](SqlConnection& c) {
+    return !c.query(
+                 "UPDATE nominations SET outcome = $2, detail = $3, finished_at_ms = $4 WHERE id "
+                 "= $1 AND outcome IS NULL RETURNING id",
+                 {id, outcome, kept, to_ms(at)})
+                .empty();
+  });
+}
+
+std::vector<NominationRecord> SqlStateStore::list_nominations(const std::string& workload_uid,
+                                                              int limit) {
+  require_limit(limit, kMaxPage, "list_nominations");
+  return read("list_nominations", [&](SqlConnection& c) {
+    const std::string columns =
+        "SELECT id, manager, workload_uid, namespace, workload, accelerator, clusters, "
+        "selection_id, requested_at_ms, outcome, detail, finished_at_ms FROM nominations ";
+    const SqlRows rows =
+        workload_uid.empty()
+            ? c.query(columns + "ORDER BY id DESC LIMIT $1", {std::int64_t{limit}})
+            : c.query(columns + "WHERE workload_uid = $1 ORDER BY id DESC LIMIT $2",
+                      {workload_uid, std::int64_t{limit}});
+    std::vector<NominationRecord> out;
+    out.reserve(rows.size());
+    for (const SqlRow& r : rows) {
+      NominationRecord n;
+      n.id = r.int64(0);
+      n.manager = r.text(1);
+      n.workload_uid = r.text(2);
+      n.namespace_ = r.text(3);
+      n.workload = r.text(4);
+      n.accelerator = r.text(5);
+      n.clusters = split_clusters(r.text(6));
+      n.selection_id = r.opt_int64(7).value_or(0);
+      n.requested_at = from_ms(r.int64(8));
+      n.outcome = r.opt_text(9);
+      n.detail = r.text(10);
+      n.finished_at = opt_time(r, 11);
+      out.push_back(std::move(n));
+    }
+    return out;
+  });
+}
+
 std::optional<SubmissionRow> SqlStateStore::find_submission(const std::string& cluster,
                                                             const std::string& workload) {
   return read("find_submission", [&](SqlConnection& c) -> std::optional<SubmissionRow> {

@@ -37,6 +37,11 @@ class SqlStateStore final : public StateStore {
                      StoreTime at) override;
   std::vector<DeleteRecord> list_deletes(const std::string& cluster, const std::string& workload,
                                          int limit) override;
+  std::int64_t record_nomination(const NominationRecord& record) override;
+  bool finish_nomination(std::int64_t id, const std::string& outcome, const std::string& detail,
+                         StoreTime at) override;
+  std::vector<NominationRecord> list_nominations(const std::string& workload_uid,
+                                                 int limit) override;
   std::optional<SubmissionRow> find_submission(const std::string& cluster,
                                                const std::string& workload) override;
   SubmissionPage list_submissions(const SubmissionQuery& query) override;

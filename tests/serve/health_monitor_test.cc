@@ -441,6 +441,13 @@ class FailingStore final : public StateStore {
   bool finish_delete(std::int64_t, const std::string&, const std::string&, StoreTime) override {
     fail("finish_delete");
   }
+  std::int64_t record_nomination(const NominationRecord&) override { fail("record_nomination"); }
+  bool finish_nomination(std::int64_t, const std::string&, const std::string&, StoreTime) override {
+    fail("finish_nomination");
+  }
+  std::vector<NominationRecord> list_nominations(const std::string&, int) override {
+    fail("list_nominations");
+  }
   std::vector<DeleteRecord> list_deletes(const std::string&, const std::string&, int) override {
     fail("list_deletes");
   }

@@ -152,6 +152,18 @@ class SimControl final : public ControlPlane {
       Decision o;
       o.selection.selected_cluster = best;
       o.selection.selection_id = ++decisions;
+      // The winner's part in it: its QUEUED workloads (with the caller's in flight).
+      CandidateScore winner;
+      winner.cluster = best;
+      winner.eligible = true;
+      winner.rank = 1;
+      int queued = 0;
+      for (const auto& [name, w] : sim.at(best).workloads) queued += w.state == "QUEUED";
+      if (const auto it = hints.in_flight.find(best); it != hints.in_flight.end()) {
+        queued += it->second;
+      }
+      winner.signals.queue_depth = queued;
+      o.selection.scores = {winner};
       return o;
     }
     throw NoAvailableClusterError("every cluster is excluded or unreachable", accelerator, {});

@@ -535,6 +535,45 @@ TEST_F(SupervisorTest, AReplacementNotAdmittedInTimeIsMovedByTheSameIncident) {
   EXPECT_EQ(record("small").state, ManagedState::kStarting);
 }
 
+// Late binding: a workload that never ran, QUEUED on its cluster for move_queued_after_s,
+// moves once another cluster can admit it now, and only then; the queued copy goes first.
+TEST_F(SupervisorTest, AWorkloadQueuedTooLongMovesOnceAnotherClusterCanAdmitItNow) {
+  SupervisorSettings settings = fast_settings();
+  settings.move_queued_after_s = 20;
+  control_->by_queue = true;  // the fewest QUEUED first, as the priority policy ranks
+  auto sup = make("a", settings);
+  manage("train");  // QUEUED on tpu-a
+  control_->set("tpu-b", "other", "QUEUED");
+  control_->set("tpu-c", "busy", "QUEUED");
+  run(*sup, 19);
+  EXPECT_EQ(record("train").incarnation, "train");
+  run(*sup, 30);  // past the limit, but every other cluster has a queue: it stays
+  EXPECT_EQ(record("train").incarnation, "train");
+  EXPECT_TRUE(store_->list_recoveries(10, "train").empty());
+  control_->set("tpu-c", "busy", "RUNNING");  // nothing queued on tpu-c any more
+  // Checked at most every move_queued_after_s / 4 = 5 s: it moves within 6 passes (and then
+  // waits on tpu-c, whose copy the test leaves QUEUED, so it is looked at as soon as it moves).
+  for (int i = 0; i < 6 && record("train").incarnation == "train"; ++i) run(*sup, 1);
+  const ManagedWorkloadRecord m = record("train");
+  EXPECT_EQ(m.incarnation, "train-r1");
+  EXPECT_EQ(m.cluster, "tpu-c");
+  EXPECT_FALSE(control_->spec_of("tpu-a", "train"));  // cancelled before the move
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  const auto incidents = store_->list_recoveries(10, "train");
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_THAT(incidents[0].cause, HasSubstr("never admitted, while tpu-c can admit it now"));
+  EXPECT_TRUE(control_->breaker_failures.empty());  // a full cluster is not a failed one
+
+  // 0 turns it off.
+  settings.move_queued_after_s = 0;
+  auto still = make("b", settings);
+  manage("wait");
+  control_->set("tpu-b", "other", "RUNNING");
+  control_->set("tpu-c", "busy", "RUNNING");
+  run(*still, 60);
+  EXPECT_EQ(record("wait").incarnation, "wait");
+}
+
 // Every cluster a replacement of the incident waited on unadmitted stays excluded from the
 // incident's later moves (with only the last one excluded, a replacement went back and forth
 // between two full clusters while another had free slots); once none is left, they are

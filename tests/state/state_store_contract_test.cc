@@ -224,6 +224,49 @@ TEST_P(StateStoreContract, ADeleteIsRecordedBeforeItRunsThenItsOutcomeOnce) {
   EXPECT_THROW(store_->list_deletes("tpu-a", "w", 0), std::invalid_argument);
 }
 
+// Issue 29: the dispatcher's nomination is recorded before the manager is patched, then its
+// outcome, once; listed per Workload or all, newest first.
+TEST_P(StateStoreContract, ANominationIsRecordedBeforeThePatchThenItsOutcomeOnce) {
+  NominationRecord r;
+  r.manager = "https://manager";
+  r.workload_uid = "uid-1";
+  r.namespace_ = "team";
+  r.workload = "train";
+  r.accelerator = "v4-32";
+  r.clusters = {"w-a", "w-b"};
+  r.selection_id = 0;
+  r.requested_at = at_ms(1000);
+  const std::int64_t first = store_->record_nomination(r);
+  r.clusters = {"w-c"};
+  r.requested_at = at_ms(2000);
+  const std::int64_t second = store_->record_nomination(r);
+  r.workload_uid = "uid-2";
+  store_->record_nomination(r);
+  auto rows = store_->list_nominations("uid-1", 100);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].id, second);  // newest first
+  EXPECT_EQ(rows[1].clusters, (std::vector<std::string>{"w-a", "w-b"}));
+  EXPECT_EQ(rows[1].selection_id, 0);
+  EXPECT_EQ(rows[1].requested_at, at_ms(1000));
+  EXPECT_EQ(rows[1].outcome, std::nullopt);
+  EXPECT_EQ(store_->list_nominations("", 100).size(), 3u);
+
+  EXPECT_TRUE(
+      store_->finish_nomination(first, kNominationConflict, std::string(5000, 'c'), at_ms(1500)));
+  EXPECT_FALSE(store_->finish_nomination(first, kNominationPatched, "", at_ms(1600)));
+  EXPECT_THROW(store_->finish_nomination(second, "maybe", "", at_ms(1600)), std::invalid_argument);
+  EXPECT_TRUE(store_->finish_nomination(second, kNominationPatched, "", at_ms(2500)));
+  rows = store_->list_nominations("uid-1", 100);
+  EXPECT_EQ(rows[0].outcome, kNominationPatched);
+  EXPECT_EQ(rows[0].finished_at, at_ms(2500));
+  EXPECT_EQ(rows[1].outcome, kNominationConflict);
+  EXPECT_LE(rows[1].detail.size(), 1100u);
+  NominationRecord nameless = r;
+  nameless.workload_uid.clear();
+  EXPECT_THROW(store_->record_nomination(nameless), std::invalid_argument);
+  EXPECT_THROW(store_->list_nominations("uid-1", 0), std::invalid_argument);
+}
+
 TEST_P(StateStoreContract, SubmissionWithABadTimeOrNoNameIsRejectedBeforeWriting) {
   SubmissionRow bad = submission("tpu-a", "w", 0);
   bad.handle.submitted_at = "yesterday";

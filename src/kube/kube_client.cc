@@ -1,0 +1,198 @@
+#include "kube/kube_client.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace falcon::kube {
+
+std::string kube_server_message(const std::string& body) {
+  try {
+    const auto j = nlohmann::json::parse(body);
+    if (j.is_object() && j.contains("message") && j["message"].is_string()) {
+      return j["message"].get<std::string>();
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  std::string s = body.substr(0, 200);
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+void write_ca_file(const std::filesystem::path& path, const std::string& pem) {
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      if (ss.str() == pem) return;
+    }
+  }
+  const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw std::runtime_error(
+        fmt::format("cannot write the cluster CA to {}: {}", tmp.string(), std::strerror(errno)));
+  }
+  const ssize_t n = ::write(fd, pem.data(), pem.size());
+  ::close(fd);
+  if (n != static_cast<ssize_t>(pem.size()) || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write the cluster CA to {}", path.string()));
+  }
+}
+
+namespace {
+
+std::string status_reason(const std::string& body) {
+  try {
+    const auto j = nlohmann::json::parse(body);
+    if (j.is_object() && j.contains("reason") && j["reason"].is_string()) {
+      return j["reason"].get<std::string>();
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return "";
+}
+
+}  // namespace
+
+KubeClient::KubeClient(KubeClientOptions options)
+    : options_(std::move(options)), credentials_(options_.runner, options_.clock) {
+  if (!options_.runner || !options_.clock) {
+    throw std::invalid_argument("KubeClient: runner and clock must be set");
+  }
+  target();
+}
+
+std::string KubeClient::server() const {
+  std::lock_guard lock(mu_);
+  return target_ ? target_->kube.server : "";
+}
+
+std::shared_ptr<const KubeClient::Target> KubeClient::target() {
+  std::error_code ec;
+  const auto mtime = std::filesystem::last_write_time(options_.kubeconfig, ec);
+  {
+    std::lock_guard lock(mu_);
+    if (target_ && !ec && target_->mtime == mtime) return target_;
+  }
+  auto fresh = std::make_shared<Target>();
+  fresh->mtime = mtime;
+  try {
+    fresh->kube = read_kubeconfig(options_.kubeconfig);
+    std::string ca_file;
+    if (!fresh->kube.ca_pem.empty()) {
+      std::filesystem::create_directories(options_.ca_dir);
+      ca_file = (options_.ca_dir / "ca.crt").string();
+      write_ca_file(ca_file, fresh->kube.ca_pem);
+    }
+    fresh->http = options_.http_for_ca ? options_.http_for_ca(ca_file)
+                                       : make_curl_http_client({.ca_file = ca_file});
+  } catch (const std::exception& e) {
+    throw KubeError(0, "",
+                    fmt::format("kubeconfig {}: {}", options_.kubeconfig.string(), e.what()));
+  }
+  std::lock_guard lock(mu_);
+  if (target_ &&
+      (target_->kube.exec != fresh->kube.exec || target_->kube.server != fresh->kube.server)) {
+    credentials_.invalidate("manager");
+  }
+  target_ = fresh;
+  return fresh;
+}
+
+std::string KubeClient::bearer(const Target& t) {
+  if (!t.kube.exec) return t.kube.token;
+  try {
+    return credentials_.token("manager", *t.kube.exec, t.kube.server, options_.timeout);
+  } catch (const std::exception& e) {
+    throw KubeError(0, "", fmt::format("credential for {}: {}", t.kube.server, e.what()));
+  }
+}
+
+HttpResponse KubeClient::send(HttpRequest& req, const std::string& path) {
+  for (int attempt = 0;; ++attempt) {
+    const auto t = target();
+    req.url = t->kube.server + path;
+    req.headers.set("Authorization", "Bearer " + bearer(*t));
+    HttpResponse resp;
+    try {
+      resp = t->http->send(req);
+    } catch (const HttpTransportError& e) {
+      throw KubeError(
+          0, e.timed_out() ? kTimedOut : "",
+          fmt::format("Kubernetes API server {} is unreachable: {}", t->kube.server, e.what()));
+    }
+    if (resp.status == 401 && t->kube.exec && attempt == 0) {
+      credentials_.invalidate("manager");  // expired early or revoked: one fresh token
+      continue;
+    }
+    if (resp.status != 0 && (resp.status < 200 || resp.status >= 300)) {
+      const std::string::size_type q = path.find('?');
+      throw KubeError(resp.status, status_reason(resp.body),
+                      fmt::format("{} {}{} answered {}: {}", req.method, t->kube.server,
+                                  path.substr(0, q), resp.status, kube_server_message(resp.body)));
+    }
+    return resp;
+  }
+}
+
+KubeAnswer KubeClient::request(const std::string& method, const std::string& path,
+                               const std::string& body, const std::string& content_type) {
+  HttpRequest req;
+  req.method = method;
+  req.body = body;
+  req.headers.set("Accept", "application/json");
+  if (!content_type.empty()) req.headers.set("Content-Type", content_type);
+  req.timeout = options_.timeout;
+  req.connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(10'000));
+  const HttpResponse resp = send(req, path);
+  return {resp.status, resp.body};
+}
+
+void KubeClient::watch(const std::string& path,
+                       const std::function<bool(std::string_view)>& on_line,
+                       const std::function<bool()>& stop, std::chrono::milliseconds timeout) {
+  std::string pending;  // a line not complete yet
+  bool more = true;
+  HttpRequest req;
+  req.headers.set("Accept", "application/json");
+  req.timeout = timeout;
+  req.connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(10'000));
+  req.on_body = [&](std::string_view piece) {
+    pending.append(piece);
+    std::string::size_type start = 0;
+    for (auto nl = pending.find('\n', start); nl != std::string::npos;
+         nl = pending.find('\n', start)) {
+      const std::string_view line(pending.data() + start, nl - start);
+      start = nl + 1;
+      if (!line.empty() && !on_line(line)) {
+        more = false;
+        break;
+      }
+    }
+    pending.erase(0, start);
+    return more;
+  };
+  req.cancelled = stop;
+  try {
+    send(req, path);
+  } catch (const KubeError& e) {
+    // A watch that ran to its own timeout is a watch that ended: the caller watches again.
+    if (e.status() == 0 && e.reason() == kTimedOut) return;
+    throw;
+  }
+  if (more && !pending.empty()) on_line(pending);
+}
+
+}  // namespace falcon::kube

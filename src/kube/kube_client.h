@@ -1,0 +1,105 @@
+// A client of one Kubernetes API server named by a kubeconfig file (its current context): the
+// dispatcher's connection to a MultiKueue manager cluster (docs/dispatch.md). The kubeconfig is
+// read when the client is made and again whenever the file changes (a rotated credential); the
+// exec plugin's token (gke-gcloud-auth-plugin) is cached until its stated expiry and fetched
+// again once when the server answers 401.
+//
+//   KubeClient manager({.kubeconfig = "/etc/falcon/manager.kubeconfig", .runner = runner,
+//                       .clock = clock, .ca_dir = state_dir / "dispatch"});
+//   KubeAnswer a = manager.request("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads");
+//   manager.watch("/apis/...workloads?watch=true&resourceVersion=12", on_line, stop);
+//
+// Errors: KubeError with the status (0: no answer: the server is unreachable, or the kubeconfig
+// or the plugin failed) and a one-line message naming the server and the path.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "falcon/clock.h"
+#include "falcon/command_runner.h"
+#include "falcon/http_client.h"
+#include "kube/exec_credential.h"
+#include "kube/kubeconfig.h"
+
+namespace falcon::kube {
+
+// KubeError::reason() of a request that got no answer in time.
+inline constexpr const char* kTimedOut = "TimedOut";
+
+class KubeError : public std::runtime_error {
+ public:
+  KubeError(int status, std::string reason, const std::string& message)
+      : std::runtime_error(message), status_(status), reason_(std::move(reason)) {}
+  int status() const { return status_; }  // 0: no HTTP answer
+  // A Status's reason ("Conflict", "Gone"), kTimedOut, or "".
+  const std::string& reason() const { return reason_; }
+
+ private:
+  int status_;
+  std::string reason_;
+};
+
+struct KubeClientOptions {
+  std::filesystem::path kubeconfig;
+  std::shared_ptr<CommandRunner> runner;  // runs the exec plugin
+  std::shared_ptr<Clock> clock;
+  std::filesystem::path ca_dir;  // where the kubeconfig's CA is written (ca.crt) for libcurl
+  // The HTTP client for a CA file ("" = the system's trust store). Null: libcurl's.
+  std::function<std::shared_ptr<HttpClient>(const std::string& ca_file)> http_for_ca;
+  std::chrono::milliseconds timeout{10'000};  // each request (not a watch)
+};
+
+struct KubeAnswer {
+  int status = 0;
+  std::string body;
+};
+
+class KubeClient {
+ public:
+  // Reads the kubeconfig now: throws KubeError (status 0) naming the file when it cannot.
+  explicit KubeClient(KubeClientOptions options);
+
+  // One request; `content_type` for a body. Returns 2xx answers; throws KubeError for others
+  // (with the Status's reason and message) and when no answer came.
+  KubeAnswer request(const std::string& method, const std::string& path,
+                     const std::string& body = "", const std::string& content_type = "");
+
+  // A watch (`path` carries ?watch=true...): each complete line of the stream is handed to
+  // `on_line` as it arrives, until the server ends the stream (returns), `on_line` returns false
+  // or `stop()` turns true (returns). Throws KubeError as request() does.
+  void watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+             const std::function<bool()>& stop, std::chrono::milliseconds timeout);
+
+  std::string server() const;
+
+ private:
+  struct Target {
+    std::filesystem::file_time_type mtime;
+    KubeTarget kube;
+    std::shared_ptr<HttpClient> http;
+  };
+  std::shared_ptr<const Target> target();
+  std::string bearer(const Target& t);
+  HttpResponse send(HttpRequest& req, const std::string& path);
+
+  KubeClientOptions options_;
+  ExecCredentialCache credentials_;
+  mutable std::mutex mu_;
+  std::shared_ptr<const Target> target_;
+};
+
+// The server's own words: a Status object's message, else the start of the body on one line.
+std::string kube_server_message(const std::string& body);
+
+// Writes `pem` to `path` (mode 0600, through a temporary file) unless it already holds exactly
+// that. Throws std::runtime_error naming the path.
+void write_ca_file(const std::filesystem::path& path, const std::string& pem);
+
+}  // namespace falcon::kube

@@ -1,0 +1,200 @@
+#include "kube/multikueue.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "falcon/accelerator_types.h"
+
+namespace falcon::kube {
+namespace {
+
+using nlohmann::json;
+
+const json& at_or_null(const json& j, const char* key) {
+  static const json null_json;
+  if (!j.is_object()) return null_json;
+  const auto it = j.find(key);
+  return it == j.end() ? null_json : *it;
+}
+
+std::string string_at(const json& j, const char* key) {
+  const json& v = at_or_null(j, key);
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+// Chips in a TPU topology "2x2x4" (0 when it is not one).
+int topology_chips(const std::string& topology) {
+  int chips = 1;
+  std::size_t start = 0;
+  while (start <= topology.size()) {
+    const std::size_t x = topology.find('x', start);
+    const std::string part = topology.substr(start, x == std::string::npos ? x : x - start);
+    if (part.empty() || part.size() > 4 ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return 0;
+    }
+    chips *= std::stoi(part);
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return chips;
+}
+
+// The xpk name of the first pod set's accelerator, from its node selector; "" and `why` when
+// there is none to read.
+std::string accelerator_from_pod_set(const json& spec, std::string& why) {
+  const json& pod_sets = at_or_null(spec, "podSets");
+  if (!pod_sets.is_array() || pod_sets.empty()) {
+    why = "spec.podSets is empty";
+    return "";
+  }
+  const json& selector =
+      at_or_null(at_or_null(at_or_null(pod_sets[0], "template"), "spec"), "nodeSelector");
+  const std::string tpu = string_at(selector, "cloud.google.com/gke-tpu-accelerator");
+  const std::string gpu = string_at(selector, "cloud.google.com/gke-accelerator");
+  if (tpu.empty() && gpu.empty()) {
+    why = fmt::format(
+        "neither the label {} nor a TPU or GPU node selector (cloud.google.com/"
+        "gke-tpu-accelerator, cloud.google.com/gke-accelerator) on spec.podSets[0]",
+        kAcceleratorLabel);
+    return "";
+  }
+  const std::string label = tpu.empty() ? gpu : tpu;
+  const std::string topology = string_at(selector, "cloud.google.com/gke-tpu-topology");
+  const int chips = tpu.empty() ? 0 : topology_chips(topology);
+  if (!tpu.empty() && chips == 0) {
+    why = fmt::format(
+        "spec.podSets[0] selects {} without a topology (cloud.google.com/"
+        "gke-tpu-topology) to size the slice",
+        tpu);
+    return "";
+  }
+  // The shortest name of that label and size: "v4-32" rather than "v4-2x2x4".
+  std::string best;
+  for (const XpkAcceleratorType& t : xpk_accelerator_types()) {
+    if (t.gke_accelerator != label) continue;
+    if (!tpu.empty() && t.vms_per_slice * t.chips_per_vm != chips) continue;
+    if (best.empty() || t.name.size() < best.size()) best = t.name;
+  }
+  if (best.empty()) {
+    why = tpu.empty() ? fmt::format("no accelerator type of xpk's table is {}", gpu)
+                      : fmt::format("no accelerator type of xpk's table is {} with {} chips ({})",
+                                    tpu, chips, topology);
+  }
+  return best;
+}
+
+bool condition_true(const json& status, const char* type) {
+  const json& conditions = at_or_null(status, "conditions");
+  if (!conditions.is_array()) return false;
+  for (const json& c : conditions) {
+    if (string_at(c, "type") == type) return string_at(c, "status") == "True";
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string ManagerWorkload::check_state(const std::string& check) const {
+  for (const auto& [name, state] : checks) {
+    if (name == check) return state;
+  }
+  return "";
+}
+
+ManagerWorkload parse_manager_workload(const json& object) {
+  ManagerWorkload w;
+  const json& meta = at_or_null(object, "metadata");
+  w.uid = string_at(meta, "uid");
+  w.name = string_at(meta, "name");
+  w.namespace_ = string_at(meta, "namespace");
+  if (w.uid.empty() || w.name.empty() || w.namespace_.empty()) {
+    throw std::invalid_argument(
+        "a Workload without metadata.name, metadata.namespace or metadata.uid");
+  }
+  w.resource_version = string_at(meta, "resourceVersion");
+  w.created = string_at(meta, "creationTimestamp");
+  w.deleting = at_or_null(meta, "deletionTimestamp").is_string();
+  const json& spec = at_or_null(object, "spec");
+  if (const json& p = at_or_null(spec, "priority"); p.is_number_integer()) {
+    w.priority = p.get<int>();
+  }
+  w.priority_class = string_at(spec, "priorityClassName");
+  const std::string labelled = string_at(at_or_null(meta, "labels"), kAcceleratorLabel);
+  if (!labelled.empty()) {
+    if (const auto canonical = canonical_accelerator_type(labelled)) {
+      w.accelerator = *canonical;
+    } else {
+      w.accelerator_problem = fmt::format("label {}: '{}' is not an accelerator type xpk knows",
+                                          kAcceleratorLabel, labelled.substr(0, 64));
+    }
+  } else {
+    w.accelerator = accelerator_from_pod_set(spec, w.accelerator_problem);
+  }
+  const json& status = at_or_null(object, "status");
+  if (const json& checks = at_or_null(status, "admissionChecks"); checks.is_array()) {
+    for (const json& c : checks) w.checks.emplace_back(string_at(c, "name"), string_at(c, "state"));
+  }
+  w.quota_reserved = condition_true(status, "QuotaReserved");
+  w.finished = condition_true(status, "Finished");
+  if (const json& c = at_or_null(status, "clusterName"); c.is_string()) {
+    w.cluster_name = c.get<std::string>();
+  }
+  if (const json& n = at_or_null(status, "nominatedClusterNames"); n.is_array()) {
+    for (const json& name : n) {
+      if (name.is_string()) w.nominated.push_back(name.get<std::string>());
+    }
+  }
+  return w;
+}
+
+MultiKueueWiring parse_multikueue_wiring(const json& admission_checks, const json& configs,
+                                         const json& clusters) {
+  MultiKueueWiring out;
+  std::map<std::string, std::vector<std::string>> config_clusters;
+  if (const json& items = at_or_null(configs, "items"); items.is_array()) {
+    for (const json& c : items) {
+      auto& list = config_clusters[string_at(at_or_null(c, "metadata"), "name")];
+      if (const json& names = at_or_null(at_or_null(c, "spec"), "clusters"); names.is_array()) {
+        for (const json& n : names) {
+          if (n.is_string()) list.push_back(n.get<std::string>());
+        }
+      }
+    }
+  }
+  if (const json& items = at_or_null(admission_checks, "items"); items.is_array()) {
+    for (const json& ac : items) {
+      const json& spec = at_or_null(ac, "spec");
+      if (string_at(spec, "controllerName") != kMultiKueueController) continue;
+      const json& params = at_or_null(spec, "parameters");
+      const auto it = config_clusters.find(string_at(params, "name"));
+      out.workers_by_check[string_at(at_or_null(ac, "metadata"), "name")] =
+          string_at(params, "kind") == "MultiKueueConfig" && it != config_clusters.end()
+              ? it->second
+              : std::vector<std::string>{};
+    }
+  }
+  if (const json& items = at_or_null(clusters, "items"); items.is_array()) {
+    for (const json& c : items) {
+      const std::string name = string_at(at_or_null(c, "metadata"), "name");
+      out.clusters.push_back(name);
+      std::string why = "no Active condition yet";
+      if (const json& conds = at_or_null(at_or_null(c, "status"), "conditions"); conds.is_array()) {
+        for (const json& cond : conds) {
+          if (string_at(cond, "type") != "Active") continue;
+          why = string_at(cond, "status") == "True"
+                    ? ""
+                    : fmt::format("not Active ({}: {})", string_at(cond, "reason"),
+                                  string_at(cond, "message").substr(0, 200));
+        }
+      }
+      if (!why.empty()) out.inactive[name] = why;
+    }
+  }
+  return out;
+}
+
+}  // namespace falcon::kube

@@ -1,0 +1,553 @@
+#include "serve/dispatcher.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "falcon/errors.h"
+#include "falcon/scoring.h"
+
+namespace falcon {
+namespace {
+
+using std::chrono::steady_clock;
+
+constexpr auto kWiringRefresh = std::chrono::seconds(30);
+constexpr std::size_t kLatencySamples = 1000;
+constexpr std::size_t kMaxHeldShown = 100;
+
+std::chrono::milliseconds seconds(double s) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(s * 1000)));
+}
+
+std::string key_of(const kube::ManagerWorkload& w) { return w.namespace_ + "/" + w.name; }
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+Dispatcher::Dispatcher(DispatcherOptions options) : options_(std::move(options)) {
+  if (!options_.manager || !options_.store || !options_.decide || !options_.registry_clusters) {
+    throw std::invalid_argument(
+        "Dispatcher: manager, store, decide and registry_clusters are "
+        "required");
+  }
+  clock_ = options_.clock ? options_.clock : make_system_clock();
+  counters_.dispatcher_name = options_.settings.dispatcher_name;
+}
+
+Dispatcher::~Dispatcher() { stop(); }
+
+void Dispatcher::start() {
+  watcher_ = std::thread([this] { watch_loop(); });
+  decider_ = std::thread([this] { decide_loop(); });
+}
+
+void Dispatcher::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  if (decider_.joinable()) decider_.join();
+}
+
+void Dispatcher::event(const std::string& level, const std::string& message) const {
+  if (options_.on_event) options_.on_event(level, "dispatch: " + message);
+}
+
+std::optional<std::string> Dispatcher::problem() const {
+  std::lock_guard lock(mu_);
+  if (!watch_problem_.empty()) return watch_problem_;
+  if (!listed_) return "the manager's Workloads have not been listed yet";
+  if (!wiring_problem_.empty()) return wiring_problem_;
+  if (kueue_dispatcher_ && *kueue_dispatcher_ != options_.settings.dispatcher_name) {
+    return fmt::format(
+        "the manager's Kueue dispatches with {}, not {}: set multiKueue.dispatcherName: {} in "
+        "its configuration (kueue-system/kueue-manager-config), or dispatch.dispatcher_name",
+        *kueue_dispatcher_, options_.settings.dispatcher_name, options_.settings.dispatcher_name);
+  }
+  if (!store_problem_.empty()) return store_problem_;
+  return std::nullopt;
+}
+
+DispatchStatus Dispatcher::status() const {
+  const auto problem_now = problem();
+  std::lock_guard lock(mu_);
+  DispatchStatus s = counters_;
+  s.manager = options_.manager->server();
+  s.kueue_dispatcher = kueue_dispatcher_;
+  s.problem = problem_now;
+  s.workloads = static_cast<int>(workloads_.size());
+  s.waiting = static_cast<int>(held_.size());
+  s.nominated = static_cast<int>(ours_.size());
+  for (const auto& [key, why] : held_) {
+    if (s.held.size() >= kMaxHeldShown) break;
+    s.held.emplace(key, why);
+  }
+  if (!latencies_ms_.empty()) {
+    s.latency_p50_ms = percentile(latencies_ms_, 0.50);
+    s.latency_p99_ms = percentile(latencies_ms_, 0.99);
+  }
+  return s;
+}
+
+void Dispatcher::track(const kube::ManagerWorkload& w) {
+  Tracked& t = workloads_[w.uid];
+  if (t.workload.nominated != w.nominated) looked_up_.erase(w.uid);
+  t.workload = w;
+  if (w.cluster_name) {
+    if (ours_.erase(w.uid) > 0) ++counters_.admitted;
+    held_.erase(key_of(w));
+  }
+  if (w.finished || w.deleting) held_.erase(key_of(w));
+  if (!t.waited && w.nominated.empty() && !w.cluster_name && w.quota_reserved) {
+    t.seen = clock_->steady_now();
+    t.waited = true;
+  }
+}
+
+void Dispatcher::apply_list(const kube::WorkloadList& list) {
+  std::lock_guard lock(mu_);
+  std::set<std::string> present;
+  for (const auto& w : list.items) {
+    present.insert(w.uid);
+    track(w);
+  }
+  for (auto it = workloads_.begin(); it != workloads_.end();) {
+    if (present.count(it->first) == 0) {
+      held_.erase(key_of(it->second.workload));
+      ours_.erase(it->first);
+      looked_up_.erase(it->first);
+      it = workloads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  listed_ = true;
+  watch_problem_.clear();
+  dirty_ = true;
+  wake_.notify_all();
+}
+
+void Dispatcher::apply_event(const kube::ManagerEvent& e) {
+  std::lock_guard lock(mu_);
+  if (e.type == "BOOKMARK") return;
+  if (e.type == "DELETED") {
+    held_.erase(key_of(e.workload));
+    ours_.erase(e.workload.uid);
+    looked_up_.erase(e.workload.uid);
+    workloads_.erase(e.workload.uid);
+  } else {
+    track(e.workload);
+  }
+  dirty_ = true;
+  wake_.notify_all();
+}
+
+void Dispatcher::refresh_wiring() {
+  std::optional<kube::MultiKueueWiring> wiring;
+  std::optional<std::string> configured;
+  std::string problem;
+  try {
+    wiring = options_.manager->wiring();
+    configured = options_.manager->kueue_dispatcher();
+  } catch (const std::exception& e) {
+    problem = fmt::format("cannot read the manager's MultiKueue objects: {}", e.what());
+  }
+  std::lock_guard lock(mu_);
+  wiring_at_ = clock_->steady_now();
+  if (!problem.empty()) {
+    wiring_problem_ = problem;
+    return;
+  }
+  wiring_problem_.clear();
+  if (wiring->workers_by_check.empty()) {
+    wiring_problem_ = "the manager has no AdmissionCheck of controller kueue.x-k8s.io/multikueue";
+  }
+  wiring_ = std::move(wiring);
+  kueue_dispatcher_ = configured;
+  dirty_ = true;
+}
+
+std::string Dispatcher::registry_name(const std::string& worker) const {
+  const auto it = options_.settings.clusters.find(worker);
+  return it == options_.settings.clusters.end() ? worker : it->second;
+}
+
+std::vector<Dispatcher::Work> Dispatcher::collect(steady_clock::time_point now,
+                                                  steady_clock::time_point* next_deadline) {
+  std::vector<Work> out;
+  if (!wiring_) return out;
+  const auto& allowed = options_.settings.admission_checks;
+  const auto renominate = seconds(options_.settings.renominate_after_s);
+  int foreign = 0;
+  for (auto& [uid, t] : workloads_) {
+    const kube::ManagerWorkload& w = t.workload;
+    if (w.deleting || w.finished || w.cluster_name || !w.quota_reserved) continue;
+    const std::vector<std::string>* workers = nullptr;
+    std::string state;
+    for (const auto& [check, check_state] : w.checks) {
+      const auto it = wiring_->workers_by_check.find(check);
+      if (it == wiring_->workers_by_check.end()) continue;
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), check) == allowed.end()) {
+        continue;
+      }
+      workers = &it->second;
+      state = check_state;
+      break;
+    }
+    if (workers == nullptr || state != "Pending") continue;
+    Work work{w, *workers, false};
+    if (!w.nominated.empty()) {
+      const auto mine = ours_.find(uid);
+      if (mine == ours_.end() || mine->second.clusters != w.nominated) {
+        ++foreign;  // another controller's (or a person's) nomination
+        continue;
+      }
+      const auto due = mine->second.at + renominate;
+      if (now < due) {
+        *next_deadline = std::min(*next_deadline, due);
+        continue;
+      }
+      work.again = true;
+    }
+    out.push_back(std::move(work));
+  }
+  counters_.foreign = foreign;
+  std::sort(out.begin(), out.end(), [](const Work& a, const Work& b) {
+    return std::tie(b.workload.priority, a.workload.created, a.workload.namespace_,
+                    a.workload.name) < std::tie(a.workload.priority, b.workload.created,
+                                                b.workload.namespace_, b.workload.name);
+  });
+  return out;
+}
+
+void Dispatcher::adopt() {
+  // Nominated Workloads this process has not seen nominated by itself: a nomination of an
+  // earlier run is ours when the store's latest row for the Workload patched exactly it.
+  std::vector<kube::ManagerWorkload> unknown;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [uid, t] : workloads_) {
+      if (!t.workload.nominated.empty() && !t.workload.cluster_name && ours_.count(uid) == 0 &&
+          looked_up_.insert(uid).second) {
+        unknown.push_back(t.workload);
+      }
+    }
+  }
+  for (const auto& w : unknown) {
+    std::vector<NominationRecord> rows;
+    try {
+      rows = options_.store->list_nominations(w.uid, 1);
+    } catch (const std::exception&) {
+      std::lock_guard lock(mu_);
+      looked_up_.erase(w.uid);  // asked again next pass
+      continue;
+    }
+    if (rows.empty() || rows[0].outcome != std::optional<std::string>(kNominationPatched) ||
+        rows[0].clusters != w.nominated) {
+      continue;
+    }
+    // Its age: how long ago it was recorded, on the steady clock.
+    const auto age =
+        std::max(clock_->now() - rows[0].requested_at, std::chrono::system_clock::duration::zero());
+    std::lock_guard lock(mu_);
+    Ours& mine = ours_[w.uid];
+    mine.clusters = w.nominated;
+    mine.at = clock_->steady_now() - std::chrono::duration_cast<steady_clock::duration>(age);
+  }
+}
+
+void Dispatcher::pass() {
+  adopt();
+  const auto now = clock_->steady_now();
+  auto next_deadline = steady_clock::time_point::max();
+  std::vector<Work> work;
+  {
+    std::lock_guard lock(mu_);
+    work = collect(now, &next_deadline);
+    // Held Workloads that no longer wait are no longer held.
+    std::set<std::string> waiting;
+    for (const Work& w : work) waiting.insert(key_of(w.workload));
+    for (auto it = held_.begin(); it != held_.end();) {
+      it = waiting.count(it->first) ? std::next(it) : held_.erase(it);
+    }
+  }
+  std::set<std::string> none_for;  // accelerator types that found no worker with room
+  for (const Work& w : work) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
+    if (!w.workload.accelerator.empty() && none_for.count(w.workload.accelerator) > 0) {
+      std::lock_guard lock(mu_);
+      held_[key_of(w.workload)] = "no worker has room for " + w.workload.accelerator +
+                                  " now (a Workload before it "
+                                  "in priority order found none)";
+      continue;
+    }
+    if (!dispatch(w)) none_for.insert(w.workload.accelerator);
+  }
+}
+
+bool Dispatcher::dispatch(const Work& work) {
+  const kube::ManagerWorkload& w = work.workload;
+  const DispatchSettings& settings = options_.settings;
+  const auto hold = [&](const std::string& why) {
+    std::lock_guard lock(mu_);
+    held_[key_of(w)] = why;
+  };
+  if (w.accelerator.empty()) {
+    hold(w.accelerator_problem);
+    return true;  // nothing to learn about other Workloads
+  }
+  // Left out: registry clusters that are not Active workers of this Workload's config, and the
+  // workers tried before (a renomination).
+  PlacementHints hints;
+  std::set<std::string> tried;
+  {
+    std::lock_guard lock(mu_);
+    std::set<std::string> workers;
+    for (const std::string& worker : work.workers) {
+      const auto inactive = wiring_->inactive.find(worker);
+      const bool known = std::find(wiring_->clusters.begin(), wiring_->clusters.end(), worker) !=
+                         wiring_->clusters.end();
+      if (!known) {
+        hints.left_out[registry_name(worker)] =
+            fmt::format("MultiKueueCluster {} does not exist on the manager", worker);
+      } else if (inactive != wiring_->inactive.end()) {
+        hints.left_out[registry_name(worker)] =
+            fmt::format("MultiKueueCluster {} is {}", worker, inactive->second);
+      } else {
+        workers.insert(registry_name(worker));
+      }
+    }
+    for (const std::string& c : options_.registry_clusters()) {
+      if (workers.count(c) == 0 && hints.left_out.count(c) == 0) {
+        hints.left_out[c] = "not a worker of the Workload's MultiKueue configuration";
+      }
+    }
+    if (work.again) {
+      const Ours& mine = ours_.at(w.uid);
+      tried = mine.tried;
+      tried.insert(mine.clusters.begin(), mine.clusters.end());
+    }
+    // Nominations not admitted yet count as queued Workloads of their clusters.
+    for (const auto& [uid, o] : ours_) {
+      if (uid == w.uid) continue;
+      for (const auto& c : o.clusters) ++hints.in_flight[registry_name(c)];
+    }
+  }
+  auto with_tried = hints;
+  for (const auto& worker : tried) {
+    with_tried.left_out.emplace(registry_name(worker),
+                                "nominated before and did not admit the Workload in time");
+  }
+  Decision d;
+  try {
+    d = options_.decide(w.accelerator, with_tried);
+  } catch (const NoAvailableClusterError& e) {
+    if (tried.empty()) {
+      hold(e.what());
+      return false;
+    }
+    // Every worker was tried: start over among all of them.
+    tried.clear();
+    try {
+      d = options_.decide(w.accelerator, hints);
+    } catch (const NoAvailableClusterError& again) {
+      hold(again.what());
+      return false;
+    }
+  }
+  // The eligible candidates by rank; with hold_until_room only those with room now.
+  std::vector<const CandidateScore*> ranked;
+  for (const auto& c : d.selection.scores) {
+    if (c.eligible && c.rank > 0) ranked.push_back(&c);
+  }
+  std::sort(ranked.begin(), ranked.end(),
+            [](const CandidateScore* a, const CandidateScore* b) { return a->rank < b->rank; });
+  std::vector<std::string> chosen;
+  for (const CandidateScore* c : ranked) {
+    if (static_cast<int>(chosen.size()) >= settings.width) break;
+    const auto in_flight = hints.in_flight.find(c->cluster);
+    const int queued_by_us = in_flight == hints.in_flight.end() ? 0 : in_flight->second;
+    if (!settings.hold_until_room || admits_now(*c, queued_by_us)) chosen.push_back(c->cluster);
+  }
+  if (chosen.empty()) {
+    hold(fmt::format("no worker has room for {} now (best: {}); waiting on the manager",
+                     w.accelerator,
+                     d.selection.selected_cluster.empty() ? "none" : d.selection.selected_cluster));
+    return false;
+  }
+  // Registry names back to MultiKueueCluster names.
+  std::vector<std::string> names;
+  for (const std::string& c : chosen) {
+    std::string name = c;
+    for (const auto& worker : work.workers) {
+      if (registry_name(worker) == c) name = worker;
+    }
+    names.push_back(name);
+  }
+  if (work.again && names == w.nominated) {
+    std::lock_guard lock(mu_);
+    ours_[w.uid].at = clock_->steady_now();  // still the best: its round starts again
+    return true;
+  }
+  // Intent, then the patch, then its outcome.
+  NominationRecord record;
+  record.manager = options_.manager->server();
+  record.workload_uid = w.uid;
+  record.namespace_ = w.namespace_;
+  record.workload = w.name;
+  record.accelerator = w.accelerator;
+  record.clusters = names;
+  record.selection_id = d.selection.selection_id;
+  record.requested_at = clock_->now();
+  std::int64_t id = 0;
+  try {
+    id = options_.store->record_nomination(record);
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    store_problem_ = fmt::format("the state store cannot record nominations: {}", e.what());
+    ++counters_.failures;
+    held_[key_of(w)] = store_problem_;
+    return true;
+  }
+  std::string outcome = kNominationPatched;
+  std::string detail;
+  try {
+    options_.manager->nominate(w, names, settings.dispatcher_name);
+  } catch (const kube::KubeError& e) {
+    outcome = e.status() == 409 ? kNominationConflict : kNominationFailed;
+    detail = e.what();
+  }
+  try {
+    options_.store->finish_nomination(id, outcome, detail, clock_->now());
+  } catch (const std::exception& e) {
+    event("warn", fmt::format("nomination {} of {}: its outcome ({}) could not be recorded: {}", id,
+                              key_of(w), outcome, e.what()));
+  }
+  std::lock_guard lock(mu_);
+  store_problem_.clear();
+  if (outcome == kNominationConflict) {
+    ++counters_.conflicts;  // the watch brings its new version; decided again then
+    return true;
+  }
+  if (outcome == kNominationFailed) {
+    ++counters_.failures;
+    held_[key_of(w)] = detail;
+    event("warn",
+          fmt::format("nominating {} for {}: {}", fmt::join(names, ","), key_of(w), detail));
+    return true;
+  }
+  held_.erase(key_of(w));
+  Ours& mine = ours_[w.uid];
+  mine.tried = tried;
+  mine.clusters = names;
+  mine.at = clock_->steady_now();
+  ++counters_.nominations;
+  if (work.again) ++counters_.renominations;
+  // The patched Workload's own version: until the watch brings it, its nomination is ours.
+  if (auto t = workloads_.find(w.uid); t != workloads_.end()) {
+    t->second.workload.nominated = names;
+    if (t->second.waited && !work.again) {
+      const double ms = std::chrono::duration<double, std::milli>(mine.at - t->second.seen).count();
+      if (latencies_ms_.size() < kLatencySamples) {
+        latencies_ms_.push_back(ms);
+      } else {
+        latencies_ms_[latency_next_] = ms;
+        latency_next_ = (latency_next_ + 1) % kLatencySamples;
+      }
+    }
+  }
+  return true;
+}
+
+void Dispatcher::watch_loop() {
+  auto backoff = std::chrono::milliseconds(500);
+  const auto stopped = [this] {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  };
+  while (!stopped()) {
+    try {
+      const kube::WorkloadList list = options_.manager->list_workloads();
+      apply_list(list);
+      backoff = std::chrono::milliseconds(500);
+      std::string version = list.resource_version;
+      while (!stopped()) {
+        options_.manager->watch_workloads(
+            version,
+            [&](const kube::ManagerEvent& e) {
+              apply_event(e);
+              if (!e.workload.resource_version.empty()) version = e.workload.resource_version;
+              return !stopped();
+            },
+            stopped);
+      }
+    } catch (const kube::KubeError& e) {
+      if (e.status() == 410) continue;  // too old: list again at once
+      std::unique_lock lock(mu_);
+      const bool first = watch_problem_.empty();
+      watch_problem_ = fmt::format("the manager cannot be watched: {}", e.what());
+      if (first) event("warn", watch_problem_);
+      wake_.wait_for(lock, backoff, [&] { return stopping_; });
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(30'000));
+    } catch (const std::exception& e) {
+      std::unique_lock lock(mu_);
+      watch_problem_ = fmt::format("the manager cannot be watched: {}", e.what());
+      wake_.wait_for(lock, backoff, [&] { return stopping_; });
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(30'000));
+    }
+  }
+}
+
+void Dispatcher::decide_loop() {
+  const auto retry = seconds(options_.settings.retry_s);
+  const auto renominate = seconds(options_.settings.renominate_after_s);
+  while (true) {
+    bool wiring_due = false;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      wiring_due = !wiring_ || clock_->steady_now() - wiring_at_ >= kWiringRefresh ||
+                   !wiring_problem_.empty();
+    }
+    if (wiring_due) refresh_wiring();
+    bool can_act = false;
+    {
+      std::lock_guard lock(mu_);
+      dirty_ = false;
+      can_act = listed_ && wiring_ && watch_problem_.empty() &&
+                (!kueue_dispatcher_ || *kueue_dispatcher_ == options_.settings.dispatcher_name);
+    }
+    if (can_act) pass();
+    std::unique_lock lock(mu_);
+    // Next: a change, a held Workload's retry, the earliest renomination, the wiring's refresh.
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(kWiringRefresh);
+    if (!held_.empty() || !store_problem_.empty() || !wiring_problem_.empty()) {
+      wait = std::min(wait, retry);
+    }
+    if (!ours_.empty()) {
+      const auto now = clock_->steady_now();
+      for (const auto& [uid, o] : ours_) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(o.at + renominate - now);
+        wait = std::min(wait, std::max(left, std::chrono::milliseconds(1)));
+      }
+    }
+    wake_.wait_for(lock, wait, [&] { return stopping_ || dirty_; });
+  }
+}
+
+}  // namespace falcon

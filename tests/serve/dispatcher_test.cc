@@ -1,0 +1,384 @@
+// The MultiKueue dispatcher's decisions (dispatcher.h) over a fake manager and a fake decision,
+// with a real SQLite store and the fake clock: which Workloads wait for it, who is nominated
+// (workers only, with room, high priority first, spread), intent before the patch, conflicts,
+// a store that refuses, renomination, other dispatchers' nominations, and the manager's
+// configured dispatcher name. And the parsing of the manager's objects (multikueue.h).
+#include "serve/dispatcher.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "falcon/errors.h"
+#include "kube/multikueue.h"
+#include "state/sqlite_connection.h"
+#include "support/fake_clock.h"
+#include "support/temp_dir.h"
+
+namespace falcon {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using testing::FakeClock;
+
+constexpr const char* kCheck = "multikueue";
+
+class FakeManager final : public kube::ManagerApi {
+ public:
+  std::string server() const override { return "https://manager.test"; }
+  kube::WorkloadList list_workloads() override { return {}; }
+  void watch_workloads(const std::string&, const std::function<bool(const kube::ManagerEvent&)>&,
+                       const std::function<bool()>&) override {}
+  kube::MultiKueueWiring wiring() override { return wiring_; }
+  void nominate(const kube::ManagerWorkload& w, const std::vector<std::string>& clusters,
+                const std::string& field_manager) override {
+    if (conflict) throw kube::KubeError(409, "Conflict", "the object has been modified");
+    patches.push_back({w.name, clusters});
+    managers.push_back(field_manager);
+  }
+  std::optional<std::string> kueue_dispatcher() override { return configured; }
+
+  kube::MultiKueueWiring wiring_;
+  std::optional<std::string> configured;
+  bool conflict = false;
+  std::vector<std::pair<std::string, std::vector<std::string>>> patches;
+  std::vector<std::string> managers;
+};
+
+// A cluster as the fake decision sees it.
+struct Room {
+  int queue = 0;
+  double free_block = 64;
+  bool eligible = true;
+};
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  DispatcherTest() {
+    store_ = open_state_store("sqlite://" + (dir_.path() / "falcon.db").string());
+    manager_ = std::make_shared<FakeManager>();
+    manager_->wiring_.workers_by_check[kCheck] = {"w-a", "w-b", "w-c"};
+    manager_->wiring_.clusters = {"w-a", "w-b", "w-c"};
+    room_ = {{"w-a", {}}, {"w-b", {}}, {"w-c", {}}, {"other", {}}};
+    settings_.dispatcher_name = "falcon.dev/dispatcher";
+    settings_.renominate_after_s = 60;
+  }
+
+  std::unique_ptr<Dispatcher> make() {
+    DispatcherOptions o;
+    o.settings = settings_;
+    o.manager = manager_;
+    o.store = store_;
+    o.clock = clock_;
+    o.registry_clusters = [this] {
+      std::vector<std::string> names;
+      for (const auto& [name, r] : room_) names.push_back(name);
+      return names;
+    };
+    o.decide = [this](const std::string& accelerator, const PlacementHints& hints) {
+      hints_.push_back(hints);
+      return decide(accelerator, hints);
+    };
+    auto d = std::make_unique<Dispatcher>(std::move(o));
+    d->refresh_wiring();
+    return d;
+  }
+
+  // Ranks the clusters not left out by queue (with what is in flight), then name; records the
+  // decision as the control plane would.
+  Decision decide(const std::string& accelerator, const PlacementHints& hints) {
+    std::vector<CandidateScore> scores;
+    for (const auto& [name, r] : room_) {
+      CandidateScore c;
+      c.cluster = name;
+      const auto in_flight = hints.in_flight.count(name) ? hints.in_flight.at(name) : 0;
+      c.eligible = r.eligible && hints.left_out.count(name) == 0;
+      c.signals.queue_depth = r.queue + in_flight;
+      c.signals.slice_chips = 16;
+      c.signals.free_chips = r.free_block;
+      c.signals.largest_free_block = r.free_block;
+      scores.push_back(c);
+    }
+    std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) {
+      return std::tie(b.eligible, *a.signals.queue_depth) <
+             std::tie(a.eligible, *b.signals.queue_depth);
+    });
+    int rank = 0;
+    for (auto& c : scores) c.rank = c.eligible ? ++rank : 0;
+    if (rank == 0) throw NoAvailableClusterError("no cluster for " + accelerator, accelerator, {});
+    Decision d;
+    d.selection.accelerator = accelerator;
+    d.selection.selected_cluster = scores.front().cluster;
+    d.selection.scores = scores;
+    d.selection.policy = "least-wait";
+    d.selection.decided_at = "2026-12-04T10:00:00Z";
+    d.selection.selection_id = store_->record_selection(d.selection);
+    return d;
+  }
+
+  static kube::ManagerWorkload workload(const std::string& name, int priority = 0,
+                                        const std::string& created = "2026-12-04T10:00:00Z") {
+    kube::ManagerWorkload w;
+    w.uid = "uid-" + name;
+    w.namespace_ = "team";
+    w.name = name;
+    w.resource_version = "7";
+    w.created = created;
+    w.priority = priority;
+    w.accelerator = "v4-32";
+    w.checks = {{kCheck, "Pending"}};
+    w.quota_reserved = true;
+    return w;
+  }
+
+  static kube::ManagerEvent added(const kube::ManagerWorkload& w) { return {"ADDED", w}; }
+
+  testing::TempDir dir_;
+  std::shared_ptr<StateStore> store_;
+  std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
+  std::shared_ptr<FakeManager> manager_;
+  std::map<std::string, Room> room_;
+  DispatchSettings settings_;
+  std::vector<PlacementHints> hints_;
+};
+
+TEST_F(DispatcherTest, NominatesTheBestWorkerWithRoomAndRecordsItFirst) {
+  room_["w-a"].queue = 2;
+  auto d = make();
+  d->apply_list({{workload("train")}, "10"});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
+  EXPECT_EQ(manager_->managers[0], "falcon.dev/dispatcher");
+  // Registry clusters that are not workers are never candidates, and say why.
+  ASSERT_EQ(hints_.size(), 1u);
+  EXPECT_EQ(hints_[0].left_out.at("other"),
+            "not a worker of the Workload's MultiKueue configuration");
+  const auto records = store_->list_nominations("uid-train");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].clusters, std::vector<std::string>{"w-b"});
+  EXPECT_EQ(records[0].outcome, std::optional<std::string>(kNominationPatched));
+  EXPECT_GT(records[0].selection_id, 0);
+  EXPECT_TRUE(store_->get_selection(records[0].selection_id).has_value());
+  const DispatchStatus s = d->status();
+  EXPECT_EQ(s.nominations, 1);
+  EXPECT_EQ(s.nominated, 1);
+  EXPECT_FALSE(s.problem);
+  // Nominated: not decided again in the next pass.
+  d->pass();
+  EXPECT_EQ(manager_->patches.size(), 1u);
+}
+
+TEST_F(DispatcherTest, HighPriorityFirstAndDecisionsMadeTogetherSpread) {
+  room_["w-a"].queue = 0;
+  room_["w-b"].queue = 0;
+  room_["w-c"].queue = 3;
+  room_["other"].eligible = false;
+  auto d = make();
+  d->apply_list(
+      {{workload("low", 0, "2026-12-04T09:00:00Z"), workload("high", 100), workload("mid", 10)},
+       "10"});
+  d->pass();
+  // high takes w-a, mid w-b (w-a now has one in flight), low finds no worker with room: held.
+  ASSERT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(manager_->patches[0].first, "high");
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-a"});
+  EXPECT_EQ(manager_->patches[1].first, "mid");
+  EXPECT_EQ(manager_->patches[1].second, std::vector<std::string>{"w-b"});
+  const DispatchStatus s = d->status();
+  EXPECT_EQ(s.waiting, 1);
+  EXPECT_NE(s.held.at("team/low").find("no worker has room"), std::string::npos);
+  // Room appears (high was admitted on w-a): low is nominated there.
+  auto high = workload("high", 100);
+  high.cluster_name = "w-a";
+  d->apply_event({"MODIFIED", high});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 3u);
+  EXPECT_EQ(manager_->patches[2].first, "low");
+  EXPECT_EQ(manager_->patches[2].second, std::vector<std::string>{"w-a"});
+  EXPECT_EQ(d->status().admitted, 1);
+}
+
+TEST_F(DispatcherTest, WithoutHoldTheBestCandidateIsNominatedEvenWhenItMustQueue) {
+  settings_.hold_until_room = false;
+  settings_.width = 2;
+  for (auto& [name, r] : room_) r.queue = 4;
+  room_["w-c"].queue = 1;
+  auto d = make();
+  d->apply_list({{workload("train")}, "10"});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, (std::vector<std::string>{"w-c", "w-a"}));
+}
+
+TEST_F(DispatcherTest, LeavesOtherDispatchersAndOtherChecksAlone) {
+  settings_.admission_checks = {kCheck};
+  manager_->wiring_.workers_by_check["other-check"] = {"w-a"};
+  auto d = make();
+  auto foreign = workload("foreign");
+  foreign.nominated = {"w-c"};
+  auto other = workload("other");
+  other.checks = {{"other-check", "Pending"}};
+  auto ready = workload("ready");
+  ready.checks = {{kCheck, "Ready"}};
+  auto placed = workload("placed");
+  placed.cluster_name = "w-a";
+  auto no_quota = workload("no-quota");
+  no_quota.quota_reserved = false;
+  d->apply_list({{foreign, other, ready, placed, no_quota}, "10"});
+  d->pass();
+  EXPECT_TRUE(manager_->patches.empty());
+  EXPECT_EQ(d->status().foreign, 1);
+}
+
+TEST_F(DispatcherTest, RenominatesWithoutTheWorkersThatDidNotAdmitIt) {
+  auto d = make();
+  d->apply_list({{workload("train")}, "10"});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  const auto first = manager_->patches[0].second;
+  auto w = workload("train");
+  w.nominated = first;
+  w.resource_version = "11";
+  d->apply_event({"MODIFIED", w});
+  clock_->advance(59s);
+  d->pass();
+  EXPECT_EQ(manager_->patches.size(), 1u);  // not yet
+  clock_->advance(2s);
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 2u);
+  EXPECT_NE(manager_->patches[1].second, first);
+  EXPECT_EQ(hints_.back().left_out.at(first[0]),
+            "nominated before and did not admit the Workload in time");
+  EXPECT_EQ(d->status().renominations, 1);
+}
+
+TEST_F(DispatcherTest, ARestartedDispatcherTakesBackItsOwnNominationsWithTheirAge) {
+  std::vector<std::string> first;
+  {
+    auto d = make();
+    d->apply_list({{workload("train")}, "10"});
+    d->pass();
+    ASSERT_EQ(manager_->patches.size(), 1u);
+    first = manager_->patches[0].second;
+  }
+  clock_->advance(50s);
+  auto mine = workload("train");
+  mine.nominated = first;
+  auto theirs = workload("theirs");
+  theirs.nominated = {"w-c"};
+  auto d = make();
+  d->apply_list({{mine, theirs}, "12"});
+  d->pass();
+  EXPECT_EQ(d->status().nominated, 1);
+  EXPECT_EQ(d->status().foreign, 1);
+  EXPECT_EQ(manager_->patches.size(), 1u);
+  clock_->advance(11s);  // 61 s after the first run nominated it
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(manager_->patches[1].first, "train");
+  EXPECT_NE(manager_->patches[1].second, first);
+}
+
+TEST_F(DispatcherTest, AConflictIsRecordedAndNothingIsTakenAsNominated) {
+  manager_->conflict = true;
+  auto d = make();
+  d->apply_list({{workload("train")}, "10"});
+  d->pass();
+  const auto records = store_->list_nominations("uid-train");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].outcome, std::optional<std::string>(kNominationConflict));
+  EXPECT_EQ(d->status().conflicts, 1);
+  EXPECT_EQ(d->status().nominated, 0);
+}
+
+TEST_F(DispatcherTest, AStoreThatRefusesTheIntentMeansNoPatch) {
+  auto d = make();
+  d->apply_list({{workload("train")}, "10"});
+  // The table goes away under the store: the intent cannot be written.
+  state::SqliteConnection((dir_.path() / "falcon.db").string(), 1000ms)
+      .query("DROP TABLE nominations", {});
+  d->pass();
+  EXPECT_TRUE(manager_->patches.empty());
+  ASSERT_TRUE(d->problem());
+  EXPECT_NE(d->problem()->find("cannot record nominations"), std::string::npos) << *d->problem();
+  EXPECT_EQ(d->status().nominated, 0);
+}
+
+TEST_F(DispatcherTest, AManagerConfiguredForAnotherDispatcherIsAProblem) {
+  manager_->configured = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once";
+  auto d = make();
+  d->apply_list({{}, "1"});
+  ASSERT_TRUE(d->problem());
+  EXPECT_NE(d->problem()->find("dispatches with kueue.x-k8s.io/multikueue-dispatcher-all-at-once"),
+            std::string::npos);
+  manager_->configured = "falcon.dev/dispatcher";
+  d->refresh_wiring();
+  EXPECT_FALSE(d->problem());
+}
+
+TEST_F(DispatcherTest, NotReadyUntilListed) {
+  auto d = make();
+  ASSERT_TRUE(d->problem());
+  EXPECT_NE(d->problem()->find("not been listed"), std::string::npos);
+}
+
+TEST(ManagerObjects, WorkloadFieldsAndAcceleratorType) {
+  const json object = json::parse(R"({
+    "metadata": {"name": "train", "namespace": "team", "uid": "u1", "resourceVersion": "42",
+                 "creationTimestamp": "2026-12-04T10:00:00Z"},
+    "spec": {"priority": 1000, "priorityClassName": "high",
+             "podSets": [{"name": "slice", "count": 4, "template": {"spec": {"nodeSelector": {
+               "cloud.google.com/gke-tpu-accelerator": "tpu-v4-podslice",
+               "cloud.google.com/gke-tpu-topology": "2x2x4"}}}}]},
+    "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}],
+               "admissionChecks": [{"name": "multikueue", "state": "Pending"}],
+               "nominatedClusterNames": ["w-a"]}})");
+  const kube::ManagerWorkload w = kube::parse_manager_workload(object);
+  EXPECT_EQ(w.uid, "u1");
+  EXPECT_EQ(w.resource_version, "42");
+  EXPECT_EQ(w.priority, 1000);
+  EXPECT_EQ(w.accelerator, "v4-32");
+  EXPECT_TRUE(w.quota_reserved);
+  EXPECT_FALSE(w.finished);
+  EXPECT_EQ(w.check_state("multikueue"), "Pending");
+  EXPECT_EQ(w.nominated, std::vector<std::string>{"w-a"});
+
+  json labelled = object;
+  labelled["metadata"]["labels"] = {{kube::kAcceleratorLabel, "tpu-v5e-16"}};
+  EXPECT_EQ(kube::parse_manager_workload(labelled).accelerator, "v5litepod-16");
+  labelled["metadata"]["labels"] = {{kube::kAcceleratorLabel, "tpu-v4-48"}};
+  const auto bad = kube::parse_manager_workload(labelled);
+  EXPECT_TRUE(bad.accelerator.empty());
+  EXPECT_NE(bad.accelerator_problem.find("tpu-v4-48"), std::string::npos);
+
+  json bare = object;
+  bare["spec"]["podSets"][0]["template"]["spec"]["nodeSelector"] = json::object();
+  EXPECT_NE(kube::parse_manager_workload(bare).accelerator_problem.find("node selector"),
+            std::string::npos);
+  json nameless = object;
+  nameless["metadata"].erase("uid");
+  EXPECT_THROW(kube::parse_manager_workload(nameless), std::invalid_argument);
+}
+
+TEST(ManagerObjects, WiringMapsChecksToWorkersInOrder) {
+  const json checks = json::parse(R"({"items": [
+    {"metadata": {"name": "mk"}, "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+      "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "cfg"}}},
+    {"metadata": {"name": "prov"}, "spec": {"controllerName": "kueue.x-k8s.io/provisioning-request"}}]})");
+  const json configs = json::parse(
+      R"({"items": [{"metadata": {"name": "cfg"}, "spec": {"clusters": ["w-b", "w-a"]}}]})");
+  const json clusters = json::parse(R"({"items": [
+    {"metadata": {"name": "w-a"}, "status": {"conditions": [{"type": "Active", "status": "True"}]}},
+    {"metadata": {"name": "w-b"}, "status": {"conditions": [{"type": "Active", "status": "False",
+      "reason": "ClientConnectionFailed", "message": "dial tcp: refused"}]}}]})");
+  const auto wiring = kube::parse_multikueue_wiring(checks, configs, clusters);
+  ASSERT_EQ(wiring.workers_by_check.size(), 1u);
+  EXPECT_EQ(wiring.workers_by_check.at("mk"), (std::vector<std::string>{"w-b", "w-a"}));
+  EXPECT_EQ(wiring.inactive.count("w-a"), 0u);
+  EXPECT_NE(wiring.inactive.at("w-b").find("ClientConnectionFailed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace falcon
