@@ -11,6 +11,8 @@
 
 #include "common/base64.h"
 #include "common/rfc3339.h"
+#include "fleet/manager.h"
+#include "fleet/manager_api.h"
 
 namespace falcon::fleet {
 namespace {
@@ -62,11 +64,13 @@ json resource(const std::string& name, const std::string& kind, const std::strin
   return r;
 }
 
-json group(const std::string& name, const std::string& version) {
-  const std::string gv = name + "/" + version;
-  return {{"name", name},
-          {"versions", json::array({{{"groupVersion", gv}, {"version", version}}})},
-          {"preferredVersion", {{"groupVersion", gv}, {"version", version}}}};
+// An APIGroup serving `versions`, the first preferred.
+json group(const std::string& name, const std::vector<std::string>& versions) {
+  json list = json::array();
+  for (const std::string& v : versions) {
+    list.push_back({{"groupVersion", name + "/" + v}, {"version", v}});
+  }
+  return {{"name", name}, {"versions", list}, {"preferredVersion", list[0]}};
 }
 
 std::string age(const std::string& created, std::chrono::system_clock::time_point now) {
@@ -244,6 +248,11 @@ bool KubeApi::token_valid(const std::string& token) const {
   return it != tokens_.end() && std::chrono::system_clock::now() < it->second;
 }
 
+bool KubeApi::authorized(const std::string& authorization) const {
+  const std::string prefix = "Bearer ";
+  return authorization.rfind(prefix, 0) == 0 && token_valid(authorization.substr(prefix.size()));
+}
+
 namespace {
 
 // --- ClusterQueues (slice-shaped capacity, issue 15): cluster-scoped, read-only.
@@ -289,8 +298,7 @@ KubeApi::Answer cluster_queue_answer(FleetSimulator& sim, const std::string& clu
 
 KubeApi::Answer KubeApi::handle(const std::string& cluster, const std::string& path, bool watch,
                                 bool as_table, const std::string& authorization) {
-  const std::string prefix = "Bearer ";
-  if (authorization.rfind(prefix, 0) != 0 || !token_valid(authorization.substr(prefix.size()))) {
+  if (!authorized(authorization)) {
     return answer(401, status_json(401, "Unauthorized", "Unauthorized"));
   }
   const FleetCluster* c = nullptr;
@@ -317,20 +325,33 @@ KubeApi::Answer KubeApi::handle(const std::string& cluster, const std::string& p
               {"serverAddressByClientCIDRs",
                json::array({{{"clientCIDR", "0.0.0.0/0"}, {"serverAddress", "10.0.0.2:443"}}})}});
   }
+  // The MultiKueue manager's cluster: its resources join discovery (the route serves them).
+  const bool manager = sim_.manager() && sim_.manager()->spec().cluster == cluster;
   if (path == "/api/v1") {
-    return answer(200, {{"kind", "APIResourceList"},
-                        {"groupVersion", "v1"},
-                        {"resources", json::array({{{"name", "namespaces"},
-                                                    {"singularName", "namespace"},
-                                                    {"namespaced", false},
-                                                    {"kind", "Namespace"},
-                                                    {"verbs", {"get", "list", "watch"}},
-                                                    {"shortNames", {"ns"}}}})}});
+    json resources = json::array({{{"name", "namespaces"},
+                                   {"singularName", "namespace"},
+                                   {"namespaced", false},
+                                   {"kind", "Namespace"},
+                                   {"verbs", {"get", "list", "watch"}},
+                                   {"shortNames", {"ns"}}}});
+    if (manager) {
+      resources.push_back({{"name", "configmaps"},
+                           {"singularName", "configmap"},
+                           {"namespaced", true},
+                           {"kind", "ConfigMap"},
+                           {"verbs", {"get", "list"}},
+                           {"shortNames", {"cm"}}});
+    }
+    return answer(200,
+                  {{"kind", "APIResourceList"}, {"groupVersion", "v1"}, {"resources", resources}});
   }
   const bool kueue = sim_.kueue_installed(cluster);
   if (path == "/apis") {
-    json groups = json::array({group(kJobSet, "v1alpha2")});
-    if (kueue) groups.push_back(group(kKueue, "v1beta1"));
+    json groups = json::array({group(kJobSet, {"v1alpha2"})});
+    if (kueue) {
+      groups.push_back(manager ? group(kKueue, {"v1beta2", "v1beta1"})
+                               : group(kKueue, {"v1beta1"}));
+    }
     return answer(200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", groups}});
   }
   if (!kueue && path.rfind("/apis/kueue.x-k8s.io/", 0) == 0) {
@@ -339,12 +360,19 @@ KubeApi::Answer KubeApi::handle(const std::string& cluster, const std::string& p
                   status_json(404, "NotFound", "the server could not find the requested resource"));
   }
   if (path == "/apis/kueue.x-k8s.io/v1beta1") {
-    return answer(200,
-                  {{"kind", "APIResourceList"},
-                   {"apiVersion", "v1"},
-                   {"groupVersion", std::string(kKueue) + "/v1beta1"},
-                   {"resources", json::array({resource("workloads", "Workload", "workload", {"wl"}),
-                                              cluster_queue_resource()})}});
+    json resources = json::array({resource("workloads", "Workload", "workload", {"wl"})});
+    if (manager) resources = manager_api_resources();
+    resources.push_back(cluster_queue_resource());
+    return answer(200, {{"kind", "APIResourceList"},
+                        {"apiVersion", "v1"},
+                        {"groupVersion", std::string(kKueue) + "/v1beta1"},
+                        {"resources", resources}});
+  }
+  if (manager && path == "/apis/kueue.x-k8s.io/v1beta2") {
+    return answer(200, {{"kind", "APIResourceList"},
+                        {"apiVersion", "v1"},
+                        {"groupVersion", std::string(kKueue) + "/v1beta2"},
+                        {"resources", manager_api_resources()}});
   }
   if (path.rfind("/apis/kueue.x-k8s.io/v1beta1/clusterqueues", 0) == 0 &&
       (path.size() == 42 || path[42] == '/')) {
@@ -496,24 +524,78 @@ void add_extension(X509* cert, int nid, const char* value) {
   X509_EXTENSION_free(ext);
 }
 
+void reply_status(httplib::Response& res, int code, const std::string& reason,
+                  const std::string& message) {
+  res.status = code;
+  res.set_content(status_json(code, reason, message).dump(), "application/json");
+}
+
+// One request to /fleet/v1/clusters/<cluster><path>: the manager's paths on the manager's
+// cluster (any method), else KubeApi::handle (GET only).
+void serve_cluster(KubeApi& api, const std::string& method, const httplib::Request& req,
+                   httplib::Response& res) {
+  const std::string cluster = req.matches[1];
+  const std::string path = req.matches[2];
+  const std::string authorization = req.get_header_value("Authorization");
+  FleetSimulator& sim = api.simulator();
+  MultiKueueManager* manager = sim.manager();
+  const bool manager_path =
+      manager && manager->spec().cluster == cluster && is_manager_path(path) &&
+      // Without Kueue's CRDs the group is not served (KubeApi::handle).
+      (path.rfind("/apis/kueue.x-k8s.io/", 0) != 0 || sim.kueue_installed(cluster));
+  if (manager_path) {
+    if (!api.authorized(authorization)) {
+      return reply_status(res, 401, "Unauthorized", "Unauthorized");
+    }
+    if (const auto why = sim.unreachable_message(cluster)) {
+      return reply_status(res, 503, "ServiceUnavailable", *why);
+    }
+    return serve_manager_request(*manager, method, path, req, res);
+  }
+  if (method != "GET") {
+    if (!api.authorized(authorization)) {
+      return reply_status(res, 401, "Unauthorized", "Unauthorized");
+    }
+    try {
+      sim.cluster(cluster);
+    } catch (const std::out_of_range&) {
+      return reply_status(res, 404, "NotFound", "no cluster " + cluster + " in the fleet");
+    }
+    return reply_status(
+        res, 405, "MethodNotAllowed",
+        fmt::format("the fleet's cluster {} answers only GET of {} (POST, DELETE and PATCH are "
+                    "served for the MultiKueue manager's workloads on its cluster)",
+                    cluster, path));
+  }
+  const std::string accept = req.get_header_value("Accept");
+  const bool watch = req.has_param("watch") && (req.get_param_value("watch") == "true" ||
+                                                req.get_param_value("watch") == "1");
+  const KubeApi::Answer a =
+      api.handle(cluster, path, watch, accept.find("as=Table") != std::string::npos, authorization);
+  res.status = a.status;
+  res.set_content(a.body, a.content_type);
+}
+
 void register_cluster_routes(httplib::Server& server, KubeApi& api) {
-  server.Get(R"(/fleet/v1/clusters/([a-z0-9-]+)(/.*))",
-             [&api](const httplib::Request& req, httplib::Response& res) {
-               const std::string accept = req.get_header_value("Accept");
-               const bool watch =
-                   req.has_param("watch") &&
-                   (req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1");
-               const KubeApi::Answer a = api.handle(req.matches[1], req.matches[2], watch,
-                                                    accept.find("as=Table") != std::string::npos,
-                                                    req.get_header_value("Authorization"));
-               res.status = a.status;
-               res.set_content(a.body, a.content_type);
-             });
+  const char* pattern = R"(/fleet/v1/clusters/([a-z0-9-]+)(/.*))";
+  server.Get(pattern, [&api](const httplib::Request& req, httplib::Response& res) {
+    serve_cluster(api, "GET", req, res);
+  });
+  server.Post(pattern, [&api](const httplib::Request& req, httplib::Response& res) {
+    serve_cluster(api, "POST", req, res);
+  });
+  server.Delete(pattern, [&api](const httplib::Request& req, httplib::Response& res) {
+    serve_cluster(api, "DELETE", req, res);
+  });
+  server.Patch(pattern, [&api](const httplib::Request& req, httplib::Response& res) {
+    serve_cluster(api, "PATCH", req, res);
+  });
 }
 
 }  // namespace
 
 struct KubeTlsServer::Impl {
+  KubeApi* api = nullptr;
   std::unique_ptr<EVP_PKEY, KeyFree> key;
   std::unique_ptr<X509, CertFree> cert;
   std::unique_ptr<httplib::SSLServer> server;
@@ -523,6 +605,7 @@ struct KubeTlsServer::Impl {
 };
 
 KubeTlsServer::KubeTlsServer(KubeApi& api) : impl_(std::make_unique<Impl>()) {
+  impl_->api = &api;
   impl_->key.reset(EVP_EC_gen("prime256v1"));
   if (!impl_->key) tls_fail("key");
   impl_->cert.reset(X509_new());
@@ -573,6 +656,11 @@ void KubeTlsServer::start(const std::string& host) {
 }
 
 void KubeTlsServer::stop() {
+  // A streaming watch of the manager's Workloads holds a server thread until it ends: end them
+  // all first (for good: the server does not start again), so that stop() does not wait.
+  if (impl_ && impl_->api) {
+    if (MultiKueueManager* manager = impl_->api->simulator().manager()) manager->close_watches();
+  }
   if (impl_ && impl_->server) impl_->server->stop();
   if (impl_ && impl_->thread.joinable()) impl_->thread.join();
 }

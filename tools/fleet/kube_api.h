@@ -30,6 +30,14 @@
 // probe latency (and slow latency) is spent before a list answers. A cluster without Kueue's
 // CRDs (behaviour.kueue false, or POST /fleet/v1/clusters:kueue) leaves kueue.x-k8s.io out of
 // /apis and answers 404 NotFound under /apis/kueue.x-k8s.io/.
+//
+// The MultiKueue manager's cluster (the fleet file's `manager:` section, manager.h) serves the
+// manager's API as well (manager_api.h): GET, POST, DELETE and PATCH of the paths
+// is_manager_path() names go to serve_manager_request (after the token check, 401, and 503 with
+// kubectl's words while that cluster is unreachable); its discovery lists kueue.x-k8s.io
+// v1beta2 (preferred) and v1beta1 with the manager's resources (v1beta1 also clusterqueues),
+// and configmaps under /api/v1. Every other path is as on any cluster; a method other than GET
+// there is 405 MethodNotAllowed.
 #pragma once
 
 #include <chrono>
@@ -59,6 +67,10 @@ class KubeApi {
  public:
   explicit KubeApi(FleetSimulator& simulator);
 
+  FleetSimulator& simulator() const { return sim_; }
+  // Whether the Authorization header carries a valid token (`Bearer <token>`).
+  bool authorized(const std::string& authorization) const;
+
   // A new token and its ExecCredential (client.authentication.k8s.io/v1beta1).
   nlohmann::json issue_token();
   bool token_valid(const std::string& token) const;
@@ -85,9 +97,11 @@ void register_kube_token_route(httplib::Server& server, KubeApi& api);
 
 // The clusters' API servers: HTTPS on a port of its own (kubectl sends no credentials over
 // plain HTTP), with a self-signed certificate for 127.0.0.1 and localhost made at start, which
-// kubeconfigs carry as certificate-authority-data. Serves GET /fleet/v1/clusters/<name>/...
-// Keep-alive: up to 100 requests per connection, closed after 2 s idle (kube-apiserver: 90 s),
-// 64 server threads.
+// kubeconfigs carry as certificate-authority-data. Serves GET /fleet/v1/clusters/<name>/...,
+// and POST, DELETE and PATCH of the manager's paths (manager_api.h); stop() first ends the
+// manager's watches (MultiKueueManager::close_watches), so that no streaming watch holds a
+// server thread past it. Keep-alive: up to 100 requests per connection, closed after 2 s idle
+// (kube-apiserver: 90 s), 64 server threads.
 class KubeTlsServer {
  public:
   explicit KubeTlsServer(KubeApi& api);

@@ -248,6 +248,8 @@ MultiKueueManager::MultiKueueManager(FleetSimulator& simulator, ManagerSpec spec
 
 MultiKueueManager::~MultiKueueManager() { close_watches(); }
 
+std::int64_t MultiKueueManager::now_ns() const { return sim_.clock().now_ns(); }
+
 // --- Reading.
 
 std::vector<json> MultiKueueManager::admission_checks() {

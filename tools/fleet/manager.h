@@ -127,6 +127,9 @@ class MultiKueueManager {
   MultiKueueManager& operator=(const MultiKueueManager&) = delete;
 
   const ManagerSpec& spec() const { return spec_; }
+  // The fleet's now (SimClock::now_ns), without running the simulation or taking its lock:
+  // what a Table's Age column is counted to.
+  std::int64_t now_ns() const;
 
   // The objects, as kueue.x-k8s.io/v1beta2 JSON (manager_api.cc relabels them for v1beta1).
   // Each call first runs the simulation to the clock's now. Workloads are listed in creation
