@@ -80,6 +80,10 @@ struct PlacementHints {
   // dispatcher: registry clusters that are not Active workers of the Workload's MultiKueue
   // configuration, workers nominated before that did not admit it).
   std::map<std::string, std::string> left_out;  // cluster -> why
+  // Per cluster, when the caller last changed what runs there outside this control plane's
+  // submits (the dispatcher: a nomination, an admission it saw): a cached probe made before
+  // then is stale and probed again, as after this control plane's own submits.
+  std::map<std::string, std::chrono::steady_clock::time_point> placed_at;
 };
 
 // What the routes and the supervisor ask: the FabricClient operations a caller of the layer

@@ -103,6 +103,9 @@ DispatchStatus Dispatcher::status() const {
 void Dispatcher::track(const kube::ManagerWorkload& w) {
   Tracked& t = workloads_[w.uid];
   if (t.workload.nominated != w.nominated) looked_up_.erase(w.uid);
+  if (w.cluster_name && !t.workload.cluster_name) {
+    placed_at_[registry_name(*w.cluster_name)] = clock_->steady_now();
+  }
   t.workload = w;
   if (w.cluster_name) {
     if (ours_.erase(w.uid) > 0) ++counters_.admitted;
@@ -341,6 +344,7 @@ bool Dispatcher::dispatch(const Work& work) {
       tried = mine.tried;
       tried.insert(mine.clusters.begin(), mine.clusters.end());
     }
+    hints.placed_at = placed_at_;
     // Nominations not admitted yet count as queued Workloads of their clusters.
     for (const auto& [uid, o] : ours_) {
       if (uid == w.uid) continue;
@@ -369,19 +373,45 @@ bool Dispatcher::dispatch(const Work& work) {
       return false;
     }
   }
-  // The eligible candidates by rank; with hold_until_room only those with room now.
-  std::vector<const CandidateScore*> ranked;
-  for (const auto& c : d.selection.scores) {
-    if (c.eligible && c.rank > 0) ranked.push_back(&c);
+  // With hold_until_room, the workers the decision found without room now (their queue
+  // depth counts this dispatcher's nominations not admitted yet) are left out of it, and it is
+  // made again: the recorded decision is the one nominated on, and says why the others lost.
+  const auto room_now = [](const Decision& decision) {
+    std::vector<const CandidateScore*> ranked;
+    for (const auto& c : decision.selection.scores) {
+      if (c.eligible && c.rank > 0) ranked.push_back(&c);
+    }
+    std::sort(ranked.begin(), ranked.end(),
+              [](const CandidateScore* a, const CandidateScore* b) { return a->rank < b->rank; });
+    return ranked;
+  };
+  std::vector<const CandidateScore*> ranked = room_now(d);
+  if (settings.hold_until_room && !ranked.empty() && !admits_now(*ranked.front())) {
+    PlacementHints with_room = tried.empty() ? hints : with_tried;
+    bool some_room = false;
+    for (const CandidateScore* c : ranked) {
+      if (admits_now(*c)) {
+        some_room = true;
+      } else {
+        with_room.left_out.emplace(
+            c->cluster, capacity_misfit(c->signals)
+                            .value_or(fmt::format("no room now: {} workload(s) queued there",
+                                                  c->signals.queue_depth.value_or(0))));
+      }
+    }
+    if (some_room) {
+      try {
+        d = options_.decide(w.accelerator, with_room);
+        ranked = room_now(d);
+      } catch (const NoAvailableClusterError&) {
+        ranked.clear();  // the room went between the two decisions
+      }
+    }
   }
-  std::sort(ranked.begin(), ranked.end(),
-            [](const CandidateScore* a, const CandidateScore* b) { return a->rank < b->rank; });
   std::vector<std::string> chosen;
   for (const CandidateScore* c : ranked) {
     if (static_cast<int>(chosen.size()) >= settings.width) break;
-    const auto in_flight = hints.in_flight.find(c->cluster);
-    const int queued_by_us = in_flight == hints.in_flight.end() ? 0 : in_flight->second;
-    if (!settings.hold_until_room || admits_now(*c, queued_by_us)) chosen.push_back(c->cluster);
+    if (!settings.hold_until_room || admits_now(*c)) chosen.push_back(c->cluster);
   }
   if (chosen.empty()) {
     hold(fmt::format("no worker has room for {} now (best: {}); waiting on the manager",
@@ -451,24 +481,35 @@ bool Dispatcher::dispatch(const Work& work) {
     return true;
   }
   held_.erase(key_of(w));
+  ++counters_.nominations;
+  if (work.again) ++counters_.renominations;
+  const auto now = clock_->steady_now();
+  for (const std::string& c : chosen) placed_at_[c] = now;
+  const auto t = workloads_.find(w.uid);
+  if (t != workloads_.end() && t->second.waited && !work.again) {
+    const double ms = std::chrono::duration<double, std::milli>(now - t->second.seen).count();
+    if (latencies_ms_.size() < kLatencySamples) {
+      latencies_ms_.push_back(ms);
+    } else {
+      latencies_ms_[latency_next_] = ms;
+      latency_next_ = (latency_next_ + 1) % kLatencySamples;
+    }
+  }
+  // The watch may have brought what the patch led to before the patch's answer came back (a
+  // worker with room admits at once): a Workload already admitted, or gone, is no nomination
+  // of ours to wait for.
+  if (t == workloads_.end()) return true;
+  if (t->second.workload.cluster_name) {
+    ++counters_.admitted;
+    return true;
+  }
   Ours& mine = ours_[w.uid];
   mine.tried = tried;
   mine.clusters = names;
-  mine.at = clock_->steady_now();
-  ++counters_.nominations;
-  if (work.again) ++counters_.renominations;
-  // The patched Workload's own version: until the watch brings it, its nomination is ours.
-  if (auto t = workloads_.find(w.uid); t != workloads_.end()) {
+  mine.at = now;
+  // Until the watch brings the patched version, the nomination is the one just made.
+  if (t->second.workload.resource_version == w.resource_version) {
     t->second.workload.nominated = names;
-    if (t->second.waited && !work.again) {
-      const double ms = std::chrono::duration<double, std::milli>(mine.at - t->second.seen).count();
-      if (latencies_ms_.size() < kLatencySamples) {
-        latencies_ms_.push_back(ms);
-      } else {
-        latencies_ms_[latency_next_] = ms;
-        latency_next_ = (latency_next_ + 1) % kLatencySamples;
-      }
-    }
   }
   return true;
 }

@@ -145,7 +145,10 @@ class Dispatcher {
   bool listed_ = false;
   std::map<std::string, Tracked> workloads_;  // by uid
   std::map<std::string, Ours> ours_;          // by uid
-  std::set<std::string> looked_up_;           // uids whose nomination adopt() has read
+  // Registry cluster -> when this dispatcher last nominated there or saw a Workload admitted
+  // there (PlacementHints::placed_at: older cached probes are probed again).
+  std::map<std::string, std::chrono::steady_clock::time_point> placed_at_;
+  std::set<std::string> looked_up_;  // uids whose nomination adopt() has read
   std::optional<kube::MultiKueueWiring> wiring_;
   std::chrono::steady_clock::time_point wiring_at_;
   std::optional<std::string> kueue_dispatcher_;

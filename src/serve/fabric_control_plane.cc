@@ -357,6 +357,12 @@ class FabricControlPlane final : public ControlPlane {
       std::lock_guard lock(mutex_);
       submitted = last_submit_;
     }
+    if (hints) {
+      for (const auto& [cluster, at] : hints->placed_at) {
+        auto& latest = submitted[cluster];
+        latest = std::max(latest, at);
+      }
+    }
     const auto steady = clock_->steady_now();
     // The oldest probe of `c` this decision takes.
     auto age_for = [&](const ClusterConfig& c) {
