@@ -484,7 +484,6 @@ bool Dispatcher::dispatch(const Work& work) {
   ++counters_.nominations;
   if (work.again) ++counters_.renominations;
   const auto now = clock_->steady_now();
-  for (const std::string& c : chosen) placed_at_[c] = now;
   const auto t = workloads_.find(w.uid);
   if (t != workloads_.end() && t->second.waited && !work.again) {
     const double ms = std::chrono::duration<double, std::milli>(now - t->second.seen).count();

@@ -145,8 +145,9 @@ class Dispatcher {
   bool listed_ = false;
   std::map<std::string, Tracked> workloads_;  // by uid
   std::map<std::string, Ours> ours_;          // by uid
-  // Registry cluster -> when this dispatcher last nominated there or saw a Workload admitted
-  // there (PlacementHints::placed_at: older cached probes are probed again).
+  // Registry cluster -> when this dispatcher last saw a Workload admitted there
+  // (PlacementHints::placed_at: older cached probes are probed again). Nominations not
+  // admitted yet count through PlacementHints::in_flight instead.
   std::map<std::string, std::chrono::steady_clock::time_point> placed_at_;
   std::set<std::string> looked_up_;  // uids whose nomination adopt() has read
   std::optional<kube::MultiKueueWiring> wiring_;
