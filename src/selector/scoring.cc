@@ -76,18 +76,6 @@ std::optional<bool> fit_better(const CandidateInput& a, const CandidateInput& b)
   return std::nullopt;
 }
 
-// least-wait's tie-break among equal predicted waits: the cluster whose recent admissions
-// started sooner (recent_wait_s: a cluster slow to start what it admits shows it there, and no
-// queue-based prediction does), when the two differ by more than kStartTieS; unknown counts as
-// 0. Nullopt: no difference worth a decision (fit, then priority, decide).
-constexpr double kStartTieS = 10.0;
-std::optional<bool> starts_sooner(const CandidateInput& a, const CandidateInput& b) {
-  const double ra = a.signals.recent_wait_s.value_or(0);
-  const double rb = b.signals.recent_wait_s.value_or(0);
-  if (std::fabs(ra - rb) <= kStartTieS) return std::nullopt;
-  return ra < rb;
-}
-
 // Why `loser` ranks below `winner` under the priority order.
 std::string priority_gap(const CandidateInput& winner, const CandidateInput& loser) {
   if (loser.priority != winner.priority) {
@@ -486,7 +474,6 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
       const double wa = sa.total.value_or(INFINITY);
       const double wb = sb.total.value_or(INFINITY);
       if (std::fabs(wa - wb) > kEps && !(std::isinf(wa) && std::isinf(wb))) return wa < wb;
-      if (const auto sooner = starts_sooner(candidates[a], candidates[b])) return *sooner;
     }
     if (policy != SelectionPolicy::kPriority) {
       if (const auto fit = fit_better(candidates[a], candidates[b])) return *fit;
@@ -537,11 +524,6 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
           candidates[i].signals.drain_per_min
               ? number(*candidates[i].signals.drain_per_min)
               : fmt::format("unknown, prior {}", number(settings.signals.prior_drain_per_min)));
-    } else if (policy == SelectionPolicy::kLeastWait &&
-               starts_sooner(wc, candidates[i]).value_or(false)) {
-      why = fmt::format("tie; its recent admissions started after {} on average, {} on {}",
-                        seconds_text(candidates[i].signals.recent_wait_s.value_or(0)),
-                        seconds_text(wc.signals.recent_wait_s.value_or(0)), wc.cluster);
     } else if (policy != SelectionPolicy::kPriority && fit_better(wc, candidates[i])) {
       const auto ws_slack = fit_slack(wc);
       const auto ls_slack = fit_slack(candidates[i]);

@@ -281,28 +281,6 @@ TEST(LeastWaitPolicy, EqualWaitsFallBackToPriorityOrder) {
   EXPECT_THAT(r.scores[0].verdict, HasSubstr("tie; priority 2 > 1"));
 }
 
-TEST(LeastWaitPolicy, EqualWaitsGoToTheClusterWhoseAdmissionsStartSooner) {
-  // b comes first by priority, but what it admits starts a minute later (a slow start shows in
-  // the recent queued-to-running time, not in any queue).
-  auto a = input("a", 2, 0, 1, 1, 1);
-  auto b = input("b", 1, 0, 1, 1, 1);
-  a.signals.recent_wait_s = 2.0;
-  b.signals.recent_wait_s = 61.0;
-  RankedCandidates r = rank_candidates(SelectionPolicy::kLeastWait, SelectionSettings{}, {a, b});
-  EXPECT_EQ(r.scores[*r.winner].cluster, "a");
-  EXPECT_THAT(r.scores[1].verdict,
-              HasSubstr("lost to a: tie; its recent admissions started after 61s on average"));
-  // Within 10 s of each other: no difference worth a decision, the priority order decides.
-  b.signals.recent_wait_s = 11.0;
-  r = rank_candidates(SelectionPolicy::kLeastWait, SelectionSettings{}, {a, b});
-  EXPECT_EQ(r.scores[*r.winner].cluster, "b");
-  // A shorter predicted wait still comes first.
-  a.signals.queue_depth = 3;
-  b.signals.recent_wait_s = 61.0;
-  r = rank_candidates(SelectionPolicy::kLeastWait, SelectionSettings{}, {a, b});
-  EXPECT_EQ(r.scores[*r.winner].cluster, "b");
-}
-
 TEST(PriorityPolicy, TheSpecsOrderWithEveryLoserExplained) {
   const RankedCandidates r =
       rank_candidates(SelectionPolicy::kPriority, SelectionSettings{}, worked_example());
