@@ -57,15 +57,23 @@ class ProbeSource {
  public:
   virtual ~ProbeSource() = default;
   virtual ClusterProbeResult probe(const ClusterConfig& cluster) const = 0;
+  // The same probe, also filling `listed` with each workload's name and state when the source
+  // read them (what a ListingObserver is told). The default reads none.
+  virtual ClusterProbeResult probe_listed(const ClusterConfig& cluster,
+                                          std::vector<WorkloadInfo>& listed) const {
+    (void)listed;
+    return probe(cluster);
+  }
 };
 
 // A cluster's health as some source answers it (a probe now, a health loop's cache). Never
 // throws for an unreachable cluster: reachable=false with the cause.
 using ProbeFunction = std::function<ClusterProbeResult(const ClusterConfig&)>;
 
-// Told what an xpk probe listed (each workload's name and state) on the probing thread, for a
-// caller that keeps workload states: the fabric records the state of every submission of its
-// own that a probe shows. What it throws is ignored; the probe's result does not change.
+// Told what a probe listed (each workload's name and state, xpk's list or the kube API's) on the
+// probing thread, for a caller that keeps workload states: the fabric records the state of every
+// submission of its own that a probe shows. What it throws is ignored; the probe's result does not
+// change.
 using ListingObserver =
     std::function<void(const std::string& cluster, const std::vector<WorkloadInfo>& workloads)>;
 
@@ -82,7 +90,7 @@ class ClusterProber {
   ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<Clock> clock);
   // Both backends: clusters without a `probe.backend` of their own use `default_backend`.
   // `kube` may be null; a cluster that asks for kube then probes unreachable, saying so.
-  // `on_listing` (optional) is told each successful xpk listing.
+  // `on_listing` (optional) is told each successful listing, xpk's or the kube backend's.
   ClusterProber(std::shared_ptr<const xpk::XpkCli> xpk, std::shared_ptr<const ProbeSource> kube,
                 ProbeBackend default_backend, std::shared_ptr<Clock> clock,
                 ListingObserver on_listing = {});
@@ -113,6 +121,7 @@ class ClusterProber {
   ClusterProbeResult probe_with_xpk(const ClusterConfig& cluster) const;
   void tell_listing(const std::string& cluster,
                     const std::vector<xpk::ListedWorkload>& listed) const;
+  void tell_listing(const std::string& cluster, const std::vector<WorkloadInfo>& workloads) const;
 
   std::shared_ptr<const xpk::XpkCli> xpk_;
   std::shared_ptr<const ProbeSource> kube_;

@@ -444,7 +444,7 @@ void ClusterFabric::Impl::observe_listing(const std::string& cluster,
                                                              .workload = row.handle.workload_name,
                                                              .state = *it->second,
                                                              .observed_at = now,
-                                                             .detail = "probe: xpk workload list"})
+                                                             .detail = "probe: workload list"})
                        .has_value();
       }
       if (page.next_cursor.empty()) break;

@@ -264,9 +264,19 @@ std::vector<AcceleratorCapacity> KubeProber::capacity_with_token(const ClusterCo
 }
 
 ClusterProbeResult KubeProber::probe(const ClusterConfig& cluster) const {
+  std::vector<WorkloadInfo> unused;
+  return probe_listed(cluster, unused);
+}
+
+ClusterProbeResult KubeProber::probe_listed(const ClusterConfig& cluster,
+                                            std::vector<WorkloadInfo>& listed) const {
   try {
     std::string token;
-    ClusterProbeResult r = xpk::count_probe_states(cluster.name, list_with_token(cluster, &token));
+    const auto workloads = list_with_token(cluster, &token);
+    ClusterProbeResult r = xpk::count_probe_states(cluster.name, workloads);
+    listed.clear();
+    listed.reserve(workloads.size());
+    for (const auto& w : workloads) listed.push_back({.name = w.row.jobset_name, .state = w.state});
     try {
       r.capacity = capacity_with_token(cluster, token);
     } catch (const std::exception&) {

@@ -61,6 +61,8 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
   explicit KubeProber(KubeProberOptions options);
 
   ClusterProbeResult probe(const ClusterConfig& cluster) const override;
+  ClusterProbeResult probe_listed(const ClusterConfig& cluster,
+                                  std::vector<WorkloadInfo>& listed) const override;
 
   // The workloads of `cluster`, classified; throws std::runtime_error with the one-line cause
   // of the table above (the "timed out" case included).

@@ -51,10 +51,12 @@ ClusterProbeResult ClusterProber::probe(const ClusterConfig& cluster) const {
   ClusterProbeResult result;
   if (backend(cluster) == ProbeBackend::kKube) {
     try {
-      result = kube_ ? kube_->probe(cluster)
+      std::vector<WorkloadInfo> listed;
+      result = kube_ ? kube_->probe_listed(cluster, listed)
                      : unreachable(cluster, fmt::format("cluster '{}' asks for probe.backend kube, "
                                                         "but this prober has no kube backend",
                                                         cluster.name));
+      if (result.reachable) tell_listing(cluster.name, listed);
     } catch (const std::exception& e) {
       result = unreachable(cluster, e.what());
     }
@@ -75,6 +77,12 @@ void ClusterProber::tell_listing(const std::string& cluster,
   std::vector<WorkloadInfo> workloads;
   workloads.reserve(listed.size());
   for (const auto& w : listed) workloads.push_back({.name = w.row.jobset_name, .state = w.state});
+  tell_listing(cluster, workloads);
+}
+
+void ClusterProber::tell_listing(const std::string& cluster,
+                                 const std::vector<WorkloadInfo>& workloads) const {
+  if (!on_listing_ || workloads.empty()) return;
   try {
     on_listing_(cluster, workloads);
   } catch (...) {

@@ -95,6 +95,31 @@ TEST_F(KubeFleetTest, BothBackendsGiveTheSameProbeOnTheFleet) {
   EXPECT_EQ(kube_->credentials().runs(), 4);
 }
 
+// What the fabric keeps of its own submissions' states (drain, recent_wait) comes from the
+// listings the probes read: the kube backend tells the same names and states as xpk's list.
+TEST_F(KubeFleetTest, BothBackendsTellTheListingObserverTheSameWorkloads) {
+  std::map<std::string, std::vector<WorkloadInfo>> told;
+  const ListingObserver observe = [&](const std::string& cluster,
+                                      const std::vector<WorkloadInfo>& workloads) {
+    auto sorted = workloads;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const WorkloadInfo& a, const WorkloadInfo& b) { return a.name < b.name; });
+    told[cluster] = sorted;
+  };
+  ClusterProber observed(xpk_, kube_, ProbeBackend::kXpk, clock_, observe);
+  ASSERT_TRUE(observed.probe(cluster("tpu-a", ProbeBackend::kXpk)).reachable);
+  const auto by_xpk = told.at("tpu-a");
+  told.clear();
+  ASSERT_TRUE(observed.probe(cluster("tpu-a", ProbeBackend::kKube)).reachable);
+  ASSERT_EQ(told.count("tpu-a"), 1u);
+  EXPECT_EQ(told.at("tpu-a"), by_xpk);
+  EXPECT_EQ(by_xpk.size(), 4u);  // 1 running, 3 queued
+  // An unreachable cluster tells nothing.
+  told.clear();
+  EXPECT_FALSE(observed.probe(cluster("tpu-down", ProbeBackend::kKube)).reachable);
+  EXPECT_TRUE(told.empty());
+}
+
 // Many random states (seeded): creates, deletes and the passing of time on two clusters; after
 // each step both backends agree on the counts and on every workload's state.
 TEST_F(KubeFleetTest, ConsistencyOverRandomStates) {
