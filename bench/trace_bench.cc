@@ -9,43 +9,56 @@
 // what it admits (60 s). The layer runs as falcon does: a ClusterFabric with probe.backend kube
 // (each decision probes every candidate's Workload list and ClusterQueue over HTTPS, with
 // credentials warmed by fleet-gcloud), the state store (SQLite: probe history, breakers,
-// decisions), submits and deletes through fleet-xpk processes. Its clocks, wall and monotonic,
-// are the fleet's simulated clock: breaker cool-downs, signal windows and probe latencies are
-// simulated time, so a run depends on the trace alone.
+// decisions, nominations), submits and deletes through fleet-xpk processes. Its clocks, wall and
+// monotonic, are the fleet's simulated clock: breaker cool-downs, signal windows and probe
+// latencies are simulated time, so a run depends on the trace alone.
 //
-// Falcon's policies (priority, priority-fit, score, least-wait, random): every --tick simulated
-// seconds the jobs that have arrived and are not placed are offered, high priority first, then
-// by arrival (falcon holds them: late binding): a decision (`select_cluster`), then
-// `submit_workload` to the chosen cluster. A job that finds no cluster, or whose submit fails,
-// waits for the next tick (a type that found none is not asked again in the same tick).
-// `priority-fit` is the spec's order among the candidates that can fit the slice now; `random`
-// a uniformly random eligible candidate of the priority decision (seeded).
+// Three kinds of policy:
 //
-// MultiKueue's dispatchers, as its manager drives the workers (the same xpk creates and
-// deletes on the same workers): `allatonce` creates a copy of each job on every worker that
-// offers its type as it arrives; `incremental` on the first 3 workers in configuration order,
-// 3 more every 5 minutes until one admits it. Each worker's Kueue orders its queue by priority
-// then age (the fleet does). The first copy to be admitted (QuotaReserved) wins and every other
-// copy is deleted; a create or delete that fails is tried again the next tick.
+//   falcon, directly (priority, priority-fit, score, least-wait, random): a job is offered as
+//     it arrives, and the jobs falcon holds (late binding: no cluster can take them now, or
+//     their create failed) again every --retry simulated seconds, high priority first, then by
+//     arrival: a decision (`select_cluster`), then `submit_workload` to the chosen cluster
+//     through fleet-xpk (a type that found no cluster is not asked again at the same instant).
+//     `priority-fit` is the spec's order among the candidates that can fit the slice now;
+//     `random` a uniformly random eligible candidate of the priority decision (seeded).
+//   MultiKueue's dispatchers (allatonce, incremental): the fleet runs a MultiKueue manager
+//     (tools/fleet/manager.h: a fleet cluster `manager` with the 9 clusters as workers, in the
+//     order above) with that dispatcher; each job becomes a manager Workload at its arrival
+//     instant, and the manager does the rest in simulated time: AllAtOnce a copy on every
+//     worker at once, Incremental 3 workers more every 5 minutes in configuration order; the
+//     first copy to get quota on its worker wins, the others are deleted, Finished mirrored
+//     and the winning copy deleted.
+//   falcon as MultiKueue's external dispatcher (dispatch): the same manager with the dispatcher
+//     name falcon.dev/dispatcher, and falcon's Dispatcher (src/serve/dispatcher.h, the defaults
+//     of repos.yaml `dispatch:`: width 1, hold_until_room, retry_s 5, renominate_after_s 300)
+//     over an in-process ManagerApi on that manager. Its decisions are least-wait's, the same
+//     select_cluster path and probes as the direct `least-wait`, with the dispatcher's hints
+//     (workers not Active left out, nominations not admitted yet counted as queued). It is
+//     driven without its threads: at each arrival instant, and every --retry seconds, the
+//     manager's Workloads are listed into it (when they changed) and it makes a pass; passes
+//     repeat at the same instant while they nominate (its watch would bring the admissions
+//     in milliseconds).
 //
 // Measured per policy:
 //   wait            the job's start (running on the cluster that won it) - arrival: held by
-//                   falcon, queued on the cluster and the cluster's admission delay; mean, p95
-//                   and max, overall and per priority class
+//                   falcon or on the manager, queued on the cluster and the cluster's start
+//                   delay; mean, p95 and max, overall and per priority class
 //   makespan        the last job's end - the first arrival
-//   frag_jobs       jobs that waited on fragmentation: held because a candidate was ruled out
-//                   as fragmented, or queued on a cluster that had the chips free but no block
-//                   large enough
 //   unplaced        jobs never started when the run stops (--max-hours after the last arrival)
-//   created, deleted  workload objects created on clusters and deleted by the dispatcher, and
-//                   per started job
-//   open_submits    submits to a cluster whose breaker was open (refusing calls) at that moment
-//                   (none by construction for falcon's policies, which skip open breakers)
-//   submit_failures creates that failed (the flaky and flapping clusters)
+//   created, deleted  remote workload objects created on the clusters and deleted there, and
+//                   per admitted job: falcon's direct creates (it deletes nothing: a finished
+//                   workload stays on its cluster), or the manager's counters (its deletes
+//                   include the winning copy once its job finished, as Kueue does)
+//   frag_jobs       jobs that waited on fragmentation: held because a candidate was ruled out
+//                   as fragmented, or a copy queued on a cluster that had the chips free but no
+//                   block large enough (seen at every --tick)
+//   submit_failures creates that failed (direct: the flaky and flapping clusters; the
+//                   manager's creates go to the simulator directly and do not fail)
 // One JSON object on stdout; --chart=FILE writes an SVG bar chart of mean and p95 waits.
 //
-//   trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] [--policies=P,...] [--chart=FILE]
-//               [--jobs=N] [--max-hours=24]
+//   trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] [--retry=5] [--policies=P,...]
+//               [--chart=FILE] [--jobs=N] [--max-hours=24]
 //   trace_bench --merge=a.json,b.json [--chart=FILE]   # outputs of runs made one policy each
 #include <algorithm>
 #include <chrono>
@@ -70,8 +83,14 @@
 #include "falcon/fabric.h"
 #include "falcon/scoring.h"
 #include "falcon/state_store.h"
+#include "fleet/device_types.h"
 #include "fleet/fleet_config.h"
 #include "fleet/fleet_service.h"
+#include "fleet/manager.h"
+#include "kube/manager_api.h"
+#include "kube/multikueue.h"
+#include "serve/dispatcher.h"
+#include "util/time_format.h"
 
 #include "bench_support.h"
 
@@ -80,12 +99,24 @@ using nlohmann::json;
 
 namespace {
 
+const std::set<std::string>& known_policies() {
+  static const std::set<std::string> kKnown = {"priority",    "priority-fit", "score",
+                                               "least-wait",  "random",       "allatonce",
+                                               "incremental", "dispatch"};
+  return kKnown;
+}
+
+bool is_manager_policy(const std::string& p) {
+  return p == "allatonce" || p == "incremental" || p == "dispatch";
+}
+
 struct Options {
   std::string fleet_bin;
   std::string trace;
-  int tick_s = 60;
-  std::vector<std::string> policies = {"priority",   "priority-fit", "score",
-                                       "least-wait", "allatonce",    "incremental"};
+  int tick_s = 60;  // observation (fragmentation, the end) every tick
+  int retry_s = 5;  // falcon's held work decided again this often (dispatch.retry_s's default)
+  std::vector<std::string> policies = {"priority",  "priority-fit", "score",   "least-wait",
+                                       "allatonce", "incremental",  "dispatch"};
   std::string chart;
   std::vector<std::string> merge;  // --merge: earlier outputs to combine (no run)
   int jobs = 0;                    // 0: all of the trace
@@ -94,10 +125,10 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "trace_bench: " << problem << "\n"
-            << "usage: trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] "
-               "[--policies=priority,priority-fit,score,least-wait,random,allatonce,incremental] "
-               "[--chart=FILE.svg] [--jobs=N] "
-               "[--max-hours=24]\n";
+            << "usage: trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] [--retry=5] "
+               "[--policies=priority,priority-fit,score,least-wait,random,allatonce,"
+               "incremental,dispatch] [--chart=FILE.svg] [--jobs=N] [--max-hours=24]\n"
+               "       trace_bench --merge=A.json,B.json [--chart=FILE.svg]\n";
   std::exit(2);
 }
 
@@ -115,6 +146,8 @@ Options parse_options(int argc, char** argv) {
         o.trace = value;
       } else if (flag == "--tick") {
         o.tick_s = std::stoi(value);
+      } else if (flag == "--retry") {
+        o.retry_s = std::stoi(value);
       } else if (flag == "--chart") {
         o.chart = value;
       } else if (flag == "--merge") {
@@ -128,12 +161,7 @@ Options parse_options(int argc, char** argv) {
         o.policies.clear();
         std::stringstream ss(value);
         for (std::string p; std::getline(ss, p, ',');) {
-          static const std::set<std::string> kKnown = {"priority",   "priority-fit", "score",
-                                                       "least-wait", "random",       "allatonce",
-                                                       "incremental"};
-          if (!kKnown.contains(p)) {
-            usage("unknown policy '" + p + "'");
-          }
+          if (!known_policies().contains(p)) usage("unknown policy '" + p + "'");
           o.policies.push_back(p);
         }
       } else {
@@ -145,33 +173,41 @@ Options parse_options(int argc, char** argv) {
   }
   if (!o.merge.empty()) return o;
   if (o.fleet_bin.empty() || o.trace.empty()) usage("--fleet-bin and --trace are required");
-  if (o.tick_s < 1 || o.policies.empty() || o.jobs < 0 || o.max_hours <= 0) {
-    usage("--tick, --max-hours must be positive and --policies not empty");
+  if (o.tick_s < 1 || o.retry_s < 1 || o.policies.empty() || o.jobs < 0 || o.max_hours <= 0) {
+    usage("--tick, --retry, --max-hours must be positive and --policies not empty");
   }
   return o;
 }
 
-// The clusters: name, blocks of chips (tpu-v4-podslice), slot priority, behaviour.
+// The clusters: name, blocks of chips (tpu-v4-podslice), slot priority, behaviour, start delay.
 struct ClusterShape {
   std::string name;
   std::vector<int> blocks;
   int priority;
   std::string behaviour;  // the fleet file's behaviour map, or empty
+  int admission_delay_s;  // the behaviour's admission_delay_s (from admission to running)
 };
 
 const std::vector<ClusterShape>& shapes() {
   static const std::vector<ClusterShape> kShapes = {
-      {"tpu-east-1", {128, 128}, 1, ""},
-      {"tpu-east-frag", {64, 64, 32, 32, 32}, 1, ""},
-      {"tpu-flaky", {128, 64}, 1, "{flaky: {probability: 0.15, seed: 7}}"},
-      {"tpu-flap", {128, 128}, 1, "{flap: {period_s: 3600, down_s: 900, offset_s: 1800}}"},
-      {"tpu-west-big", {256}, 2, ""},
-      {"tpu-west-small", {32, 32, 32, 32}, 2, ""},
-      {"tpu-central", {128, 32, 32}, 2, "{admission_delay_s: 60}"},
-      {"tpu-south", {64, 64}, 3, ""},
-      {"tpu-tiny", {16, 16, 16, 16}, 3, ""},
+      {"tpu-east-1", {128, 128}, 1, "", 0},
+      {"tpu-east-frag", {64, 64, 32, 32, 32}, 1, "", 0},
+      {"tpu-flaky", {128, 64}, 1, "{flaky: {probability: 0.15, seed: 7}}", 0},
+      {"tpu-flap", {128, 128}, 1, "{flap: {period_s: 3600, down_s: 900, offset_s: 1800}}", 0},
+      {"tpu-west-big", {256}, 2, "", 0},
+      {"tpu-west-small", {32, 32, 32, 32}, 2, "", 0},
+      {"tpu-central", {128, 32, 32}, 2, "{admission_delay_s: 60}", 60},
+      {"tpu-south", {64, 64}, 3, "", 0},
+      {"tpu-tiny", {16, 16, 16, 16}, 3, "", 0},
   };
   return kShapes;
+}
+
+int admission_delay_s(const std::string& cluster) {
+  for (const auto& c : shapes()) {
+    if (c.name == cluster) return c.admission_delay_s;
+  }
+  return 0;
 }
 
 const std::vector<std::pair<std::string, int>>& types() {
@@ -180,7 +216,12 @@ const std::vector<std::pair<std::string, int>>& types() {
   return kTypes;
 }
 
-std::string fleet_yaml() {
+constexpr const char* kManagerCluster = "manager";
+constexpr const char* kExternalDispatcher = "falcon.dev/dispatcher";
+constexpr const char* kNamespace = "default";
+
+// `dispatcher`: the manager's (Kueue's multiKueue.dispatcherName), or empty for no manager.
+std::string fleet_yaml(const std::string& dispatcher) {
   std::ostringstream y;
   y << "time_scale: 0\ndefaults: {duration_s: 600, steps: 1}\nclusters:\n";
   for (const auto& c : shapes()) {
@@ -197,6 +238,14 @@ std::string fleet_yaml() {
     for (std::size_t i = 0; i < c.blocks.size(); ++i) y << (i ? ", " : "") << c.blocks[i];
     y << "]}\n";
     if (!c.behaviour.empty()) y << "    behaviour: " << c.behaviour << "\n";
+  }
+  if (!dispatcher.empty()) {
+    y << "  " << kManagerCluster << ":\n    project: trace-bench\n    zone: us-central2-b\n"
+      << "    cluster_id: " << kManagerCluster << "\n    capacity: {}\n";
+    y << "manager:\n  cluster: " << kManagerCluster << "\n  dispatcher: " << dispatcher
+      << "\n  workers: [";
+    for (std::size_t i = 0; i < shapes().size(); ++i) y << (i ? ", " : "") << shapes()[i].name;
+    y << "]\n";
   }
   return y.str();
 }
@@ -218,10 +267,11 @@ std::string repos_yaml(const std::string& policy, const std::filesystem::path& d
   }
   y << "probe: {backend: kube}\n";
   // random chooses among the priority decision's eligible candidates, priority-fit among those
-  // least-wait's fit rule keeps; the MultiKueue dispatchers select nothing.
-  const std::string configured = policy == "priority-fit"                      ? "least-wait"
-                                 : policy == "score" || policy == "least-wait" ? policy
-                                                                               : "priority";
+  // least-wait's fit rule keeps, dispatch decides as least-wait; MultiKueue's own dispatchers
+  // select nothing.
+  const std::string configured = policy == "priority-fit" || policy == "dispatch" ? "least-wait"
+                                 : policy == "score" || policy == "least-wait"    ? policy
+                                                                                  : "priority";
   y << "selection:\n  policy: " << configured << "\n"
     << "  breaker: {failures: 3, cooldown_s: 300, cooldown_max_s: 1800}\n";
   y << "xpk:\n  binary: " << bin << "/fleet-xpk\n  gcloud_binary: " << bin
@@ -253,6 +303,57 @@ class FleetTime final : public falcon::Clock {
   falcon::fleet::SimClock& sim_;
 };
 
+// The dispatcher's view of the fleet's manager (kube/manager_api.h), in this process: the
+// manager's own objects parsed as the real client parses what the manager's API server sends.
+// Not watched: the benchmark lists into the dispatcher when the manager changed.
+class InProcessManager final : public falcon::kube::ManagerApi {
+ public:
+  explicit InProcessManager(falcon::fleet::MultiKueueManager& manager) : m_(manager) {}
+
+  std::string server() const override { return std::string("in-process://") + m_.spec().cluster; }
+
+  falcon::kube::WorkloadList list_workloads() override {
+    falcon::kube::WorkloadList list;
+    for (const json& o : m_.workloads("")) {
+      list.items.push_back(falcon::kube::parse_manager_workload(o));
+    }
+    list.resource_version = std::to_string(m_.resource_version());
+    return list;
+  }
+
+  void watch_workloads(const std::string&,
+                       const std::function<bool(const falcon::kube::ManagerEvent&)>&,
+                       const std::function<bool()>&) override {
+    throw std::logic_error("trace_bench lists the manager's Workloads; it does not watch them");
+  }
+
+  falcon::kube::MultiKueueWiring wiring() override {
+    const auto list = [](const std::vector<json>& items) { return json{{"items", items}}; };
+    return falcon::kube::parse_multikueue_wiring(
+        list(m_.admission_checks()), list(m_.multikueue_configs()), list(m_.multikueue_clusters()));
+  }
+
+  void nominate(const falcon::kube::ManagerWorkload& w, const std::vector<std::string>& clusters,
+                const std::string&) override {
+    json patch = {{"status", {{"nominatedClusterNames", clusters}}}};
+    if (!w.resource_version.empty()) patch["metadata"] = {{"resourceVersion", w.resource_version}};
+    try {
+      m_.patch_workload_status(w.namespace_, w.name, "application/merge-patch+json", patch.dump());
+    } catch (const falcon::fleet::ManagerError& e) {
+      throw falcon::kube::KubeError(e.code(), e.reason(), e.what());
+    }
+    ++patches_;
+  }
+
+  std::optional<std::string> kueue_dispatcher() override { return m_.spec().dispatcher; }
+
+  std::int64_t patches() const { return patches_; }
+
+ private:
+  falcon::fleet::MultiKueueManager& m_;
+  std::int64_t patches_ = 0;
+};
+
 // One copy of a job on one cluster, as the fleet shows it.
 struct Copy {
   std::int64_t reserved_ns = -1;  // admitted (QuotaReserved)
@@ -269,10 +370,15 @@ struct Job {
   std::string priority;
   int chips = 0;
   // Run state.
-  std::map<std::string, Copy> copies;  // cluster -> its copy (one unless a MultiKueue baseline)
+  std::map<std::string, Copy> copies;  // cluster -> its copy as last seen
   std::string cluster;                 // the copy that runs it; empty while held or undecided
-  std::int64_t first_offer_s = -1;     // incremental: when its first round was nominated
   bool frag = false;
+  // Through the manager: its Workload's record (manager state), once it has one.
+  std::int64_t created_ns = -1;
+  std::int64_t first_nominated_ns = -1;
+  std::int64_t started_ns = -1;  // the winning copy's start on its worker
+  std::int64_t finished_ns = -1;
+  bool failed = false;
 
   const Copy* won() const {
     const auto it = copies.find(cluster);
@@ -281,15 +387,6 @@ struct Job {
 };
 
 int priority_rank(const std::string& p) { return p == "high" ? 0 : p == "medium" ? 1 : 2; }
-
-// The clusters that offer `chips`-chip slices, in configuration order.
-std::vector<std::string> offering(int chips) {
-  std::vector<std::string> out;
-  for (const auto& c : shapes()) {
-    if (*std::max_element(c.blocks.begin(), c.blocks.end()) >= chips) out.push_back(c.name);
-  }
-  return out;
-}
 
 std::vector<Job> read_trace(const std::string& path, int limit) {
   std::ifstream in(path);
@@ -307,6 +404,10 @@ std::vector<Job> read_trace(const std::string& path, int limit) {
     if (!chips.count(job.accelerator)) {
       throw std::runtime_error(path + ": job " + job.name + " has an accelerator outside " +
                                "v4-8..v4-128: " + job.accelerator);
+    }
+    if (job.priority != "low" && job.priority != "medium" && job.priority != "high") {
+      throw std::runtime_error(path + ": job " + job.name + " has a priority other than low, " +
+                               "medium or high: " + job.priority);
     }
     job.chips = chips[job.accelerator];
     jobs.push_back(job);
@@ -326,7 +427,7 @@ double percentile(std::vector<double> v, double p) {
   return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
 }
 
-// {"n", "mean_wait_s", "p95_wait_s", "max_wait_s"} of `waits`.
+// {"n", "mean_wait_s", "p50_wait_s", "p95_wait_s", "max_wait_s"} of `waits`.
 json wait_stats(const std::vector<double>& waits) {
   double mean = 0;
   for (double w : waits) mean += w;
@@ -344,8 +445,11 @@ class PolicyRun {
   PolicyRun(const Options& o, std::string policy, std::vector<Job> jobs)
       : o_(o),
         policy_(std::move(policy)),
+        managed_(is_manager_policy(policy_)),
         jobs_(std::move(jobs)),
-        fleet_(falcon::fleet::parse_fleet_config(fleet_yaml(), "trace.yaml"), fleet_options()) {
+        fleet_(falcon::fleet::parse_fleet_config(fleet_yaml(manager_dispatcher(policy_)),
+                                                 "trace.yaml"),
+               fleet_options()) {
     fleet_.start();
     const std::string repos = (dir_.path() / "repos.yaml").string();
     std::ofstream(repos) << repos_yaml(policy_, dir_.path(), o.fleet_bin, fleet_.url());
@@ -355,36 +459,86 @@ class PolicyRun {
       if (!w.ok) throw std::runtime_error("warm-up of " + w.cluster + ": " + w.error.value_or(""));
     }
     for (auto& j : jobs_) by_name_[j.name] = &j;
+    if (managed_) {
+      manager_ = fleet_.simulator().manager();
+      if (manager_ == nullptr) throw std::runtime_error("the fleet has no MultiKueue manager");
+    }
+    if (policy_ == "dispatch") {
+      api_ = std::make_shared<InProcessManager>(*manager_);
+      falcon::DispatcherOptions d;
+      d.settings.dispatcher_name = kExternalDispatcher;
+      d.settings.retry_s = o.retry_s;
+      d.manager = api_;
+      d.store = fabric_->state_store();
+      d.clock = deps_.clock;
+      d.decide = [this](const std::string& accelerator, const falcon::PlacementHints& hints) {
+        return decide(accelerator, hints);
+      };
+      d.registry_clusters = [this] {
+        std::vector<std::string> names;
+        for (const auto& c : fabric_->list_clusters()) names.push_back(c.name);
+        return names;
+      };
+      d.on_event = [this](const std::string&, const std::string& message) {
+        ++dispatcher_events_;
+        last_dispatcher_event_ = message;
+      };
+      dispatcher_ = std::make_unique<falcon::Dispatcher>(std::move(d));
+    }
   }
-  ~PolicyRun() { fleet_.stop(); }
+  ~PolicyRun() {
+    dispatcher_.reset();
+    fleet_.stop();
+  }
 
   json run() {
     const std::int64_t t0 = fleet_.clock().now_ns();
     const auto sim_s = [&]() { return (fleet_.clock().now_ns() - t0) / 1'000'000'000; };
     const std::int64_t last_arrival = jobs_.empty() ? 0 : jobs_.back().arrival_s;
     const std::int64_t stop_s = last_arrival + static_cast<std::int64_t>(o_.max_hours * 3600);
-    const bool multikueue = policy_ == "allatonce" || policy_ == "incremental";
+    const bool dispatch = policy_ == "dispatch";
     const auto wall0 = std::chrono::steady_clock::now();
     std::size_t next_arrival = 0;
+    std::int64_t next_tick = 0;
+    std::int64_t next_wiring = 0;
     for (;;) {
       const std::int64_t now_s = sim_s();
+      bool arrived = false;
       while (next_arrival < jobs_.size() && jobs_[next_arrival].arrival_s <= now_s) {
-        waiting_.push_back(&jobs_[next_arrival++]);
+        Job& job = jobs_[next_arrival++];
+        if (managed_) {
+          create_manager_workload(job);
+        } else {
+          waiting_.push_back(&job);
+        }
+        arrived = true;
       }
-      if (multikueue) {
-        nominate(now_s);
-      } else {
-        place();
+      // Falcon's held work is decided again on the retry grid; a new job at once.
+      const bool retry = now_s % o_.retry_s == 0;
+      if (!managed_ && (arrived || retry) && !waiting_.empty()) place();
+      if (dispatch && (arrived || retry)) {
+        if (now_s >= next_wiring) {  // as the dispatcher's loop does, every 30 s
+          dispatcher_->refresh_wiring();
+          next_wiring = now_s + 30;
+        }
+        dispatch_passes();
       }
-      observe();
-      if (multikueue) settle();
-      const bool all_done =
-          next_arrival == jobs_.size() && waiting_.empty() &&
-          std::all_of(jobs_.begin(), jobs_.end(),
-                      [](const Job& j) { return j.won() && j.won()->finished_ns >= 0; }) &&
-          doomed_.empty();
-      if (all_done || now_s >= stop_s) break;
-      fleet_.clock().advance(std::chrono::seconds(o_.tick_s));
+      bool done = false;
+      if (now_s >= next_tick) {
+        observe();
+        while (next_tick <= now_s) next_tick += o_.tick_s;
+        done = next_arrival == jobs_.size() &&
+               std::all_of(jobs_.begin(), jobs_.end(), [&](const Job& j) {
+                 return managed_ ? j.finished_ns >= 0 : j.won() && j.won()->finished_ns >= 0;
+               });
+      }
+      if (done || now_s >= stop_s) break;
+      // The next instant anything is owed: an arrival, a tick, falcon's retry of held work.
+      std::int64_t next = next_tick;
+      if (next_arrival < jobs_.size()) next = std::min(next, jobs_[next_arrival].arrival_s);
+      const bool held = managed_ ? dispatch && dispatcher_waits() : !waiting_.empty();
+      if (held) next = std::min(next, (now_s / o_.retry_s + 1) * o_.retry_s);
+      fleet_.clock().advance(std::chrono::seconds(next - now_s));
       fleet_.simulator().advance();
     }
     const double wall_s =
@@ -400,6 +554,14 @@ class PolicyRun {
     return fo;
   }
 
+  // The manager's dispatcher for `policy`; empty: no manager.
+  static std::string manager_dispatcher(const std::string& policy) {
+    if (policy == "allatonce") return std::string(falcon::fleet::kDispatcherAllAtOnce);
+    if (policy == "incremental") return std::string(falcon::fleet::kDispatcherIncremental);
+    if (policy == "dispatch") return kExternalDispatcher;
+    return "";
+  }
+
   falcon::WorkloadSpec spec_of(const Job& job) const {
     falcon::WorkloadSpec spec;
     spec.name = job.name;
@@ -410,6 +572,8 @@ class PolicyRun {
     spec.env = {{"FLEET_DURATION_S", std::to_string(job.duration_s)}, {"FLEET_LOG_LINES", "1"}};
     return spec;
   }
+
+  // --- falcon, directly.
 
   // Creates `job`'s copy on `cluster`; false when the create failed.
   bool create(Job& job, const std::string& cluster) {
@@ -425,12 +589,12 @@ class PolicyRun {
     return true;
   }
 
-  // Falcon: the held jobs, high priority first, then by arrival, each decided and submitted.
+  // The held jobs, high priority first, then by arrival, each decided and submitted.
   void place() {
     std::stable_sort(waiting_.begin(), waiting_.end(), [](const Job* a, const Job* b) {
       return priority_rank(a->priority) < priority_rank(b->priority);
     });
-    std::set<std::string> none_for;  // types that found no cluster this tick
+    std::set<std::string> none_for;  // types that found no cluster at this instant
     std::vector<Job*> still;
     for (Job* job : waiting_) {
       if (none_for.count(job->accelerator)) {
@@ -444,21 +608,23 @@ class PolicyRun {
       } catch (const falcon::NoAvailableClusterError& e) {
         ++no_cluster_;
         none_for.insert(job->accelerator);
-        for (const auto& c : e.scores()) {
-          if (c.skip_reason.find("fragmented") != std::string::npos) job->frag = true;
-        }
+        if (fragmented(e)) job->frag = true;
         still.push_back(job);
         continue;
       }
-      count_open_breaker(chosen, job->accelerator);
       if (create(*job, chosen)) {
         job->cluster = chosen;
-        ++placed_on_[chosen];
       } else {
         still.push_back(job);
       }
     }
     waiting_ = std::move(still);
+  }
+
+  static bool fragmented(const falcon::NoAvailableClusterError& e) {
+    return std::any_of(e.scores().begin(), e.scores().end(), [](const auto& c) {
+      return c.skip_reason.find("fragmented") != std::string::npos;
+    });
   }
 
   std::string choose(const Job& job) {
@@ -483,103 +649,164 @@ class PolicyRun {
     return s.selected_cluster;
   }
 
-  // Was the chosen cluster's breaker refusing calls at this moment?
-  void count_open_breaker(const std::string& cluster, const std::string& accelerator) {
-    const auto store = fabric_->state_store();
-    const auto settings = fabric_->config()->selection.breaker;
-    const auto now = deps_.clock->now();
-    for (const auto& key :
-         {falcon::breaker_key(cluster), falcon::breaker_key(cluster, accelerator)}) {
-      if (const auto b = store->get_breaker(key)) {
-        if (b->state == falcon::kBreakerOpen &&
-            !falcon::breaker_admission(*b, settings, now).allowed) {
-          ++open_submits_;
-          return;
+  // --- Through the manager.
+
+  // The job as a user submits it to the manager: a Workload of its type (label), priority
+  // class and one slice's pods, running for its duration (the fleet's FLEET_* env).
+  void create_manager_workload(Job& job) {
+    const int pods =
+        falcon::fleet::workers_per_slice(job.accelerator, falcon::tools::DeviceClass::kTpu,
+                                         fleet_.simulator().config().workers_per_slice);
+    const json env =
+        json::array({{{"name", "FLEET_DURATION_S"}, {"value", std::to_string(job.duration_s)}},
+                     {{"name", "FLEET_LOG_LINES"}, {"value", "1"}}});
+    const json container = {{"name", "jax-tpu"},
+                            {"image", "gcr.io/trace-bench/trainer:1"},
+                            {"command", json::array({"python3", "train.py"})},
+                            {"env", env}};
+    const json object = {
+        {"apiVersion", "kueue.x-k8s.io/v1beta2"},
+        {"kind", "Workload"},
+        {"metadata",
+         {{"name", job.name}, {"labels", {{falcon::kube::kAcceleratorLabel, job.accelerator}}}}},
+        {"spec",
+         {{"queueName", "user-queue"},
+          {"priorityClassName", job.priority},
+          {"podSets", json::array({{{"name", "main"},
+                                    {"count", pods},
+                                    {"template",
+                                     {{"spec", {{"containers", json::array({container})}}}}}}})}}}};
+    manager_->create_workload(kNamespace, object);
+  }
+
+  // The dispatcher's decision: least-wait's select_cluster, as the direct `least-wait` makes
+  // it (every candidate probed now, the probe recorded in the history and fed to its breaker;
+  // open breakers skipped), with the dispatcher's hints as `falcon serve`'s control plane
+  // applies them (select_excluding): a left-out cluster is a candidate that cannot win, a
+  // nomination not admitted yet one more queued workload of its cluster.
+  falcon::Decision decide(const std::string& accelerator, const falcon::PlacementHints& hints) {
+    ++selections_;
+    falcon::ClusterFabric::SelectOptions how;
+    how.probe = [this, &hints](const falcon::ClusterConfig& c) {
+      if (const auto it = hints.left_out.find(c.name); it != hints.left_out.end()) {
+        falcon::ClusterProbeResult r;
+        r.cluster = c.name;
+        r.reachable = false;
+        r.error = "left out: " + it->second;
+        r.probed_at = falcon::format_iso8601(deps_.clock->now());
+        return r;
+      }
+      falcon::ClusterProbeResult r = fabric_->get_cluster_status(c.name);
+      if (const auto it = hints.in_flight.find(c.name);
+          r.reachable && it != hints.in_flight.end() && it->second > 0) {
+        r.queue_depth = r.queue_depth.value_or(0) + it->second;
+      }
+      return r;
+    };
+    falcon::Decision d;
+    try {
+      d.selection = fabric_->select_cluster(accelerator, how);
+    } catch (const falcon::NoAvailableClusterError& e) {
+      ++no_cluster_;
+      if (fragmented(e)) frag_types_.insert(accelerator);
+      throw;
+    }
+    for (const auto& s : d.selection.scores) {
+      if (!s.eligible) d.skipped.emplace(s.cluster, s.skip_reason);
+    }
+    return d;
+  }
+
+  // The dispatcher at this instant: the manager's Workloads listed into it when they changed,
+  // then a pass; again while a pass nominates (the admissions it caused are what its watch
+  // would bring before its next pass).
+  void dispatch_passes() {
+    const auto real0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kMaxPassesAtOnce; ++i) {
+      const std::uint64_t version = manager_->resource_version();
+      if (version != listed_version_) {
+        dispatcher_->apply_list(api_->list_workloads());
+        listed_version_ = version;
+      }
+      const std::int64_t before = api_->patches();
+      frag_types_.clear();
+      dispatcher_->pass();
+      ++passes_;
+      // A Workload held by a decision that ruled a candidate out as fragmented.
+      if (!frag_types_.empty()) {
+        for (const auto& [key, why] : dispatcher_->status().held) {
+          if (why.rfind("no worker has room", 0) == 0) continue;  // not decided itself
+          const auto job = by_name_.find(key.substr(key.find('/') + 1));
+          if (job != by_name_.end() && frag_types_.count(job->second->accelerator)) {
+            job->second->frag = true;
+          }
         }
       }
+      if (api_->patches() == before) break;
     }
+    dispatch_real_s_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - real0).count();
   }
 
-  // MultiKueue: each undecided job's copies on the workers its dispatcher nominates now.
-  void nominate(std::int64_t now_s) {
-    for (Job* job : waiting_) {
-      if (job->first_offer_s < 0) job->first_offer_s = now_s;
-      std::vector<std::string> workers = offering(job->chips);
-      if (policy_ == "incremental") {
-        const std::int64_t rounds = 1 + (now_s - job->first_offer_s) / kIncrementalRound_s;
-        workers.resize(std::min<std::size_t>(workers.size(),
-                                             static_cast<std::size_t>(rounds * kIncrementalStep)));
-      }
-      for (const std::string& w : workers) {
-        if (!job->copies.contains(w)) create(*job, w);
-      }
-    }
+  // Whether the dispatcher has Workloads waiting for it or nominations not admitted yet.
+  bool dispatcher_waits() const {
+    const falcon::DispatchStatus s = dispatcher_->status();
+    return s.waiting > 0 || s.nominated > 0;
   }
 
-  // MultiKueue: a job whose copy was admitted is won by the earliest such copy; the others are
-  // deleted (now or, when a delete fails, at the next tick).
-  void settle() {
-    std::vector<Job*> still;
-    for (Job* job : waiting_) {
-      // Copies admitted at the same instant: the first in configuration order (the manager
-      // sees them in no particular order; this one is neutral to the clusters' speeds).
-      std::string winner;
-      std::int64_t first = -1;
-      for (const std::string& cluster : offering(job->chips)) {
-        const auto it = job->copies.find(cluster);
-        if (it == job->copies.end()) continue;
-        const Copy& copy = it->second;
-        if (copy.reserved_ns >= 0 && (first < 0 || copy.reserved_ns < first)) {
-          first = copy.reserved_ns;
-          winner = cluster;
-        }
-      }
-      if (winner.empty()) {
-        still.push_back(job);
-        continue;
-      }
-      job->cluster = winner;
-      ++placed_on_[winner];
-      for (const auto& [cluster, copy] : job->copies) {
-        if (cluster != winner) doomed_.emplace_back(job, cluster);
-      }
-    }
-    waiting_ = std::move(still);
-    std::vector<std::pair<Job*, std::string>> left;
-    for (auto& [job, cluster] : doomed_) {
-      try {
-        fabric_->cancel_workload(fabric_->handle_for(cluster, job->name));
-        job->copies.erase(cluster);
-        ++deleted_;
-      } catch (const falcon::WorkloadNotFoundError&) {
-        job->copies.erase(cluster);
-      } catch (const std::exception&) {
-        ++delete_failures_;
-        left.emplace_back(job, cluster);
-      }
-    }
-    doomed_ = std::move(left);
-  }
+  // --- Observation (every tick).
 
-  // Admissions, starts and ends as the fleet records them; jobs held back by fragmentation.
+  // Admissions, starts and ends as the fleet records them; jobs held back by fragmentation;
+  // through the manager, its Workloads' records and counters.
   void observe() {
     auto& sim = fleet_.simulator();
     const json state = sim.state();
+    std::vector<std::pair<Job*, std::string>> queued;  // copies seen, not admitted
     for (const json& c : state.at("clusters")) {
       const std::string cluster = c.at("name").get<std::string>();
       for (const json& w : c.at("workloads")) {
         const auto it = by_name_.find(w.at("name").get<std::string>());
         if (it == by_name_.end()) continue;
-        const auto copy = it->second->copies.find(cluster);
-        if (copy == it->second->copies.end()) continue;
-        Copy& k = copy->second;
+        Job& job = *it->second;
+        // Direct: the copies falcon created; through the manager: every copy it made.
+        if (!managed_ && !job.copies.contains(cluster)) continue;
+        Copy& k = job.copies[cluster];
         k.reserved_ns = w.at("reserved_ns").get<std::int64_t>();
         k.started_ns = w.at("started_ns").get<std::int64_t>();
         k.finished_ns = w.at("finished_ns").get<std::int64_t>();
         k.failed = w.at("failed").get<bool>();
+        if (k.reserved_ns < 0) queued.emplace_back(&job, cluster);
       }
     }
-    // Jobs queued on a cluster that has their chips free, but in no block large enough.
+    if (managed_) {
+      const json& m = state.at("manager");
+      remote_created_ = m.at("remote_created").get<std::int64_t>();
+      remote_deleted_ = m.at("remote_deleted").get<std::int64_t>();
+      for (const json& w : m.at("workloads")) {
+        const auto it = by_name_.find(w.at("name").get<std::string>());
+        if (it == by_name_.end()) continue;
+        Job& job = *it->second;
+        job.created_ns = w.at("created_ns").get<std::int64_t>();
+        job.first_nominated_ns = w.at("first_nominated_ns").get<std::int64_t>();
+        if (w.at("cluster").is_null()) continue;
+        job.cluster = w.at("cluster").get<std::string>();
+        // The winner's start: as seen on its worker, else its reservation plus that worker's
+        // start delay (a run that ended between two ticks is deleted by then).
+        const std::int64_t reserved = w.at("winner_reserved_ns").get<std::int64_t>();
+        const auto seen = job.copies.find(job.cluster);
+        if (seen != job.copies.end() && seen->second.started_ns >= 0 &&
+            seen->second.reserved_ns == reserved) {
+          job.started_ns = seen->second.started_ns;
+        } else if (job.started_ns < 0) {
+          job.started_ns =
+              reserved + static_cast<std::int64_t>(admission_delay_s(job.cluster)) * 1'000'000'000;
+        }
+        job.finished_ns = w.at("winner_finished_ns").get<std::int64_t>();
+        job.failed = w.at("outcome") == "Failed";
+      }
+    }
+    if (queued.empty()) return;
+    // Copies queued on a cluster that has their chips free, but in no block large enough.
     std::map<std::string, std::pair<double, double>> room;  // cluster -> (free, largest run)
     for (const auto& shape : shapes()) {
       const auto view = sim.cluster_queue(shape.name);
@@ -598,13 +825,10 @@ class PolicyRun {
       for (const json& b : blocks["tpu-v4-podslice"]) largest = std::max(largest, b.get<double>());
       room[shape.name] = {free, largest};
     }
-    for (auto& job : jobs_) {
-      for (const auto& [cluster, copy] : job.copies) {
-        if (copy.reserved_ns >= 0) continue;
-        const auto r = room.find(cluster);
-        if (r != room.end() && r->second.first >= job.chips && r->second.second < job.chips) {
-          job.frag = true;
-        }
+    for (const auto& [job, cluster] : queued) {
+      const auto r = room.find(cluster);
+      if (r != room.end() && r->second.first >= job->chips && r->second.second < job->chips) {
+        job->frag = true;
       }
     }
   }
@@ -612,68 +836,123 @@ class PolicyRun {
   json summary(std::int64_t t0, double wall_s) const {
     std::vector<double> waits;
     std::map<std::string, std::vector<double>> by_class;
-    int unplaced = 0, failed = 0, frag = 0, started = 0;
+    std::vector<double> to_nomination;
+    int unplaced = 0, failed = 0, frag = 0, admitted = 0;
+    std::map<std::string, int> placed_on;
     std::int64_t makespan_end = t0;
     for (const Job& j : jobs_) {
       if (j.frag) ++frag;
-      const Copy* c = j.won();
-      if (c && c->failed) ++failed;
-      if (!c || c->started_ns < 0) {
+      if (managed_ && j.first_nominated_ns >= 0 && j.created_ns >= 0) {
+        to_nomination.push_back(static_cast<double>(j.first_nominated_ns - j.created_ns) / 1e9);
+      }
+      std::int64_t started = -1, finished = -1;
+      bool job_failed = false;
+      if (managed_) {
+        started = j.started_ns;
+        finished = j.finished_ns;
+        job_failed = j.failed;
+      } else if (const Copy* c = j.won()) {
+        started = c->started_ns;
+        finished = c->finished_ns;
+        job_failed = c->failed;
+      }
+      if (!j.cluster.empty()) {
+        ++admitted;
+        ++placed_on[j.cluster];
+      }
+      if (job_failed) ++failed;
+      if (started < 0) {
         ++unplaced;
         continue;
       }
-      ++started;
       const double wait =
-          static_cast<double>(c->started_ns - t0) / 1e9 - static_cast<double>(j.arrival_s);
+          static_cast<double>(started - t0) / 1e9 - static_cast<double>(j.arrival_s);
       waits.push_back(wait);
       by_class[j.priority].push_back(wait);
-      makespan_end = std::max(makespan_end, c->finished_ns >= 0 ? c->finished_ns : c->started_ns);
+      makespan_end = std::max(makespan_end, finished >= 0 ? finished : started);
     }
     json classes = json::object();
     for (const auto& [name, w] : by_class) classes[name] = wait_stats(w);
     json out = wait_stats(waits);
-    const double per = started > 0 ? 1.0 / started : 0.0;
+    const std::int64_t created = managed_ ? remote_created_ : created_;
+    const std::int64_t deleted = managed_ ? remote_deleted_ : 0;
+    const double per = admitted > 0 ? 1.0 / admitted : 0.0;
     out.update(
         {{"policy", policy_},
+         {"path", policy_ == "dispatch" ? "falcon's Dispatcher through the manager"
+                  : managed_            ? "MultiKueue manager"
+                                        : "falcon directly (fleet-xpk)"},
          {"jobs", jobs_.size()},
          {"by_priority", classes},
          {"makespan_s", static_cast<double>(makespan_end - t0) / 1e9 -
                             static_cast<double>(jobs_.empty() ? 0 : jobs_.front().arrival_s)},
          {"frag_jobs", frag},
          {"unplaced", unplaced},
+         {"admitted", admitted},
          {"failed", failed},
-         {"created", created_},
-         {"deleted", deleted_},
-         {"created_per_started", created_ * per},
-         {"deleted_per_started", deleted_ * per},
-         {"delete_failures", delete_failures_},
-         {"open_submits", open_submits_},
-         {"submits", submits_},
-         {"submit_failures", submit_failures_},
-         {"selections", selections_},
-         {"no_cluster", no_cluster_},
-         {"placed_on", placed_on_},
+         {"created", created},
+         {"deleted", deleted},
+         {"created_per_admitted", static_cast<double>(created) * per},
+         {"deleted_per_admitted", static_cast<double>(deleted) * per},
+         {"placed_on", placed_on},
+         {"retry_s", o_.retry_s},
          {"wall_s", wall_s}});
+    if (!managed_ || policy_ == "dispatch") {
+      out.update({{"selections", selections_}, {"no_cluster", no_cluster_}});
+    }
+    if (!managed_) {
+      out.update({{"submits", submits_}, {"submit_failures", submit_failures_}});
+    }
+    if (managed_) {
+      out["manager_dispatcher"] = manager_->spec().dispatcher;
+      out["to_nomination"] = wait_stats(to_nomination);
+    }
+    if (policy_ == "dispatch") {
+      const falcon::DispatchStatus s = dispatcher_->status();
+      out["dispatcher"] = {{"nominations", s.nominations},
+                           {"renominations", s.renominations},
+                           {"admitted", s.admitted},
+                           {"conflicts", s.conflicts},
+                           {"failures", s.failures},
+                           {"held_at_end", s.waiting},
+                           {"problem", s.problem ? json(*s.problem) : json(nullptr)},
+                           {"events", dispatcher_events_},
+                           {"last_event", last_dispatcher_event_},
+                           {"passes", passes_},
+                           {"real_s_in_passes", dispatch_real_s_}};
+    }
     return out;
   }
 
-  static constexpr std::int64_t kIncrementalRound_s = 300;  // MultiKueue: 5 minutes a round
-  static constexpr std::int64_t kIncrementalStep = 3;       // ... and 3 workers each
+  static constexpr int kMaxPassesAtOnce = 64;
 
   const Options& o_;
   std::string policy_;
+  bool managed_;  // through the fleet's MultiKueue manager
   std::vector<Job> jobs_;
   ScratchDir dir_;
   falcon::fleet::FleetService fleet_;
   falcon::FabricDependencies deps_;
   std::unique_ptr<falcon::ClusterFabric> fabric_;
   std::map<std::string, Job*> by_name_;
-  std::vector<Job*> waiting_;                         // arrived, not won by any cluster
-  std::vector<std::pair<Job*, std::string>> doomed_;  // losing copies not deleted yet
   std::mt19937_64 random_{20261201};
-  int selections_ = 0, no_cluster_ = 0, submits_ = 0, submit_failures_ = 0, open_submits_ = 0;
-  int created_ = 0, deleted_ = 0, delete_failures_ = 0;
-  std::map<std::string, int> placed_on_;
+  int selections_ = 0, no_cluster_ = 0;
+  // Direct.
+  std::vector<Job*> waiting_;  // arrived, not placed
+  int submits_ = 0, submit_failures_ = 0;
+  std::int64_t created_ = 0;
+  // Through the manager.
+  falcon::fleet::MultiKueueManager* manager_ = nullptr;
+  std::int64_t remote_created_ = 0, remote_deleted_ = 0;
+  // The dispatcher.
+  std::shared_ptr<InProcessManager> api_;
+  std::unique_ptr<falcon::Dispatcher> dispatcher_;
+  std::uint64_t listed_version_ = 0;
+  std::set<std::string> frag_types_;  // types a failed decision of this pass found fragmented
+  std::int64_t passes_ = 0;
+  double dispatch_real_s_ = 0;
+  int dispatcher_events_ = 0;
+  std::string last_dispatcher_event_;
 };
 
 json run_policy(const Options& o, const std::string& policy, std::vector<Job> jobs) {

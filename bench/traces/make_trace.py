@@ -4,6 +4,8 @@
     python3 bench/traces/make_trace.py > bench/traces/trace-v1.json
     python3 bench/traces/make_trace.py overload > bench/traces/trace-overload.json
     python3 bench/traces/make_trace.py bursty > bench/traces/trace-bursty.json
+    python3 bench/traces/make_trace.py overload-2 > bench/traces/trace-overload-2.json
+    python3 bench/traces/make_trace.py bursty-2 > bench/traces/trace-bursty-2.json
 
 Every trace is a list of TPU v4 slice jobs with a user priority (low, medium, high: what xpk's
 --priority gets; each cluster's Kueue admits high first). The benchmark fleet has 1,696 chips.
@@ -23,6 +25,10 @@ bursts). Durations log-normal, median 20 minutes, sigma 1.4, between 2 minutes a
 Arrivals over 10 hours: a rate that rises and falls as a day does (20 to 70 jobs an hour), plus a
 burst every 90 minutes or so of 15 to 30 jobs within 5 minutes (a sweep submitted at once, all
 of one size). Sizes skew larger than v1 (v4-64 and v4-128 each 20%).
+
+overload-2 (seed 20261204) and bursty-2 (seed 20261205): the overload and bursty generators
+with other seeds, added on 2026-12-04 as traces the policies had not seen (nothing in falcon was
+changed after looking at them).
 """
 import json
 import math
@@ -64,8 +70,8 @@ def v1():
     return 20261201, jobs
 
 
-def overload():
-    rng = random.Random(20261202)
+def overload(seed=20261202):
+    rng = random.Random(seed)
     t = 0.0
     jobs = []
     while len(jobs) < 400:
@@ -80,11 +86,11 @@ def overload():
             "duration_s": log_uniform_minutes(rng, 600, 10800),
             "priority": rng.choice(["low", "medium", "high"]),
         })
-    return 20261202, jobs
+    return seed, jobs
 
 
-def bursty():
-    rng = random.Random(20261203)
+def bursty(seed=20261203):
+    rng = random.Random(seed)
     horizon = 10 * 3600
     arrivals = []
     # The day: a non-homogeneous Poisson process by thinning, 20..70 jobs an hour.
@@ -116,14 +122,21 @@ def bursty():
             "duration_s": int(round(d / 60.0)) * 60,
             "priority": rng.choice(["low", "low", "medium", "high"]),
         })
-    return 20261203, jobs
+    return seed, jobs
 
 
 def main():
     kind = sys.argv[1] if len(sys.argv) > 1 else "v1"
-    makers = {"v1": v1, "overload": overload, "bursty": bursty}
+    makers = {
+        "v1": v1,
+        "overload": overload,
+        "bursty": bursty,
+        # The same kinds with other seeds, written after the policies were last changed.
+        "overload-2": lambda: overload(20261204),
+        "bursty-2": lambda: bursty(20261205),
+    }
     if kind not in makers:
-        sys.exit(f"make_trace: unknown kind {kind!r} (v1, overload, bursty)")
+        sys.exit(f"make_trace: unknown kind {kind!r} ({', '.join(makers)})")
     seed, jobs = makers[kind]()
     print(json.dumps({"seed": seed, "jobs": jobs}, indent=1))
 
