@@ -1784,7 +1784,7 @@ disable_update_check = true
                                   "falcon-fleet (dispatch bench)")["url"]
             env = {**self.env, "FALCON_FLEET_URL": url, "KUBECONFIG": str(d / "mk.kubeconfig")}
             run([str(self.bin / "fleet-gcloud"), "container", "clusters", "get-credentials", "mk",
-                 "--project=bench-project", "--zone=us-central2-b"], env=env)
+                 "--project=bench-project", "--zone=us-central2-b"], env=env, capture=True)
             server = re.search(r"server:\s*(\S+)", (d / "mk.kubeconfig").read_text()).group(1)
             repos += ["probe: {backend: kube}",
                       "xpk:", f"  binary: {self.bin / 'fleet-xpk'}",
@@ -1794,7 +1794,8 @@ disable_update_check = true
                       "dispatch:", f"  manager_kubeconfig: {d / 'mk.kubeconfig'}", "  retry_s: 1"]
             config = d / "repos.yaml"
             config.write_text("\n".join(repos) + "\n")
-            run(self.falcon("--config", str(config), "cluster", "warm-up"), env=self.env)
+            run(self.falcon("--config", str(config), "cluster", "warm-up"), env=self.env,
+                capture=True)  # its table is not the benchmark's
             serve, base = self.start_serve(config, "sqlite://" + str(d / "falcon.db"), "dispatch")
 
             with urllib.request.urlopen(urllib.request.Request(
