@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gcp/url.h"
 #include "kube/cluster_queues.h"
 #include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
@@ -28,18 +29,6 @@ class ProbeTimeout : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-
-std::string percent_encode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -141,7 +130,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig
   while (true) {
     HttpRequest req;
     req.url = fmt::format("{}{}?limit={}", target.server, scope, kPageSize);
-    if (!continue_token.empty()) req.url += "&continue=" + percent_encode(continue_token);
+    if (!continue_token.empty()) req.url += "&continue=" + gcp::percent_encode(continue_token);
     req.headers.set("Accept", "application/json");
     // As Go clients (kubectl) ask: the API server compresses only large lists, with gzip.
     req.headers.set("Accept-Encoding", "gzip");

@@ -7,6 +7,8 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "gcp/url.h"
+
 namespace falcon::kube {
 namespace {
 
@@ -29,18 +31,6 @@ json parse_body(const std::string& body, const std::string& what) {
   return j;
 }
 
-std::string percent_encode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("%{:02X}", c);
-    }
-  }
-  return out;
-}
-
 class KubeManagerApi final : public ManagerApi {
  public:
   KubeManagerApi(std::shared_ptr<KubeClient> client, std::string api_version,
@@ -56,7 +46,7 @@ class KubeManagerApi final : public ManagerApi {
     std::string next;
     do {
       std::string path = base_ + "/workloads?limit=500";
-      if (!next.empty()) path += "&continue=" + percent_encode(next);
+      if (!next.empty()) path += "&continue=" + gcp::percent_encode(next);
       const json page = parse_body(client_->request("GET", path).body, path);
       if (const auto it = page.find("items"); it != page.end() && it->is_array()) {
         for (const json& item : *it) {
@@ -79,7 +69,7 @@ class KubeManagerApi final : public ManagerApi {
                        const std::function<bool()>& stop) override {
     const std::string path = fmt::format(
         "{}/workloads?watch=true&allowWatchBookmarks=true&resourceVersion={}&timeoutSeconds={}",
-        base_, percent_encode(resource_version), watch_timeout_s_);
+        base_, gcp::percent_encode(resource_version), watch_timeout_s_);
     client_->watch(
         path,
         [&](std::string_view line) {
@@ -123,9 +113,10 @@ class KubeManagerApi final : public ManagerApi {
     if (!w.resource_version.empty()) {
       patch["metadata"] = {{"resourceVersion", w.resource_version}};
     }
-    const std::string path = fmt::format("{}/namespaces/{}/workloads/{}/status?fieldManager={}",
-                                         base_, percent_encode(w.namespace_),
-                                         percent_encode(w.name), percent_encode(field_manager));
+    const std::string path =
+        fmt::format("{}/namespaces/{}/workloads/{}/status?fieldManager={}", base_,
+                    gcp::percent_encode(w.namespace_), gcp::percent_encode(w.name),
+                    gcp::percent_encode(field_manager));
     client_->request("PATCH", path, patch.dump(), "application/merge-patch+json");
   }
 

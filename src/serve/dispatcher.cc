@@ -376,7 +376,7 @@ bool Dispatcher::dispatch(const Work& work) {
   // With hold_until_room, the workers the decision found without room now (their queue
   // depth counts this dispatcher's nominations not admitted yet) are left out of it, and it is
   // made again: the recorded decision is the one nominated on, and says why the others lost.
-  const auto room_now = [](const Decision& decision) {
+  const auto eligible_by_rank = [](const Decision& decision) {
     std::vector<const CandidateScore*> ranked;
     for (const auto& c : decision.selection.scores) {
       if (c.eligible && c.rank > 0) ranked.push_back(&c);
@@ -385,7 +385,7 @@ bool Dispatcher::dispatch(const Work& work) {
               [](const CandidateScore* a, const CandidateScore* b) { return a->rank < b->rank; });
     return ranked;
   };
-  std::vector<const CandidateScore*> ranked = room_now(d);
+  std::vector<const CandidateScore*> ranked = eligible_by_rank(d);
   if (settings.hold_until_room && !ranked.empty() && !admits_now(*ranked.front())) {
     PlacementHints with_room = tried.empty() ? hints : with_tried;
     bool some_room = false;
@@ -402,7 +402,7 @@ bool Dispatcher::dispatch(const Work& work) {
     if (some_room) {
       try {
         d = options_.decide(w.accelerator, with_room);
-        ranked = room_now(d);
+        ranked = eligible_by_rank(d);
       } catch (const NoAvailableClusterError&) {
         ranked.clear();  // the room went between the two decisions
       }

@@ -47,7 +47,8 @@ manager: {cluster: mk, workers: [w1, w2], dispatcher: falcon.dev/dispatcher}
 )";
 
 // w1 first by the spec's priority order (the lowest number). The kube probe backend reads each
-// worker's ClusterQueue: capacity, so that falcon knows when a worker has no room; the registry names the workers as the manager does.
+// worker's ClusterQueue: capacity, so that falcon knows when a worker has no room; the registry
+// names the workers as the manager does.
 constexpr const char* kReposYaml = R"(clusters:
   w1:
     project: p
