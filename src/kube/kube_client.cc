@@ -169,8 +169,13 @@ void KubeClient::watch(const std::string& path,
   req.headers.set("Accept", "application/json");
   req.timeout = timeout;
   req.connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(10'000));
+  bool too_long = false;
   req.on_body = [&](std::string_view piece) {
     pending.append(piece);
+    if (pending.size() > kMaxWatchLine && pending.find('\n') == std::string::npos) {
+      too_long = true;  // a broken or hostile server: no event is this large
+      return false;
+    }
     std::string::size_type start = 0;
     for (auto nl = pending.find('\n', start); nl != std::string::npos;
          nl = pending.find('\n', start)) {
@@ -189,8 +194,12 @@ void KubeClient::watch(const std::string& path,
     send(req, path);
   } catch (const KubeError& e) {
     // A watch that ran to its own timeout is a watch that ended: the caller watches again.
-    if (e.status() == 0 && e.reason() == kTimedOut) return;
-    throw;
+    if (!too_long && e.status() == 0 && e.reason() == kTimedOut) return;
+    if (!too_long) throw;
+  }
+  if (too_long) {
+    throw KubeError(
+        0, "", fmt::format("the watch {} sent a line longer than {} bytes", path, kMaxWatchLine));
   }
   if (more && !pending.empty()) on_line(pending);
 }

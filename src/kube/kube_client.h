@@ -61,6 +61,10 @@ struct KubeAnswer {
   std::string body;
 };
 
+// The longest watch event line read (etcd keeps objects up to 1.5 MiB): a longer one ends the
+// watch with KubeError instead of growing without bound.
+inline constexpr std::size_t kMaxWatchLine = 16u << 20;
+
 class KubeClient {
  public:
   // Reads the kubeconfig now: throws KubeError (status 0) naming the file when it cannot.

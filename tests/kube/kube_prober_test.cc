@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/exec_credential.h"
+#include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
 #include "kube/workload_objects.h"
 #include "support/fake_clock.h"
@@ -532,6 +533,40 @@ TEST_F(KubeProberTest, ACertificateAuthorityGoesToAClientTrustingIt) {
   std::ifstream in(ca_files_[0]);
   std::string ca((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(ca, "CA\n");
+}
+
+// A watch whose server sends one endless line (no newline) ends with an error naming the
+// bound instead of buffering without limit.
+TEST(KubeClientWatch, ALineLongerThanTheBoundEndsTheWatch) {
+  testing::TempDir tmp;
+  const auto kubeconfig =
+      tmp.write("config",
+                "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n"
+                "  context: {cluster: ctx, user: ctx}\nclusters:\n- name: ctx\n  cluster:\n"
+                "    server: https://34.1.2.3\nusers:\n- name: ctx\n  user:\n    token: t0k3n\n");
+  auto http = std::make_shared<testing::FakeHttpClient>();
+  std::size_t sent = 0;
+  http->on("GET", "watch=true", [&](const HttpRequest& req) {
+    const std::string chunk(1u << 20, 'x');
+    while (sent <= kMaxWatchLine + chunk.size() && req.on_body(chunk)) sent += chunk.size();
+    return testing::json_response(200, "");
+  });
+  KubeClient client({.kubeconfig = kubeconfig,
+                     .runner = std::make_shared<testing::FakeCommandRunner>(),
+                     .clock = std::make_shared<testing::FakeClock>(),
+                     .ca_dir = tmp.path(),
+                     .http_for_ca = [&](const std::string&) { return http; }});
+  int lines = 0;
+  EXPECT_THAT(
+      [&] {
+        client.watch(
+            "/apis/kueue.x-k8s.io/v1beta2/workloads?watch=true",
+            [&](std::string_view) { return ++lines > 0; }, [] { return false; },
+            std::chrono::seconds(5));
+      },
+      ::testing::ThrowsMessage<KubeError>(::testing::HasSubstr("longer than 16777216 bytes")));
+  EXPECT_EQ(lines, 0);
+  EXPECT_LE(sent, kMaxWatchLine + (1u << 20));  // it stopped reading at the bound
 }
 
 }  // namespace
