@@ -76,6 +76,7 @@ PROD = {
     "unreachable_grace_s": 60,
     "readmit_grace_s": 120,
     "fencing_lease_s": 300,
+    "fenced_poll_s": 1,        # a fenced copy's cluster listed this often until it answers
     "stable_after_s": 300,     # --stable-after default (5 min)
     "backoff_s": 5,
     "backoff_max_s": 300,
@@ -336,6 +337,9 @@ class Chaos:
                       f"  unreachable_grace_s: {c['unreachable_grace_s']:.3f}",
                       f"  readmit_grace_s: {c['readmit_grace_s']:.3f}",
                       f"  fencing_lease_s: {c['fencing_lease_s']:.3f}",
+                      # Scaled like the rest, but no list of a fenced copy's cluster more often
+                      # than every 0.1 s real (each is an xpk process).
+                      f"  fenced_poll_s: {max(0.1, c['fenced_poll_s']):.3f}",
                       f"  backoff_s: {c['backoff_s']:.3f}",
                       f"  backoff_max_s: {c['backoff_max_s']:.3f}",
                       f"  stable_after_s: {c['stable_after_s']:.3f}",
@@ -1072,6 +1076,24 @@ class Chaos:
                     overlaps.append(max(ts) - min(ts))
         in_partitions = {b for b, ts in self.double_times.items()
                          if any(a <= t <= e for t in ts for a, e in windows.get(b, []))}
+        # How long a fenced copy stayed live once its cluster answered again (killed and
+        # partitioned clusters): from the revival to the last poll after it that still saw two
+        # live copies of a workload that had its incident on that cluster (issue 27: deleted
+        # within a sweep, supervisor.fenced_poll_s).
+        after_revival = []
+        for i in self.incidents:
+            if i["kind"] not in ("kill", "partition"):
+                continue
+            spans = self.cluster_revived.get(i["cluster"], [])
+            back = next((s[1] for s in spans if s[0] <= i["t"] + 1.0 and s[1] and s[1] >= i["t"]),
+                        None)
+            if back is None:
+                continue
+            ts = [t for t in self.double_times.get(i["base"], [])
+                  if back <= t <= back + 3 * c["interval_s"] + 5.0]
+            if ts:
+                after_revival.append(max(ts) - back)
+        after_revival.sort()
         # Checkpoint writes by a superseded copy: written (by the fleet's record) at or after the
         # start of a newer incarnation of the same workload.
         def rank(name):
@@ -1145,6 +1167,10 @@ class Chaos:
                            "double_runs_inside": len(in_partitions),
                            "overlap_real_s_p50": pctl(overlaps, 50) if overlaps else 0.0,
                            "overlap_real_s_max": max(overlaps or [0.0])},
+            "fenced_live_after_revival": {
+                "copies": len(after_revival),
+                "p50_s": round(after_revival[len(after_revival) // 2], 2) if after_revival else None,
+                "max_s": round(after_revival[-1], 2) if after_revival else None},
             "double_runs_outside_partitions": len(outside),
             "double_running_outside_partitions": len(outside_running),
             "double_runs_outside_examples": {b: ts[:3] for b, ts in list(outside.items())[:5]},

@@ -261,11 +261,14 @@ struct SupervisorSettings {
   double unreachable_grace_s = 60;  // cluster unreachable this long: an infrastructure incident
   double readmit_grace_s = 120;     // evicted (RUNNING, then QUEUED) and not readmitted this long
   double fencing_lease_s = 300;     // the old cluster unreachable this long counts as the old gone
-  double backoff_s = 5;             // first delay after a failed replacement submit; doubles ...
-  double backoff_max_s = 300;       // ... up to this
-  int max_submit_attempts = 5;      // replacement submits tried per incident
-  int max_recoveries = 3;           // default of `job submit --managed --max-recoveries`
-  double stable_after_s = 300;      // default of `--stable-after`: RUNNING this long = recovered
+  // While fenced incarnations wait for their cluster to answer, that cluster's list is read this
+  // often, and they are deleted the moment it answers (not at the next pass).
+  double fenced_poll_s = 1;
+  double backoff_s = 5;         // first delay after a failed replacement submit; doubles ...
+  double backoff_max_s = 300;   // ... up to this
+  int max_submit_attempts = 5;  // replacement submits tried per incident
+  int max_recoveries = 3;       // default of `job submit --managed --max-recoveries`
+  double stable_after_s = 300;  // default of `--stable-after`: RUNNING this long = recovered
   // A managed workload QUEUED this long on its cluster, never admitted, moves to another cluster
   // that can admit it now (late binding); 0: it waits where it is.
   double move_queued_after_s = 600;

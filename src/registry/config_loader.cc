@@ -1005,6 +1005,7 @@ void parse_supervisor(Problems& problems, const std::optional<YAML::Node>& node,
   s->read_double("unreachable_grace_s", 0.0, kMaxS, &out.unreachable_grace_s);
   s->read_double("readmit_grace_s", 0.0, kMaxS, &out.readmit_grace_s);
   s->read_double("fencing_lease_s", 0.0, kMaxS, &out.fencing_lease_s);
+  s->read_double("fenced_poll_s", 0.01, 3600.0, &out.fenced_poll_s);
   s->read_double("backoff_s", 0.0, 3600.0, &out.backoff_s);
   s->read_double("backoff_max_s", 0.0, 86400.0, &out.backoff_max_s);
   s->read_int("max_submit_attempts", 1, 100, &out.max_submit_attempts);

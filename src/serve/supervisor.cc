@@ -628,6 +628,12 @@ struct Supervisor::Impl {
   std::set<std::string> breaker_fed;
   // Across passes: when move_queued last looked for a better cluster for a workload (by name).
   std::map<std::string, StoreTime> move_checked;
+  // Fenced incarnations not known deleted (cluster -> names): as the last pass read them from
+  // the records, and those fenced since. sweep_fenced() deletes them the moment their cluster
+  // answers; the records lose them at the next pass (cancel_fenced).
+  std::mutex fenced_mutex;
+  std::map<std::string, std::set<std::string>> fenced_copies;
+  std::thread sweeper;
 
   explicit Impl(SupervisorOptions o) : options(std::move(o)) {
     if (!options.control) throw std::invalid_argument("Supervisor: no control plane");
@@ -1129,6 +1135,69 @@ struct Supervisor::Impl {
     save(m, d);
   }
 
+  void note_fenced(const std::string& cluster, const std::string& name) {
+    std::lock_guard lock(fenced_mutex);
+    fenced_copies[cluster].insert(name);
+  }
+
+  // Lists each cluster that has fenced incarnations; one that answers has those on its list
+  // deleted at once (the pass that fenced them may be minutes from the next). Returns how many
+  // were deleted. Only the lease holder deletes.
+  int sweep_fenced() {
+    std::map<std::string, std::set<std::string>> copies;
+    {
+      std::lock_guard lock(fenced_mutex);
+      copies = fenced_copies;
+    }
+    if (copies.empty() || !leader_now()) return 0;
+    const SupervisorSettings s = current_settings();
+    const auto forget = [this](const std::string& cluster, const std::string& name) {
+      std::lock_guard lock(fenced_mutex);
+      const auto it = fenced_copies.find(cluster);
+      if (it == fenced_copies.end()) return;
+      it->second.erase(name);
+      if (it->second.empty()) fenced_copies.erase(it);
+    };
+    int deleted = 0;
+    for (const auto& [cluster, names] : copies) {
+      std::map<std::string, std::string> listed;  // name -> state
+      try {
+        for (const WorkloadInfo& w : control().list_workloads(cluster, std::nullopt)) {
+          listed.emplace(w.name, w.state);
+        }
+      } catch (const std::exception&) {
+        continue;  // still not answering
+      }
+      for (const std::string& name : names) {
+        const auto it = listed.find(name);
+        if (it == listed.end()) {
+          forget(cluster, name);  // gone already
+          continue;
+        }
+        try {
+          ensure_leader(s);
+        } catch (const LostLease&) {
+          return deleted;
+        }
+        try {
+          control().cancel(cluster, name);
+          ++deleted;
+          forget(cluster, name);
+          event("warn", fmt::format("supervisor: deleted fenced incarnation {} on {} as soon as "
+                                    "its cluster answered (it was {} there)",
+                                    name, cluster, it->second));
+        } catch (const WorkloadNotFoundError&) {
+          forget(cluster, name);
+        } catch (const std::exception& e) {
+          event("warn", fmt::format("supervisor: fenced incarnation {} on {}: the delete failed, "
+                                    "tried again in {}: {}",
+                                    name, cluster, seconds_text(s.fenced_poll_s), e.what()));
+        }
+      }
+    }
+    return deleted;
+  }
+
   // Cancels incarnations fenced earlier, once their cluster answers.
   void cancel_fenced(ManagedWorkloadRecord& m, Detail& d, const SupervisorSettings& s) {
     if (d.fenced.empty()) return;
@@ -1213,6 +1282,7 @@ struct Supervisor::Impl {
         how = fmt::format("fenced: cluster {} unreachable for {} (fencing_lease_s {}): {}",
                           d.old_cluster, seconds_text(waited), s.fencing_lease_s, not_confirmed);
         d.fenced.emplace_back(d.old_cluster, d.old_name);
+        note_fenced(d.old_cluster, d.old_name);
       }
     }
     RecoveryRecord r = incident_record(m, d);
@@ -1368,6 +1438,7 @@ struct Supervisor::Impl {
         return false;
       }
       d.fenced.emplace_back(d.to_cluster, d.replacement);
+      note_fenced(d.to_cluster, d.replacement);
       event("warn", fmt::format("supervisor: {}: {} has not answered for {} since a failed create; "
                                 "fenced, cancelled once it answers",
                                 d.replacement, d.to_cluster, seconds_text(waited)));
@@ -1598,9 +1669,16 @@ struct Supervisor::Impl {
     // revived cluster is admitted there at once, next to its replacement, until cancelled.
     std::vector<ManagedWorkloadRecord*> fenced;
     std::vector<ManagedWorkloadRecord*> active;
+    std::map<std::string, std::set<std::string>> copies;
     for (ManagedWorkloadRecord& m : all) {
-      if (m.detail_json.find("\"fenced\"") != std::string::npos) fenced.push_back(&m);
+      const Detail d = Detail::parse(m.detail_json);
+      for (const auto& [cluster, name] : d.fenced) copies[cluster].insert(name);
+      if (!d.fenced.empty()) fenced.push_back(&m);
       if (is_active(m.state)) active.push_back(&m);
+    }
+    {
+      std::lock_guard lock(fenced_mutex);
+      fenced_copies = std::move(copies);
     }
     const int width = std::max(1, options.parallel);
     bool held = for_each_parallel(fenced.size(), width, [&](std::size_t i) {
@@ -1714,10 +1792,30 @@ void Supervisor::start() {
       }
     }
   });
+  // Fenced incarnations are deleted as soon as their cluster answers, between passes.
+  impl_->sweeper = std::thread([this] {
+    for (;;) {
+      {
+        std::unique_lock guard(impl_->mutex);
+        const auto deadline =
+            impl_->options.clock->steady_now() + to_duration(impl_->settings.fenced_poll_s);
+        if (impl_->options.clock->wait_until(guard, impl_->wake, deadline,
+                                             [this] { return impl_->stopping; })) {
+          return;
+        }
+      }
+      try {
+        impl_->sweep_fenced();
+      } catch (const std::exception& e) {
+        impl_->event("warn",
+                     fmt::format("supervisor: sweep of fenced incarnations failed: {}", e.what()));
+      }
+    }
+  });
 }
 
 void Supervisor::stop() {
-  std::thread loop;
+  std::thread loop, sweeper;
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->running) {
@@ -1725,14 +1823,18 @@ void Supervisor::stop() {
       impl_->stopping = true;
       impl_->wake.notify_all();
       loop = std::move(impl_->loop);
+      sweeper = std::move(impl_->sweeper);
     }
   }
   if (loop.joinable()) loop.join();
+  if (sweeper.joinable()) sweeper.join();
   std::lock_guard pass(impl_->pass_mutex);
   impl_->release();
 }
 
 bool Supervisor::run_once() { return impl_->run_once(); }
+
+int Supervisor::sweep_fenced() { return impl_->sweep_fenced(); }
 
 bool Supervisor::leader() const {
   std::lock_guard lock(impl_->mutex);

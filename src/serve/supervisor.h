@@ -10,7 +10,8 @@
 //
 // Never two live copies: the replacement is submitted only once the old incarnation is known to
 // be gone (cancel confirmed, not listed, or finished) or its cluster has been unreachable for
-// supervisor.fencing_lease_s (then it is fenced: cancelled as soon as its cluster answers again).
+// supervisor.fencing_lease_s (then it is fenced: deleted as soon as its cluster answers again,
+// found by a list of that cluster every supervisor.fenced_poll_s).
 //
 // Every incident is a RecoveryRecord in the state store with its SVRT phases. Replicas: only the
 // holder of the store lease `supervisor` acts; the others wait for it to lapse.
@@ -217,7 +218,8 @@ class Supervisor {
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Starts the loop (idempotent): every interval_s (and at least every lease_ttl_s / 3) run_once.
+  // Starts the loop (idempotent): every interval_s (and at least every lease_ttl_s / 3) run_once;
+  // and every fenced_poll_s sweep_fenced.
   void start();
   // Ends the loop, waits for a pass in progress, releases the lease (idempotent).
   void stop();
@@ -227,6 +229,11 @@ class Supervisor {
   // whether this replica holds the lease. Losing the lease mid-pass stops the pass before the next
   // action.
   bool run_once();
+  // What the loop's second thread does every supervisor.fenced_poll_s between passes: lists each
+  // cluster that has fenced incarnations and deletes those listed once it answers (a revived
+  // cluster admits a fenced copy it still queues at once). Returns how many it deleted; nothing
+  // unless this replica holds the lease.
+  int sweep_fenced();
 
   bool leader() const;
   const std::string& holder() const;

@@ -742,6 +742,38 @@ TEST_F(SupervisorTest, FencedCopiesAreCancelledFirstWhenTheirClusterAnswersAgain
   EXPECT_EQ(control_->live_copies("b-train"), 1);
 }
 
+// A revived cluster admits a fenced copy it still queues at once: the sweep between passes
+// deletes it as soon as that cluster's list answers, not at the next pass.
+TEST_F(SupervisorTest, AFencedCopyIsDeletedByTheSweepTheMomentItsClusterAnswers) {
+  auto sup = make("a");
+  manage("train");
+  control_->set("tpu-a", "train", "QUEUED");
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  run(*sup, 21);  // unreachable_grace_s, then fencing_lease_s: fenced, replaced on tpu-b
+  ASSERT_EQ(record("train").incarnation, "train-r1");
+  control_->ops.clear();
+  // Still unreachable: nothing to delete, nothing forgotten.
+  EXPECT_EQ(sup->sweep_fenced(), 0);
+  EXPECT_TRUE(control_->ops.empty());
+  // Another replica holding no lease never deletes.
+  auto other = make("b");
+  control_->reach("tpu-a", true);
+  control_->set("tpu-a", "train", "RUNNING");  // admitted the moment it came back
+  EXPECT_EQ(other->sweep_fenced(), 0);
+  EXPECT_TRUE(control_->ops.empty());
+  // The holder deletes it without a pass, once.
+  EXPECT_EQ(sup->sweep_fenced(), 1);
+  ASSERT_EQ(control_->ops.size(), 1u);
+  EXPECT_EQ(control_->ops[0], "cancel tpu-a/train");
+  EXPECT_EQ(control_->live_copies("train"), 1);
+  EXPECT_EQ(sup->sweep_fenced(), 0);
+  EXPECT_EQ(control_->ops.size(), 1u);
+  // The next pass clears the record, whose copy is gone.
+  run(*sup, 1);
+  EXPECT_EQ(record("train").detail_json.find("\"fenced\""), std::string::npos);
+}
+
 // The replacements of a killed cluster are decided and submitted together (their submits in
 // flight at once), and spread as decisions made one after the other would: each decision counts
 // the placements decided before it and not submitted yet.
