@@ -7,7 +7,8 @@
 //   1. The binary is resolved against PATH (the command's own PATH if it sets one) before
 //      spawning, so "not found" is reported by name rather than as a spawn errno.
 //   2. The child runs in its own process group (pgid = its pid), with every signal at its
-//      default disposition and an empty signal mask.
+//      default disposition and an empty signal mask, and no descriptor of this process but
+//      its three standard streams.
 //   3. Output is read as it arrives; past `max_output_bytes` a stream is still drained (so the
 //      child never blocks on a full pipe) but the excess is dropped and the stream marked
 //      truncated. The head is kept.
@@ -222,6 +223,11 @@ pid_t spawn_child(const CommandSpec& spec, const std::string& binary, const Pipe
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out.write_end.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err.write_end.get(), STDERR_FILENO);
+  // Nothing else of this process reaches the child: Boost.Asio opens its sockets without
+  // close-on-exec, so a child of `falcon serve` held its listening socket and its clients'
+  // connections (after a crash of the server, a slow xpk call kept the port: a restart could not
+  // bind it and new clients were accepted into a backlog nobody served).
+  posix_spawn_file_actions_addclosefrom_np(&actions, STDERR_FILENO + 1);
 
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

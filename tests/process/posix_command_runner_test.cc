@@ -1,4 +1,5 @@
 // PosixCommandRunner against real processes: small shell scripts written into a TempDir.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,6 +86,24 @@ TEST_F(PosixCommandRunnerTest, ReportsTheSignalThatEndedTheProcess) {
   EXPECT_EQ(r.term_signal, SIGUSR1);
   EXPECT_FALSE(r.timed_out);
   EXPECT_FALSE(r.ok());
+}
+
+// A descriptor opened without close-on-exec (as Boost.Asio opens the server's sockets) does not
+// reach the child: only its standard streams do.
+TEST_F(PosixCommandRunnerTest, TheChildInheritsNoDescriptorButItsStandardStreams) {
+  const int opened = ::open("/dev/null", O_RDONLY);
+  const int leaked = ::fcntl(opened, F_DUPFD, 100);  // no close-on-exec
+  ::close(opened);
+  ASSERT_GE(leaked, 100);
+  const auto r = run({script("x", "ls /proc/self/fd\n")});
+  ::close(leaked);
+  ASSERT_TRUE(r.ok()) << r.stderr_text;
+  // ls itself holds one more: the directory it reads.
+  std::istringstream fds(r.stdout_text);
+  std::vector<int> open;
+  for (std::string line; std::getline(fds, line);) open.push_back(std::stoi(line));
+  EXPECT_THAT(open, ::testing::Not(::testing::Contains(leaked)));
+  EXPECT_LE(open.size(), 4u) << r.stdout_text;
 }
 
 TEST_F(PosixCommandRunnerTest, ReportsElapsedTime) {
