@@ -267,6 +267,8 @@ class Chaos:
         self.checkpoints = {}
         self.fence_refusals = {}
         self.double_times = {}  # base -> every poll time it had two live copies
+        self.last_no_candidate_log = 0.0
+        self.double_copies = {}  # base -> [(poll time, {(incarnation, cluster) live})]
         self.double_running_times = {}  # the same, with two copies RUNNING
         # Blips draw from their own generator, so that the faults of a seed stay the same with
         # or without them.
@@ -429,6 +431,8 @@ class Chaos:
                     for b, v in doubled.items():
                         self.double_runs.setdefault(b, (t, v))
                         self.double_times.setdefault(b, []).append(t)
+                        self.double_copies.setdefault(b, []).append(
+                            (t, {(n, c) for n, c, _ in v}))
                         # Both copies RUNNING (not one of them waiting QUEUED, e.g. fenced on a
                         # dead cluster): the overlap a job's checkpoints would see.
                         if sum(1 for x in v if x[2] == "RUNNING") > 1:
@@ -747,6 +751,16 @@ class Chaos:
             recs = self.inject(kind, t_rel, bases_app, relaxed=tries >= RELAX_AFTER_TRIES)
             if recs is None and time.time() - t_start < a.duration + INJECT_GRACE_S:
                 # Every candidate is still recovering from an earlier fault: try again shortly.
+                if time.time() - self.last_no_candidate_log > 10:
+                    self.last_no_candidate_log = time.time()
+                    running = self.running_on()
+                    with self.lock:
+                        open_by_kind = {}
+                        for i in self.incidents:
+                            if i.get("open"):
+                                open_by_kind[i["kind"]] = open_by_kind.get(i["kind"], 0) + 1
+                    log(f"{kind}: no candidate yet ({len(running)} workloads running alone, "
+                        f"open incidents {open_by_kind}); {len(pending)} faults pending")
                 pending.append((t_rel + 1.0, kind, tries + 1))
                 pending.sort()
                 continue
@@ -1077,8 +1091,8 @@ class Chaos:
         in_partitions = {b for b, ts in self.double_times.items()
                          if any(a <= t <= e for t in ts for a, e in windows.get(b, []))}
         # How long a fenced copy stayed live once its cluster answered again (killed and
-        # partitioned clusters): from the revival to the last poll after it that still saw two
-        # live copies of a workload that had its incident on that cluster (issue 27: deleted
+        # partitioned clusters): from the revival to the last poll after it that still saw the
+        # incident's own incarnation live on that cluster beside another copy (issue 27: deleted
         # within a sweep, supervisor.fenced_poll_s).
         after_revival = []
         for i in self.incidents:
@@ -1089,8 +1103,8 @@ class Chaos:
                         None)
             if back is None:
                 continue
-            ts = [t for t in self.double_times.get(i["base"], [])
-                  if back <= t <= back + 3 * c["interval_s"] + 5.0]
+            ts = [t for t, copies in self.double_copies.get(i["base"], [])
+                  if t >= back and (i["name"], i["cluster"]) in copies]
             if ts:
                 after_revival.append(max(ts) - back)
         after_revival.sort()
