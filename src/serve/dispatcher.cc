@@ -25,6 +25,26 @@ std::chrono::milliseconds seconds(double s) {
 
 std::string key_of(const kube::ManagerWorkload& w) { return w.namespace_ + "/" + w.name; }
 
+// Of a failed decision's candidates, the one a Workload held for room would most likely take
+// first: skipped only for want of room now (its capacity holds the slice), with the largest free
+// block, then the most free chips. "" when none is.
+std::string closest_to_room(const std::vector<CandidateScore>& scores) {
+  const CandidateScore* best = nullptr;
+  const auto room = [](const CandidateScore& c) {
+    const double free = c.signals.free_chips.value_or(0);
+    return std::pair(c.signals.largest_free_block.value_or(free), free);
+  };
+  for (const CandidateScore& c : scores) {
+    const auto misfit = capacity_misfit(c.signals);
+    if (!misfit || c.skip_reason != *misfit) continue;  // skipped for another reason
+    if (!c.signals.slice_chips || c.signals.nominal_chips.value_or(0) < *c.signals.slice_chips) {
+      continue;  // never large enough
+    }
+    if (best == nullptr || room(c) > room(*best)) best = &c;
+  }
+  return best ? best->cluster : "";
+}
+
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const auto i = static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1;
@@ -286,6 +306,13 @@ void Dispatcher::pass() {
     }
   }
   std::set<std::string> none_for;  // accelerator types that found no worker with room
+  // Registry cluster -> the held Workload that waits for room there first, and its priority:
+  // Workloads of lower priority are not placed there (no backfill into the room it needs).
+  struct Reservation {
+    int priority = 0;
+    std::string why;
+  };
+  std::map<std::string, Reservation> reserved;
   for (const Work& w : work) {
     {
       std::lock_guard lock(mu_);
@@ -298,11 +325,26 @@ void Dispatcher::pass() {
                                   "in priority order found none)";
       continue;
     }
-    if (!dispatch(w)) none_for.insert(w.workload.accelerator);
+    std::map<std::string, std::string> kept;
+    for (const auto& [cluster, r] : reserved) {
+      if (r.priority > w.workload.priority) kept.emplace(cluster, r.why);
+    }
+    std::string waits_for;
+    if (dispatch(w, kept, &waits_for)) continue;
+    none_for.insert(w.workload.accelerator);
+    if (!waits_for.empty() && options_.settings.hold_until_room && reserved.empty()) {
+      reserved.emplace(waits_for,
+                       Reservation{w.workload.priority,
+                                   fmt::format("kept for {} (priority {}, {}), held until it "
+                                               "has room here",
+                                               key_of(w.workload), w.workload.priority,
+                                               w.workload.accelerator)});
+    }
   }
 }
 
-bool Dispatcher::dispatch(const Work& work) {
+bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::string>& kept,
+                          std::string* waits_for) {
   const kube::ManagerWorkload& w = work.workload;
   const DispatchSettings& settings = options_.settings;
   const auto hold = [&](const std::string& why) {
@@ -344,6 +386,7 @@ bool Dispatcher::dispatch(const Work& work) {
       tried = mine.tried;
       tried.insert(mine.clusters.begin(), mine.clusters.end());
     }
+    for (const auto& [cluster, why] : kept) hints.left_out.emplace(cluster, why);
     hints.placed_at = placed_at_;
     // Nominations not admitted yet count as queued Workloads of their clusters.
     for (const auto& [uid, o] : ours_) {
@@ -361,6 +404,7 @@ bool Dispatcher::dispatch(const Work& work) {
     d = options_.decide(w.accelerator, with_tried);
   } catch (const NoAvailableClusterError& e) {
     if (tried.empty()) {
+      *waits_for = closest_to_room(e.scores());
       hold(e.what());
       return false;
     }
@@ -369,6 +413,7 @@ bool Dispatcher::dispatch(const Work& work) {
     try {
       d = options_.decide(w.accelerator, hints);
     } catch (const NoAvailableClusterError& again) {
+      *waits_for = closest_to_room(again.scores());
       hold(again.what());
       return false;
     }
@@ -414,6 +459,7 @@ bool Dispatcher::dispatch(const Work& work) {
     if (!settings.hold_until_room || admits_now(*c)) chosen.push_back(c->cluster);
   }
   if (chosen.empty()) {
+    *waits_for = d.selection.selected_cluster;
     hold(fmt::format("no worker has room for {} now (best: {}); waiting on the manager",
                      w.accelerator,
                      d.selection.selected_cluster.empty() ? "none" : d.selection.selected_cluster));

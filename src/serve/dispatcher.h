@@ -130,8 +130,11 @@ class Dispatcher {
   void track(const kube::ManagerWorkload& w);  // with mu_ held
   std::vector<Work> collect(std::chrono::steady_clock::time_point now,
                             std::chrono::steady_clock::time_point* next_deadline);
-  // Decides and nominates `work`; false when its accelerator type found no worker now.
-  bool dispatch(const Work& work);
+  // Decides and nominates `work` without the clusters `kept` (cluster -> why: room held for a
+  // Workload of higher priority); false when its accelerator type found no worker now, with
+  // `*waits_for` the cluster it would take first (the decision's best) when there was one.
+  bool dispatch(const Work& work, const std::map<std::string, std::string>& kept,
+                std::string* waits_for);
   std::string registry_name(const std::string& worker) const;
   void event(const std::string& level, const std::string& message) const;
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "falcon/scoring.h"
 #include "kube/multikueue.h"
 #include "state/sqlite_connection.h"
 #include "support/fake_clock.h"
@@ -93,11 +94,19 @@ class DispatcherTest : public ::testing::Test {
       CandidateScore c;
       c.cluster = name;
       const auto in_flight = hints.in_flight.count(name) ? hints.in_flight.at(name) : 0;
-      c.eligible = r.eligible && hints.left_out.count(name) == 0;
       c.signals.queue_depth = r.queue + in_flight;
-      c.signals.slice_chips = 16;
+      c.signals.slice_chips = accelerator == "v4-128" ? 64 : 16;
+      c.signals.nominal_chips = 128;
       c.signals.free_chips = r.free_block;
       c.signals.largest_free_block = r.free_block;
+      if (const auto out = hints.left_out.find(name); out != hints.left_out.end()) {
+        c.skip_reason = out->second;
+      } else if (!r.eligible) {
+        c.skip_reason = "breaker open";
+      } else if (const auto misfit = capacity_misfit(c.signals)) {
+        c.skip_reason = *misfit;  // selection.fragmentation.require_fit
+      }
+      c.eligible = c.skip_reason.empty();
       scores.push_back(c);
     }
     std::stable_sort(scores.begin(), scores.end(), [](const auto& a, const auto& b) {
@@ -106,7 +115,11 @@ class DispatcherTest : public ::testing::Test {
     });
     int rank = 0;
     for (auto& c : scores) c.rank = c.eligible ? ++rank : 0;
-    if (rank == 0) throw NoAvailableClusterError("no cluster for " + accelerator, accelerator, {});
+    if (rank == 0) {
+      NoAvailableClusterError e("no cluster for " + accelerator, accelerator, {});
+      e.set_scores("least-wait", scores);
+      throw e;
+    }
     Decision d;
     d.selection.accelerator = accelerator;
     d.selection.selected_cluster = scores.front().cluster;
@@ -198,6 +211,46 @@ TEST_F(DispatcherTest, HighPriorityFirstAndDecisionsMadeTogetherSpread) {
   EXPECT_EQ(manager_->patches[2].first, "low");
   EXPECT_EQ(manager_->patches[2].second, std::vector<std::string>{"w-a"});
   EXPECT_EQ(d->status().admitted, 1);
+}
+
+TEST_F(DispatcherTest, AHeldWorkloadKeepsTheRoomItWaitsForFromLowerPriorities) {
+  // A 64-chip slice of priority 100 fits nowhere now; w-a, with the largest free block, is where
+  // room for it comes first. A 16-chip Workload of lower priority goes elsewhere; one of the same
+  // priority may still take w-a.
+  room_["w-a"].free_block = 48;
+  room_["w-b"].free_block = 32;
+  room_["w-c"].free_block = 16;
+  room_["other"].eligible = false;
+  auto big = workload("big", 100);
+  big.accelerator = "v4-128";
+  auto peer = workload("peer", 100);
+  auto small = workload("small", 0);
+  auto d = make();
+  d->apply_list({{small, big}, "10"});
+  d->pass();
+  // w-a would be small's first choice (the fake ranks ties by name).
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].first, "small");
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
+  EXPECT_EQ(hints_.back().left_out.at("w-a"),
+            "kept for team/big (priority 100, v4-128), held until it has room here");
+  EXPECT_EQ(d->status().held.at("team/big"), "no cluster for v4-128");
+  d->apply_event(added(peer));
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(manager_->patches[1].first, "peer");
+  EXPECT_EQ(manager_->patches[1].second, std::vector<std::string>{"w-a"});
+
+  // Without hold_until_room nothing is held, so nothing is kept.
+  settings_.hold_until_room = false;
+  manager_->patches.clear();
+  hints_.clear();
+  auto lax = make();
+  big.uid = "uid-big2";
+  small.uid = "uid-small2";
+  lax->apply_list({{small, big}, "11"});
+  lax->pass();
+  for (const auto& h : hints_) EXPECT_EQ(h.left_out.count("w-a"), 0u);
 }
 
 TEST_F(DispatcherTest, WithoutHoldTheBestCandidateIsNominatedEvenWhenItMustQueue) {
