@@ -38,6 +38,10 @@ struct HttpRequest {
   // Polled while the request runs (at least once a second): true ends it, and send() returns the
   // status received so far (0 when none) without throwing. For long watches a stop must end.
   std::function<bool()> cancelled;
+  // The largest answer body kept (0: no bound): a larger one, whatever its status, ends the
+  // transfer and send() throws HttpTransportError naming the bound. Not applied to what on_body
+  // takes.
+  std::size_t max_body_bytes = 0;
 };
 
 struct HttpResponse {
@@ -57,12 +61,14 @@ class HttpClient {
 
 class HttpTransportError : public std::runtime_error {
  public:
-  HttpTransportError(const std::string& message, bool timed_out)
-      : std::runtime_error(message), timed_out_(timed_out) {}
+  HttpTransportError(const std::string& message, bool timed_out, bool too_large = false)
+      : std::runtime_error(message), timed_out_(timed_out), too_large_(too_large) {}
   bool timed_out() const { return timed_out_; }
+  bool too_large() const { return too_large_; }  // the answer passed max_body_bytes
 
  private:
   bool timed_out_;
+  bool too_large_;
 };
 
 struct CurlHttpOptions {

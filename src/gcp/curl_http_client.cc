@@ -41,7 +41,8 @@ struct BodySink {
   CURL* curl = nullptr;
   const HttpRequest* request = nullptr;
   HttpResponse* response = nullptr;
-  bool stopped = false;  // on_body or cancelled ended the transfer
+  bool stopped = false;    // on_body or cancelled ended the transfer
+  bool too_large = false;  // the body passed request->max_body_bytes
 };
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
@@ -57,6 +58,11 @@ size_t on_body(char* data, size_t size, size_t count, void* user) {
       }
       return piece.size();
     }
+  }
+  const std::size_t bound = sink->request->max_body_bytes;
+  if (bound > 0 && sink->response->body.size() + piece.size() > bound) {
+    sink->too_large = true;
+    return 0;  // CURLE_WRITE_ERROR
   }
   sink->response->body.append(piece);
   return piece.size();
@@ -192,6 +198,12 @@ class CurlHttpClient final : public HttpClient {
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
 
     const CURLcode code = curl_easy_perform(curl);
+    if (sink.too_large) {
+      response.body.clear();
+      throw HttpTransportError(fmt::format("{} {}: the answer is larger than {} bytes", method,
+                                           gcp::without_query(request.url), request.max_body_bytes),
+                               false, true);
+    }
     if (code != CURLE_OK && sink.stopped) {
       long status = 0;
       curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);

@@ -129,6 +129,10 @@ HttpResponse KubeClient::send(HttpRequest& req, const std::string& path) {
     try {
       resp = t->http->send(req);
     } catch (const HttpTransportError& e) {
+      if (e.too_large()) {
+        throw KubeError(0, kTooLarge,
+                        fmt::format("Kubernetes API server {}: {}", t->kube.server, e.what()));
+      }
       throw KubeError(
           0, e.timed_out() ? kTimedOut : "",
           fmt::format("Kubernetes API server {} is unreachable: {}", t->kube.server, e.what()));
@@ -156,6 +160,7 @@ KubeAnswer KubeClient::request(const std::string& method, const std::string& pat
   if (!content_type.empty()) req.headers.set("Content-Type", content_type);
   req.timeout = options_.timeout;
   req.connect_timeout = std::min(options_.timeout, std::chrono::milliseconds(10'000));
+  req.max_body_bytes = kMaxAnswer;
   const HttpResponse resp = send(req, path);
   return {resp.status, resp.body};
 }

@@ -32,6 +32,8 @@ namespace falcon::kube {
 
 // KubeError::reason() of a request that got no answer in time.
 inline constexpr const char* kTimedOut = "TimedOut";
+// KubeError::reason() of an answer larger than kMaxAnswer.
+inline constexpr const char* kTooLarge = "TooLarge";
 
 class KubeError : public std::runtime_error {
  public:
@@ -64,6 +66,10 @@ struct KubeAnswer {
 // The longest watch event line read (etcd keeps objects up to 1.5 MiB): a longer one ends the
 // watch with KubeError instead of growing without bound.
 inline constexpr std::size_t kMaxWatchLine = 16u << 20;
+
+// The largest answer to one request that is not a watch (a list page of 500 Workloads is a few
+// MiB): a larger one is a KubeError (status 0) naming the bound.
+inline constexpr std::size_t kMaxAnswer = 64u << 20;
 
 class KubeClient {
  public:

@@ -192,6 +192,39 @@ TEST_F(CurlFixture, ManyThreadsCanSendAtOnce) {
   EXPECT_EQ(ok.load(), 160);
 }
 
+// A server that answers without end (or just too much), whatever the status, cannot make the
+// client hold more than the request's bound: the transfer ends there with an error naming it.
+TEST_F(CurlFixture, AnAnswerLargerThanTheBoundEndsTheTransfer) {
+  std::atomic<std::size_t> served{0};
+  server.http().Get("/endless", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;  // an error's body is bounded too
+    res.set_chunked_content_provider("application/json", [&](std::size_t, httplib::DataSink& sink) {
+      const std::string chunk(64 << 10, 'x');
+      if (!sink.write(chunk.data(), chunk.size())) return false;
+      served += chunk.size();
+      return served < (std::size_t{1} << 30);
+    });
+  });
+  HttpRequest r = request("GET", "/endless?page=2");
+  r.max_body_bytes = 1 << 20;
+  try {
+    client->send(r);
+    ADD_FAILURE() << "expected HttpTransportError";
+  } catch (const HttpTransportError& e) {
+    EXPECT_FALSE(e.timed_out());
+    EXPECT_TRUE(e.too_large());
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the answer is larger than 1048576 bytes"));
+    EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("page=2")));
+  }
+  EXPECT_LT(served.load(), std::size_t{1} << 30);
+  // At the bound exactly: kept whole.
+  HttpRequest exact = request("GET", "/json");
+  exact.max_body_bytes = 20'000;
+  EXPECT_EQ(client->send(exact).body.size(), 20'000u);
+  exact.max_body_bytes = 19'999;
+  EXPECT_THROW(client->send(exact), HttpTransportError);
+}
+
 TEST(CurlHttpClient, ATimeoutIsATransportErrorMarkedTimedOut) {
   LoopbackServer server;
   std::mutex mutex;

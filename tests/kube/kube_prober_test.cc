@@ -569,5 +569,38 @@ TEST(KubeClientWatch, ALineLongerThanTheBoundEndsTheWatch) {
   EXPECT_LE(sent, kMaxWatchLine + (1u << 20));  // it stopped reading at the bound
 }
 
+// A request that is not a watch asks for at most kMaxAnswer bytes; an answer past it is a
+// KubeError saying so, not an unreachable server.
+TEST(KubeClientRequest, AnAnswerIsBoundedAndTooLargeIsItsOwnError) {
+  testing::TempDir tmp;
+  const auto kubeconfig =
+      tmp.write("config",
+                "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n"
+                "  context: {cluster: ctx, user: ctx}\nclusters:\n- name: ctx\n  cluster:\n"
+                "    server: https://34.1.2.3\nusers:\n- name: ctx\n  user:\n    token: t0k3n\n");
+  auto http = std::make_shared<testing::FakeHttpClient>();
+  std::size_t asked = 0;
+  http->on("GET", "/workloads", [&](const HttpRequest& req) -> HttpResponse {
+    asked = req.max_body_bytes;
+    throw HttpTransportError(
+        "GET https://34.1.2.3/apis/x: the answer is larger than 67108864 bytes", false, true);
+  });
+  KubeClient client({.kubeconfig = kubeconfig,
+                     .runner = std::make_shared<testing::FakeCommandRunner>(),
+                     .clock = std::make_shared<testing::FakeClock>(),
+                     .ca_dir = tmp.path(),
+                     .http_for_ca = [&](const std::string&) { return http; }});
+  try {
+    client.request("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads");
+    ADD_FAILURE() << "expected KubeError";
+  } catch (const KubeError& e) {
+    EXPECT_EQ(e.status(), 0);
+    EXPECT_EQ(e.reason(), kTooLarge);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("larger than 67108864 bytes"));
+    EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("unreachable")));
+  }
+  EXPECT_EQ(asked, kMaxAnswer);
+}
+
 }  // namespace
 }  // namespace falcon::kube
