@@ -224,6 +224,14 @@ void ClusterFabric::Impl::build() {
   };
   kube_options.runner = deps.runner;
   kube_options.clock = deps.clock;
+  // A fresh state directory has no kubeconfigs: the kube backend fetches a cluster's own the
+  // first time it needs it, as `falcon cluster warm-up` would.
+  kube_options.warm_up =
+      [xpk = m->xpk, clock = deps.clock](const ClusterConfig& c) -> std::optional<std::string> {
+    const auto results = xpk::warm_up_credentials(*xpk, *clock, {c}, 1);
+    if (!results.empty() && results[0].ok) return std::nullopt;
+    return results.empty() ? std::string("no result") : results[0].error.value_or("failed");
+  };
   auto kube = std::make_shared<kube::KubeProber>(std::move(kube_options));
   m->prober = std::make_unique<ClusterProber>(
       m->xpk, kube, m->config->probe.backend, deps.clock,

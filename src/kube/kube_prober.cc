@@ -58,6 +58,21 @@ std::shared_ptr<const KubeProber::Target> KubeProber::target_for(
     const ClusterConfig& cluster) const {
   const std::filesystem::path kubeconfig = options_.state_dir / "kube" / cluster.name / "config";
   std::error_code ec;
+  std::string warm_up_failed;
+  if (options_.warm_up && !std::filesystem::exists(kubeconfig, ec)) {
+    // None yet (a fresh state directory): this cluster's warm-up, once a while, not per probe.
+    const auto now = options_.clock->steady_now();
+    bool due = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto it = warmed_at_.find(cluster.name);
+      due = it == warmed_at_.end() || now - it->second >= options_.warm_up_every;
+      if (due) warmed_at_[cluster.name] = now;
+    }
+    if (due) {
+      if (const auto why = options_.warm_up(cluster)) warm_up_failed = *why;
+    }
+  }
   const auto mtime = std::filesystem::last_write_time(kubeconfig, ec);
   const auto size = ec ? 0 : std::filesystem::file_size(kubeconfig, ec);
   std::shared_ptr<const Target> before;
@@ -76,8 +91,10 @@ std::shared_ptr<const KubeProber::Target> KubeProber::target_for(
     fresh->kube = read_kubeconfig(kubeconfig);
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format(
-        "cluster '{}' (probe.backend kube): {}; run `falcon cluster warm-up` to write it",
-        cluster.name, e.what()));
+        "cluster '{}' (probe.backend kube): {}; {}run `falcon cluster warm-up` to write it",
+        cluster.name, e.what(),
+        warm_up_failed.empty() ? ""
+                               : "fetching its credentials failed (" + warm_up_failed + "); "));
   }
   fresh->http = client_for(cluster, fresh->kube.ca_pem);
   if (before &&

@@ -28,11 +28,13 @@
 //   other status / bad body   the status and the server's message
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "falcon/clock.h"
@@ -53,6 +55,12 @@ struct KubeProberOptions {
   std::function<std::shared_ptr<HttpClient>(const std::string& ca_file)> http_with_ca;
   std::shared_ptr<CommandRunner> runner;  // runs exec plugins
   std::shared_ptr<Clock> clock;
+  // Writes a cluster's missing kubeconfig (the credential warm-up of that cluster alone);
+  // returns why it could not, nullopt when it did. Called when a probe finds no kubeconfig, at
+  // most once per cluster every warm_up_every. Null: a missing kubeconfig fails the probe,
+  // saying to run `falcon cluster warm-up`.
+  std::function<std::optional<std::string>(const ClusterConfig&)> warm_up;
+  std::chrono::milliseconds warm_up_every{60'000};
 };
 
 class KubeProber final : public ProbeSource, public WorkloadListSource {
@@ -98,6 +106,8 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
   mutable std::mutex mu_;
   mutable std::map<std::string, std::shared_ptr<HttpClient>> ca_clients_;  // by CA file
   mutable std::map<std::string, std::shared_ptr<const Target>> targets_;   // by cluster
+  // Cluster -> when its missing kubeconfig was last warmed up (options_.warm_up).
+  mutable std::map<std::string, std::chrono::steady_clock::time_point> warmed_at_;
 };
 
 }  // namespace falcon::kube

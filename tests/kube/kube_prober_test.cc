@@ -502,6 +502,45 @@ TEST_F(KubeProberTest, PluginFailureAndMissingKubeconfigSayWhatToDo) {
   EXPECT_TRUE(http_->requests().empty());
 }
 
+// With a warm-up hook (the fabric's: gcloud get-credentials for that cluster), a missing
+// kubeconfig is fetched by the probe that needs it, at most once per cluster a minute.
+TEST_F(KubeProberTest, AMissingKubeconfigIsWarmedUpOnceAWhile) {
+  serve(json{{"items", json::array()}});
+  std::filesystem::remove(tmp_.path() / "state" / "kube" / cluster_.name / "config");
+  int calls = 0;
+  bool works = false;
+  KubeProberOptions o;
+  o.state_dir = tmp_.path() / "state";
+  o.http = http_;
+  o.runner = runner_;
+  o.clock = clock_;
+  o.warm_up = [&](const ClusterConfig& c) -> std::optional<std::string> {
+    ++calls;
+    EXPECT_EQ(c.name, cluster_.name);
+    if (!works) return "gcloud: ERROR: (gcloud.container.clusters.get-credentials) 403";
+    write_kubeconfig(kServer, /*with_ca=*/false);
+    return std::nullopt;
+  };
+  KubeProber p(std::move(o));
+  auto r = p.probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("no kubeconfig at"));
+  EXPECT_THAT(*r.error, HasSubstr("fetching its credentials failed (gcloud: ERROR: "
+                                  "(gcloud.container.clusters.get-credentials) 403)"));
+  EXPECT_EQ(calls, 1);
+  works = true;
+  r = p.probe(cluster_);  // within the minute: not asked again
+  EXPECT_FALSE(r.reachable);
+  EXPECT_EQ(calls, 1);
+  clock_->advance(std::chrono::seconds(60));
+  r = p.probe(cluster_);
+  EXPECT_TRUE(r.reachable) << r.error.value_or("");
+  EXPECT_EQ(calls, 2);
+  r = p.probe(cluster_);  // it exists now: no more warm-ups
+  EXPECT_TRUE(r.reachable);
+  EXPECT_EQ(calls, 2);
+}
+
 // The kubeconfig is read once while it stays the same; a rewritten one (another warm-up) is read
 // again, and a new server gets a token of its own.
 TEST_F(KubeProberTest, ARewrittenKubeconfigIsReadAgainAndANewServerGetsItsOwnToken) {
