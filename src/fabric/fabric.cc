@@ -228,9 +228,8 @@ void ClusterFabric::Impl::build() {
   // first time it needs it, as `falcon cluster warm-up` would.
   kube_options.warm_up =
       [xpk = m->xpk, clock = deps.clock](const ClusterConfig& c) -> std::optional<std::string> {
-    const auto results = xpk::warm_up_credentials(*xpk, *clock, {c}, 1);
-    if (!results.empty() && results[0].ok) return std::nullopt;
-    return results.empty() ? std::string("no result") : results[0].error.value_or("failed");
+    const WarmupResult r = xpk::warm_up_credentials(*xpk, *clock, {c}, 1).at(0);  // one per cluster
+    return r.ok ? std::nullopt : std::optional<std::string>(r.error.value_or("failed"));
   };
   auto kube = std::make_shared<kube::KubeProber>(std::move(kube_options));
   m->prober = std::make_unique<ClusterProber>(

@@ -574,15 +574,25 @@ TEST_F(KubeProberTest, ACertificateAuthorityGoesToAClientTrustingIt) {
   EXPECT_EQ(ca, "CA\n");
 }
 
-// A watch whose server sends one endless line (no newline) ends with an error naming the
-// bound instead of buffering without limit.
-TEST(KubeClientWatch, ALineLongerThanTheBoundEndsTheWatch) {
-  testing::TempDir tmp;
+// A client of https://34.1.2.3 with a static token, whose requests `http` answers.
+KubeClient token_client(const testing::TempDir& tmp,
+                        const std::shared_ptr<testing::FakeHttpClient>& http) {
   const auto kubeconfig =
       tmp.write("config",
                 "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n"
                 "  context: {cluster: ctx, user: ctx}\nclusters:\n- name: ctx\n  cluster:\n"
                 "    server: https://34.1.2.3\nusers:\n- name: ctx\n  user:\n    token: t0k3n\n");
+  return KubeClient({.kubeconfig = kubeconfig,
+                     .runner = std::make_shared<testing::FakeCommandRunner>(),
+                     .clock = std::make_shared<testing::FakeClock>(),
+                     .ca_dir = tmp.path(),
+                     .http_for_ca = [http](const std::string&) { return http; }});
+}
+
+// A watch whose server sends one endless line (no newline) ends with an error naming the
+// bound instead of buffering without limit.
+TEST(KubeClientWatch, ALineLongerThanTheBoundEndsTheWatch) {
+  testing::TempDir tmp;
   auto http = std::make_shared<testing::FakeHttpClient>();
   std::size_t sent = 0;
   http->on("GET", "watch=true", [&](const HttpRequest& req) {
@@ -590,11 +600,7 @@ TEST(KubeClientWatch, ALineLongerThanTheBoundEndsTheWatch) {
     while (sent <= kMaxWatchLine + chunk.size() && req.on_body(chunk)) sent += chunk.size();
     return testing::json_response(200, "");
   });
-  KubeClient client({.kubeconfig = kubeconfig,
-                     .runner = std::make_shared<testing::FakeCommandRunner>(),
-                     .clock = std::make_shared<testing::FakeClock>(),
-                     .ca_dir = tmp.path(),
-                     .http_for_ca = [&](const std::string&) { return http; }});
+  KubeClient client = token_client(tmp, http);
   int lines = 0;
   EXPECT_THAT(
       [&] {
@@ -612,11 +618,6 @@ TEST(KubeClientWatch, ALineLongerThanTheBoundEndsTheWatch) {
 // KubeError saying so, not an unreachable server.
 TEST(KubeClientRequest, AnAnswerIsBoundedAndTooLargeIsItsOwnError) {
   testing::TempDir tmp;
-  const auto kubeconfig =
-      tmp.write("config",
-                "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n"
-                "  context: {cluster: ctx, user: ctx}\nclusters:\n- name: ctx\n  cluster:\n"
-                "    server: https://34.1.2.3\nusers:\n- name: ctx\n  user:\n    token: t0k3n\n");
   auto http = std::make_shared<testing::FakeHttpClient>();
   std::size_t asked = 0;
   http->on("GET", "/workloads", [&](const HttpRequest& req) -> HttpResponse {
@@ -624,11 +625,7 @@ TEST(KubeClientRequest, AnAnswerIsBoundedAndTooLargeIsItsOwnError) {
     throw HttpTransportError(
         "GET https://34.1.2.3/apis/x: the answer is larger than 67108864 bytes", false, true);
   });
-  KubeClient client({.kubeconfig = kubeconfig,
-                     .runner = std::make_shared<testing::FakeCommandRunner>(),
-                     .clock = std::make_shared<testing::FakeClock>(),
-                     .ca_dir = tmp.path(),
-                     .http_for_ca = [&](const std::string&) { return http; }});
+  KubeClient client = token_client(tmp, http);
   try {
     client.request("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads");
     ADD_FAILURE() << "expected KubeError";
