@@ -191,7 +191,9 @@ std::string term_value(const SignalTerm& t, const CandidateScore& c) {
   if (!t.value) return "-";
   const double v = *t.value;
   if (t.signal == "queue") return fmt::format("{:.0f} (max {})", v, c.max_queue_depth);
-  if (t.signal == "wait" || t.signal == "recent_wait") return fmt::format("{:.0f}s", v);
+  if (t.signal == "wait" || t.signal == "recent_wait" || t.signal == "admission_delay") {
+    return fmt::format("{:.0f}s", v);
+  }
   if (t.signal == "latency") return fmt::format("{:.0f}ms", v);
   if (t.signal == "drain_per_min") return fmt::format("{:.2f}/min", v);
   if (t.signal == "health") return fmt::format("{:.2f} (n={})", v, c.signals.health_samples);

@@ -117,19 +117,24 @@ struct ClusterProbeResult {
   // Free quota per flavor (kube backend); empty when not known (xpk backend, no ClusterQueue
   // readable). JSON "capacity", present only when not empty.
   std::vector<AcceleratorCapacity> capacity;
+  // Kube backend: how long its recent Workloads waited between quota reservation and admission
+  // (Kueue's admission checks, e.g. node provisioning), in seconds (kube/workload_objects.h);
+  // null when not known. JSON "admission_delay_s", present only when known.
+  std::optional<double> admission_delay_s;
   bool operator==(const ClusterProbeResult&) const = default;
 };
 
 // The signals a candidate was judged on (docs/selection.md "Signals"): its probe, and its
 // history in the state store over the signal window. Null: not known (no probe, no history).
 struct ClusterSignals {
-  std::optional<int> queue_depth;       // QUEUED workloads at the probe
-  std::optional<int> running;           // RUNNING workloads at the probe
-  std::optional<double> drain_per_min;  // workloads admitted per minute over the window
-  std::optional<double> recent_wait_s;  // mean admission wait of the window's admissions
-  std::optional<double> health;         // share of successful probes and submits, 0..1
-  int health_samples = 0;               // how many probes and submits `health` counts
-  std::optional<double> latency_ms;     // mean probe duration over the window
+  std::optional<int> queue_depth;           // QUEUED workloads at the probe
+  std::optional<int> running;               // RUNNING workloads at the probe
+  std::optional<double> drain_per_min;      // workloads admitted per minute over the window
+  std::optional<double> recent_wait_s;      // mean admission wait of the window's admissions
+  std::optional<double> admission_delay_s;  // the probe's: recent quota-to-admission time
+  std::optional<double> health;             // share of successful probes and submits, 0..1
+  int health_samples = 0;                   // how many probes and submits `health` counts
+  std::optional<double> latency_ms;         // mean probe duration over the window
   // Capacity of the requested accelerator (docs/selection.md "Capacity and fragmentation"),
   // null when the probe gave none: the request's slice in chips, the free chips of the
   // matching flavors, their largest free block, 1 - largest free block / free chips.

@@ -56,6 +56,8 @@ ClusterHistory load_cluster_history(StateStore& store, const std::string& cluste
 //                          probes and no event, or when the history covers under a minute.
 //   recent_wait_s          mean of (RUNNING observed - queued_since) over the window's
 //                          admissions; null when none is known
+//   admission_delay_s      from `probe` (kube backend): how long the cluster's recent
+//                          Workloads waited between quota reservation and admission
 //   health                 (reachable probes + submits + this probe if reachable) /
 //                          (probes + submits + submit failures + 1)
 //   latency_ms             mean duration of the window's probes; `probe_ms` when none
@@ -66,7 +68,9 @@ ClusterSignals compute_signals(const ClusterProbeResult& probe, std::optional<do
 // The predicted admission wait of a new workload on a cluster (least-wait, and the score's
 // `wait` term): 0 with an empty queue; else (queue_depth + 1) / drain rate, where a drain rate
 // of 0 counts as one admission per window (an upper bound) and an unknown one as
-// prior_drain_per_min. Null when the queue depth is unknown.
+// prior_drain_per_min; plus the cluster's admission delay when known (its quota reserved, a
+// workload still waits that long for admission checks such as node provisioning). Null when
+// the queue depth is unknown.
 std::optional<double> predicted_wait_s(const ClusterSignals& signals,
                                        const SignalSettings& settings);
 

@@ -287,6 +287,9 @@ class ClusterProbeResult(_Value):
     probed_at: str
     #: free quota per Kueue flavor (the kube probe backend); empty when not known
     capacity: list[AcceleratorCapacity] = field(default_factory=list)
+    #: seconds its recent workloads waited from quota to admission (Kueue's admission checks,
+    #: e.g. node provisioning; the kube probe backend); None when not known
+    admission_delay_s: Optional[float] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterProbeResult":
@@ -299,6 +302,7 @@ class ClusterProbeResult(_Value):
             error=r.opt_text("error"),
             probed_at=r.text("probed_at"),
             capacity=r.items("capacity", AcceleratorCapacity) if "capacity" in d else [],
+            admission_delay_s=r.opt_real("admission_delay_s"),
         )
 
 
@@ -310,6 +314,8 @@ class ClusterSignals(_Value):
     running: Optional[int] = None
     drain_per_min: Optional[float] = None  #: workloads admitted per minute over the window
     recent_wait_s: Optional[float] = None  #: mean admission wait of the window's admissions
+    #: the probe's recent wait from quota to admission (admission checks), seconds
+    admission_delay_s: Optional[float] = None
     health: Optional[float] = None  #: share of successful probes and submits, 0..1
     health_samples: int = 0
     latency_ms: Optional[float] = None  #: mean probe duration over the window
@@ -327,6 +333,7 @@ class ClusterSignals(_Value):
             running=r.opt_num("running"),
             drain_per_min=r.opt_real("drain_per_min"),
             recent_wait_s=r.opt_real("recent_wait_s"),
+            admission_delay_s=r.opt_real("admission_delay_s"),
             health=r.opt_real("health"),
             health_samples=r.num("health_samples", 0),
             latency_ms=r.opt_real("latency_ms"),

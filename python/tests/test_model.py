@@ -29,7 +29,7 @@ SPEC_FIELDS = {
                       "default_namespace", "gcs_bucket", "max_queue_depth", "probe_timeout_s",
                       "labels", "location", "probe_backend"],
     "ClusterProbeResult": ["cluster", "reachable", "queue_depth", "running_count", "error",
-                           "probed_at", "capacity"],
+                           "probed_at", "capacity", "admission_delay_s"],
     "ClusterSelection": ["selected_cluster", "accelerator", "candidates", "probe_results",
                          "reason", "decided_at", "selection_id", "policy", "scores",
                          "not_recorded"],
@@ -180,6 +180,12 @@ def test_probe_capacity_and_capacity_signals_read_back():
                       "nominal": 128, "used": 64, "largest_free_block": 32}]})
     assert p.capacity == [falcon.AcceleratorCapacity(
         "1xv4-64", "v4-64", "tpu-v4-podslice", "google.com/tpu", 128.0, 64.0, 32.0)]
+    assert p.admission_delay_s is None
+    assert falcon.ClusterProbeResult.from_dict({
+        "cluster": "tpu-a", "reachable": True, "queue_depth": 0, "running_count": 1,
+        "error": None, "probed_at": "2026-12-01T10:00:00.000Z",
+        "admission_delay_s": 42.5}).admission_delay_s == 42.5
+    assert falcon.ClusterSignals.from_dict({"admission_delay_s": 60}).admission_delay_s == 60.0
     # Without capacity (the xpk backend) the field is absent from the JSON.
     assert falcon.ClusterProbeResult.from_dict({
         "cluster": "tpu-a", "reachable": False, "queue_depth": None, "running_count": None,

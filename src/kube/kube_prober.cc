@@ -112,8 +112,9 @@ std::vector<xpk::ListedWorkload> KubeProber::list_workloads(const ClusterConfig&
   return list_with_token(cluster, nullptr);
 }
 
-std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig& cluster,
-                                                             std::string* token) const {
+std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
+    const ClusterConfig& cluster, std::string* token,
+    std::optional<double>* admission_delay) const {
   const auto deadline =
       options_.clock->steady_now() + std::chrono::seconds(cluster.probe_timeout_s);
   const auto remaining = [&]() {
@@ -224,6 +225,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(const ClusterConfig
     }
     if (continue_token.empty()) break;
   }
+  if (admission_delay) *admission_delay = admission_delay_s(all, options_.clock->now());
   return classify_workload_list(all);
 }
 
@@ -278,8 +280,10 @@ ClusterProbeResult KubeProber::probe_listed(const ClusterConfig& cluster,
                                             std::vector<WorkloadInfo>& listed) const {
   try {
     std::string token;
-    const auto workloads = list_with_token(cluster, &token);
+    std::optional<double> admission_delay;
+    const auto workloads = list_with_token(cluster, &token, &admission_delay);
     ClusterProbeResult r = xpk::count_probe_states(cluster.name, workloads);
+    r.admission_delay_s = admission_delay;
     listed.clear();
     listed.reserve(workloads.size());
     for (const auto& w : workloads) listed.push_back({.name = w.row.jobset_name, .state = w.state});

@@ -15,7 +15,10 @@
 //               lists); each page parsed keeping only what the classification reads
 //               (parse_workload_list)
 //   result      every item classified as xpk's table would (workload_objects.h), counted by
-//               xpk::count_probe_states: queue_depth=#QUEUED, running_count=#RUNNING
+//               xpk::count_probe_states: queue_depth=#QUEUED, running_count=#RUNNING; and
+//               admission_delay_s: how long the last 10 Workloads to get quota waited for
+//               admission (Kueue's admission checks, e.g. node provisioning), from their
+//               QuotaReserved and Admitted conditions
 //
 // Failures, each reachable=false with a one-line cause naming the cluster:
 //   no warmed kubeconfig      "... run `falcon cluster warm-up`"
@@ -92,9 +95,11 @@ class KubeProber final : public ProbeSource, public WorkloadListSource {
     std::shared_ptr<HttpClient> http;
   };
   std::shared_ptr<const Target> target_for(const ClusterConfig& cluster) const;
-  // list_workloads, also giving the bearer token it used (reused for the ClusterQueue list).
-  std::vector<xpk::ListedWorkload> list_with_token(const ClusterConfig& cluster,
-                                                   std::string* token) const;
+  // list_workloads, also giving the bearer token it used (reused for the ClusterQueue list)
+  // and the list's admission delay (admission_delay_s of workload_objects.h), each when asked.
+  std::vector<xpk::ListedWorkload> list_with_token(
+      const ClusterConfig& cluster, std::string* token,
+      std::optional<double>* admission_delay = nullptr) const;
   // cluster_capacity with `token` (empty: ask the credential cache).
   std::vector<AcceleratorCapacity> capacity_with_token(const ClusterConfig& cluster,
                                                        const std::string& token) const;

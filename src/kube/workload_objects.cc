@@ -1,11 +1,15 @@
 #include "kube/workload_objects.h"
 
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "util/time_format.h"
 
 namespace falcon::kube {
 namespace {
@@ -284,6 +288,44 @@ std::vector<xpk::ListedWorkload> classify_workload_list(const json& list) {
     out.push_back({std::move(row), std::move(state)});
   }
   return out;
+}
+
+std::optional<double> admission_delay_s(const json& list, std::chrono::system_clock::time_point now,
+                                        std::size_t last) {
+  const json& items = member(list, "items");
+  if (!items.is_array() || last == 0) return std::nullopt;
+  // (when the wait ended, how long it was)
+  std::vector<std::pair<std::chrono::system_clock::time_point, double>> waits;
+  for (const json& item : items) {
+    const json& conditions = member(member(item, "status"), "conditions");
+    if (!conditions.is_array()) continue;
+    std::optional<std::chrono::system_clock::time_point> reserved, admitted;
+    bool is_admitted = false, finished = false;
+    for (const json& c : conditions) {
+      if (text(member(c, "status")) != "True") continue;
+      const std::string type = text(member(c, "type"));
+      const auto at = parse_rfc3339(text(member(c, "lastTransitionTime")));
+      if (type == "QuotaReserved") {
+        reserved = at;
+      } else if (type == "Admitted") {
+        is_admitted = true;
+        admitted = at;
+      } else if (type == "Finished") {
+        finished = true;
+      }
+    }
+    if (!reserved || (is_admitted && !admitted) || (!is_admitted && finished)) continue;
+    const auto end = is_admitted ? *admitted : now;
+    if (end < *reserved) continue;
+    waits.emplace_back(end, std::chrono::duration<double>(end - *reserved).count());
+  }
+  if (waits.empty()) return std::nullopt;
+  const std::size_t n = std::min(last, waits.size());
+  std::partial_sort(waits.begin(), waits.begin() + static_cast<std::ptrdiff_t>(n), waits.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += waits[i].second;
+  return sum / static_cast<double>(n);
 }
 
 }  // namespace falcon::kube

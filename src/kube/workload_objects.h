@@ -21,6 +21,9 @@
 // cloud.google.com/gke-accelerator).
 #pragma once
 
+#include <chrono>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,5 +49,16 @@ nlohmann::json parse_workload_list(const std::string& body);
 // Every item of a WorkloadList, with its state (xpk::map_row_state of its row), in list order.
 // Throws std::invalid_argument when `list` has no `items` array.
 std::vector<xpk::ListedWorkload> classify_workload_list(const nlohmann::json& list);
+
+// How long the cluster's Workloads wait between quota reservation and admission: the time
+// Kueue's admission checks take (node provisioning: a ProvisioningRequest, GKE's queued
+// provisioning), before which no pod of the Workload starts. For each Workload of `list` whose
+// QuotaReserved condition is True: the time from it to its Admitted condition turning True, or,
+// not admitted yet and not finished, to `now` (its wait so far). The mean, in seconds, over the
+// `last` most recent of these (by admission, `now` for those still waiting); nullopt when no
+// Workload has quota reserved. A condition without a readable lastTransitionTime is skipped.
+std::optional<double> admission_delay_s(const nlohmann::json& list,
+                                        std::chrono::system_clock::time_point now,
+                                        std::size_t last = 10);
 
 }  // namespace falcon::kube

@@ -79,7 +79,9 @@ void append_optional(std::string& out, const std::optional<T>& v, Write write) {
 }
 
 void append_signals(std::string& out, const ClusterSignals& v) {
-  out += "{\"drain_per_min\":";
+  out += "{\"admission_delay_s\":";
+  append_optional(out, v.admission_delay_s, append_json_double);
+  out += ",\"drain_per_min\":";
   append_optional(out, v.drain_per_min, append_json_double);
   out += ",\"fragmentation\":";
   append_optional(out, v.fragmentation, append_json_double);
@@ -166,8 +168,8 @@ void append_json_double(std::string& out, double v) {
 }
 
 void append_json(std::string& out, const ClusterProbeResult& v) {
-  if (!v.capacity.empty()) {
-    // Rare (kube backend with a ClusterQueue): nlohmann's own text, keys sorted the same way.
+  if (!v.capacity.empty() || v.admission_delay_s) {
+    // Rare (kube backend): nlohmann's own text, keys sorted the same way.
     out += nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }

@@ -155,6 +155,7 @@ void to_json(json& j, const ClusterProbeResult& v) {
            {"error", optional_to_json(v.error)},
            {"probed_at", v.probed_at}};
   if (!v.capacity.empty()) j["capacity"] = v.capacity;
+  if (v.admission_delay_s) j["admission_delay_s"] = *v.admission_delay_s;
 }
 void from_json(const json& j, ClusterProbeResult& v) {
   j.at("cluster").get_to(v.cluster);
@@ -164,6 +165,7 @@ void from_json(const json& j, ClusterProbeResult& v) {
   v.error = optional_from_json<std::string>(j, "error");
   j.at("probed_at").get_to(v.probed_at);
   v.capacity = value_or<std::vector<AcceleratorCapacity>>(j, "capacity", {});
+  v.admission_delay_s = optional_from_json<double>(j, "admission_delay_s");
 }
 
 void to_json(json& j, const ClusterSignals& v) {
@@ -171,6 +173,7 @@ void to_json(json& j, const ClusterSignals& v) {
            {"running", optional_to_json(v.running)},
            {"drain_per_min", optional_to_json(v.drain_per_min)},
            {"recent_wait_s", optional_to_json(v.recent_wait_s)},
+           {"admission_delay_s", optional_to_json(v.admission_delay_s)},
            {"health", optional_to_json(v.health)},
            {"health_samples", v.health_samples},
            {"latency_ms", optional_to_json(v.latency_ms)},
@@ -185,6 +188,7 @@ void from_json(const json& j, ClusterSignals& v) {
   v.running = optional_from_json<int>(j, "running");
   v.drain_per_min = optional_from_json<double>(j, "drain_per_min");
   v.recent_wait_s = optional_from_json<double>(j, "recent_wait_s");
+  v.admission_delay_s = optional_from_json<double>(j, "admission_delay_s");
   v.health = optional_from_json<double>(j, "health");
   v.health_samples = value_or<int>(j, "health_samples", 0);
   v.latency_ms = optional_from_json<double>(j, "latency_ms");

@@ -190,6 +190,7 @@ std::vector<SignalTerm> least_wait_terms(const CandidateInput& c,
   terms.push_back(shown("priority", c.priority));
   terms.push_back(shown("running", s.running ? std::optional<double>(*s.running) : std::nullopt));
   terms.push_back(shown("recent_wait", s.recent_wait_s));
+  terms.push_back(shown("admission_delay", s.admission_delay_s));
   terms.push_back(shown("health", s.health));
   terms.push_back(shown("latency", s.latency_ms));
   terms.push_back(shown("capacity", s.free_chips));
@@ -262,6 +263,7 @@ ClusterSignals compute_signals(const ClusterProbeResult& probe, std::optional<do
   ClusterSignals s;
   s.queue_depth = probe.queue_depth;
   s.running = probe.running_count;
+  s.admission_delay_s = probe.admission_delay_s;
   const StoreTime window_start = now - std::chrono::seconds(settings.window_s);
 
   // Health: every probe and submit of the window, and this probe.
@@ -411,13 +413,14 @@ std::optional<double> predicted_wait_s(const ClusterSignals& signals,
                                        const SignalSettings& settings) {
   if (!signals.queue_depth) return std::nullopt;
   const int q = std::max(0, *signals.queue_depth);
-  if (q == 0) return 0.0;
+  const double admission = std::max(0.0, signals.admission_delay_s.value_or(0.0));
+  if (q == 0) return admission;
   double per_min = settings.prior_drain_per_min;
   if (signals.drain_per_min) {
     // None admitted: at most one per window.
     per_min = *signals.drain_per_min > 0 ? *signals.drain_per_min : 60.0 / settings.window_s;
   }
-  return (q + 1) / per_min * 60.0;
+  return (q + 1) / per_min * 60.0 + admission;
 }
 
 RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings& settings,
@@ -516,14 +519,17 @@ RankedCandidates rank_candidates(SelectionPolicy policy, const SelectionSettings
     } else if (policy == SelectionPolicy::kLeastWait &&
                ls.total.value_or(INFINITY) != ws.total.value_or(INFINITY) &&
                std::fabs(ls.total.value_or(INFINITY) - ws.total.value_or(INFINITY)) > kEps) {
+      const ClusterSignals& ls_signals = candidates[i].signals;
       why = fmt::format(
-          "predicted wait {} > {} (queue_depth {}, drain {}/min)",
+          "predicted wait {} > {} (queue_depth {}, drain {}/min{})",
           ls.total ? seconds_text(*ls.total) : "unknown",
-          ws.total ? seconds_text(*ws.total) : "unknown",
-          candidates[i].signals.queue_depth.value_or(0),
-          candidates[i].signals.drain_per_min
-              ? number(*candidates[i].signals.drain_per_min)
-              : fmt::format("unknown, prior {}", number(settings.signals.prior_drain_per_min)));
+          ws.total ? seconds_text(*ws.total) : "unknown", ls_signals.queue_depth.value_or(0),
+          ls_signals.drain_per_min
+              ? number(*ls_signals.drain_per_min)
+              : fmt::format("unknown, prior {}", number(settings.signals.prior_drain_per_min)),
+          ls_signals.admission_delay_s.value_or(0) > 0
+              ? fmt::format(", admission delay {}", seconds_text(*ls_signals.admission_delay_s))
+              : "");
     } else if (policy != SelectionPolicy::kPriority && fit_better(wc, candidates[i])) {
       const auto ws_slack = fit_slack(wc);
       const auto ls_slack = fit_slack(candidates[i]);

@@ -27,8 +27,10 @@
 namespace falcon {
 
 std::string probe_extra_json(const ClusterProbeResult& result) {
-  if (result.capacity.empty()) return "{}";
-  return nlohmann::json{{"capacity", result.capacity}}.dump();
+  nlohmann::json extra = nlohmann::json::object();
+  if (!result.capacity.empty()) extra["capacity"] = result.capacity;
+  if (result.admission_delay_s) extra["admission_delay_s"] = *result.admission_delay_s;
+  return extra.dump();
 }
 
 namespace {

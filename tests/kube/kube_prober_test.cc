@@ -211,6 +211,61 @@ TEST(WorkloadList, ParsingKeepsOnlyWhatTheRowNeedsAndGivesTheSameRows) {
   EXPECT_EQ(parse_workload_list("[1, {\"kind\": 2}]"), json::array({1, json::object()}));
 }
 
+// A Workload that got quota at `reserved` and admission at `admitted` ("" for not yet).
+json provisioned(const std::string& name, const std::string& reserved,
+                 const std::string& admitted) {
+  json w = running(name);
+  json conditions = json::array({condition(
+      "QuotaReserved", "True", "Quota reserved in ClusterQueue cluster-queue", reserved)});
+  if (!admitted.empty()) {
+    conditions.push_back(condition("Admitted", "True", "The workload is admitted", admitted));
+  } else {
+    conditions.push_back(
+        condition("Admitted", "False", "The workload has not all checks ready", reserved));
+  }
+  w["status"]["conditions"] = conditions;
+  return w;
+}
+
+// Kueue's admission checks (node provisioning) hold a Workload between QuotaReserved and
+// Admitted; the delay is the mean of that wait over the most recent Workloads, those still
+// waiting counted up to now.
+TEST(AdmissionDelay, TheMeanWaitFromQuotaToAdmissionOfTheLastWorkloads) {
+  const auto now = *parse_rfc3339("2026-06-01T10:10:00Z");
+  // Admitted in the same pass as its quota: no delay.
+  EXPECT_EQ(admission_delay_s(list_of({running("a")}), now), 0.0);
+  // 60 s and 120 s of provisioning.
+  EXPECT_EQ(
+      admission_delay_s(list_of({provisioned("a", "2026-06-01T10:00:00Z", "2026-06-01T10:01:00Z"),
+                                 provisioned("b", "2026-06-01T10:02:00Z", "2026-06-01T10:04:00Z")}),
+                        now),
+      90.0);
+  // Still waiting: its wait so far (10 min).
+  EXPECT_EQ(admission_delay_s(list_of({provisioned("c", "2026-06-01T10:00:00Z", "")}), now), 600.0);
+  // Only the most recent `last`: b (admitted 10:04) and c (waiting, now), not a (10:01).
+  EXPECT_EQ(
+      admission_delay_s(list_of({provisioned("a", "2026-06-01T10:00:00Z", "2026-06-01T10:01:00Z"),
+                                 provisioned("b", "2026-06-01T10:02:00Z", "2026-06-01T10:04:00Z"),
+                                 provisioned("c", "2026-06-01T10:09:00Z", "")}),
+                        now, 2),
+      (120.0 + 60.0) / 2);
+  // Nothing has quota, or nothing readable: unknown, not 0.
+  EXPECT_EQ(admission_delay_s(list_of({pending("p")}), now), std::nullopt);
+  EXPECT_EQ(admission_delay_s(list_of({}), now), std::nullopt);
+  EXPECT_EQ(admission_delay_s(json::object(), now), std::nullopt);
+  EXPECT_EQ(admission_delay_s(list_of({running("a")}), now, 0), std::nullopt);
+  EXPECT_EQ(admission_delay_s(list_of({provisioned("bad", "yesterday", "2026-06-01T10:01:00Z"),
+                                       provisioned("admitted-before-quota", "2026-06-01T10:05:00Z",
+                                                   "2026-06-01T10:01:00Z")}),
+                              now),
+            std::nullopt);
+  // Finished without ever being admitted (evicted while waiting, deleted): no wait to count.
+  json gone = provisioned("gone", "2026-06-01T10:00:00Z", "");
+  gone["status"]["conditions"].push_back(
+      condition("Finished", "True", "jobset failed", "2026-06-01T10:03:00Z"));
+  EXPECT_EQ(admission_delay_s(list_of({gone}), now), std::nullopt);
+}
+
 TEST(Kubeconfig, ReadsTheCurrentContextsServerCaAndExecPlugin) {
   const std::string text = R"(apiVersion: v1
 kind: Config
@@ -347,6 +402,8 @@ TEST_F(KubeProberTest, ListsEveryNamespaceAndCountsAsTheXpkBackendDoes) {
   EXPECT_EQ(r.queue_depth, 2);
   EXPECT_EQ(r.running_count, 1);
   EXPECT_EQ(r.error, std::nullopt);
+  // c, d and e were admitted in the pass that reserved their quota.
+  EXPECT_EQ(r.admission_delay_s, 0.0);
 
   const auto requests = http_->requests();
   ASSERT_EQ(requests.size(), 2u);
@@ -410,6 +467,24 @@ TEST_F(KubeProberTest, FollowsContinueTokens) {
   const auto r = prober().probe(cluster_);
   EXPECT_EQ(r.queue_depth, 1);
   EXPECT_EQ(r.running_count, 1);
+}
+
+TEST_F(KubeProberTest, GivesTheClustersAdmissionDelayAcrossPages) {
+  http_->enqueue(
+      "GET", "limit=500&continue=next",
+      testing::json_response(
+          200, list_of({provisioned("b", "2026-06-01T10:02:00Z", "2026-06-01T10:03:30Z")}).dump()));
+  http_->enqueue("GET", "workloads?limit=500",
+                 testing::json_response(
+                     200, list_of({provisioned("a", "2026-06-01T10:00:00Z", "2026-06-01T10:00:30Z"),
+                                   pending("p")},
+                                  "next")
+                              .dump()));
+  const auto r = prober().probe(cluster_);
+  EXPECT_TRUE(r.reachable) << r.error.value_or("");
+  EXPECT_EQ(r.admission_delay_s, (30.0 + 90.0) / 2);
+  EXPECT_EQ(r.running_count, 2);
+  EXPECT_EQ(r.queue_depth, 1);
 }
 
 TEST_F(KubeProberTest, A401RefreshesTheTokenOnceThenSaysHowToFix) {

@@ -235,6 +235,10 @@ TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
                          std::string("xpk failed:\n\ttab \\ back\x01\x1f end \xc3\xa9t\xc3\xa9"),
                          "2026-04-13T08:00:01.000Z"},
       ClusterProbeResult{"c", false, -1, 2147483647, std::string("bad utf-8 \xff here"), ""}};
+  // The kube backend's admission delay, written only when known.
+  s.probe_results.push_back(
+      ClusterProbeResult{"d", true, 0, 1, std::nullopt, "2026-04-13T08:00:01.500Z"});
+  s.probe_results.back().admission_delay_s = 42.5;
   s.reason = "selected tpu-a: reachable, queue_depth=0 <= max=5";
   s.decided_at = "2026-04-13T08:00:02.000Z";
   s.selection_id = -42;
@@ -248,6 +252,7 @@ TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
                              .running = std::nullopt,
                              .drain_per_min = 0.5,
                              .recent_wait_s = 600.0,
+                             .admission_delay_s = 75.25,
                              .health = 0.9,
                              .health_samples = 11,
                              .latency_ms = 1e-7};
@@ -269,6 +274,9 @@ TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
   EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().probe_results[1],
             s.probe_results[1]);
   EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().scores[0].signals, a.signals);
+  EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().probe_results[3],
+            s.probe_results[3]);
+  EXPECT_FALSE(json::parse(to_json_text(s))["probe_results"][0].contains("admission_delay_s"));
 }
 
 }  // namespace

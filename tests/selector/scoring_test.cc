@@ -160,6 +160,21 @@ TEST(PredictedWait, FollowsQueueOverDrainWithAPriorAndAnUpperBound) {
   EXPECT_DOUBLE_EQ(*predicted_wait_s(s, g), 4 * 60.0);
 }
 
+TEST(PredictedWait, AddsTheClustersAdmissionDelay) {
+  const SignalSettings g;
+  ClusterSignals s;
+  s.admission_delay_s = 90;
+  EXPECT_EQ(predicted_wait_s(s, g), std::nullopt);  // queue unknown: still unknown
+  s.queue_depth = 0;
+  EXPECT_DOUBLE_EQ(*predicted_wait_s(s, g), 90.0);  // room now, pods start 90 s later
+  s.queue_depth = 1;
+  s.drain_per_min = 1.0;
+  EXPECT_DOUBLE_EQ(*predicted_wait_s(s, g), 120.0 + 90.0);
+  ClusterProbeResult p = probe(0);
+  p.admission_delay_s = 45;
+  EXPECT_EQ(compute_signals(p, 10.0, {}, kNow, {}).admission_delay_s, 45.0);
+}
+
 // --- Ranking.
 
 CandidateInput input(const std::string& name, int priority, int queue, double drain, double health,
@@ -279,6 +294,21 @@ TEST(LeastWaitPolicy, EqualWaitsFallBackToPriorityOrder) {
       rank_candidates(SelectionPolicy::kLeastWait, SelectionSettings{}, {a, b});
   EXPECT_EQ(r.scores[*r.winner].cluster, "b");
   EXPECT_THAT(r.scores[0].verdict, HasSubstr("tie; priority 2 > 1"));
+}
+
+TEST(LeastWaitPolicy, AmongClustersWithRoomTheOneThatAdmitsAtOnceWins) {
+  // Both have room; "slow" (better by priority and fit) provisions nodes for a minute first.
+  auto slow = input("slow", 1, 0, 1, 1, 1);
+  auto fast = input("fast", 2, 0, 1, 1, 1);
+  slow.signals.admission_delay_s = 60;
+  fast.signals.admission_delay_s = 0;
+  const RankedCandidates r =
+      rank_candidates(SelectionPolicy::kLeastWait, SelectionSettings{}, {slow, fast});
+  EXPECT_EQ(r.scores[*r.winner].cluster, "fast");
+  EXPECT_THAT(r.scores[0].verdict,
+              HasSubstr("predicted wait 60s > 0s (queue_depth 0, drain 1/min, admission delay "
+                        "60s)"));
+  EXPECT_DOUBLE_EQ(*term(r.scores[0], "admission_delay").value, 60.0);
 }
 
 TEST(PriorityPolicy, TheSpecsOrderWithEveryLoserExplained) {

@@ -164,7 +164,7 @@ json workload_object(const WorkloadRow& row) {
     }
   }
   if (!row.conditions.empty()) {
-    // An evicted workload: the simulator's own list (Evicted, Preempted, Requeued, ...).
+    // The simulator's own list (each condition at its own time; Evicted, Preempted, ...).
     conditions = json::array();
     for (const auto& c : row.conditions) {
       json one = condition(c.type, c.reason, c.message, c.time);

@@ -909,11 +909,9 @@ ListResult FleetSimulator::list(const std::string& cluster_name) {
                                 w.failed ? "Failed" : "Succeeded"});
         }
       }
-      if (evicted) {
-        for (const auto& cond : conditions) {
-          row.conditions.push_back(
-              {cond.type, cond.status, cond.reason, cond.message, format_k8s_time(cond.time_ns)});
-        }
+      for (const auto& cond : conditions) {
+        row.conditions.push_back(
+            {cond.type, cond.status, cond.reason, cond.message, format_k8s_time(cond.time_ns)});
       }
       const Condition* shown = &conditions.back();  // v1.7: conditions[-1]
       if (style == TableStyle::kV19) {

@@ -113,9 +113,10 @@ struct WorkloadRow {
   std::optional<std::string> message;
   std::optional<std::string> status_time;
   std::string state;  // the simulator's truth: QUEUED | RUNNING | COMPLETED | FAILED
-  // Every Kueue condition, in the Workload's order, when the workload has been evicted (the
-  // Kubernetes API shows them as they are); empty otherwise (kube_api.cc derives them from the
-  // shown one).
+  // Every Kueue condition, in the Workload's order, as the Kubernetes API shows them (each
+  // with its own transition time: QuotaReserved when quota was reserved, Admitted when the
+  // admission delay ended). Empty for a row built without them (kube_api.cc then derives them
+  // from the shown one).
   struct Condition {
     std::string type;
     bool status = true;

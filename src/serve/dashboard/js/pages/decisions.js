@@ -33,7 +33,8 @@ export async function decisionsPage(ctx, params) {
 
 const SIGNALS = [
   ['queue_depth', 'queued'], ['running', 'running'], ['drain_per_min', 'drain/min'],
-  ['recent_wait_s', 'recent wait s'], ['health', 'health'], ['latency_ms', 'probe ms'],
+  ['recent_wait_s', 'recent wait s'], ['admission_delay_s', 'admission delay s'], ['health', 'health'],
+  ['latency_ms', 'probe ms'],
 ];
 
 export async function decisionPage(ctx, id) {
