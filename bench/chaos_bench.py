@@ -804,7 +804,8 @@ class Chaos:
             {"incidents": self.incidents, "recoveries": recoveries,
              "first_running": self.first_running, "double_runs": self.double_runs,
              "state_changes": self.state_changes,
-             "cluster_revived": self.cluster_revived}, default=str))
+             "cluster_revived": self.cluster_revived,
+             "replica_killed_at": getattr(self, "replica_killed_at", None)}, default=str))
         return self.report(recoveries, managed if st2 == 200 else {}, submits, bases_app,
                            killed_replica, load0, load1, time.time() - t_start)
 
