@@ -192,12 +192,16 @@ class ClusterFabric {
   // The circuit breakers are written here only. A probe of `cluster` made elsewhere (`falcon
   // serve`'s health loop, a cached probe standing for a breaker's trial) is fed to its breaker
   // as this fabric's own probes are: a failure counts; a success resets the count and closes a
-  // half-open breaker, or an open one whose cool-down is over, but does not cut a cool-down
-  // short. record_cluster_failure counts a failure the caller saw itself (the supervisor: a
-  // workload killed by the platform). Both mark the cluster's types as a gate in the selection
-  // epoch when they change a breaker; a store that cannot be written is noticed and changes
-  // nothing.
-  void record_probe_outcome(const std::string& cluster, bool reachable) const;
+  // half-open breaker, or an open one whose cool-down is over. A success does not cut a
+  // cool-down short, unless `answering_since` says the cluster has answered every probe since
+  // then and that is at least selection.breaker.cooldown_s ago (the health loop's evidence: a
+  // cluster back for the first trip's cool-down is let back whatever its trip, as an active
+  // health check un-ejects a host). record_cluster_failure counts a failure the caller saw
+  // itself (the supervisor: a workload killed by the platform). Both mark the cluster's types as
+  // a gate in the selection epoch when they change a breaker; a store that cannot be written is
+  // noticed and changes nothing.
+  void record_probe_outcome(const std::string& cluster, bool reachable,
+                            std::optional<StoreTime> answering_since = std::nullopt) const;
   void record_cluster_failure(const std::string& cluster) const;
   // The circuit breakers of `cluster`: its own, then one per accelerator slot, as stored (closed
   // when never written). Empty when the state store cannot be opened. Throws

@@ -109,7 +109,8 @@ struct ClusterFabric::Impl {
   // Feeds a submit outcome (or a failure) to a breaker; failures to write are noticed.
   void feed_breaker(const std::string& key, bool success) const;
   // Feeds a probe of `cluster` to its breaker (ClusterFabric::record_probe_outcome).
-  void feed_probe(const std::string& cluster, bool reachable) const;
+  void feed_probe(const std::string& cluster, bool reachable,
+                  std::optional<StoreTime> answering_since = std::nullopt) const;
   // The log query settings for a handle: the slice, and a lower time bound from submitted_at.
   LogQueryOptions query_options(const WorkloadHandle& handle, int slice) const;
 };

@@ -52,21 +52,41 @@ class FabricControlPlane final : public ControlPlane {
         local_(make_local_client(fabric_)) {
     const auto config = fabric_->config();
     ClusterFabric* f = fabric_.get();
+    // Since when each cluster has answered every probe of the loop (none: its last one failed).
+    struct Answering {
+      std::mutex mutex;
+      std::map<std::string, StoreTime> since;
+    };
+    auto answering = std::make_shared<Answering>();
+    const std::shared_ptr<Clock> loop_clock = clock_;
     monitor_ = std::make_unique<HealthMonitor>(
         // Every probe feeds the cluster's breaker, written by the fabric (the one place breakers
         // are written). Without this no success ever reached a breaker in `falcon serve`: a
         // trial claimed by a selection stayed "under way" with nobody running it until it
         // lapsed. A breaker it changes is a gate in the fabric's selection epoch, which ends
-        // the decisions select_brief would repeat.
-        [f](const ClusterConfig& c) {
+        // the decisions select_brief would repeat. With it goes how long the cluster has
+        // answered, which lets a cluster back before its cool-down is over.
+        [f, answering, loop_clock](const ClusterConfig& c) {
+          auto outcome = [&](bool reachable) {
+            std::optional<StoreTime> since;
+            {
+              std::lock_guard lock(answering->mutex);
+              if (reachable) {
+                since = answering->since.try_emplace(c.name, loop_clock->now()).first->second;
+              } else {
+                answering->since.erase(c.name);
+              }
+            }
+            f->record_probe_outcome(c.name, reachable, since);
+          };
           ClusterProbeResult r;
           try {
             r = f->probe_cluster(c);
           } catch (...) {
-            f->record_probe_outcome(c.name, false);
+            outcome(false);
             throw;
           }
-          f->record_probe_outcome(c.name, r.reachable);
+          outcome(r.reachable);
           return r;
         },
         store_, clock_, config->serve, to_string(config->probe.backend));

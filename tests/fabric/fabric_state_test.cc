@@ -730,6 +730,54 @@ TEST_F(FabricStateTest, TheControlPlanesProbesFeedTheClusterBreakerAndEndTheTria
   stop_control_plane_loop(*control);
 }
 
+// A cluster the health loop has seen answer every probe for the first trip's cool-down
+// (selection.breaker.cooldown_s) is let back before a later trip's longer cool-down is over:
+// one answer is not enough, and a probe that fails starts the count again.
+TEST_F(FabricStateTest, AClusterThatAnswersForTheFirstCooldownIsLetBackBeforeALongerOneEnds) {
+  write_config("serve:\n  probe_interval_s: 3600\n  max_probe_age_s: 5\n");
+  runner_->on({"workload", "list"}, FakeCommandRunner::ok(testing::kListV113));
+  const auto down = [&] {
+    runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+                FakeCommandRunner::fails(1, "Unable to connect to the server"));
+  };
+  const auto up = [&] {
+    runner_->on({"workload", "list", "--cluster=tpu-v4-cluster"},
+                FakeCommandRunner::ok(testing::kListV113));
+  };
+  std::shared_ptr<StateStore> store = open_state_store(default_state_url(state_dir()));
+  std::shared_ptr<ClusterFabric> f = fabric(store);
+  auto control = make_fabric_control_plane(f, store, clock_);
+  auto breaker = [&] { return f->cluster_breakers("tpu-a").at(0); };
+  auto probe = [&](int after_s) {
+    clock_->advance(std::chrono::seconds(after_s));
+    return control->fresh_probe("tpu-a").result.reachable;
+  };
+  down();
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(probe(6));
+  ASSERT_EQ(breaker().trips, 1);
+  // The trial after the first cool-down (60 s) fails: the second trip, 120 s.
+  EXPECT_FALSE(probe(61));
+  EXPECT_EQ(control->select_explained("tpu-v4-64").selection.selected_cluster, "tpu-b");
+  ASSERT_EQ(breaker().state, "open");
+  ASSERT_EQ(breaker().trips, 2);
+
+  up();
+  EXPECT_TRUE(probe(6));  // answering since now
+  EXPECT_TRUE(probe(30));
+  EXPECT_EQ(breaker().state, "open");  // 30 s of answers: not yet
+  down();
+  EXPECT_FALSE(probe(10));  // the count starts again
+  up();
+  EXPECT_TRUE(probe(6));
+  EXPECT_TRUE(probe(40));
+  EXPECT_EQ(breaker().state, "open");  // 40 s since the failure: not yet
+  EXPECT_TRUE(probe(21));              // 61 s of answers, 113 s into a 120 s cool-down
+  EXPECT_EQ(breaker().state, "closed");
+  EXPECT_EQ(breaker().trips, 2);  // remembered: a new trip cools down longer still
+  EXPECT_EQ(control->select_explained("tpu-v4-64").selection.selected_cluster, "tpu-a");
+  stop_control_plane_loop(*control);
+}
+
 // The supervisor's decisions take a cached probe as stale once the control plane has submitted
 // to that cluster since it was made (its queue depth no longer says what the cluster has); an
 // API selection keeps answering from the cache.
