@@ -633,6 +633,8 @@ struct Supervisor::Impl {
   // answers; the records lose them at the next pass (cancel_fenced).
   std::mutex fenced_mutex;
   std::map<std::string, std::set<std::string>> fenced_copies;
+  // How many clusters a sweep lists at once.
+  static constexpr int kSweepWidth = 8;
   std::thread sweeper;
 
   explicit Impl(SupervisorOptions o) : options(std::move(o)) {
@@ -1151,48 +1153,65 @@ struct Supervisor::Impl {
     }
     if (copies.empty() || !leader_now()) return 0;
     const SupervisorSettings s = current_settings();
-    const auto forget = [this](const std::string& cluster, const std::string& name) {
-      std::lock_guard lock(fenced_mutex);
-      const auto it = fenced_copies.find(cluster);
-      if (it == fenced_copies.end()) return;
-      it->second.erase(name);
-      if (it->second.empty()) fenced_copies.erase(it);
-    };
-    int deleted = 0;
-    for (const auto& [cluster, names] : copies) {
-      std::map<std::string, std::string> listed;  // name -> state
+    // The clusters at once (up to kSweepWidth): one after the other, a revived cluster waited
+    // for the failing lists of the others still down, and its fenced copy was deleted up to a
+    // second late.
+    std::vector<std::pair<std::string, std::set<std::string>>> work(copies.begin(), copies.end());
+    std::atomic<int> deleted{0};
+    for_each_parallel(work.size(), kSweepWidth, [&](std::size_t i) {
       try {
-        for (const WorkloadInfo& w : control().list_workloads(cluster, std::nullopt)) {
-          listed.emplace(w.name, w.state);
-        }
-      } catch (const std::exception&) {
-        continue;  // still not answering
+        deleted += sweep_cluster(work[i].first, work[i].second, s);
+      } catch (const LostLease&) {
+        throw;
+      } catch (const std::exception& e) {
+        event("warn", fmt::format("supervisor: sweep of the fenced incarnations on {} failed: {}",
+                                  work[i].first, e.what()));
       }
-      for (const std::string& name : names) {
-        const auto it = listed.find(name);
-        if (it == listed.end()) {
-          forget(cluster, name);  // gone already
-          continue;
-        }
-        try {
-          ensure_leader(s);
-        } catch (const LostLease&) {
-          return deleted;
-        }
-        try {
-          control().cancel(cluster, name);
-          ++deleted;
-          forget(cluster, name);
-          event("warn", fmt::format("supervisor: deleted fenced incarnation {} on {} as soon as "
-                                    "its cluster answered (it was {} there)",
-                                    name, cluster, it->second));
-        } catch (const WorkloadNotFoundError&) {
-          forget(cluster, name);
-        } catch (const std::exception& e) {
-          event("warn", fmt::format("supervisor: fenced incarnation {} on {}: the delete failed, "
-                                    "tried again in {}: {}",
-                                    name, cluster, seconds_text(s.fenced_poll_s), e.what()));
-        }
+    });
+    return deleted;
+  }
+
+  // A fenced copy gone from `cluster` (deleted, or found gone).
+  void forget_fenced(const std::string& cluster, const std::string& name) {
+    std::lock_guard lock(fenced_mutex);
+    const auto it = fenced_copies.find(cluster);
+    if (it == fenced_copies.end()) return;
+    it->second.erase(name);
+    if (it->second.empty()) fenced_copies.erase(it);
+  }
+
+  // One cluster of a sweep: deletes its fenced copies once it answers; how many it deleted.
+  int sweep_cluster(const std::string& cluster, const std::set<std::string>& names,
+                    const SupervisorSettings& s) {
+    int deleted = 0;
+    std::map<std::string, std::string> listed;  // name -> state
+    try {
+      for (const WorkloadInfo& w : control().list_workloads(cluster, std::nullopt)) {
+        listed.emplace(w.name, w.state);
+      }
+    } catch (const std::exception&) {
+      return 0;  // still not answering
+    }
+    for (const std::string& name : names) {
+      const auto it = listed.find(name);
+      if (it == listed.end()) {
+        forget_fenced(cluster, name);  // gone already
+        continue;
+      }
+      ensure_leader(s);  // LostLease: for_each_parallel starts no more
+      try {
+        control().cancel(cluster, name);
+        ++deleted;
+        forget_fenced(cluster, name);
+        event("warn", fmt::format("supervisor: deleted fenced incarnation {} on {} as soon as "
+                                  "its cluster answered (it was {} there)",
+                                  name, cluster, it->second));
+      } catch (const WorkloadNotFoundError&) {
+        forget_fenced(cluster, name);
+      } catch (const std::exception& e) {
+        event("warn", fmt::format("supervisor: fenced incarnation {} on {}: the delete failed, "
+                                  "tried again in {}: {}",
+                                  name, cluster, seconds_text(s.fenced_poll_s), e.what()));
       }
     }
     return deleted;

@@ -774,6 +774,32 @@ TEST_F(SupervisorTest, AFencedCopyIsDeletedByTheSweepTheMomentItsClusterAnswers)
   EXPECT_EQ(record("train").detail_json.find("\"fenced\""), std::string::npos);
 }
 
+// A sweep lists every cluster with fenced copies at once: one still down does not hold up the
+// delete on one that answers again.
+TEST_F(SupervisorTest, ASweepDeletesOnAClusterThatAnswersWhileAnotherIsStillDown) {
+  auto sup = make("a");
+  manage("train");
+  submit_managed(*control_, *store_, *clock_, "tpu-b", spec("eval"),
+                 {.max_recoveries = 3, .stable_after = 30s, .recover_on_failure = false});
+  control_->set("tpu-a", "train", "QUEUED");
+  control_->set("tpu-b", "eval", "QUEUED");
+  run(*sup, 1);
+  control_->reach("tpu-a", false);
+  control_->reach("tpu-b", false);
+  run(*sup, 21);  // both fenced and replaced on tpu-c
+  ASSERT_EQ(record("train").incarnation, "train-r1");
+  ASSERT_EQ(record("eval").incarnation, "eval-r1");
+  control_->ops.clear();
+  control_->reach("tpu-b", true);
+  control_->set("tpu-b", "eval", "RUNNING");  // admitted the moment it came back
+  EXPECT_EQ(sup->sweep_fenced(), 1);
+  EXPECT_THAT(control_->ops, ::testing::ElementsAre("cancel tpu-b/eval"));
+  EXPECT_EQ(control_->live_copies("eval"), 1);
+  control_->reach("tpu-a", true);
+  EXPECT_EQ(sup->sweep_fenced(), 1);
+  EXPECT_EQ(control_->live_copies("train"), 1);
+}
+
 // The replacements of a killed cluster are decided and submitted together (their submits in
 // flight at once), and spread as decisions made one after the other would: each decision counts
 // the placements decided before it and not submitted yet.
