@@ -442,6 +442,16 @@ class Chaos:
                             self.double_running_times.setdefault(b, []).append(t)
             self.stop_polling.wait(max(0.0, self.args.poll - (time.time() - t)))
 
+    def slots_used(self, bases=None):
+        """cluster -> live incarnations on it (last poll); only of `bases` when given."""
+        with self.lock:
+            used = {}
+            for b, v in self.live_now.items():
+                if bases is None or b in bases:
+                    for _, c, _ in v:
+                        used[c] = used.get(c, 0) + 1
+            return used
+
     def running_on(self):
         """base -> (incarnation, cluster) for workloads RUNNING now (last poll)."""
         with self.lock:
@@ -557,13 +567,10 @@ class Chaos:
             # back, which is the fleet's capacity, not the supervisor's latency that the kind's
             # bound is about. Such a kill is tried again a second later, like any fault without
             # a candidate.
+            used = self.slots_used()
             with self.lock:
-                used, displaced = {}, {}
-                for b, v in self.live_now.items():
-                    for _, c, _ in v:
-                        used[c] = used.get(c, 0) + 1
-                        if b not in bases_app:
-                            displaced[c] = displaced.get(c, 0) + 1
+                managed_bases = set(self.live_now) - set(bases_app)
+            displaced = self.slots_used(managed_bases)
             def room_elsewhere(cluster):
                 return sum(max(0, self.args.slots - used.get(c, 0)) for c in self.clusters
                            if c != cluster and c not in down)
@@ -614,11 +621,7 @@ class Chaos:
                 # matter) to an incident about flaky creates.
                 down = {c for c, spans in self.cluster_revived.items()
                         if spans and spans[-1][1] is None}
-                with self.lock:
-                    used = {}
-                    for v in self.live_now.values():
-                        for _, c, _ in v:
-                            used[c] = used.get(c, 0) + 1
+                used = self.slots_used()
                 up = [c for c in self.clusters if c != cluster and c not in down]
                 good = self.rng.choice(sorted(c for c in up if used.get(c, 0) < self.args.slots)
                                        or up or [c for c in self.clusters if c != cluster])
@@ -1104,13 +1107,16 @@ class Chaos:
         # Two live copies of one workload outside a partition's window (from the partition to
         # three supervisor passes and 5 s after its cluster answers again, when falcon deletes the
         # old copy): the double runs that must not happen. Inside one they are by design.
+        # Until three passes and 5 s after the cluster answers again: when falcon deletes the
+        # old copy (a partition's, or one left QUEUED on a killed cluster).
+        revival_grace = 3 * c["interval_s"] + 5.0
         windows = {}
         for i in self.incidents:
             if i["kind"] != "partition":
                 continue
             spans = self.cluster_revived.get(i["cluster"], [])
             back = next((s[1] for s in spans if abs(s[0] - i["t"]) < 1.0 and s[1]), None)
-            end = (back or float("inf")) + 3 * c["interval_s"] + 5.0
+            end = (back or float("inf")) + revival_grace
             windows.setdefault(i["base"], []).append((i["t"], end))
         def outside_windows(times):
             out = {b: [t for t in ts if not any(a <= t <= e for a, e in windows.get(b, []))]
@@ -1125,7 +1131,7 @@ class Chaos:
         # replacement cannot wait for a cluster that may never come back, so these are the
         # design too; every other poll is a double run.
         def on_dead(cluster, t):
-            return any(a <= t <= (e or float("inf")) + 3 * c["interval_s"] + 5.0
+            return any(a <= t <= (e or float("inf")) + revival_grace
                        for a, e in self.cluster_revived.get(cluster, []))
         copies_at = {b: dict(v) for b, v in self.double_copies.items()}
         outside, on_killed = {}, {}
