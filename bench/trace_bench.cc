@@ -637,12 +637,16 @@ class PolicyRun {
       return eligible[random_() % eligible.size()]->cluster;
     }
     if (policy_ == "priority-fit" && !eligible.empty()) {
-      // The spec's order (priority, then queue depth, then file order) among those that fit.
+      // The priority policy's order (priority, then queue depth, then running, then file
+      // order) among those that fit.
       return (*std::min_element(eligible.begin(), eligible.end(),
                                 [](auto* a, auto* b) {
                                   const int qa = a->signals.queue_depth.value_or(0);
                                   const int qb = b->signals.queue_depth.value_or(0);
-                                  return std::tie(a->priority, qa) < std::tie(b->priority, qb);
+                                  const int ra = a->signals.running.value_or(0);
+                                  const int rb = b->signals.running.value_or(0);
+                                  return std::tie(a->priority, qa, ra) <
+                                         std::tie(b->priority, qb, rb);
                                 }))
           ->cluster;
     }

@@ -42,13 +42,19 @@ std::string seconds_text(double s) {
   return fmt::format("{:.1f}h", s / 3600);
 }
 
-// The priority policy's preference between two eligible candidates: true when a beats b.
+// The priority policy's preference between two eligible candidates: true when a beats b. The
+// spec orders by slot priority only; ties go to the smaller queue depth, then to fewer RUNNING
+// workloads (the one load signal every probe gives: without it a burst of placements filled the
+// first cluster in file order while its equals stood empty), then to file order.
 bool priority_better(const CandidateInput& a, std::size_t ia, const CandidateInput& b,
                      std::size_t ib) {
   if (a.priority != b.priority) return a.priority < b.priority;
   const int qa = a.signals.queue_depth.value_or(0);
   const int qb = b.signals.queue_depth.value_or(0);
   if (qa != qb) return qa < qb;
+  const int ra = a.signals.running.value_or(0);
+  const int rb = b.signals.running.value_or(0);
+  if (ra != rb) return ra < rb;
   return ia < ib;
 }
 
@@ -84,8 +90,14 @@ std::string priority_gap(const CandidateInput& winner, const CandidateInput& los
   const int qw = winner.signals.queue_depth.value_or(0);
   const int ql = loser.signals.queue_depth.value_or(0);
   if (ql != qw) return fmt::format("same priority {}, queue_depth {} > {}", loser.priority, ql, qw);
-  return fmt::format("full tie (priority {}, queue_depth {}), later in file order", loser.priority,
-                     ql);
+  const int rw = winner.signals.running.value_or(0);
+  const int rl = loser.signals.running.value_or(0);
+  if (rl != rw) {
+    return fmt::format("same priority {} and queue_depth {}, running {} > {}", loser.priority, ql,
+                       rl, rw);
+  }
+  return fmt::format("full tie (priority {}, queue_depth {}, running {}), later in file order",
+                     loser.priority, ql, rl);
 }
 
 SignalTerm shown(const std::string& name, std::optional<double> value) {

@@ -326,6 +326,32 @@ TEST(PriorityPolicy, TheSpecsOrderWithEveryLoserExplained) {
   EXPECT_EQ(t.scores[0].verdict, "lost to y: same priority 1, queue_depth 2 > 1");
 }
 
+TEST(PriorityPolicy, EqualQueuesGoToFewerRunningThenToFileOrder) {
+  // A burst of placements on equals: the first in file order is busier, the second wins.
+  auto busy = input("busy", 1, 0, 1, 1, 1);
+  auto idle = input("idle", 1, 0, 1, 1, 1);
+  busy.signals.running = 9;
+  idle.signals.running = 2;
+  const RankedCandidates r =
+      rank_candidates(SelectionPolicy::kPriority, SelectionSettings{}, {busy, idle});
+  EXPECT_EQ(r.scores[*r.winner].cluster, "idle");
+  EXPECT_EQ(r.scores[0].verdict, "lost to idle: same priority 1 and queue_depth 0, running 9 > 2");
+  // Slot priority still comes first, and a full tie still goes to file order.
+  auto preferred = input("preferred", 1, 0, 1, 1, 1);
+  preferred.signals.running = 15;
+  auto second = input("second", 2, 0, 1, 1, 1);
+  second.signals.running = 0;
+  const RankedCandidates p =
+      rank_candidates(SelectionPolicy::kPriority, SelectionSettings{}, {second, preferred});
+  EXPECT_EQ(p.scores[*p.winner].cluster, "preferred");
+  const RankedCandidates tie =
+      rank_candidates(SelectionPolicy::kPriority, SelectionSettings{},
+                      {input("a", 1, 0, 1, 1, 1), input("b", 1, 0, 1, 1, 1)});
+  EXPECT_EQ(tie.scores[*tie.winner].cluster, "a");
+  EXPECT_EQ(tie.scores[1].verdict,
+            "lost to a: full tie (priority 1, queue_depth 0, running 4), later in file order");
+}
+
 TEST(Ranking, NoEligibleCandidateHasNoWinner) {
   auto c = input("c", 1, 9, 1, 1, 1);
   c.skip_reason = "unreachable: timed out";
