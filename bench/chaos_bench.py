@@ -260,6 +260,9 @@ class Chaos:
         self.state_changes = {}
         self.live_now = {}           # base -> [(name, cluster, state)]
         self.cluster_revived = {}    # cluster -> [(killed_at, revived_at)]
+        # cluster -> when the creates the bench made fail there stopped failing (None: still
+        # failing); absent: never made to fail.
+        self.creates_ok_since = {}
         self.incidents = []
         self.faults = 0
         self.blips = 0
@@ -396,6 +399,19 @@ class Chaos:
         m = re.match(r"^(chaos-[a-z]\d{3})(-r\d+)?$", name)
         return m.group(1) if m else None
 
+    @staticmethod
+    def incarnation(name):
+        """The incarnation number: 0 for the first, N for `-rN`."""
+        m = re.search(r"-r(\d+)$", name)
+        return int(m.group(1)) if m else 0
+
+    def replaces(self, name, incident):
+        """True when `name` is a later incarnation of the incident's workload. An older copy
+        first seen RUNNING after the incident (a fenced copy on a cluster that answers again)
+        is not its replacement."""
+        return self.base_of(name) == incident["base"] and \
+            self.incarnation(name) > self.incarnation(incident["name"])
+
     def poll_loop(self):
         while not self.stop_polling.is_set():
             t = time.time()
@@ -441,6 +457,45 @@ class Chaos:
                             self.double_running.setdefault(b, (t, v))
                             self.double_running_times.setdefault(b, []).append(t)
             self.stop_polling.wait(max(0.0, self.args.poll - (time.time() - t)))
+
+    def down_clusters(self):
+        """The clusters killed or cut off now (not revived yet)."""
+        return {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+
+    def with_room_elsewhere(self, candidates, down, bases_app):
+        """Of the clusters a kill or a partition may take, those where the clusters left up
+        have a free slot (by the last poll) for every managed workload it displaces and for the
+        replacements still owed by open kills and partitions (their old copies are on a cluster
+        that is down, so no poll counts them). With four of six clusters down at once (seed 18)
+        and with a partition, two kills and a replica kill within 20 s (seed 19) the
+        replacements queued on full clusters and waited for one to come back or drain, which is
+        the fleet's capacity, not the supervisor's latency that the kind's bound is about. Such
+        a fault is tried again a second later, like any fault without a candidate."""
+        used = self.slots_used()
+        with self.lock:
+            managed_bases = set(self.live_now) - set(bases_app)
+            owed = sum(1 for i in self.incidents if i.get("open") and
+                       i["kind"] in ("kill", "partition") and "replaced_at" not in i)
+        displaced = self.slots_used(managed_bases)
+
+        def room_elsewhere(cluster):
+            return sum(max(0, self.args.slots - used.get(c, 0)) for c in self.clusters
+                       if c != cluster and c not in down)
+        return [c for c in candidates if room_elsewhere(c) >= displaced.get(c, 0) + owed]
+
+    def app_clusters(self, now, bases_app):
+        """The clusters with an application-failure run on them, RUNNING or not yet (QUEUED,
+        or submitted since the last poll): a kill or a partition there made that run an
+        infrastructure incident, rightly recovered, and its replacement counted as a wrong
+        recovery."""
+        with self.lock:
+            clusters = {c for b, v in self.live_now.items() if b in bases_app for _, c, _ in v}
+        return clusters | {i["cluster"] for i in self.incidents
+                           if i["kind"] == "app" and i["t"] > now - 5.0}
+
+    def breaker_max_s(self):
+        """The breaker's longest cool-down in this run's real seconds (repos.yaml)."""
+        return max(1, round(PROD_BREAKER["cooldown_max_s"] / self.scale))
 
     def slots_used(self, bases=None):
         """cluster -> live incarnations on it (last poll); only of `bases` when given."""
@@ -492,7 +547,7 @@ class Chaos:
         raise RuntimeError(f"submit {name} on {cluster}: {st} {r}")
 
     def healthy_cluster(self):
-        down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+        down = self.down_clusters()
         return self.rng.choice([c for c in self.clusters if c not in down])
 
     def plan(self):
@@ -552,33 +607,13 @@ class Chaos:
             by_cluster = {}
             for b, (n, c) in managed.items():
                 by_cluster.setdefault(c, []).append((b, n))
-            down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
-            # Never a cluster with an application-failure run on it, RUNNING or not yet (QUEUED,
-            # or submitted since the last poll): a kill made that run an infrastructure incident,
-            # rightly recovered, and its replacement counted as a wrong recovery.
-            with self.lock:
-                app_clusters = {c for b, v in self.live_now.items() if b in bases_app
-                                for _, c, _ in v}
-            app_clusters |= {i["cluster"] for i in self.incidents
-                             if i["kind"] == "app" and i["t"] > now - 5.0}
-            # Only where the clusters left up have a free slot (by the last poll) for every
-            # managed workload the kill displaces: with four of six clusters down at once (seed
-            # 18) the replacements queued on the one left, full, and waited for a cluster to come
-            # back, which is the fleet's capacity, not the supervisor's latency that the kind's
-            # bound is about. Such a kill is tried again a second later, like any fault without
-            # a candidate.
-            used = self.slots_used()
-            with self.lock:
-                managed_bases = set(self.live_now) - set(bases_app)
-            displaced = self.slots_used(managed_bases)
-            def room_elsewhere(cluster):
-                return sum(max(0, self.args.slots - used.get(c, 0)) for c in self.clusters
-                           if c != cluster and c not in down)
+            down = self.down_clusters()
+            app_clusters = self.app_clusters(now, bases_app)
             choices = sorted(c for c in by_cluster if c not in down and c not in app_clusters)
             if not choices:
                 log("kill: every candidate cluster is down or hosts an application-failure run")
                 return None
-            choices = [c for c in choices if room_elsewhere(c) >= displaced.get(c, 0)]
+            choices = self.with_room_elsewhere(choices, down, bases_app)
             if not choices:
                 log("kill: the clusters left up have no room for what any candidate runs")
                 return None
@@ -596,6 +631,26 @@ class Chaos:
                      "recoverable": True, "open": True} for b, n in victims]
         base = self.rng.choice(sorted(managed))
         name, cluster = managed[base]
+        good = None
+        if kind == "flaky_node":
+            # The one cluster whose creates work (not the victim's). It can take the
+            # replacement: up, with a free slot (by the last poll; a full one would add a move,
+            # readmit_grace_s of waiting, a placement matter, to an incident about flaky
+            # creates), and no create made to fail there within the breaker's longest cool-down
+            # (an earlier flaky fault's failures leave falcon's breaker on it open, rightly: a
+            # cluster whose creates failed seconds ago is not a good one). None yet: the fault
+            # waits, like any fault without a candidate.
+            down = self.down_clusters()
+            used = self.slots_used()
+            settled = now - self.breaker_max_s()
+            good_ones = sorted(
+                c for c in self.clusters
+                if c != cluster and c not in down and used.get(c, 0) < self.args.slots and
+                (c not in self.creates_ok_since or
+                 (self.creates_ok_since[c] is not None and self.creates_ok_since[c] <= settled)))
+            if not good_ones:
+                return None
+            good = self.rng.choice(good_ones)
         rec = {"kind": kind, "base": base, "name": name, "cluster": cluster, "t": now,
                "open": True}
         if kind == "preempt_held":
@@ -610,24 +665,17 @@ class Chaos:
             rec["recoverable"] = False
         elif kind in ("node", "flaky_node"):
             if kind == "flaky_node":
-                # Flaky creates on every cluster but one good one (not the victim's): the
-                # replacement may meet one failing create on each flaky candidate before it gets
-                # to the good one (the supervisor does not try a cluster again in the same round
-                # once its create failed). The counts are set, not added: leftovers of an earlier
-                # flaky fault are replaced; they are cleared once this incident's replacement
-                # ran (close_incidents).
-                # The good one can take the replacement: up and with a free slot (by the last
-                # poll); a full one would add a move (readmit_grace_s of waiting, a placement
-                # matter) to an incident about flaky creates.
-                down = {c for c, spans in self.cluster_revived.items()
-                        if spans and spans[-1][1] is None}
-                used = self.slots_used()
-                up = [c for c in self.clusters if c != cluster and c not in down]
-                good = self.rng.choice(sorted(c for c in up if used.get(c, 0) < self.args.slots)
-                                       or up or [c for c in self.clusters if c != cluster])
+                # Flaky creates on every cluster but the good one: the replacement may meet one
+                # failing create on each flaky candidate before it gets to the good one (the
+                # supervisor does not try a cluster again in the same round once its create
+                # failed). The counts are set, not added: leftovers of an earlier flaky fault
+                # are replaced; they are cleared once this incident's replacement ran
+                # (close_incidents).
                 for c in self.clusters:
                     self.control("clusters:failCreates",
                                  {"cluster": c, "count": 0 if c == good else FLAKY_CREATES})
+                    if c != good:
+                        self.creates_ok_since[c] = None
                 rec["flaky_creates"] = FLAKY_CREATES
                 rec["good_cluster"] = good
             self.control("nodes:fail", {"cluster": cluster, "workload": name,
@@ -640,7 +688,7 @@ class Chaos:
         of unreachable_grace_s, then answers again: every managed workload live on it (and not
         recovering from an earlier fault) is an incident that must NOT be recovered. None when
         no up cluster runs one."""
-        down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+        down = self.down_clusters()
         with self.lock:
             # A workload with an incident open (a preemption being recovered, ...) is hit too,
             # but not counted: a replacement it gets is that incident's.
@@ -670,11 +718,10 @@ class Chaos:
         until the cluster answers again and falcon deletes it. The overlap is by design
         (docs/self-healing.md); storage fencing keeps the old copy from writing a checkpoint
         after its replacement started. None when no up cluster runs one."""
-        down = {c for c, spans in self.cluster_revived.items() if spans and spans[-1][1] is None}
+        down = self.down_clusters()
+        app_clusters = self.app_clusters(now, bases_app)
         with self.lock:
             busy = {i["base"] for i in self.incidents if i.get("open")}
-            app_clusters = {c for b, v in self.live_now.items() if b in bases_app
-                            for _, c, _ in v}
             on = {}
             for b, v in self.live_now.items():
                 if b in bases_app or b in busy or len(v) != 1:
@@ -682,9 +729,10 @@ class Chaos:
                 n, c, st = v[0]
                 if c not in down and c not in app_clusters and st == "RUNNING":
                     on.setdefault(c, set()).add((b, n))
-        if not on:
+        choices = self.with_room_elsewhere(sorted(on), down, bases_app)
+        if not choices:
             return None
-        cluster = self.partition_rng.choice(sorted(on))
+        cluster = self.partition_rng.choice(choices)
         with self.lock:  # every managed copy live there is behind the partition
             victims = sorted({(b, n) for b, v in self.live_now.items() for n, c, _ in v
                               if c == cluster and b not in bases_app})
@@ -868,7 +916,7 @@ class Chaos:
                     i["open"] = False
                     continue
                 newer = [t for name, t in self.first_running.items()
-                         if self.base_of(name) == i["base"] and name != i["name"] and t > i["t"]]
+                         if self.replaces(name, i) and t > i["t"]]
                 if not newer:
                     continue
                 if "replaced_at" not in i:
@@ -883,6 +931,8 @@ class Chaos:
             for c in self.clusters:
                 try:
                     self.control("clusters:failCreates", {"cluster": c, "count": 0})
+                    if c in self.creates_ok_since and self.creates_ok_since[c] is None:
+                        self.creates_ok_since[c] = time.time()
                 except Exception as e:  # noqa: BLE001
                     log(f"clearing failing creates on {c}: {e}")
 
@@ -901,7 +951,7 @@ class Chaos:
         recovered = []
         for i in recoverable:
             later = [(t, n) for n, t in self.first_running.items()
-                     if self.base_of(n) == i["base"] and n != i["name"] and t > i["t"]]
+                     if self.replaces(n, i) and t > i["t"]]
             if later:
                 i["replacement_running_at"] = min(later)[0]
                 recovered.append(i)
@@ -927,7 +977,7 @@ class Chaos:
             nxt = min([j["t"] for j in self.incidents if j["base"] == i["base"] and
                        j["t"] > i["t"]] or [float("inf")])
             later = [n for n, t in self.first_running.items()
-                     if self.base_of(n) == i["base"] and n != i["name"] and i["t"] < t < nxt]
+                     if self.replaces(n, i) and i["t"] < t < nxt]
             if later:
                 wrong.append((i["kind"], i["base"], later))
         # Lost: a managed workload with no live incarnation now that should have one. Not lost:
@@ -1252,6 +1302,11 @@ class Chaos:
                 "max_s": round(after_revival[-1], 2) if after_revival else None},
             "double_runs_outside_partitions": len(outside),
             "double_running_outside_partitions": len(outside_running),
+            # Per workload: the first poll outside a partition with two copies RUNNING, and
+            # those copies (incarnation, cluster).
+            "double_running_outside_examples": {
+                b: [ts[0], sorted(copies_at.get(b, {}).get(ts[0], set()))]
+                for b, ts in list(outside_running.items())[:5]},
             "double_runs_outside_examples": {b: ts[:3] for b, ts in list(outside.items())[:5]},
             # Two live copies outside partitions with all but one on a killed cluster (QUEUED
             # there, fenced, deleted when it answers): by design, reported apart.
