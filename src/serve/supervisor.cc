@@ -1158,16 +1158,20 @@ struct Supervisor::Impl {
     // second late.
     std::vector<std::pair<std::string, std::set<std::string>>> work(copies.begin(), copies.end());
     std::atomic<int> deleted{0};
-    for_each_parallel(work.size(), kSweepWidth, [&](std::size_t i) {
-      try {
-        deleted += sweep_cluster(work[i].first, work[i].second, s);
-      } catch (const LostLease&) {
-        throw;
-      } catch (const std::exception& e) {
-        event("warn", fmt::format("supervisor: sweep of the fenced incarnations on {} failed: {}",
-                                  work[i].first, e.what()));
-      }
-    });
+    try {
+      for_each_parallel(work.size(), kSweepWidth, [&](std::size_t i) {
+        try {
+          deleted += sweep_cluster(work[i].first, work[i].second, s);
+        } catch (const LostLease&) {
+          throw;
+        } catch (const std::exception& e) {
+          event("warn", fmt::format("supervisor: sweep of the fenced incarnations on {} failed: {}",
+                                    work[i].first, e.what()));
+        }
+      });
+    } catch (const LostLease&) {
+      // Another replica leads now: it sweeps. Not a failure (as before the sweep went parallel).
+    }
     return deleted;
   }
 
