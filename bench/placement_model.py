@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""A seconds-fast model of trace_bench's fleet, to ask which placement rules could meet
+issue 29's overload targets before building one in C++ (a trace_bench run of one policy on an
+overload trace takes 17-21 minutes; this takes about a second).
+
+It is a model, not the benchmark: no probes, no breakers, no flaky creates, no renominations.
+What it keeps: the 9 clusters of bench/trace_bench.cc `shapes()` with their blocks of chips,
+first-fit placement of a slice in one block (the fleet simulator's `place_slices`), slot
+priorities, tpu-central's 60 s start delay, tpu-flap unreachable 15 min of every hour (no new
+placements there, as falcon's probes see it; AllAtOnce's copies stay), and Kueue's
+BestEffortFIFO admission (priority, then age; a workload that does not fit is skipped).
+
+Policies:
+  allatonce            a copy on every worker; each worker admits as Kueue does at every job end
+                       and arrival; the first admission wins. --preempt adds Kueue's
+                       `withinClusterQueue: LowerPriority` on every worker: each worker holding
+                       a copy evicts lower-priority workloads for it (most recently started
+                       first), the first admission wins, the other workers' evictions stand.
+  central              falcon's late binding (the Dispatcher / the direct held queue): every
+                       5 s the held jobs, high priority first then by arrival, each onto the
+                       cluster where it fits now with the smallest start delay, then the
+                       tightest fit of the largest free block, slot priority, fewer running,
+                       file order. reserve=first keeps the first held job's closest cluster from
+                       lower priorities. preempt_after_s=N: a high-priority job held N s evicts
+                       lower-priority workloads on ONE cluster (the fewest victims, then the
+                       least work lost).
+An evicted workload resumes from its last checkpoint (--checkpoint-s; 0: from the start).
+
+Wait, for every policy: completion - arrival - duration (with no eviction, start - arrival, as
+trace_bench measures it).
+
+  bench/placement_model.py bench/traces/trace-overload.json [more traces] [--checkpoint-s 600]
+"""
+import argparse
+import copy
+import heapq
+import json
+import math
+
+# bench/trace_bench.cc shapes(): name, blocks, slot priority, start delay (s), flaps.
+SHAPES = [
+    ("tpu-east-1", [128, 128], 1, 0, False),
+    ("tpu-east-frag", [64, 64, 32, 32, 32], 1, 0, False),
+    ("tpu-flaky", [128, 64], 1, 0, False),
+    ("tpu-flap", [128, 128], 1, 0, True),
+    ("tpu-west-big", [256], 2, 0, False),
+    ("tpu-west-small", [32, 32, 32, 32], 2, 0, False),
+    ("tpu-central", [128, 32, 32], 2, 60, False),
+    ("tpu-south", [64, 64], 3, 0, False),
+    ("tpu-tiny", [16, 16, 16, 16], 3, 0, False),
+]
+SLICE_CHIPS = {"v4-8": 4, "v4-16": 8, "v4-32": 16, "v4-64": 32, "v4-128": 64}
+RANK = {"high": 3, "medium": 2, "low": 1}
+RETRY_S = 5
+
+
+class Cluster:
+    def __init__(self, index, shape):
+        self.index = index
+        self.name, blocks, self.priority, self.delay, self.flaps = shape
+        self.blocks = [[False] * b for b in blocks]
+        self.largest = max(blocks)
+        self.running = []
+
+    def down(self, t):
+        # fleet flap {period_s: 3600, down_s: 900, offset_s: 1800}
+        return self.flaps and (t + 1800) % 3600 < 900
+
+    def offers(self, job):
+        return job["chips"] <= self.largest
+
+    def find(self, chips):
+        """(block, first chip) of the first free run of `chips`, or None."""
+        for b, block in enumerate(self.blocks):
+            run = 0
+            for i, used in enumerate(block):
+                run = 0 if used else run + 1
+                if run == chips:
+                    return b, i + 1 - chips
+        return None
+
+    def mark(self, placed, used):
+        for b, first, chips in placed:
+            for i in range(first, first + chips):
+                self.blocks[b][i] = used
+
+    def free_runs(self):
+        runs = []
+        for block in self.blocks:
+            run = 0
+            for used in block + [True]:
+                if used:
+                    if run:
+                        runs.append(run)
+                    run = 0
+                else:
+                    run += 1
+        return runs
+
+    def victims_for(self, job):
+        """The lower-priority workloads whose eviction lets `job` fit (Kueue's order: lowest
+        priority, then most recently started), or None when evicting all of them would not."""
+        saved = [block[:] for block in self.blocks]
+        chosen = []
+        for v in sorted((r for r in self.running if r["rank"] < job["rank"]),
+                        key=lambda r: (r["rank"], -r["start"])):
+            self.mark(v["placed"], False)
+            chosen.append(v)
+            if self.find(job["chips"]):
+                break
+        fits = self.find(job["chips"]) is not None
+        self.blocks = saved
+        return chosen if fits else None
+
+
+class Run:
+    def __init__(self, jobs, policy, checkpoint_s=0, **options):
+        self.jobs = jobs
+        self.policy = policy
+        self.checkpoint_s = checkpoint_s
+        self.options = options
+        self.clusters = [Cluster(i, s) for i, s in enumerate(SHAPES)]
+        self.ends = []  # (end, cluster, seq, incarnation)
+        self.waiting = []
+        self.evictions = 0
+        self.lost_chip_s = 0
+
+    def start(self, job, cluster, t):
+        placed = []
+        b, first = cluster.find(job["chips"])
+        placed.append((b, first, job["chips"]))
+        cluster.mark(placed, True)
+        job.update(placed=placed, start=t + cluster.delay, cluster=cluster.index)
+        job["incarnation"] = job.get("incarnation", 0) + 1
+        cluster.running.append(job)
+        heapq.heappush(self.ends, (job["start"] + job["left"], cluster.index, job["seq"],
+                                   job["incarnation"]))
+
+    def evict(self, cluster, victims, t):
+        for v in victims:
+            cluster.mark(v["placed"], False)
+            cluster.running.remove(v)
+            ran = max(0, t - v["start"])
+            kept = ran // self.checkpoint_s * self.checkpoint_s if self.checkpoint_s else 0
+            v["left"] -= kept
+            self.lost_chip_s += (ran - kept) * v["chips"]
+            self.evictions += 1
+            del v["start"]
+            self.waiting.append(v)
+
+    def order(self):
+        return sorted(self.waiting, key=lambda j: (-j["rank"], j["seq"]))
+
+    def allatonce_pass(self, t):
+        for c in self.clusters:
+            for job in self.order():
+                if "start" in job or not c.offers(job):
+                    continue
+                if c.find(job["chips"]):
+                    self.start(job, c, t)
+                    continue
+                if not self.options.get("preempt"):
+                    continue
+                victims = c.victims_for(job)
+                if victims is None:
+                    continue
+                self.evict(c, victims, t)
+                self.start(job, c, t)
+                # Every other worker's Kueue acts on its own copy at once.
+                for other in self.clusters:
+                    if other is c or not other.offers(job) or other.find(job["chips"]):
+                        continue
+                    wasted = other.victims_for(job)
+                    if wasted:
+                        self.evict(other, wasted, t)
+        self.waiting = [j for j in self.waiting if "start" not in j]
+
+    def central_pass(self, t):
+        reserved = {}  # cluster index -> the priority it is kept for
+        none_for = set()
+        for job in self.order():
+            if job["accelerator"] in none_for:
+                continue
+            candidates = []
+            for c in self.clusters:
+                if not c.offers(job) or c.down(t):
+                    continue
+                if reserved.get(c.index, 0) > job["rank"] or not c.find(job["chips"]):
+                    continue
+                fit = max(c.free_runs()) - job["chips"]
+                candidates.append(((c.delay, fit, c.priority, len(c.running), c.index), c))
+            if candidates:
+                self.start(job, min(candidates, key=lambda x: x[0])[1], t)
+                continue
+            after = self.options.get("preempt_after_s")
+            if after is not None and job["rank"] == 3 and t - job["arrival_s"] >= after:
+                best = None
+                for c in self.clusters:
+                    if not c.offers(job) or c.down(t):
+                        continue
+                    victims = c.victims_for(job)
+                    if victims is None:
+                        continue
+                    cost = (len(victims), sum(v["chips"] * (t - v["start"]) for v in victims),
+                            c.index)
+                    if best is None or cost < best[0]:
+                        best = (cost, c, victims)
+                if best:
+                    self.evict(best[1], best[2], t)
+                    self.start(job, best[1], t)
+                    continue
+            none_for.add(job["accelerator"])
+            if self.options.get("reserve") == "first" and not reserved:
+                # The closest to room: the largest free block, then the most free chips.
+                room = [((max(c.free_runs(), default=0), sum(c.free_runs())), c.index)
+                        for c in self.clusters if c.offers(job)]
+                reserved[max(room)[1]] = job["rank"]
+        self.waiting = [j for j in self.waiting if "start" not in j]
+
+    def go(self):
+        arrivals = sorted(self.jobs, key=lambda j: (j["arrival_s"], j["seq"]))
+        by_seq = {j["seq"]: j for j in self.jobs}
+        a, t = 0, 0
+        while a < len(arrivals) or self.waiting or self.ends:
+            due = []
+            if a < len(arrivals):
+                due.append(arrivals[a]["arrival_s"])
+            if self.ends:
+                due.append(self.ends[0][0])
+            if self.waiting and self.policy == "central":
+                due.append((t // RETRY_S + 1) * RETRY_S)
+            t = max(t, min(due))
+            while self.ends and self.ends[0][0] <= t:
+                end, c, seq, incarnation = heapq.heappop(self.ends)
+                job = by_seq[seq]
+                if job.get("incarnation") != incarnation or "start" not in job:
+                    continue  # evicted since
+                job["done"] = end
+                self.clusters[c].mark(job["placed"], False)
+                self.clusters[c].running.remove(job)
+                if self.policy == "allatonce":
+                    self.allatonce_pass(end)
+            while a < len(arrivals) and arrivals[a]["arrival_s"] <= t:
+                self.waiting.append(arrivals[a])
+                a += 1
+            if self.policy == "allatonce":
+                self.allatonce_pass(t)
+            else:
+                self.central_pass(t)
+        return self.summary()
+
+    def summary(self):
+        def wait(j):
+            return (j["done"] - j["duration_s"] - j["arrival_s"]) / 60
+
+        waits = sorted(wait(j) for j in self.jobs)
+        out = {"mean": sum(waits) / len(waits),
+               "p95": waits[max(0, math.ceil(0.95 * len(waits)) - 1)]}
+        for name in ("high", "medium", "low"):
+            w = [wait(j) for j in self.jobs if j["priority"] == name]
+            out[name] = sum(w) / len(w) if w else 0.0
+        out["evictions"] = self.evictions
+        out["lost_chip_h"] = self.lost_chip_s / 3600
+        return out
+
+
+def load(path):
+    jobs = json.load(open(path))["jobs"]
+    for seq, j in enumerate(jobs):
+        j.update(seq=seq, chips=SLICE_CHIPS[j["accelerator"]], rank=RANK[j["priority"]],
+                 left=j["duration_s"])
+    return jobs
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("traces", nargs="+")
+    p.add_argument("--checkpoint-s", type=int, default=600)
+    args = p.parse_args()
+    variants = [
+        ("allatonce", "allatonce", {}),
+        ("allatonce, LowerPriority preemption", "allatonce", {"preempt": True}),
+        ("central", "central", {}),
+        ("central, reserve first", "central", {"reserve": "first"}),
+    ] + [(f"central, preempt one cluster after {s} s", "central", {"preempt_after_s": s})
+         for s in (0, 120, 480)]
+    for path in args.traces:
+        jobs = load(path)
+        print(f"{path} ({len(jobs)} jobs; checkpoint every {args.checkpoint_s} s; minutes)")
+        print(f"  {'policy':42} {'mean':>6} {'p95':>6} {'high':>6} {'medium':>6} {'low':>6}"
+              f" {'x mean':>6} {'x high':>6} {'evict':>5} {'lost chip-h':>11}")
+        base = None
+        for label, policy, options in variants:
+            r = Run(copy.deepcopy(jobs), policy, args.checkpoint_s, **options).go()
+            base = base or r
+            print(f"  {label:42} {r['mean']:6.2f} {r['p95']:6.1f} {r['high']:6.2f}"
+                  f" {r['medium']:6.2f} {r['low']:6.2f} {r['mean'] / base['mean']:6.2f}"
+                  f" {r['high'] / max(base['high'], 1e-9):6.2f} {r['evictions']:5d}"
+                  f" {r['lost_chip_h']:11.0f}")
+
+
+if __name__ == "__main__":
+    main()
