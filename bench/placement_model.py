@@ -82,6 +82,9 @@ class Cluster:
     def mark(self, placed, used):
         for b, first, chips in placed:
             for i in range(first, first + chips):
+                if self.blocks[b][i] == used:
+                    raise AssertionError(f"{self.name}: block {b} chip {i} is already "
+                                         f"{'used' if used else 'free'}")
                 self.blocks[b][i] = used
 
     def free_runs(self):
@@ -253,6 +256,9 @@ class Run:
         def wait(j):
             return (j["done"] - j["duration_s"] - j["arrival_s"]) / 60
 
+        for j in self.jobs:
+            if "done" not in j or wait(j) < -1e-9:
+                raise AssertionError(f"{j['name']}: never finished, or finished before it could")
         waits = sorted(wait(j) for j in self.jobs)
         out = {"mean": sum(waits) / len(waits),
                "p95": waits[max(0, math.ceil(0.95 * len(waits)) - 1)]}
