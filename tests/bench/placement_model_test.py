@@ -9,6 +9,8 @@ import argparse
 import copy
 import sys
 
+sys.dont_write_bytecode = True  # nothing written into the source tree
+
 p = argparse.ArgumentParser()
 p.add_argument("--source", required=True)
 args = p.parse_args()
