@@ -41,9 +41,13 @@
 //     in milliseconds).
 //
 // Measured per policy:
-//   wait            the job's start (running on the cluster that won it) - arrival: held by
-//                   falcon or on the manager, queued on the cluster and the cluster's start
-//                   delay; mean, p95 and max, overall and per priority class
+//   wait            the job's end - arrival - duration: held by falcon or on the manager,
+//                   queued on the cluster, the cluster's start delay and, with preemption, the
+//                   run it lost (since its last checkpoint, every 600 s) and its wait to start
+//                   again; without preemption, its start - arrival. Mean, p95 and max, overall
+//                   and per priority class
+//   preemptions     with --worker-preemption: workloads the workers' Kueue evicted (losing
+//                   copies' included) and the chip-hours of run they lost
 //   makespan        the last job's end - the first arrival
 //   unplaced        jobs never started when the run stops (--max-hours after the last arrival)
 //   created, deleted  remote workload objects created on the clusters and deleted there, and
@@ -67,6 +71,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -121,13 +126,18 @@ struct Options {
   std::vector<std::string> merge;  // --merge: earlier outputs to combine (no run)
   int jobs = 0;                    // 0: all of the trace
   double max_hours = 24;
+  // --worker-preemption: every worker's ClusterQueue has withinClusterQueue: LowerPriority.
+  bool worker_preemption = false;
+  // --preempt-after=S: dispatch.preempt_after_s of the `dispatch` policy (high priority only).
+  std::optional<double> preempt_after_s;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "trace_bench: " << problem << "\n"
             << "usage: trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] [--retry=5] "
                "[--policies=priority,priority-fit,score,least-wait,random,allatonce,"
-               "incremental,dispatch] [--chart=FILE.svg] [--jobs=N] [--max-hours=24]\n"
+               "incremental,dispatch] [--chart=FILE.svg] [--jobs=N] [--max-hours=24] "
+               "[--worker-preemption] [--preempt-after=S]\n"
                "       trace_bench --merge=A.json,B.json [--chart=FILE.svg]\n";
   std::exit(2);
 }
@@ -157,6 +167,11 @@ Options parse_options(int argc, char** argv) {
         o.jobs = std::stoi(value);
       } else if (flag == "--max-hours") {
         o.max_hours = std::stod(value);
+      } else if (flag == "--worker-preemption" && eq == std::string::npos) {
+        o.worker_preemption = true;
+      } else if (flag == "--preempt-after") {
+        o.preempt_after_s = std::stod(value);
+        if (*o.preempt_after_s < 0) usage("--preempt-after must be 0 or more seconds");
       } else if (flag == "--policies") {
         o.policies.clear();
         std::stringstream ss(value);
@@ -219,9 +234,12 @@ const std::vector<std::pair<std::string, int>>& types() {
 constexpr const char* kManagerCluster = "manager";
 constexpr const char* kExternalDispatcher = "falcon.dev/dispatcher";
 constexpr const char* kNamespace = "default";
+// Every job checkpoints this often: a preempted one resumes from its last checkpoint.
+constexpr int kCheckpointS = 600;
 
-// `dispatcher`: the manager's (Kueue's multiKueue.dispatcherName), or empty for no manager.
-std::string fleet_yaml(const std::string& dispatcher) {
+// `dispatcher`: the manager's (Kueue's multiKueue.dispatcherName), or empty for no manager;
+// `preemption`: the workers' ClusterQueues preempt lower priorities.
+std::string fleet_yaml(const std::string& dispatcher, bool preemption) {
   std::ostringstream y;
   y << "time_scale: 0\ndefaults: {duration_s: 600, steps: 1}\nclusters:\n";
   for (const auto& c : shapes()) {
@@ -237,7 +255,12 @@ std::string fleet_yaml(const std::string& dispatcher) {
     y << "}\n    topology: {tpu-v4-podslice: [";
     for (std::size_t i = 0; i < c.blocks.size(); ++i) y << (i ? ", " : "") << c.blocks[i];
     y << "]}\n";
-    if (!c.behaviour.empty()) y << "    behaviour: " << c.behaviour << "\n";
+    std::string behaviour = c.behaviour;
+    if (preemption) {
+      behaviour = behaviour.empty() ? "{preemption: LowerPriority}"
+                                    : "{preemption: LowerPriority, " + behaviour.substr(1);
+    }
+    if (!behaviour.empty()) y << "    behaviour: " << behaviour << "\n";
   }
   if (!dispatcher.empty()) {
     y << "  " << kManagerCluster << ":\n    project: trace-bench\n    zone: us-central2-b\n"
@@ -447,8 +470,8 @@ class PolicyRun {
         policy_(std::move(policy)),
         managed_(is_manager_policy(policy_)),
         jobs_(std::move(jobs)),
-        fleet_(falcon::fleet::parse_fleet_config(fleet_yaml(manager_dispatcher(policy_)),
-                                                 "trace.yaml"),
+        fleet_(falcon::fleet::parse_fleet_config(
+                   fleet_yaml(manager_dispatcher(policy_), o.worker_preemption), "trace.yaml"),
                fleet_options()) {
     fleet_.start();
     const std::string repos = (dir_.path() / "repos.yaml").string();
@@ -468,6 +491,7 @@ class PolicyRun {
       falcon::DispatcherOptions d;
       d.settings.dispatcher_name = kExternalDispatcher;
       d.settings.retry_s = o.retry_s;
+      d.settings.preempt_after_s = o.preempt_after_s;
       d.manager = api_;
       d.store = fabric_->state_store();
       d.clock = deps_.clock;
@@ -569,7 +593,9 @@ class PolicyRun {
     spec.command = {"python3", "train.py"};
     spec.accelerator_type = "tpu-" + job.accelerator;
     spec.priority = job.priority;
-    spec.env = {{"FLEET_DURATION_S", std::to_string(job.duration_s)}, {"FLEET_LOG_LINES", "1"}};
+    spec.env = {{"FLEET_DURATION_S", std::to_string(job.duration_s)},
+                {"FLEET_LOG_LINES", "1"},
+                {"FLEET_CHECKPOINT_S", std::to_string(kCheckpointS)}};
     return spec;
   }
 
@@ -663,7 +689,8 @@ class PolicyRun {
                                          fleet_.simulator().config().workers_per_slice);
     const json env =
         json::array({{{"name", "FLEET_DURATION_S"}, {"value", std::to_string(job.duration_s)}},
-                     {{"name", "FLEET_LOG_LINES"}, {"value", "1"}}});
+                     {{"name", "FLEET_LOG_LINES"}, {"value", "1"}},
+                     {{"name", "FLEET_CHECKPOINT_S"}, {"value", std::to_string(kCheckpointS)}}});
     const json container = {{"name", "jax-tpu"},
                             {"image", "gcr.io/trace-bench/trainer:1"},
                             {"command", json::array({"python3", "train.py"})},
@@ -765,6 +792,7 @@ class PolicyRun {
   void observe() {
     auto& sim = fleet_.simulator();
     const json state = sim.state();
+    preemptions_ = state.at("preemptions");
     std::vector<std::pair<Job*, std::string>> queued;  // copies seen, not admitted
     for (const json& c : state.at("clusters")) {
       const std::string cluster = c.at("name").get<std::string>();
@@ -869,8 +897,12 @@ class PolicyRun {
         ++unplaced;
         continue;
       }
-      const double wait =
-          static_cast<double>(started - t0) / 1e9 - static_cast<double>(j.arrival_s);
+      // The time it made no progress: its end - arrival - duration, so that run a preemption
+      // threw away counts; one not finished by the end: its start - arrival.
+      const double wait = finished >= 0 ? static_cast<double>(finished - t0) / 1e9 -
+                                              static_cast<double>(j.arrival_s) - j.duration_s
+                                        : static_cast<double>(started - t0) / 1e9 -
+                                              static_cast<double>(j.arrival_s);
       waits.push_back(wait);
       by_class[j.priority].push_back(wait);
       makespan_end = std::max(makespan_end, finished >= 0 ? finished : started);
@@ -900,6 +932,10 @@ class PolicyRun {
          {"deleted_per_admitted", static_cast<double>(deleted) * per},
          {"placed_on", placed_on},
          {"retry_s", o_.retry_s},
+         {"worker_preemption", o_.worker_preemption},
+         {"preemptions",
+          {{"evicted", preemptions_.value("evicted", 0)},
+           {"lost_chip_h", preemptions_.value("lost_chip_s", 0.0) / 3600}}},
          {"wall_s", wall_s}});
     if (!managed_ || policy_ == "dispatch") {
       out.update({{"selections", selections_}, {"no_cluster", no_cluster_}});
@@ -913,17 +949,20 @@ class PolicyRun {
     }
     if (policy_ == "dispatch") {
       const falcon::DispatchStatus s = dispatcher_->status();
-      out["dispatcher"] = {{"nominations", s.nominations},
-                           {"renominations", s.renominations},
-                           {"admitted", s.admitted},
-                           {"conflicts", s.conflicts},
-                           {"failures", s.failures},
-                           {"held_at_end", s.waiting},
-                           {"problem", s.problem ? json(*s.problem) : json(nullptr)},
-                           {"events", dispatcher_events_},
-                           {"last_event", last_dispatcher_event_},
-                           {"passes", passes_},
-                           {"real_s_in_passes", dispatch_real_s_}};
+      out["dispatcher"] = {
+          {"nominations", s.nominations},
+          {"renominations", s.renominations},
+          {"preemptions", s.preemptions},
+          {"preempt_after_s", o_.preempt_after_s ? json(*o_.preempt_after_s) : json(nullptr)},
+          {"admitted", s.admitted},
+          {"conflicts", s.conflicts},
+          {"failures", s.failures},
+          {"held_at_end", s.waiting},
+          {"problem", s.problem ? json(*s.problem) : json(nullptr)},
+          {"events", dispatcher_events_},
+          {"last_event", last_dispatcher_event_},
+          {"passes", passes_},
+          {"real_s_in_passes", dispatch_real_s_}};
     }
     return out;
   }
@@ -942,7 +981,8 @@ class PolicyRun {
   std::mt19937_64 random_{20261201};
   int selections_ = 0, no_cluster_ = 0;
   // Direct.
-  std::vector<Job*> waiting_;  // arrived, not placed
+  std::vector<Job*> waiting_;          // arrived, not placed
+  json preemptions_ = json::object();  // the fleet's: {evicted, lost_chip_s}
   int submits_ = 0, submit_failures_ = 0;
   std::int64_t created_ = 0;
   // Through the manager.

@@ -298,6 +298,15 @@ struct DispatchSettings {
   // MultiKueueCluster name -> registry cluster name; a worker not listed has its own name.
   std::map<std::string, std::string> clusters;
   std::string api_version = "v1beta2";  // of kueue.x-k8s.io (v1beta1 for Kueue < 0.15)
+  // Preemption (docs/dispatch.md "Preemption"): a Workload of spec.priority >=
+  // preempt_min_priority that no worker has had room for this long (seconds; absent: never) is
+  // nominated to the one preempting worker where evicting running Workloads of lower priority
+  // makes room at the least cost (the fewest, then the least work since their admission); the
+  // worker's Kueue (withinClusterQueue: LowerPriority) evicts them.
+  std::optional<double> preempt_after_s;
+  int preempt_min_priority = 750;  // xpk's `high`
+  // MultiKueueCluster names whose ClusterQueue preempts; empty: every worker.
+  std::vector<std::string> preempting_workers;
   bool operator==(const DispatchSettings&) const = default;
 };
 

@@ -1045,6 +1045,12 @@ void parse_dispatch(Problems& problems, const std::optional<YAML::Node>& node,
         return fmt::format("must be v1beta2 or v1beta1, got '{}'", v);
       }};
   s->read_string("api_version", &out.api_version, kApiVersionRule);
+  double preempt_after_s = 0;
+  if (s->read_double("preempt_after_s", 0.0, 7 * 86400.0, &preempt_after_s)) {
+    out.preempt_after_s = preempt_after_s;
+  }
+  s->read_int("preempt_min_priority", -1'000'000'000, 1'000'000'000, &out.preempt_min_priority);
+  s->read_string_list("preempting_workers", &out.preempting_workers, kLabelKeyRule);
   s->finish();
 }
 

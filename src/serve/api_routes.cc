@@ -583,6 +583,7 @@ void ApiServer::Impl::add_managed_routes() {
                {"counts",
                 {{"nominations", s.nominations},
                  {"renominations", s.renominations},
+                 {"preemptions", s.preemptions},
                  {"admitted", s.admitted},
                  {"conflicts", s.conflicts},
                  {"failures", s.failures}}},

@@ -124,7 +124,8 @@ void Dispatcher::track(const kube::ManagerWorkload& w) {
   Tracked& t = workloads_[w.uid];
   if (t.workload.nominated != w.nominated) looked_up_.erase(w.uid);
   if (w.cluster_name && !t.workload.cluster_name) {
-    placed_at_[registry_name(*w.cluster_name)] = clock_->steady_now();
+    t.admitted = clock_->steady_now();
+    placed_at_[registry_name(*w.cluster_name)] = t.admitted;
   }
   t.workload = w;
   if (w.cluster_name) {
@@ -330,7 +331,9 @@ void Dispatcher::pass() {
       if (r.priority > w.workload.priority) kept.emplace(cluster, r.why);
     }
     std::string waits_for;
-    if (dispatch(w, kept, &waits_for)) continue;
+    Held held;
+    if (dispatch(w, kept, &waits_for, &held)) continue;
+    if (preempt(w, held)) continue;
     none_for.insert(w.workload.accelerator);
     if (!waits_for.empty() && options_.settings.hold_until_room && reserved.empty()) {
       reserved.emplace(waits_for,
@@ -344,7 +347,7 @@ void Dispatcher::pass() {
 }
 
 bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::string>& kept,
-                          std::string* waits_for) {
+                          std::string* waits_for, Held* held) {
   const kube::ManagerWorkload& w = work.workload;
   const DispatchSettings& settings = options_.settings;
   const auto hold = [&](const std::string& why) {
@@ -405,6 +408,7 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
   } catch (const NoAvailableClusterError& e) {
     if (tried.empty()) {
       *waits_for = closest_to_room(e.scores());
+      held->scores = e.scores();
       hold(e.what());
       return false;
     }
@@ -414,6 +418,7 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
       d = options_.decide(w.accelerator, hints);
     } catch (const NoAvailableClusterError& again) {
       *waits_for = closest_to_room(again.scores());
+      held->scores = again.scores();
       hold(again.what());
       return false;
     }
@@ -460,6 +465,8 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
   }
   if (chosen.empty()) {
     *waits_for = d.selection.selected_cluster;
+    held->scores = d.selection.scores;
+    held->selection_id = d.selection.selection_id;
     hold(fmt::format("no worker has room for {} now (best: {}); waiting on the manager",
                      w.accelerator,
                      d.selection.selected_cluster.empty() ? "none" : d.selection.selected_cluster));
@@ -474,6 +481,107 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
     }
     names.push_back(name);
   }
+  nominate(work, names, d.selection.selection_id, tried, "");
+  return true;
+}
+
+bool Dispatcher::preempt(const Work& work, const Held& held) {
+  const DispatchSettings& settings = options_.settings;
+  const kube::ManagerWorkload& w = work.workload;
+  if (!settings.preempt_after_s || w.priority < settings.preempt_min_priority ||
+      w.accelerator.empty()) {
+    return false;
+  }
+  const auto now = clock_->steady_now();
+  // The candidates, with the lower-priority Workloads seen admitted on each.
+  struct Running {
+    int priority = 0;
+    steady_clock::time_point admitted;
+    double chips = 0;
+    std::string key;
+  };
+  struct Option {
+    std::size_t victims = 0;
+    double chip_s = 0;  // chips x seconds since admission of those evicted
+    int rank = 0;
+    std::string worker;
+    std::string why;
+  };
+  std::optional<Option> best;
+  std::unique_lock lock(mu_);
+  const auto t = workloads_.find(w.uid);
+  if (t == workloads_.end() || !t->second.waited ||
+      now - t->second.seen < seconds(*settings.preempt_after_s)) {
+    return false;
+  }
+  for (const CandidateScore& c : held.scores) {
+    // Eligible, or skipped only for want of room: never a breaker, a stale probe or a worker
+    // kept for a Workload before it.
+    const auto misfit = capacity_misfit(c.signals);
+    if (!c.eligible && !(misfit && c.skip_reason == *misfit)) continue;
+    std::string worker;
+    for (const std::string& candidate : work.workers) {
+      if (registry_name(candidate) == c.cluster) worker = candidate;
+    }
+    if (worker.empty()) continue;
+    const auto& preempting = settings.preempting_workers;
+    if (!preempting.empty() &&
+        std::find(preempting.begin(), preempting.end(), worker) == preempting.end()) {
+      continue;
+    }
+    const std::optional<double> slice = c.signals.slice_chips;
+    if (!slice || c.signals.nominal_chips.value_or(0) < *slice) continue;
+    std::vector<Running> lower;
+    for (const auto& [uid, other] : workloads_) {
+      const kube::ManagerWorkload& o = other.workload;
+      if (!o.cluster_name || o.finished || o.deleting || o.priority >= w.priority ||
+          registry_name(*o.cluster_name) != c.cluster) {
+        continue;
+      }
+      const auto shape = slice_shape(o.accelerator);
+      lower.push_back({o.priority, other.admitted, shape ? shape->chips : 0, key_of(o)});
+    }
+    // Kueue's order of candidates: the lowest priority, then the most recently admitted.
+    std::sort(lower.begin(), lower.end(), [](const Running& a, const Running& b) {
+      return std::tie(a.priority, b.admitted, a.key) < std::tie(b.priority, a.admitted, b.key);
+    });
+    double room = c.signals.free_chips.value_or(0);
+    Option o{0, 0, c.rank, worker, ""};
+    std::vector<std::string> evicted;
+    for (const Running& r : lower) {
+      if (room >= *slice) break;
+      room += r.chips;
+      o.chip_s += r.chips * std::chrono::duration<double>(now - r.admitted).count();
+      evicted.push_back(r.key);
+    }
+    if (room < *slice || evicted.empty()) continue;
+    o.victims = evicted.size();
+    o.why = fmt::format(
+        "preempting on {}: held {:.0f} s (dispatch.preempt_after_s {}), {} chips free of a "
+        "{}-chip slice; evicting {} Workload(s) of lower priority makes room ({})",
+        worker, std::chrono::duration<double>(now - t->second.seen).count(),
+        *settings.preempt_after_s, c.signals.free_chips.value_or(0), *slice, o.victims,
+        fmt::join(evicted, ", "));
+    if (!best || std::tie(o.victims, o.chip_s, o.worker) <
+                     std::tie(best->victims, best->chip_s, best->worker)) {
+      best = std::move(o);
+    }
+  }
+  if (!best) return false;
+  lock.unlock();
+  if (nominate(work, {best->worker}, held.selection_id, {}, best->why)) {
+    event("info", fmt::format("{}: {}", key_of(w), best->why));
+    std::lock_guard relock(mu_);
+    ++counters_.preemptions;
+  }
+  return true;
+}
+
+bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& names,
+                          std::int64_t selection_id, const std::set<std::string>& tried,
+                          const std::string& detail_if_patched) {
+  const kube::ManagerWorkload& w = work.workload;
+  const DispatchSettings& settings = options_.settings;
   if (work.again && names == w.nominated) {
     std::lock_guard lock(mu_);
     ours_[w.uid].at = clock_->steady_now();  // still the best: its round starts again
@@ -487,7 +595,7 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
   record.workload = w.name;
   record.accelerator = w.accelerator;
   record.clusters = names;
-  record.selection_id = d.selection.selection_id;
+  record.selection_id = selection_id;
   record.requested_at = clock_->now();
   std::int64_t id = 0;
   try {
@@ -497,7 +605,7 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
     store_problem_ = fmt::format("the state store cannot record nominations: {}", e.what());
     ++counters_.failures;
     held_[key_of(w)] = store_problem_;
-    return true;
+    return false;
   }
   std::string outcome = kNominationPatched;
   std::string detail;
@@ -508,7 +616,8 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
     detail = e.what();
   }
   try {
-    options_.store->finish_nomination(id, outcome, detail, clock_->now());
+    options_.store->finish_nomination(
+        id, outcome, outcome == kNominationPatched ? detail_if_patched : detail, clock_->now());
   } catch (const std::exception& e) {
     event("warn", fmt::format("nomination {} of {}: its outcome ({}) could not be recorded: {}", id,
                               key_of(w), outcome, e.what()));
@@ -517,14 +626,14 @@ bool Dispatcher::dispatch(const Work& work, const std::map<std::string, std::str
   store_problem_.clear();
   if (outcome == kNominationConflict) {
     ++counters_.conflicts;  // the watch brings its new version; decided again then
-    return true;
+    return false;
   }
   if (outcome == kNominationFailed) {
     ++counters_.failures;
     held_[key_of(w)] = detail;
     event("warn",
           fmt::format("nominating {} for {}: {}", fmt::join(names, ","), key_of(w), detail));
-    return true;
+    return false;
   }
   held_.erase(key_of(w));
   ++counters_.nominations;

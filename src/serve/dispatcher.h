@@ -27,6 +27,11 @@
 //              that changed meanwhile is decided again from its new version)
 //   again      none of the nominated workers admitted it in renominate_after_s: decide again
 //              without them (all of them once every worker was tried)
+//   preempt    with preempt_after_s: a Workload of priority >= preempt_min_priority held that
+//              long is nominated to the one preempting worker where evicting the running
+//              Workloads of lower priority this dispatcher saw admitted there makes room at the
+//              least cost (the fewest, then the least chip-time since their admission); the
+//              worker's Kueue (withinClusterQueue: LowerPriority) evicts them
 //
 // Not ready (problem()) while the manager cannot be listed or watched, its wiring cannot be
 // read, its Kueue is configured with another dispatcher name, or the store refuses nominations.
@@ -81,6 +86,7 @@ struct DispatchStatus {
   std::int64_t admitted = 0;       // Workloads falcon nominated that a worker admitted
   std::int64_t conflicts = 0;      // patches refused: the Workload had changed
   std::int64_t failures = 0;       // patches that failed otherwise, or were not recorded
+  std::int64_t preemptions = 0;    // nominations made to preempt (of `nominations`)
   // From the moment a Workload was seen waiting to its nomination's patch, over the last 1,000.
   std::optional<double> latency_p50_ms;
   std::optional<double> latency_p99_ms;
@@ -110,8 +116,9 @@ class Dispatcher {
  private:
   struct Tracked {
     kube::ManagerWorkload workload;
-    std::chrono::steady_clock::time_point seen;  // first seen waiting (for the latency)
-    bool waited = false;                         // `seen` is set
+    std::chrono::steady_clock::time_point seen;      // first seen waiting (for the latency)
+    bool waited = false;                             // `seen` is set
+    std::chrono::steady_clock::time_point admitted;  // first seen with clusterName
   };
   struct Ours {
     std::vector<std::string> clusters;  // MultiKueueCluster names patched
@@ -130,11 +137,24 @@ class Dispatcher {
   void track(const kube::ManagerWorkload& w);  // with mu_ held
   std::vector<Work> collect(std::chrono::steady_clock::time_point now,
                             std::chrono::steady_clock::time_point* next_deadline);
+  // A decision that nominated nobody: its candidates, and its id when it was recorded.
+  struct Held {
+    std::vector<CandidateScore> scores;
+    std::int64_t selection_id = 0;
+  };
   // Decides and nominates `work` without the clusters `kept` (cluster -> why: room held for a
   // Workload of higher priority); false when its accelerator type found no worker now, with
-  // `*waits_for` the cluster it would take first (the decision's best) when there was one.
+  // `*waits_for` the cluster it would take first (the decision's best) when there was one and
+  // `*held` the decision.
   bool dispatch(const Work& work, const std::map<std::string, std::string>& kept,
-                std::string* waits_for);
+                std::string* waits_for, Held* held);
+  // dispatch.preempt_after_s for `work`, which `held` placed nowhere: true when it was due and
+  // a worker's preemption makes room (then it is nominated there).
+  bool preempt(const Work& work, const Held& held);
+  // Records the intent, patches the nomination of `names` (MultiKueueCluster names) and
+  // records the outcome; `detail` goes with a patched outcome. False when it was not patched.
+  bool nominate(const Work& work, const std::vector<std::string>& names, std::int64_t selection_id,
+                const std::set<std::string>& tried, const std::string& detail);
   std::string registry_name(const std::string& worker) const;
   void event(const std::string& level, const std::string& message) const;
 

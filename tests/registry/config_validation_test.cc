@@ -823,6 +823,25 @@ TEST(ConfigValidation, OversizedFileIsRefusedUnread) {
                                                     " bytes; at most 1048576 are read")));
 }
 
+// dispatch.preempt_after_s and its companions (docs/dispatch.md "Preemption"): absent means
+// falcon never nominates to preempt.
+TEST(ConfigValidation, DispatchPreemptionKeys) {
+  const FabricConfig plain = parse_fabric_config(kValidCluster, "repos.yaml");
+  EXPECT_FALSE(plain.dispatch.preempt_after_s.has_value());
+  EXPECT_EQ(plain.dispatch.preempt_min_priority, 750);
+  EXPECT_TRUE(plain.dispatch.preempting_workers.empty());
+  const FabricConfig set =
+      parse_fabric_config(std::string(kValidCluster) +
+                              "dispatch:\n  preempt_after_s: 480\n  preempt_min_priority: 1000\n"
+                              "  preempting_workers: [worker-us]\n",
+                          "repos.yaml");
+  EXPECT_EQ(set.dispatch.preempt_after_s, std::optional<double>(480));
+  EXPECT_EQ(set.dispatch.preempt_min_priority, 1000);
+  EXPECT_EQ(set.dispatch.preempting_workers, std::vector<std::string>{"worker-us"});
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "dispatch:\n  preempt_after_s: -1\n"),
+              Contains(HasSubstr("dispatch.preempt_after_s: must be between 0 and")));
+}
+
 TEST(ConfigValidation, DeeplyNestedYamlIsASyntaxErrorNotACrash) {
   const std::string yaml = "clusters: " + std::string(100'000, '[');
   EXPECT_THAT(problems_of(yaml), Contains(HasSubstr("YAML syntax error")));

@@ -307,6 +307,64 @@ TEST_F(DispatcherTest, RenominatesWithoutTheWorkersThatDidNotAdmitIt) {
   EXPECT_EQ(d->status().renominations, 1);
 }
 
+// dispatch.preempt_after_s: a Workload of high priority that no worker has had room for that
+// long is nominated to the one worker where evicting the fewest Workloads of lower priority,
+// then the least chip-time since their admission, makes room. Medium priority never preempts.
+TEST_F(DispatcherTest, AHighPriorityWorkloadHeldLongEnoughPreemptsWhereItCostsLeast) {
+  settings_.preempt_after_s = 120;
+  for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
+  const auto admitted = [](const std::string& name, int priority, const std::string& worker) {
+    auto w = workload(name, priority);
+    w.cluster_name = worker;
+    w.checks = {{kCheck, "Ready"}};
+    return w;
+  };
+  auto d = make();
+  // w-a: two of priority 0; w-b: one of priority 0, admitted a minute later; w-c: one as high
+  // as the preemptor (never a victim).
+  d->apply_list({{admitted("a1", 0, "w-a"), admitted("a2", 0, "w-a"), admitted("c1", 1000, "w-c"),
+                  workload("urgent", 1000), workload("mid", 500)},
+                 "10"});
+  clock_->advance(60s);
+  d->apply_event({"ADDED", admitted("b1", 0, "w-b")});
+  d->pass();
+  EXPECT_TRUE(manager_->patches.empty());  // held 60 s: not yet
+  EXPECT_EQ(d->status().held.count("team/urgent"), 1u);
+  clock_->advance(60s);
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].first, "urgent");
+  // One victim on w-a or w-b; w-b's ran for less time.
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
+  const DispatchStatus s = d->status();
+  EXPECT_EQ(s.preemptions, 1);
+  EXPECT_EQ(s.held.count("team/mid"), 1u);  // priority 500 < preempt_min_priority
+  const auto records = store_->list_nominations("uid-urgent");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].outcome, std::optional<std::string>(kNominationPatched));
+  EXPECT_NE(records[0].detail.find("preempting on w-b"), std::string::npos) << records[0].detail;
+  EXPECT_NE(records[0].detail.find("team/b1"), std::string::npos) << records[0].detail;
+
+  // Only the workers named in preempting_workers preempt; an open breaker is never chosen.
+  settings_.preempting_workers = {"w-a", "w-c"};
+  manager_->patches.clear();
+  auto named = make();
+  named->apply_list(
+      {{admitted("a1", 0, "w-a"), admitted("b1", 0, "w-b"), workload("urgent", 1000)}, "20"});
+  clock_->advance(120s);
+  named->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-a"});
+  room_["w-a"].eligible = false;
+  manager_->patches.clear();
+  auto broken = make();
+  broken->apply_list({{admitted("a1", 0, "w-a"), workload("urgent", 1000)}, "30"});
+  clock_->advance(120s);
+  broken->pass();
+  EXPECT_TRUE(manager_->patches.empty());
+  EXPECT_EQ(broken->status().preemptions, 0);
+}
+
 TEST_F(DispatcherTest, ARestartedDispatcherTakesBackItsOwnNominationsWithTheirAge) {
   std::vector<std::string> first;
   {

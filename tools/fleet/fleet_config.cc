@@ -274,7 +274,7 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
   if (!c.is_map(node, path)) return;
   c.only_keys(node, path,
               {"probe_latency_ms", "command_latency_ms", "unreachable", "flaky", "slow",
-               "slow_latency_ms", "admission_delay_s", "kueue", "flap"});
+               "slow_latency_ms", "admission_delay_s", "kueue", "flap", "preemption"});
   const auto field = [&](const char* key) { return Checker::join(path, key); };
   if (auto n = node["probe_latency_ms"]) {
     assign(c.integer(n, field("probe_latency_ms"), 0, 3'600'000), out.probe_latency_ms);
@@ -309,6 +309,16 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
     }
   }
   if (auto n = node["flap"]) parse_flap(c, n, field("flap"), out.flap);
+  if (auto n = node["preemption"]) {
+    if (auto v = c.string(n, field("preemption"))) {
+      if (*v == "LowerPriority" || *v == "Never") {
+        out.preempt_lower_priority = *v == "LowerPriority";
+      } else {
+        c.problem(n, field("preemption"),
+                  "must be Never or LowerPriority (Kueue's withinClusterQueue), not '" + *v + "'");
+      }
+    }
+  }
 }
 
 void parse_env_map(Checker& c, const YAML::Node& node, const std::string& path,

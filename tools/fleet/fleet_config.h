@@ -128,6 +128,12 @@ struct ClusterBehaviour {
   // answers 404 under /apis/kueue.x-k8s.io (FleetSimulator::set_kueue changes it at run time)
   bool kueue = true;
   FlapSpec flap;
+  // Kueue's ClusterQueue spec.preemption.withinClusterQueue: false is Never (the default), true
+  // is LowerPriority: a pending workload that does not fit evicts running workloads of lower
+  // priority, the lowest and most recently started first, as few as make room (`preemption:
+  // LowerPriority` in the fleet file). A preempted workload is requeued on the same cluster and
+  // resumes from its last checkpoint (FLEET_CHECKPOINT_S) or, without one, from the start.
+  bool preempt_lower_priority = false;
 };
 
 struct RunDefaults {

@@ -151,6 +151,18 @@ std::string format_k8s_time(std::int64_t time_ns) {
   return tools::format_rfc3339(time_ns, 0);  // 2026-06-01T10:00:00Z
 }
 
+namespace {
+
+// A Kubernetes-shaped UID derived from a workload's seed (the preemptor named in an eviction).
+std::string derived_uid(std::uint64_t seed) {
+  return fmt::format("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+                     static_cast<std::uint32_t>(mix64(seed + 1)), mix64(seed + 2) & 0xFFFF,
+                     mix64(seed + 3) & 0xFFF, mix64(seed + 4) & 0xFFF,
+                     mix64(seed + 5) & 0xFFFFFFFFFFFFull);
+}
+
+}  // namespace
+
 struct FleetSimulator::Workload {
   struct Pod {
     explicit Pod(const PodIdentity& identity) : writer(identity) {}
@@ -593,30 +605,13 @@ FaultResult FleetSimulator::evict(const EvictRequest& request) {
   Entries out = advance_locked(now);
   Cluster* c = &fault_cluster_locked(request.cluster);
   Workload& w = running_workload_locked(*c, request.workload, "evict");
-  terminate_pods(w, now, out);  // Kueue suspends the JobSet: the pods get SIGTERM
-  const std::string uid =
-      request.preemptor_uid.empty()
-          ? fmt::format("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-                        static_cast<std::uint32_t>(mix64(w.seed + 1)), mix64(w.seed + 2) & 0xFFFF,
-                        mix64(w.seed + 3) & 0xFFF, mix64(w.seed + 4) & 0xFFF,
-                        mix64(w.seed + 5) & 0xFFFFFFFFFFFFull)
-          : request.preemptor_uid;
-  w.evict_message = fmt::format(
-      "Preempted to accommodate a workload (UID: {}, JobUID: UNKNOWN) due to prioritization in "
-      "the ClusterQueue; preemptor path: /cluster-queue; preemptee path: /cluster-queue",
-      uid);
-  ++w.evictions;
-  w.evicted_ns = now;
-  w.reserved_ns = -1;
-  w.started_ns = -1;
-  w.readmit_at_ns =
+  evict_locked(
+      *c, w, now, request.preemptor_uid.empty() ? derived_uid(w.seed) : request.preemptor_uid,
       request.readmit
           ? std::max<std::int64_t>(1, now + clock_->span_ns(static_cast<std::int64_t>(
                                                 std::llround(request.readmit_after_s * 1e9))))
-          : kNever;
-  // The JobSet's jobs are recreated on readmission: new pods (new names), a run from scratch.
-  w.seed = mix64(w.seed + 0x9e3779b97f4a7c15ull);
-  make_pods(*c, w);
+          : kNever,
+      out);
   FaultResult result{w.request.workload, w.state(), {}};
   Entries more = advance_locked(now);  // its slot goes to the next queued workload
   out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
@@ -624,6 +619,115 @@ FaultResult FleetSimulator::evict(const EvictRequest& request) {
   lock.unlock();
   flush(std::move(out));
   return result;
+}
+
+std::int64_t FleetSimulator::checkpointed_ns(const Workload& w, std::int64_t t) const {
+  if (w.plan.checkpoint_ns <= 0 || w.started_ns < 0 || t <= w.started_ns) return 0;
+  const std::int64_t step_ns = std::max<std::int64_t>(1, clock_->span_ns(w.plan.checkpoint_ns));
+  return std::min((w.run_ns - 1) / step_ns, (t - w.started_ns) / step_ns) * step_ns;
+}
+
+void FleetSimulator::evict_locked(Cluster& c, Workload& w, std::int64_t t,
+                                  const std::string& preemptor_uid, std::int64_t readmit_at_ns,
+                                  Entries& out) {
+  checkpoint_locked(w, t);    // the checkpoints written up to the eviction
+  terminate_pods(w, t, out);  // Kueue suspends the JobSet: the pods get SIGTERM
+  w.evict_message = fmt::format(
+      "Preempted to accommodate a workload (UID: {}, JobUID: UNKNOWN) due to prioritization in "
+      "the ClusterQueue; preemptor path: /cluster-queue; preemptee path: /cluster-queue",
+      preemptor_uid);
+  // A job that checkpoints every FLEET_CHECKPOINT_S resumes from its last one: what is left of
+  // its run is what the next start runs. Without, it starts over.
+  if (const std::int64_t kept = checkpointed_ns(w, t); kept > 0) {
+    w.run_ns -= kept;
+    w.steps_checked = 0;  // checkpoints count again from the next start
+  }
+  ++w.evictions;
+  w.evicted_ns = t;
+  w.reserved_ns = -1;
+  w.started_ns = -1;
+  w.placed.clear();
+  w.readmit_at_ns = readmit_at_ns;
+  // The JobSet's jobs are recreated on readmission: new pods (new names).
+  w.seed = mix64(w.seed + 0x9e3779b97f4a7c15ull);
+  make_pods(c, w);
+}
+
+bool FleetSimulator::preempt_for_locked(
+    Cluster& c, Workload& w, std::map<std::string, int>& in_use,
+    std::map<std::string, std::vector<std::vector<char>>>& blocks, std::int64_t t, Entries& out) {
+  // Candidates: running workloads of lower priority holding what `w` needs (its slots, or
+  // chips of its topology label), in Kueue's order: lowest priority first, then the most
+  // recently started (the least work lost).
+  const int rank = priority_rank(w.request.priority);
+  std::vector<Workload*> candidates;
+  for (auto& v : c.workloads) {
+    if (!v->running() || priority_rank(v->request.priority) >= rank) continue;
+    const bool slot = v->capacity_key == w.capacity_key;
+    const bool chips = !w.topology_label.empty() && v->topology_label == w.topology_label;
+    if (slot || chips) candidates.push_back(v.get());
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Workload* a, const Workload* b) {
+    const int pa = priority_rank(a->request.priority);
+    const int pb = priority_rank(b->request.priority);
+    if (pa != pb) return pa < pb;
+    return a->reserved_ns > b->reserved_ns;
+  });
+  // Whether `w` fits once `victims` are gone; on a fit, the trial blocks it was placed in.
+  std::vector<std::vector<char>> placed_in;
+  const auto fits_without = [&](const std::vector<Workload*>& victims) {
+    int slots = in_use[w.capacity_key];
+    for (const Workload* v : victims) slots -= v->capacity_key == w.capacity_key ? 1 : 0;
+    if (slots >= c.spec.capacity.at(w.capacity_key)) return false;
+    if (w.topology_label.empty()) return true;
+    auto trial = blocks[w.topology_label];
+    for (const Workload* v : victims) {
+      if (v->topology_label != w.topology_label) continue;
+      for (const auto& p : v->placed) {
+        for (int i = p.offset; i < p.offset + p.chips; ++i) trial[p.block][i] = 0;
+      }
+    }
+    if (!place_slices(w, trial)) return false;
+    placed_in = std::move(trial);
+    return true;
+  };
+  std::vector<Workload*> victims;
+  bool fits = false;
+  for (Workload* v : candidates) {
+    victims.push_back(v);
+    if ((fits = fits_without(victims))) break;
+  }
+  if (!fits) return false;
+  // As few as make room: each victim, the last chosen first, is spared when `w` fits without it.
+  for (std::size_t i = victims.size(); i-- > 0;) {
+    std::vector<Workload*> fewer = victims;
+    fewer.erase(fewer.begin() + static_cast<std::ptrdiff_t>(i));
+    if (fits_without(fewer)) victims = std::move(fewer);
+  }
+  fits_without(victims);  // `w.placed` and `placed_in` for the set kept
+  const std::string uid = derived_uid(w.seed);
+  for (Workload* v : victims) {
+    if (v->capacity_key == w.capacity_key) --in_use[w.capacity_key];
+    if (!v->topology_label.empty() && v->topology_label != w.topology_label) {
+      for (const auto& p : v->placed) {
+        for (int i = p.offset; i < p.offset + p.chips; ++i) {
+          blocks[v->topology_label][p.block][i] = 0;
+        }
+      }
+    }
+    // What its run loses: the time since its last checkpoint (or its start), in chips.
+    const std::int64_t kept_ns = checkpointed_ns(*v, t);
+    const std::int64_t ran_ns =
+        v->started_ns >= 0 ? std::max<std::int64_t>(0, t - v->started_ns) : 0;
+    int chips = 0;
+    for (const auto& p : v->placed) chips += p.chips;
+    ++preempted_;
+    preempted_lost_chip_s_ +=
+        static_cast<double>(chips) * static_cast<double>(ran_ns - kept_ns) / 1e9;
+    evict_locked(c, *v, t, uid, 0, out);
+  }
+  if (!w.topology_label.empty()) blocks[w.topology_label] = std::move(placed_in);
+  return true;
 }
 
 FaultResult FleetSimulator::fail_node(const NodeFailRequest& request) {
@@ -749,8 +853,13 @@ std::vector<LogRun> FleetSimulator::run_clusters_locked(std::int64_t now) {
         return a->sequence < b->sequence;
       });
       for (Workload* w : queued) {
-        if (in_use[w->capacity_key] >= c.spec.capacity.at(w->capacity_key)) continue;
-        if (!w->topology_label.empty() && !place_slices(*w, blocks[w->topology_label])) continue;
+        const bool room =
+            in_use[w->capacity_key] < c.spec.capacity.at(w->capacity_key) &&
+            (w->topology_label.empty() || place_slices(*w, blocks[w->topology_label]));
+        if (!room && !(c.spec.behaviour.preempt_lower_priority &&
+                       preempt_for_locked(c, *w, in_use, blocks, t, out))) {
+          continue;
+        }
         ++in_use[w->capacity_key];
         w->reserved_ns = t;
         w->started_ns = t + clock_->span_ns(c.spec.behaviour.admission_delay_s * kSecond);
@@ -1331,6 +1440,10 @@ FleetSimulator::ClusterQueueView FleetSimulator::cluster_queue(const std::string
                    {"spec",
                     {{"namespaceSelector", json::object()},
                      {"queueingStrategy", "BestEffortFIFO"},
+                     {"preemption",
+                      {{"reclaimWithinCohort", "Never"},
+                       {"withinClusterQueue",
+                        c.spec.behaviour.preempt_lower_priority ? "LowerPriority" : "Never"}}},
                      {"resourceGroups",
                       json::array({{{"coveredResources", covered}, {"flavors", flavors}}})}}},
                    {"status",
@@ -1513,6 +1626,8 @@ nlohmann::json FleetSimulator::state() {
       wj["failed_slice"] = w.failed_slice;
       wj["platform_exit"] = w.platform_exit;
       wj["checkpoints_ns"] = w.checkpoints_ns;
+      wj["steps_checked"] = w.steps_checked;
+      wj["run_ns"] = w.run_ns;  // less than the duration once resumed from a checkpoint
       wj["fence_refusals"] = w.fence_refusals;
       wj["lost"] = w.lost;
       nlohmann::json pods = nlohmann::json::array();
@@ -1538,6 +1653,7 @@ nlohmann::json FleetSimulator::state() {
   }
   j["clusters"] = std::move(clusters);
   if (manager_) j["manager"] = manager_->state_json();
+  j["preemptions"] = {{"evicted", preempted_}, {"lost_chip_s", preempted_lost_chip_s_}};
   lock.unlock();
   flush(std::move(out));
   j["log_entries_written"] = log_entries_written();
@@ -1605,7 +1721,9 @@ void FleetSimulator::restore(const nlohmann::json& state) {
         // Checkpoints written before the save are not written again.
         w->checkpoints_ns = wj.value("checkpoints_ns", std::vector<std::int64_t>{});
         w->fence_refusals = wj.value("fence_refusals", 0);
-        w->steps_checked = static_cast<int>(w->checkpoints_ns.size()) + w->fence_refusals;
+        w->steps_checked = wj.value("steps_checked",
+                                    static_cast<int>(w->checkpoints_ns.size()) + w->fence_refusals);
+        w->run_ns = wj.value("run_ns", w->run_ns);
         w->lost = wj.value("lost", false);
         next_sequence_ = std::max(next_sequence_, w->sequence + 1);
         for (const auto& pj : wj.at("pods")) {

@@ -343,6 +343,21 @@ class FleetSimulator {
   void make_pods(const Cluster& c, Workload& w);
   // The checkpoints `w` reached by `now` (set_fence_reader).
   void checkpoint_locked(Workload& w, std::int64_t now);
+  // Of running `w`'s run, what its checkpoints (FLEET_CHECKPOINT_S) have kept by `t`: the run
+  // a restart need not repeat; 0 without them.
+  std::int64_t checkpointed_ns(const Workload& w, std::int64_t t) const;
+  // Kueue evicts running `w` at `t` (preempted by the workload of UID `preemptor_uid`): SIGTERM
+  // to its pods, quota released, requeued (admissible again from `readmit_at_ns`; kNever: held).
+  // With FLEET_CHECKPOINT_S it resumes from its last checkpoint; without, from the start.
+  void evict_locked(Cluster& c, Workload& w, std::int64_t t, const std::string& preemptor_uid,
+                    std::int64_t readmit_at_ns, std::vector<LogRun>& out);
+  // ClusterQueue preemption (ClusterBehaviour::preempt_lower_priority) for queued `w` at `t`:
+  // evicts the fewest running workloads of lower priority whose room lets `w` fit, given the
+  // slots in use and the blocks' occupancy (both updated); false (nothing evicted) when even
+  // all of them would not make room.
+  bool preempt_for_locked(Cluster& c, Workload& w, std::map<std::string, int>& in_use,
+                          std::map<std::string, std::vector<std::vector<char>>>& blocks,
+                          std::int64_t t, std::vector<LogRun>& out);
   // The cluster named `name`, or FaultError 404 naming the known ones.
   Cluster& fault_cluster_locked(const std::string& name);
   Workload& running_workload_locked(Cluster& c, const std::string& name, const char* fault);
@@ -355,6 +370,10 @@ class FleetSimulator {
   std::uint64_t next_sequence_ = 1;
   std::int64_t start_ns_ = 0;  // the clock when the fleet started (flap schedules)
   std::atomic<std::size_t> entries_written_{0};
+  // ClusterQueue preemptions (preempt_for_locked): workloads evicted, and the chip-seconds of
+  // run they lost (since their last checkpoint, or since their start without one).
+  std::uint64_t preempted_ = 0;
+  double preempted_lost_chip_s_ = 0;
   FenceReader fence_reader_;
   std::unique_ptr<MultiKueueManager> manager_;
   bool stepping_ = false;  // the manager is acting: nested runs do not step it again

@@ -99,7 +99,7 @@ clusters:
     capacity: {tpu-v4-64: 2}
     behaviour: {probe_latency_ms: 5, command_latency_ms: 6, unreachable: true,
                 flaky: {probability: 0.25, seed: 9}, slow: true, slow_latency_ms: 7,
-                admission_delay_s: 4, kueue: false}
+                admission_delay_s: 4, kueue: false, preemption: LowerPriority}
     workloads:
       - {name: w, count: 2, device_type: tpu-v4-64, num_slices: 2, priority: high,
          namespace: team, env: {FLEET_STEPS: "3"}, duration_s: 10, outcome: succeed,
@@ -125,6 +125,7 @@ clusters:
   EXPECT_TRUE(c.behaviour.slow);
   EXPECT_EQ(c.behaviour.admission_delay_s, 4);
   EXPECT_FALSE(c.behaviour.kueue);
+  EXPECT_TRUE(c.behaviour.preempt_lower_priority);
   const InitialWorkload& w = c.workloads.at(0);
   EXPECT_EQ(w.count, 2);
   EXPECT_EQ(w.num_slices, 2);
@@ -133,6 +134,21 @@ clusters:
   EXPECT_EQ(w.env.at("FLEET_DURATION_S"), "10");
   EXPECT_EQ(w.env.at("FLEET_OUTCOME"), "succeed");
   EXPECT_EQ(w.env.at("FLEET_EXIT_CODE"), "0");
+}
+
+TEST(FleetConfig, PreemptionIsKueuesWithinClusterQueueSetting) {
+  EXPECT_THAT(problems_of(R"(clusters:
+  a:
+    project: p
+    zone: us-east5-a
+    cluster_id: a-1
+    capacity: {tpu-v4-8: 1}
+    behaviour: {preemption: Always}
+)"),
+              HasSubstr("clusters.a.behaviour.preemption: must be Never or LowerPriority"));
+  EXPECT_FALSE(parse_fleet_config(kMinimal, "fleet.yaml")
+                   .clusters.at(0)
+                   .behaviour.preempt_lower_priority);  // Kueue's default: Never
 }
 
 TEST(FleetConfig, MissingRequiredFieldsNameFileLineAndField) {

@@ -147,6 +147,108 @@ TEST(FleetSimulator, AdmitsHigherPriorityFirstThenOlder) {
   EXPECT_EQ(h.state_of("low-old"), "RUNNING");
 }
 
+// A workload of the state dump, by name.
+nlohmann::json dumped(SimHarness& h, const std::string& name) {
+  const nlohmann::json state = h.sim.state();
+  for (const auto& w : state["clusters"][0]["workloads"]) {
+    if (w["name"] == name) return w;
+  }
+  ADD_FAILURE() << "no workload " << name;
+  return {};
+}
+
+// Kueue's `withinClusterQueue: LowerPriority`: a pending workload that does not fit evicts
+// running ones of lower priority (never of equal priority); the evicted one is requeued and
+// resumes from its last checkpoint.
+TEST(FleetSimulator, LowerPriorityPreemptionEvictsAndResumesFromTheLastCheckpoint) {
+  SimHarness h(small_fleet("    behaviour: {preemption: LowerPriority}\n"));
+  EXPECT_EQ(h.sim.cluster_queue("c").object["spec"]["preemption"]["withinClusterQueue"],
+            "LowerPriority");
+  h.create("low", "tpu-v4-8", {{"FLEET_CHECKPOINT_S", "20"}}, "low");
+  h.advance_s(30);
+  h.create("same", "tpu-v4-8", {}, "low");
+  h.advance_s(1);
+  EXPECT_EQ(h.state_of("low"), "RUNNING");  // not preempted by its equal
+  EXPECT_EQ(h.state_of("same"), "QUEUED");
+
+  h.create("high", "tpu-v4-8", {}, "high");  // t=31
+  EXPECT_EQ(h.state_of("high"), "RUNNING");
+  EXPECT_EQ(h.state_of("low"), "QUEUED");
+  const nlohmann::json low = dumped(h, "low");
+  EXPECT_EQ(low["evictions"], 1);
+  EXPECT_THAT(low["evict_message"].get<std::string>(),
+              HasSubstr("Preempted to accommodate a workload (UID: "));
+  EXPECT_EQ(low["run_ns"], 80'000'000'000);  // 100 s less the checkpoint at 20 s
+
+  h.advance_s(100);  // high ends at 131; the older of the two low ones goes first
+  EXPECT_EQ(h.state_of("high"), "COMPLETED");
+  EXPECT_EQ(h.state_of("low"), "RUNNING");
+  EXPECT_EQ(h.state_of("same"), "QUEUED");
+  h.advance_s(79);
+  EXPECT_EQ(h.state_of("low"), "RUNNING");
+  h.advance_s(1);  // 80 s after its restart
+  EXPECT_EQ(h.state_of("low"), "COMPLETED");
+  EXPECT_EQ(h.state_of("same"), "RUNNING");
+}
+
+// Without FLEET_CHECKPOINT_S a preempted run starts over; with `preemption` unset (Never) a
+// higher-priority workload waits.
+TEST(FleetSimulator, PreemptionWithoutCheckpointsStartsOverAndNeverMeansWait) {
+  SimHarness h(small_fleet("    behaviour: {preemption: LowerPriority}\n"));
+  h.create("low", "tpu-v4-8", {}, "low");
+  h.advance_s(50);
+  h.create("high", "tpu-v4-8", {}, "high");
+  EXPECT_EQ(dumped(h, "low")["run_ns"], 100'000'000'000);
+
+  SimHarness never(small_fleet());
+  EXPECT_EQ(never.sim.cluster_queue("c").object["spec"]["preemption"]["withinClusterQueue"],
+            "Never");
+  never.create("low", "tpu-v4-8", {}, "low");
+  never.advance_s(50);
+  never.create("high", "tpu-v4-8", {}, "high");
+  EXPECT_EQ(never.state_of("low"), "RUNNING");
+  EXPECT_EQ(never.state_of("high"), "QUEUED");
+}
+
+// Of the lower-priority workloads in the blocks, the fewest that make a contiguous run for the
+// preemptor's slice: the lowest priority and most recent are taken first, then each is spared
+// when the slice fits without it.
+TEST(FleetSimulator, PreemptionEvictsTheFewestThatMakeAContiguousRun) {
+  SimHarness h(parse_fleet_config(R"(
+time_scale: 0
+defaults: {duration_s: 1000, steps: 5}
+clusters:
+  c:
+    project: p
+    zone: us-central2-b
+    cluster_id: c-1
+    capacity: {tpu-v4-32: 4, tpu-v4-64: 1}
+    topology: {tpu-v4-podslice: [32, 32]}
+    behaviour: {preemption: LowerPriority}
+)",
+                                  "fleet.yaml"));
+  // 16-chip slices: a and b fill block 0, c and d block 1.
+  h.create("a", "tpu-v4-32", {}, "low");
+  h.advance_s(10);
+  h.create("b", "tpu-v4-32", {}, "low");
+  h.advance_s(10);
+  h.create("c", "tpu-v4-32", {}, "medium");
+  h.advance_s(10);
+  h.create("d", "tpu-v4-32", {}, "low");
+  h.advance_s(10);
+  // A 32-chip slice: d alone frees no block (c is medium); d, b and a do; d is spared.
+  h.create("big", "tpu-v4-64", {}, "high");
+  EXPECT_EQ(h.state_of("big"), "RUNNING");
+  EXPECT_EQ(h.state_of("a"), "QUEUED");
+  EXPECT_EQ(h.state_of("b"), "QUEUED");
+  EXPECT_EQ(h.state_of("c"), "RUNNING");
+  EXPECT_EQ(h.state_of("d"), "RUNNING");
+  // Nothing of higher priority to preempt for: a medium 32-chip slice waits behind big.
+  h.create("mid", "tpu-v4-64", {}, "medium");
+  EXPECT_EQ(h.state_of("mid"), "QUEUED");
+  EXPECT_EQ(h.state_of("d"), "RUNNING");
+}
+
 TEST(FleetSimulator, DeletingARunningWorkloadFreesItsSlotAndStopsItsPods) {
   SimHarness h(small_fleet());
   h.create("victim");
