@@ -127,6 +127,8 @@ void Dispatcher::track(const kube::ManagerWorkload& w) {
     t.admitted = clock_->steady_now();
     placed_at_[registry_name(*w.cluster_name)] = t.admitted;
   }
+  // Admitted, then taken back by the manager (its worker evicted it): a new wait begins.
+  if (!w.cluster_name && t.workload.cluster_name) t.waited = false;
   t.workload = w;
   if (w.cluster_name) {
     if (ours_.erase(w.uid) > 0) ++counters_.admitted;

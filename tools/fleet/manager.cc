@@ -212,6 +212,8 @@ struct MultiKueueManager::Workload {
   std::int64_t first_nominated_ns = -1;
   std::int64_t winner_reserved_ns = -1;  // the winning copy's reservation on its worker
   std::int64_t winner_finished_ns = -1;  // and its end there
+  int winner_evictions = 0;              // the winning copy's evictions when it won
+  int evicted_in_workers = 0;            // admissions taken back after a worker evicted it
   std::int64_t deleted_ns = -1;
   std::uint64_t remote_created = 0;
   std::uint64_t remote_deleted = 0;
@@ -911,6 +913,7 @@ bool MultiKueueManager::settle(Workload& w, WorkerAccess& access) {
         (seen->reserved_ns == first && worker_index(worker) < worker_index(winner))) {
       first = seen->reserved_ns;
       winner = worker;
+      w.winner_evictions = seen->evictions;
     }
   }
   if (winner.empty()) return false;
@@ -936,7 +939,13 @@ bool MultiKueueManager::follow(Workload& w, WorkerAccess& access) {
   const auto it = w.copies.find(winner);
   if (it == w.copies.end() || !active(winner)) return false;
   const auto seen = access.find(winner, w.name, w.namespace_);
-  if (!seen || seen->sequence != it->second.sequence || seen->finished_ns < 0) return false;
+  if (!seen || seen->sequence != it->second.sequence) return false;
+  if (seen->finished_ns < 0) {
+    if (seen->reserved_ns < 0 && seen->evictions > w.winner_evictions) {
+      return redo_admission(w, *seen, access);
+    }
+    return false;
+  }
   w.finished_ns = access.now();
   w.winner_finished_ns = seen->finished_ns;
   w.failed = seen->failed;
@@ -944,6 +953,26 @@ bool MultiKueueManager::follow(Workload& w, WorkerAccess& access) {
   std::erase(pending_, &w);
   publish(w, "MODIFIED");
   delete_copy(w, winner, access);  // Kueue deletes the remote objects of a finished workload
+  return true;
+}
+
+bool MultiKueueManager::redo_admission(Workload& w, const WorkerAccess::Copy& seen,
+                                       WorkerAccess& access) {
+  const std::string worker = *w.cluster_name;
+  const std::int64_t now = access.now();
+  w.cluster_name.reset();
+  w.nominated.clear();
+  w.round_start_ns = -1;
+  w.winner_reserved_ns = -1;
+  w.check_state = "Pending";
+  w.check_message =
+      fmt::format("The workload was evicted on \"{}\": {}", worker, seen.evict_message);
+  w.check_ns = now;
+  ++w.evicted_in_workers;
+  // The job resumes from its checkpoint wherever it is admitted next: its copies run what is left.
+  w.copy.env["FLEET_DURATION_S"] = fmt::format("{}", seen.remaining_s);
+  delete_copy(w, worker, access);
+  publish(w, "MODIFIED");
   return true;
 }
 
@@ -1104,6 +1133,7 @@ json MultiKueueManager::state_json() const {
            {"deleted_ns", w->deleted_ns},
            {"remote_created", w->remote_created},
            {"remote_deleted", w->remote_deleted},
+           {"evicted_in_workers", w->evicted_in_workers},
            {"copies", std::move(copies)}});
     }
   }

@@ -86,6 +86,9 @@ class WorkerAccess {
     std::int64_t finished_ns = -1;
     bool failed = false;
     std::string finish_message;  // Kueue's Finished message, when finished
+    int evictions = 0;           // times its worker's Kueue evicted it (preemption)
+    std::string evict_message;   // the last eviction's
+    double remaining_s = 0;      // simulated seconds of its run left (less once checkpointed)
   };
   // The workload `name` in `namespace_` on the cluster, or nullopt.
   virtual std::optional<Copy> find(const std::string& cluster, const std::string& name,
@@ -216,6 +219,9 @@ class MultiKueueManager {
   bool sync_copies(Workload& w, WorkerAccess& access);
   bool settle(Workload& w, WorkerAccess& access);
   bool follow(Workload& w, WorkerAccess& access);
+  // The admitted copy was evicted on its worker: Kueue's MultiKueueRedoAdmissionOnEvictionInWorker
+  // (the manager takes the Workload back, deletes the copy and dispatches it again).
+  bool redo_admission(Workload& w, const WorkerAccess::Copy& seen, WorkerAccess& access);
   bool delete_copy(Workload& w, const std::string& worker, WorkerAccess& access);
   bool active(const std::string& worker) const;
   int worker_index(const std::string& worker) const;

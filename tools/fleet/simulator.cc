@@ -1244,6 +1244,12 @@ class FleetSimulator::Access final : public WorkerAccess {
     copy.finished_ns = w->finished_ns;
     copy.failed = w->failed;
     if (w->finished()) copy.finish_message = finish_message(*w);
+    copy.evictions = w->evictions;
+    copy.evict_message = w->evict_message;
+    const std::int64_t full = sim_.clock_->span_ns(w->plan.duration_ns);
+    copy.remaining_s = full > 0 ? static_cast<double>(w->plan.duration_ns) / 1e9 *
+                                      static_cast<double>(w->run_ns) / static_cast<double>(full)
+                                : 0;
     return copy;
   }
 

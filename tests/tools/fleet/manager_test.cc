@@ -329,7 +329,8 @@ TEST(ManagerIncremental, RespectsStepSizeAndRound) {
 
 class ExternalTest : public ManagerTest {
  protected:
-  ExternalTest() : ManagerTest(fleet(", dispatcher: falcon.dev/dispatcher")) {}
+  explicit ExternalTest(FleetConfig config = fleet(", dispatcher: falcon.dev/dispatcher"))
+      : ManagerTest(std::move(config)) {}
 
   json patch(const std::vector<std::string>& clusters, std::optional<std::string> rv = {},
              const std::string& name = "job") {
@@ -363,6 +364,59 @@ TEST_F(ExternalTest, CopiesAreMadeOnlyOnThePatchedWorkers) {
   h_.advance_s(250);  // w2 frees at 200 s (no copy there any more), w3 at 300 s
   EXPECT_EQ(status()["clusterName"], "w3");
   EXPECT_EQ(record()["admitted_ns"], record()["created_ns"].get<std::int64_t>() + 300 * kSecond);
+}
+
+// Workers whose ClusterQueue preempts lower priorities (behaviour.preemption: LowerPriority).
+class PreemptingWorkersTest : public ExternalTest {
+ protected:
+  PreemptingWorkersTest()
+      : ExternalTest(parse_fleet_config(R"(
+time_scale: 0
+defaults: {duration_s: 100, steps: 5}
+clusters:
+  mk: {project: p, zone: us-central2-b, cluster_id: mk, capacity: {}}
+  w1: {project: p, zone: us-central2-b, cluster_id: w1, capacity: {tpu-v4-8: 1},
+       behaviour: {preemption: LowerPriority}}
+  w2: {project: p, zone: us-central2-b, cluster_id: w2, capacity: {tpu-v4-8: 1},
+       behaviour: {preemption: LowerPriority}}
+manager: {cluster: mk, workers: [w1, w2], dispatcher: falcon.dev/dispatcher}
+)",
+                                        "preempting-fleet.yaml")) {}
+
+  void create(const std::string& name, const std::string& priority,
+              const std::map<std::string, std::string>& env) {
+    json w = workload(name, "v4-8", 1, env);
+    w["spec"]["priorityClassName"] = priority;
+    manager_->create_workload("default", w);
+  }
+};
+
+// Kueue's MultiKueueRedoAdmissionOnEvictionInWorker: a worker that evicts the admitted copy
+// hands the Workload back to the manager, which deletes the copy and dispatches it again; the
+// job resumes from its last checkpoint wherever it is admitted next.
+TEST_F(PreemptingWorkersTest, AWorkerThatEvictsTheAdmittedCopyHandsTheWorkloadBack) {
+  create("low", "low", {{"FLEET_DURATION_S", "1000"}, {"FLEET_CHECKPOINT_S", "100"}});
+  patch({"w1"}, std::nullopt, "low");
+  EXPECT_EQ(status("low")["clusterName"], "w1");
+  h_.advance_s(250);  // checkpoints at 100 s and 200 s
+  create("high", "high", {});
+  patch({"w1"}, std::nullopt, "high");  // w1 is full: its Kueue evicts "low" for it
+  EXPECT_EQ(status("high")["clusterName"], "w1");
+  EXPECT_FALSE(status("low").contains("clusterName"));
+  EXPECT_THAT(nominated("low"), IsEmpty());
+  EXPECT_EQ(record("low")["check"], "Pending");
+  EXPECT_EQ(record("low")["evicted_in_workers"], 1);
+  EXPECT_THAT(holders("low"), IsEmpty());  // the evicted copy is deleted
+
+  // Dispatched again, it runs what is left after its last checkpoint: 800 of its 1000 s.
+  patch({"w2"}, std::nullopt, "low");
+  EXPECT_EQ(status("low")["clusterName"], "w2");
+  const std::int64_t restarted = now();
+  h_.advance_s(799);
+  EXPECT_EQ(record("low")["winner_finished_ns"], -1);
+  h_.advance_s(1);
+  EXPECT_EQ(record("low")["winner_finished_ns"], restarted + 800 * kSecond);
+  EXPECT_EQ(record("low")["remote_created"], 2);
 }
 
 TEST_F(ExternalTest, AStaleResourceVersionIsAConflict) {
