@@ -505,7 +505,6 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
   struct Option {
     std::size_t victims = 0;
     double chip_s = 0;  // chips x seconds since admission of those evicted
-    int rank = 0;
     std::string worker;
     std::string why;
   };
@@ -548,7 +547,7 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
       return std::tie(a.priority, b.admitted, a.key) < std::tie(b.priority, a.admitted, b.key);
     });
     double room = c.signals.free_chips.value_or(0);
-    Option o{0, 0, c.rank, worker, ""};
+    Option o{0, 0, worker, ""};
     std::vector<std::string> evicted;
     for (const Running& r : lower) {
       if (room >= *slice) break;

@@ -627,9 +627,9 @@ std::int64_t FleetSimulator::checkpointed_ns(const Workload& w, std::int64_t t) 
   return std::min((w.run_ns - 1) / step_ns, (t - w.started_ns) / step_ns) * step_ns;
 }
 
-void FleetSimulator::evict_locked(Cluster& c, Workload& w, std::int64_t t,
-                                  const std::string& preemptor_uid, std::int64_t readmit_at_ns,
-                                  Entries& out) {
+std::int64_t FleetSimulator::evict_locked(Cluster& c, Workload& w, std::int64_t t,
+                                          const std::string& preemptor_uid,
+                                          std::int64_t readmit_at_ns, Entries& out) {
   checkpoint_locked(w, t);    // the checkpoints written up to the eviction
   terminate_pods(w, t, out);  // Kueue suspends the JobSet: the pods get SIGTERM
   w.evict_message = fmt::format(
@@ -638,7 +638,10 @@ void FleetSimulator::evict_locked(Cluster& c, Workload& w, std::int64_t t,
       preemptor_uid);
   // A job that checkpoints every FLEET_CHECKPOINT_S resumes from its last one: what is left of
   // its run is what the next start runs. Without, it starts over.
-  if (const std::int64_t kept = checkpointed_ns(w, t); kept > 0) {
+  const std::int64_t kept = checkpointed_ns(w, t);
+  const std::int64_t lost =
+      w.started_ns >= 0 ? std::max<std::int64_t>(0, t - w.started_ns) - kept : 0;
+  if (kept > 0) {
     w.run_ns -= kept;
     w.steps_checked = 0;  // checkpoints count again from the next start
   }
@@ -651,6 +654,7 @@ void FleetSimulator::evict_locked(Cluster& c, Workload& w, std::int64_t t,
   // The JobSet's jobs are recreated on readmission: new pods (new names).
   w.seed = mix64(w.seed + 0x9e3779b97f4a7c15ull);
   make_pods(c, w);
+  return lost;
 }
 
 bool FleetSimulator::preempt_for_locked(
@@ -706,25 +710,14 @@ bool FleetSimulator::preempt_for_locked(
   }
   fits_without(victims);  // `w.placed` and `placed_in` for the set kept
   const std::string uid = derived_uid(w.seed);
+  // A victim holds w's slots or chips of w's label (placed_in has them freed already).
   for (Workload* v : victims) {
     if (v->capacity_key == w.capacity_key) --in_use[w.capacity_key];
-    if (!v->topology_label.empty() && v->topology_label != w.topology_label) {
-      for (const auto& p : v->placed) {
-        for (int i = p.offset; i < p.offset + p.chips; ++i) {
-          blocks[v->topology_label][p.block][i] = 0;
-        }
-      }
-    }
-    // What its run loses: the time since its last checkpoint (or its start), in chips.
-    const std::int64_t kept_ns = checkpointed_ns(*v, t);
-    const std::int64_t ran_ns =
-        v->started_ns >= 0 ? std::max<std::int64_t>(0, t - v->started_ns) : 0;
     int chips = 0;
     for (const auto& p : v->placed) chips += p.chips;
+    const std::int64_t lost_ns = evict_locked(c, *v, t, uid, 0, out);
     ++preempted_;
-    preempted_lost_chip_s_ +=
-        static_cast<double>(chips) * static_cast<double>(ran_ns - kept_ns) / 1e9;
-    evict_locked(c, *v, t, uid, 0, out);
+    preempted_lost_chip_s_ += static_cast<double>(chips) * static_cast<double>(lost_ns) / 1e9;
   }
   if (!w.topology_label.empty()) blocks[w.topology_label] = std::move(placed_in);
   return true;

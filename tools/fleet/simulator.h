@@ -349,8 +349,10 @@ class FleetSimulator {
   // Kueue evicts running `w` at `t` (preempted by the workload of UID `preemptor_uid`): SIGTERM
   // to its pods, quota released, requeued (admissible again from `readmit_at_ns`; kNever: held).
   // With FLEET_CHECKPOINT_S it resumes from its last checkpoint; without, from the start.
-  void evict_locked(Cluster& c, Workload& w, std::int64_t t, const std::string& preemptor_uid,
-                    std::int64_t readmit_at_ns, std::vector<LogRun>& out);
+  // Returns the run it lost (since its last checkpoint, or its start).
+  std::int64_t evict_locked(Cluster& c, Workload& w, std::int64_t t,
+                            const std::string& preemptor_uid, std::int64_t readmit_at_ns,
+                            std::vector<LogRun>& out);
   // ClusterQueue preemption (ClusterBehaviour::preempt_lower_priority) for queued `w` at `t`:
   // evicts the fewest running workloads of lower priority whose room lets `w` fit, given the
   // slots in use and the blocks' occupancy (both updated); false (nothing evicted) when even
