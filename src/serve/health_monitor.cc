@@ -31,8 +31,10 @@ struct Entry {
   ClusterConfig config;
   bool watched = false;  // listed by set_clusters (fresh() may cache an unwatched one)
   std::optional<MonitoredProbe> probe;
-  SteadyTime probed_steady{};  // when `probe` finished
-  SteadyTime next_due{};       // the loop's next probe (watched only)
+  // When `probe` started: what it read is at least this recent, so its age counts from here (a
+  // probe that began before a change and finished after it must not pass for newer than it).
+  SteadyTime probed_steady{};
+  SteadyTime next_due{};  // the loop's next probe (watched only)
   // next_due as view() shows it (ISO 8601, system clock), worked out once per scheduled probe
   // instead of on every look-up; next_due_text_for says which next_due it is for.
   mutable SteadyTime next_due_text_for = SteadyTime::min();
@@ -88,8 +90,11 @@ struct HealthMonitor::Impl {
   }
 
   // Runs the probe function, never throwing; fills in what a probe function may leave empty.
-  std::pair<ClusterProbeResult, std::int64_t> run_probe(const ClusterConfig& cluster) const {
+  // `start` is set to when it began.
+  std::pair<ClusterProbeResult, std::int64_t> run_probe(const ClusterConfig& cluster,
+                                                        SteadyTime* started) const {
     const SteadyTime start = clock->steady_now();
+    *started = start;
     ClusterProbeResult result;
     try {
       result = probe_fn(cluster);
@@ -135,9 +140,9 @@ struct HealthMonitor::Impl {
     }
   }
 
-  // Stores a finished probe in `e` and reschedules it. Needs `mutex`.
+  // Stores a finished probe, begun at `started`, in `e` and reschedules it. Needs `mutex`.
   void finish(Entry& e, const ClusterConfig& cluster, ClusterProbeResult result,
-              std::int64_t duration_ms) {
+              std::int64_t duration_ms, SteadyTime started) {
     const SteadyTime now = clock->steady_now();
     e.consecutive_failures = result.reachable ? 0 : e.consecutive_failures + 1;
     MonitoredProbe p;
@@ -146,7 +151,7 @@ struct HealthMonitor::Impl {
     p.duration_ms = duration_ms;
     p.consecutive_failures = e.consecutive_failures;
     e.probe = std::move(p);
-    e.probed_steady = now;
+    e.probed_steady = started;
     if (on_shown) on_shown(cluster.name);  // after the cache has it: see set_on_probe_shown
     e.next_due = now + interval_after(e.consecutive_failures);
     e.in_flight = false;
@@ -275,11 +280,12 @@ struct HealthMonitor::Impl {
         std::lock_guard lock(mutex);
         config = e.config;
       }
-      auto [result, duration_ms] = run_probe(config);
+      SteadyTime started;
+      auto [result, duration_ms] = run_probe(config, &started);
       record(config, result, duration_ms);
       {
         std::lock_guard lock(mutex);
-        finish(e, config, std::move(result), duration_ms);
+        finish(e, config, std::move(result), duration_ms, started);
         ++stats.loop_probes;
       }
       cv.notify_all();
@@ -410,22 +416,22 @@ MonitoredProbe HealthMonitor::fresh(const ClusterConfig& cluster,
     e->next_due = SteadyTime::max();
     impl_->entries.emplace(cluster.name, e);
   }
+  // A probe begun at or after `since` is fresh enough, however long it took; one begun
+  // earlier may have read the cluster before a change this caller knows of.
+  const SteadyTime since = impl_->clock->steady_now() - max_age;
   bool waited = false;
-  SteadyTime wait_started{};
   for (;;) {
-    if (waited && e->probe && e->probed_steady >= wait_started) {
-      return impl_->view(*e, false);  // the probe this call waited for
-    }
-    if (e->probe && impl_->clock->steady_now() - e->probed_steady <= max_age) {
+    if (e->probe && e->probed_steady >= since) {
+      if (waited) return impl_->view(*e, false);  // the probe this call waited for
       ++impl_->stats.cache_hits;
       return impl_->view(*e, true);
     }
     if (!e->in_flight) break;
-    // Another caller (or the loop) is probing it: share that probe.
+    // Another caller (or the loop) is probing it: share that probe, or probe again after it
+    // when it began too early.
     if (!waited) {
       ++impl_->stats.cache_misses;
       waited = true;
-      wait_started = impl_->clock->steady_now();
     }
     impl_->cv.wait(lock, [&] { return !e->in_flight; });
   }
@@ -433,10 +439,11 @@ MonitoredProbe HealthMonitor::fresh(const ClusterConfig& cluster,
   e->in_flight = true;
   const ClusterConfig config = e->watched ? e->config : cluster;
   lock.unlock();
-  auto [result, duration_ms] = impl_->run_probe(config);
+  SteadyTime started;
+  auto [result, duration_ms] = impl_->run_probe(config, &started);
   impl_->record(config, result, duration_ms);
   lock.lock();
-  impl_->finish(*e, config, std::move(result), duration_ms);
+  impl_->finish(*e, config, std::move(result), duration_ms, started);
   if (!e->watched) e->next_due = SteadyTime::max();
   ++impl_->stats.on_demand_probes;
   MonitoredProbe out = impl_->view(*e, false);

@@ -211,7 +211,7 @@ TEST_F(DispatchFleetTest, OneCopyPerWorkloadAndAWorkloadWithoutRoomWaitsForTheFi
   create("long-a", 36000);
   ASSERT_TRUE(eventually([&] { return admitted_on("long-a") == "w1"; }))
       << manager_workload("long-a").dump() << get(serve.port(), "/v1/dispatch").second.dump();
-  create("short-b", 240);  // 4 s of real time
+  create("short-b", 600);  // 10 s of real time: room enough to see late-c held
   ASSERT_TRUE(eventually([&] { return admitted_on("short-b") == "w2"; }))
       << manager_workload("short-b").dump() << serve.log();
 

@@ -338,6 +338,25 @@ TEST_F(HealthMonitorTest, FreshAnswersFromTheCacheOrProbes) {
   EXPECT_EQ(m->snapshot().size(), 1u);
 }
 
+// A probe's age counts from when it began: one that began before a change the caller knows of
+// (a workload admitted 1 s ago) and finished after it may have read the cluster before the
+// change, and is not taken as newer than that change.
+TEST_F(HealthMonitorTest, AProbeIsAsOldAsItsStartNotItsEnd) {
+  probes.cost = 2s;
+  auto m = make(settings(30));
+  m->set_clusters(clusters({"a"}));
+  m->run_due();  // began at t0, finished at t0 + 2 s
+  EXPECT_EQ(m->latest("a")->age_ms, 2000);
+  // The change was 1 s ago, after the probe began: it is probed again.
+  const MonitoredProbe again = m->fresh(cluster("a"), 1s);
+  EXPECT_FALSE(again.from_cache);
+  EXPECT_EQ(probes.count("a"), 2);
+  EXPECT_FALSE(m->cached("a", 1s).has_value());  // that one began 2 s ago too
+  // A change 3 s ago came before it began: the cache answers.
+  EXPECT_TRUE(m->fresh(cluster("a"), 3s).from_cache);
+  EXPECT_EQ(probes.count("a"), 2);
+}
+
 // cached() answers what fresh() would answer from the cache, and never probes or waits.
 TEST_F(HealthMonitorTest, CachedAnswersOnlyFreshEnoughResultsAndNeverProbes) {
   auto m = make(settings(30));
