@@ -23,7 +23,9 @@ Policies:
                        file order. reserve=first keeps the first held job's closest cluster from
                        lower priorities. preempt_after_s=N: a high-priority job held N s evicts
                        lower-priority workloads on ONE cluster (the fewest victims, then the
-                       least work lost).
+                       least work lost). order=small-first takes the held jobs of one
+                       priority smallest slice first (a proxy for shortest-job-first: falcon
+                       never knows a job's duration), not by arrival.
 An evicted workload resumes from its last checkpoint (--checkpoint-s; 0: from the start).
 
 Wait, for every policy: completion - arrival - duration (with no eviction, start - arrival, as
@@ -152,6 +154,8 @@ class Run:
             self.waiting.append(v)
 
     def order(self):
+        if self.options.get("order") == "small-first":
+            return sorted(self.waiting, key=lambda j: (-j["rank"], j["chips"], j["seq"]))
         return sorted(self.waiting, key=lambda j: (-j["rank"], j["seq"]))
 
     def allatonce_pass(self, t):
@@ -289,17 +293,21 @@ def main():
         ("central", "central", {}),
         ("central, reserve first", "central", {"reserve": "first"}),
     ] + [(f"central, preempt one cluster after {s} s", "central", {"preempt_after_s": s})
-         for s in (0, 120, 480)]
+         for s in (0, 120, 480, 1200)] + [
+        ("central, smallest slice first", "central", {"order": "small-first"}),
+        ("central, smallest first, preempt after 480 s", "central",
+         {"order": "small-first", "preempt_after_s": 480}),
+    ]
     for path in args.traces:
         jobs = load(path)
         print(f"{path} ({len(jobs)} jobs; checkpoint every {args.checkpoint_s} s; minutes)")
-        print(f"  {'policy':42} {'mean':>6} {'p95':>6} {'high':>6} {'medium':>6} {'low':>6}"
+        print(f"  {'policy':44} {'mean':>6} {'p95':>6} {'high':>6} {'medium':>6} {'low':>6}"
               f" {'x mean':>6} {'x high':>6} {'evict':>5} {'lost chip-h':>11}")
         base = None
         for label, policy, options in variants:
             r = Run(copy.deepcopy(jobs), policy, args.checkpoint_s, **options).go()
             base = base or r
-            print(f"  {label:42} {r['mean']:6.2f} {r['p95']:6.1f} {r['high']:6.2f}"
+            print(f"  {label:44} {r['mean']:6.2f} {r['p95']:6.1f} {r['high']:6.2f}"
                   f" {r['medium']:6.2f} {r['low']:6.2f} {r['mean'] / base['mean']:6.2f}"
                   f" {r['high'] / max(base['high'], 1e-9):6.2f} {r['evictions']:5d}"
                   f" {r['lost_chip_h']:11.0f}")

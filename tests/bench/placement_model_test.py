@@ -46,6 +46,8 @@ check("every worker preempting evicts more than one cluster preempting",
       every["evictions"] > one["evictions"])
 later = run("central", preempt_after_s=480)
 check("preempting later evicts no more", later["evictions"] <= one["evictions"])
+small = run("central", order="small-first")
+check("smallest slice first lowers the mean", small["mean"] < central["mean"])
 # A lone job waits 0 everywhere but on the cluster that starts it 60 s late, which it avoids.
 lone = [dict(jobs[0], arrival_s=0)]
 r = m.Run(copy.deepcopy(lone), "central").go()
