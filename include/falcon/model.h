@@ -103,6 +103,9 @@ struct AcceleratorCapacity {
   // The largest block of free chips one slice can take whole (a free node pool, a free ICI
   // domain); null when the cluster does not say (see docs/selection.md for the source).
   std::optional<double> largest_free_block;
+  // The largest block, free or not: the largest slice the flavor can ever hold whole; null when
+  // the cluster does not say.
+  std::optional<double> largest_block;
   bool operator==(const AcceleratorCapacity&) const = default;
 };
 
@@ -137,12 +140,14 @@ struct ClusterSignals {
   std::optional<double> latency_ms;         // mean probe duration over the window
   // Capacity of the requested accelerator (docs/selection.md "Capacity and fragmentation"),
   // null when the probe gave none: the request's slice in chips, the free chips of the
-  // matching flavors, their largest free block, 1 - largest free block / free chips.
+  // matching flavors, their largest free block, 1 - largest free block / free chips, and their
+  // largest block free or not (a slice larger never fits there).
   std::optional<double> slice_chips;
   std::optional<double> free_chips;
   std::optional<double> nominal_chips;
   std::optional<double> largest_free_block;
   std::optional<double> fragmentation;
+  std::optional<double> largest_block;
   bool operator==(const ClusterSignals&) const = default;
 };
 

@@ -85,17 +85,23 @@ struct SliceShape {
 std::optional<SliceShape> slice_shape(const std::string& accelerator_type);
 
 // Fills the capacity signals of `signals` (slice_chips, free_chips, nominal_chips,
-// largest_free_block, fragmentation) from `probe.capacity` for `accelerator_type`: the flavors
-// named for that very type when there are any, else every flavor of its GKE accelerator
-// (summed; the largest block is the largest of theirs, known only when each flavor gives one).
+// largest_free_block, fragmentation, largest_block) from `probe.capacity` for
+// `accelerator_type`: the flavors named for that very type when there are any, else every flavor
+// of its GKE accelerator (summed; the largest free block and the largest block are the largest of
+// theirs, each known only when every flavor gives it).
 // Left null when the probe has no matching flavor (xpk backend): neutral in every policy.
 void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
                     const std::string& accelerator_type);
 
-// Why the request's slice cannot be placed on a cluster with `signals` now: fewer free chips
-// than the slice, or (fragmentation) no free block as large as the slice. nullopt when it fits
-// or capacity is not known.
+// Why the request's slice cannot be placed on a cluster with `signals` now: no block as large as
+// the slice at all (never_fits), fewer free chips than the slice, or (fragmentation) no free
+// block as large as the slice. nullopt when it fits or capacity is not known.
 std::optional<std::string> capacity_misfit(const ClusterSignals& signals);
+
+// Why the request's slice can never be placed on a cluster with `signals`, however much of it
+// frees up: its nominal quota, or its largest block, is smaller than the slice. nullopt when it
+// could be, or capacity is not known. Waiting for room there, or evicting for it, is futile.
+std::optional<std::string> never_fits(const ClusterSignals& signals);
 
 // Whether a candidate of a decision can admit the request now (late binding: the dispatcher's
 // hold_until_room, the supervisor's move of a queued workload): eligible, nothing queued ahead

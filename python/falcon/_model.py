@@ -260,6 +260,8 @@ class AcceleratorCapacity(_Value):
     nominal: float = 0.0  #: nominalQuota over the ClusterQueue's resource groups
     used: float = 0.0  #: the larger of usage and reservation
     largest_free_block: Optional[float] = None  #: None when the cluster does not say
+    #: its largest block, free or not (the largest slice it can ever hold); None: not said
+    largest_block: Optional[float] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "AcceleratorCapacity":
@@ -272,6 +274,7 @@ class AcceleratorCapacity(_Value):
             nominal=r.real("nominal", 0.0),
             used=r.real("used", 0.0),
             largest_free_block=r.opt_real("largest_free_block"),
+            largest_block=r.opt_real("largest_block"),
         )
 
 
@@ -324,6 +327,8 @@ class ClusterSignals(_Value):
     nominal_chips: Optional[float] = None  #: their nominal quota
     largest_free_block: Optional[float] = None  #: the largest block one slice can take whole
     fragmentation: Optional[float] = None  #: 1 - largest free block / free chips
+    #: their largest block, free or not: a larger slice never fits there
+    largest_block: Optional[float] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ClusterSignals":
@@ -342,6 +347,7 @@ class ClusterSignals(_Value):
             nominal_chips=r.opt_real("nominal_chips"),
             largest_free_block=r.opt_real("largest_free_block"),
             fragmentation=r.opt_real("fragmentation"),
+            largest_block=r.opt_real("largest_block"),
         )
 
 

@@ -177,9 +177,10 @@ def test_probe_capacity_and_capacity_signals_read_back():
         "error": None, "probed_at": "2026-12-01T10:00:00.000Z",
         "capacity": [{"flavor": "1xv4-64", "device_type": "v4-64",
                       "accelerator": "tpu-v4-podslice", "resource": "google.com/tpu",
-                      "nominal": 128, "used": 64, "largest_free_block": 32}]})
+                      "nominal": 128, "used": 64, "largest_free_block": 32,
+                      "largest_block": 64}]})
     assert p.capacity == [falcon.AcceleratorCapacity(
-        "1xv4-64", "v4-64", "tpu-v4-podslice", "google.com/tpu", 128.0, 64.0, 32.0)]
+        "1xv4-64", "v4-64", "tpu-v4-podslice", "google.com/tpu", 128.0, 64.0, 32.0, 64.0)]
     assert p.admission_delay_s is None
     assert falcon.ClusterProbeResult.from_dict({
         "cluster": "tpu-a", "reachable": True, "queue_depth": 0, "running_count": 1,

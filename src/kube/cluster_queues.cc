@@ -129,30 +129,34 @@ std::vector<AcceleratorCapacity> parse_cluster_queues(const json& list) {
     };
     const auto usage = totals("flavorsUsage");
     const auto reservation = totals("flavorsReservation");
-    // The published free blocks, per flavor.
-    std::map<std::string, double> largest;
+    // The published blocks per flavor, free runs and all blocks: the largest of each.
     const json annotations =
         cq.value("metadata", json::object()).value("annotations", json::object());
-    if (annotations.is_object() && annotations.contains(kFreeBlocksAnnotation) &&
-        annotations[kFreeBlocksAnnotation].is_string()) {
-      const json blocks =
-          json::parse(annotations[kFreeBlocksAnnotation].get<std::string>(), nullptr, false);
-      if (blocks.is_object()) {
-        for (auto it = blocks.begin(); it != blocks.end(); ++it) {
-          if (!it.value().is_array()) continue;
-          double best = 0;
-          bool ok = true;
-          for (const json& b : it.value()) {
-            const auto q = quantity_of(b);
-            if (!q)
-              ok = false;
-            else
-              best = std::max(best, *q);
-          }
-          if (ok) largest[it.key()] = best;
-        }
+    auto largest_of = [&](const char* annotation) {
+      std::map<std::string, double> largest;
+      if (!annotations.is_object() || !annotations.contains(annotation) ||
+          !annotations[annotation].is_string()) {
+        return largest;
       }
-    }
+      const json blocks = json::parse(annotations[annotation].get<std::string>(), nullptr, false);
+      if (!blocks.is_object()) return largest;
+      for (auto it = blocks.begin(); it != blocks.end(); ++it) {
+        if (!it.value().is_array()) continue;
+        double best = 0;
+        bool ok = true;
+        for (const json& b : it.value()) {
+          const auto q = quantity_of(b);
+          if (!q)
+            ok = false;
+          else
+            best = std::max(best, *q);
+        }
+        if (ok) largest[it.key()] = best;
+      }
+      return largest;
+    };
+    const auto largest_free = largest_of(kFreeBlocksAnnotation);
+    const auto largest_block = largest_of(kBlocksAnnotation);
     for (const auto& [key, quota] : nominal) {
       AcceleratorCapacity* c = entry(key.first, key.second);
       if (!c) continue;
@@ -163,8 +167,11 @@ std::vector<AcceleratorCapacity> parse_cluster_queues(const json& list) {
         used = std::max(used, r->second);
       }
       c->used += used;
-      if (const auto l = largest.find(key.first); l != largest.end()) {
+      if (const auto l = largest_free.find(key.first); l != largest_free.end()) {
         c->largest_free_block = std::max(c->largest_free_block.value_or(0.0), l->second);
+      }
+      if (const auto l = largest_block.find(key.first); l != largest_block.end()) {
+        c->largest_block = std::max(c->largest_block.value_or(0.0), l->second);
       }
     }
   }

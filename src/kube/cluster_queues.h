@@ -18,6 +18,8 @@
 //            pool / ICI domain, free when no pod holds its nodes; Kueue's Topology-Aware
 //            Scheduling knows the same from the node labels cloud.google.com/gke-nodepool and
 //            cloud.google.com/gke-tpu-topology). Without it the block is unknown (neutral).
+//   largest_block  likewise from the annotation kBlocksAnnotation, {"<flavor>": [<chips of each
+//            block, free or not>, ...]}: the largest slice the flavor can ever hold whole.
 // Quantities are Kubernetes quantities ("32", 32, "1k", "500m").
 #pragma once
 
@@ -33,6 +35,7 @@
 namespace falcon::kube {
 
 inline constexpr const char* kFreeBlocksAnnotation = "falcon.dev/free-blocks";
+inline constexpr const char* kBlocksAnnotation = "falcon.dev/blocks";
 
 // A Kubernetes quantity as a number ("2", "1.5", "500m", "4k", "2Ki"); nullopt when malformed.
 std::optional<double> parse_quantity(std::string_view text);

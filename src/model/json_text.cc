@@ -91,6 +91,8 @@ void append_signals(std::string& out, const ClusterSignals& v) {
   append_optional(out, v.health, append_json_double);
   out += ",\"health_samples\":";
   append_json_int(out, v.health_samples);
+  out += ",\"largest_block\":";
+  append_optional(out, v.largest_block, append_json_double);
   out += ",\"largest_free_block\":";
   append_optional(out, v.largest_free_block, append_json_double);
   out += ",\"latency_ms\":";

@@ -135,7 +135,8 @@ void to_json(json& j, const AcceleratorCapacity& v) {
            {"resource", v.resource},
            {"nominal", v.nominal},
            {"used", v.used},
-           {"largest_free_block", optional_to_json(v.largest_free_block)}};
+           {"largest_free_block", optional_to_json(v.largest_free_block)},
+           {"largest_block", optional_to_json(v.largest_block)}};
 }
 void from_json(const json& j, AcceleratorCapacity& v) {
   j.at("flavor").get_to(v.flavor);
@@ -145,6 +146,7 @@ void from_json(const json& j, AcceleratorCapacity& v) {
   j.at("nominal").get_to(v.nominal);
   j.at("used").get_to(v.used);
   v.largest_free_block = optional_from_json<double>(j, "largest_free_block");
+  v.largest_block = optional_from_json<double>(j, "largest_block");
 }
 
 void to_json(json& j, const ClusterProbeResult& v) {
@@ -181,7 +183,8 @@ void to_json(json& j, const ClusterSignals& v) {
            {"free_chips", optional_to_json(v.free_chips)},
            {"nominal_chips", optional_to_json(v.nominal_chips)},
            {"largest_free_block", optional_to_json(v.largest_free_block)},
-           {"fragmentation", optional_to_json(v.fragmentation)}};
+           {"fragmentation", optional_to_json(v.fragmentation)},
+           {"largest_block", optional_to_json(v.largest_block)}};
 }
 void from_json(const json& j, ClusterSignals& v) {
   v.queue_depth = optional_from_json<int>(j, "queue_depth");
@@ -197,6 +200,7 @@ void from_json(const json& j, ClusterSignals& v) {
   v.nominal_chips = optional_from_json<double>(j, "nominal_chips");
   v.largest_free_block = optional_from_json<double>(j, "largest_free_block");
   v.fragmentation = optional_from_json<double>(j, "fragmentation");
+  v.largest_block = optional_from_json<double>(j, "largest_block");
 }
 
 void to_json(json& j, const SignalTerm& v) {

@@ -380,6 +380,8 @@ void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
   double free = 0;
   double largest = 0;
   bool blocks_known = true;
+  double largest_block = 0;
+  bool block_sizes_known = true;
   for (const AcceleratorCapacity* c : matched) {
     nominal += c->nominal;
     const double f = std::max(0.0, c->nominal - c->used);
@@ -389,7 +391,13 @@ void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
     } else {
       blocks_known = false;
     }
+    if (c->largest_block) {
+      largest_block = std::max(largest_block, std::min(*c->largest_block, c->nominal));
+    } else {
+      block_sizes_known = false;
+    }
   }
+  if (block_sizes_known) signals.largest_block = largest_block;
   signals.slice_chips = shape->chips;
   signals.nominal_chips = nominal;
   signals.free_chips = free;
@@ -399,8 +407,22 @@ void apply_capacity(ClusterSignals& signals, const ClusterProbeResult& probe,
   }
 }
 
+std::optional<std::string> never_fits(const ClusterSignals& s) {
+  if (!s.slice_chips) return std::nullopt;
+  if (s.nominal_chips && *s.nominal_chips < *s.slice_chips) {
+    return fmt::format("can never fit a slice of {} chips: {} chips in all", number(*s.slice_chips),
+                       number(*s.nominal_chips));
+  }
+  if (s.largest_block && *s.largest_block < *s.slice_chips) {
+    return fmt::format("can never fit a slice of {} chips: its largest block has {}",
+                       number(*s.slice_chips), number(*s.largest_block));
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> capacity_misfit(const ClusterSignals& s) {
   if (!s.slice_chips || !s.free_chips) return std::nullopt;
+  if (auto never = never_fits(s)) return never;
   if (*s.free_chips < *s.slice_chips) {
     return fmt::format("cannot fit a slice of {} chips: {} of {} chips free",
                        number(*s.slice_chips), number(*s.free_chips),

@@ -26,8 +26,8 @@ std::chrono::milliseconds seconds(double s) {
 std::string key_of(const kube::ManagerWorkload& w) { return w.namespace_ + "/" + w.name; }
 
 // Of a failed decision's candidates, the one a Workload held for room would most likely take
-// first: skipped only for want of room now (its capacity holds the slice), with the largest free
-// block, then the most free chips. "" when none is.
+// first: skipped only for want of room now (its quota and its largest block hold the slice), with
+// the largest free block, then the most free chips. "" when none is.
 std::string closest_to_room(const std::vector<CandidateScore>& scores) {
   const CandidateScore* best = nullptr;
   const auto room = [](const CandidateScore& c) {
@@ -37,9 +37,7 @@ std::string closest_to_room(const std::vector<CandidateScore>& scores) {
   for (const CandidateScore& c : scores) {
     const auto misfit = capacity_misfit(c.signals);
     if (!misfit || c.skip_reason != *misfit) continue;  // skipped for another reason
-    if (!c.signals.slice_chips || c.signals.nominal_chips.value_or(0) < *c.signals.slice_chips) {
-      continue;  // never large enough
-    }
+    if (!c.signals.slice_chips || never_fits(c.signals)) continue;
     if (best == nullptr || room(c) > room(*best)) best = &c;
   }
   return best ? best->cluster : "";
@@ -531,7 +529,7 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
       continue;
     }
     const std::optional<double> slice = c.signals.slice_chips;
-    if (!slice || c.signals.nominal_chips.value_or(0) < *slice) continue;
+    if (!slice || never_fits(c.signals)) continue;  // no eviction makes room there
     std::vector<Running> lower;
     for (const auto& [uid, other] : workloads_) {
       const kube::ManagerWorkload& o = other.workload;

@@ -71,6 +71,40 @@ TEST(CapacitySignals, FragmentationIsOneMinusLargestBlockOverFree) {
                               "32 of 80 chips free (fragmentation 0.60)"));
 }
 
+// A slice larger than every block of the cluster never fits there, however much is free: the
+// misfit says so first, and never_fits tells it from a want of room now.
+TEST(CapacitySignals, ASliceLargerThanEveryBlockNeverFits) {
+  auto blocks = flavor("tpu-v4-podslice", "", "tpu-v4-podslice", 128, 0, 32);
+  blocks.largest_block = 32;  // four blocks of 32
+  ClusterSignals s;
+  apply_capacity(s, probe_with({blocks}), "v4-128");
+  EXPECT_EQ(s.largest_block, 32);
+  EXPECT_EQ(never_fits(s).value_or(""),
+            "can never fit a slice of 64 chips: its largest block has 32");
+  EXPECT_EQ(capacity_misfit(s), never_fits(s));
+  // A smaller slice fits; one with no room now is a misfit but may fit later.
+  ClusterSignals small;
+  apply_capacity(small, probe_with({blocks}), "v4-64");
+  EXPECT_FALSE(capacity_misfit(small));
+  blocks.used = 128;
+  blocks.largest_free_block = 0;
+  ClusterSignals full;
+  apply_capacity(full, probe_with({blocks}), "v4-64");
+  EXPECT_TRUE(capacity_misfit(full));
+  EXPECT_FALSE(never_fits(full));
+  // Fewer chips in all than the slice: never.
+  ClusterSignals tiny;
+  apply_capacity(tiny, probe_with({flavor("1xv4-64", "v4-64", "tpu-v4-podslice", 16, 0, 16)}),
+                 "v4-64");
+  EXPECT_EQ(never_fits(tiny).value_or(""), "can never fit a slice of 32 chips: 16 chips in all");
+  // A flavor that does not say its blocks leaves the largest block unknown: it may fit.
+  ClusterSignals unknown;
+  apply_capacity(unknown, probe_with({blocks, flavor("x", "", "tpu-v4-podslice", 64, 0, 64)}),
+                 "v4-128");
+  EXPECT_FALSE(unknown.largest_block);
+  EXPECT_FALSE(never_fits(unknown));
+}
+
 TEST(CapacitySignals, FlavorsOfTheTypeItselfComeFirstAndUnknownStaysNull) {
   ClusterSignals s;
   apply_capacity(s,
@@ -270,7 +304,8 @@ TEST(ClusterQueues, NominalQuotaUsageAndPublishedBlocks) {
     "items": [{
       "kind": "ClusterQueue",
       "metadata": {"name": "cluster-queue",
-                   "annotations": {"falcon.dev/free-blocks": "{\"tpu-v4-podslice\": [16, 8]}"}},
+                   "annotations": {"falcon.dev/free-blocks": "{\"tpu-v4-podslice\": [16, 8]}",
+                                   "falcon.dev/blocks": "{\"tpu-v4-podslice\": [64, 32, 32]}"}},
       "spec": {"resourceGroups": [
         {"coveredResources": ["google.com/tpu"],
          "flavors": [{"name": "2xv4-64", "resources": [{"name": "google.com/tpu", "nominalQuota": 64}]},
@@ -297,6 +332,8 @@ TEST(ClusterQueues, NominalQuotaUsageAndPublishedBlocks) {
   EXPECT_EQ(caps[1].nominal, 128);
   EXPECT_EQ(caps[1].used, 96);
   EXPECT_EQ(caps[1].largest_free_block, 16);
+  EXPECT_FALSE(caps[0].largest_block);
+  EXPECT_EQ(caps[1].largest_block, 64);
   EXPECT_THROW(kube::parse_cluster_queues(nlohmann::json::parse(R"({"kind": "Status"})")),
                std::invalid_argument);
 }

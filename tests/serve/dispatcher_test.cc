@@ -51,6 +51,7 @@ class FakeManager final : public kube::ManagerApi {
 struct Room {
   int queue = 0;
   double free_block = 64;
+  std::optional<double> largest_block;  // its largest block, free or not; unknown by default
   bool eligible = true;
 };
 
@@ -99,6 +100,7 @@ class DispatcherTest : public ::testing::Test {
       c.signals.nominal_chips = 128;
       c.signals.free_chips = r.free_block;
       c.signals.largest_free_block = r.free_block;
+      c.signals.largest_block = r.largest_block;
       if (const auto out = hints.left_out.find(name); out != hints.left_out.end()) {
         c.skip_reason = out->second;
       } else if (!r.eligible) {
@@ -363,6 +365,52 @@ TEST_F(DispatcherTest, AHighPriorityWorkloadHeldLongEnoughPreemptsWhereItCostsLe
   broken->pass();
   EXPECT_TRUE(manager_->patches.empty());
   EXPECT_EQ(broken->status().preemptions, 0);
+}
+
+// A worker whose largest block is smaller than the slice can never hold it, however much frees
+// up there: a held Workload neither keeps it from lower priorities nor preempts there, even where
+// evicting would cost least by count.
+TEST_F(DispatcherTest, AWorkerWhoseBlocksAreTooSmallIsNeitherKeptNorPreemptedFor) {
+  room_["w-a"].free_block = 32;  // the largest free block of all, in blocks of 32
+  room_["w-a"].largest_block = 32;
+  room_["w-b"].free_block = 16;
+  room_["w-b"].largest_block = 128;
+  room_["w-c"].free_block = 0;
+  room_["other"].eligible = false;
+  auto big = workload("big", 1000);
+  big.accelerator = "v4-128";  // 64 chips
+  auto small = workload("small", 0);
+  auto d = make();
+  d->apply_list({{small, big}, "10"});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].first, "small");
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-a"});
+  EXPECT_EQ(hints_.back().left_out.count("w-a"), 0u);
+  EXPECT_EQ(hints_.back().left_out.at("w-b"),
+            "kept for team/big (priority 1000, v4-128), held until it has room here");
+
+  // Preempting: one victim on w-a, two on w-b; only w-b can ever hold the slice.
+  settings_.preempt_after_s = 120;
+  manager_->patches.clear();
+  const auto admitted = [](const std::string& name, const std::string& accelerator,
+                           const std::string& worker) {
+    auto w = workload(name, 0);
+    w.accelerator = accelerator;
+    w.cluster_name = worker;
+    w.checks = {{kCheck, "Ready"}};
+    return w;
+  };
+  for (auto& [name, r] : room_) r.free_block = 0;
+  auto preempting = make();
+  big.uid = "uid-big2";
+  preempting->apply_list({{admitted("a1", "v4-128", "w-a"), admitted("b1", "v4-64", "w-b"),
+                           admitted("b2", "v4-64", "w-b"), big},
+                          "20"});
+  clock_->advance(120s);
+  preempting->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
 }
 
 TEST_F(DispatcherTest, ARestartedDispatcherTakesBackItsOwnNominationsWithTheirAge) {

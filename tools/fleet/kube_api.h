@@ -14,7 +14,8 @@
 //       capacity (FleetSimulator::cluster_queue): a flavor "1x<type>" per device type of
 //       `capacity` (its slots x chips per slice), and one per GKE accelerator label of
 //       `topology` (its blocks' chips), whose free contiguous runs are published in the
-//       annotation falcon.dev/free-blocks ({"<flavor>": [<chips of each free run>]}). A real
+//       annotation falcon.dev/free-blocks ({"<flavor>": [<chips of each free run>]}), and the
+//       blocks' sizes in falcon.dev/blocks ({"<flavor>": [<chips of each block>]}). A real
 //       cluster has no such annotation unless a controller publishes it from its node pools
 //       (cloud.google.com/gke-nodepool, cloud.google.com/gke-tpu-topology) and pods, or from
 //       Kueue's Topology-Aware Scheduling; without it falcon leaves fragmentation unknown

@@ -1395,16 +1395,20 @@ FleetSimulator::ClusterQueueView FleetSimulator::cluster_queue(const std::string
       }
       add("1x" + *canonical, accelerator_resource(t->device_class), chips * slots, used);
     }
-    // Topology blocks: one flavor per GKE accelerator label, and the free runs of each block.
+    // Topology blocks: one flavor per GKE accelerator label, the free runs of each block and
+    // the blocks' sizes.
     json free_blocks = json::object();
+    json block_sizes = json::object();
     const auto occupancy = c.occupancy();
     for (const auto& [label, blocks] : c.spec.topology) {
       long long quota = 0;
       long long used = 0;
       json runs = json::array();
       const auto& o = occupancy.at(label);
+      json sizes = json::array();
       for (std::size_t b = 0; b < o.size(); ++b) {
         quota += static_cast<long long>(o[b].size());
+        sizes.push_back(o[b].size());
         int run = 0;
         for (std::size_t i = 0; i <= o[b].size(); ++i) {
           if (i < o[b].size() && !o[b][i]) {
@@ -1419,13 +1423,15 @@ FleetSimulator::ClusterQueueView FleetSimulator::cluster_queue(const std::string
       const bool gpu = label.rfind("nvidia-", 0) == 0;
       add(label, gpu ? "nvidia.com/gpu" : "google.com/tpu", quota, used);
       free_blocks[label] = runs;
+      block_sizes[label] = sizes;
     }
     json metadata = {{"name", "cluster-queue"},
                      {"uid", fmt::format("{:016x}", hash_string(c.spec.name + "/cluster-queue"))},
                      {"resourceVersion", "1"},
                      {"creationTimestamp", format_k8s_time(start_ns_)}};
     if (!free_blocks.empty()) {
-      metadata["annotations"] = {{"falcon.dev/free-blocks", free_blocks.dump()}};
+      metadata["annotations"] = {{"falcon.dev/free-blocks", free_blocks.dump()},
+                                 {"falcon.dev/blocks", block_sizes.dump()}};
     }
     int pending = 0;
     int admitted = 0;

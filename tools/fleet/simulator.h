@@ -270,8 +270,8 @@ class FleetSimulator {
   // Kueue's ClusterQueue `cluster-queue` of the cluster, as xpk sets it up, from its simulated
   // capacity (docs in kube_api.h): nominal quota and usage per flavor of the accelerator
   // resource, and the free runs of its topology blocks in the annotation
-  // falcon.dev/free-blocks. Fails as a list does when the cluster is down (not counted as a
-  // kubectl call). Throws std::out_of_range for an unknown cluster.
+  // falcon.dev/free-blocks, their sizes in falcon.dev/blocks. Fails as a list does when the cluster
+  // is down (not counted as a kubectl call). Throws std::out_of_range for an unknown cluster.
   struct ClusterQueueView {
     std::optional<KubectlFailure> failure;
     nlohmann::json object;  // the ClusterQueue (kueue.x-k8s.io/v1beta1)
