@@ -465,11 +465,12 @@ TEST_F(HostileClientTest, AnOperateTokensWorkIsBounded) {
   auto serve = start_with_tokens();
   const int port = serve->port();
   serve->wait_ready();
-  // Every Logging read takes 3 s: the exports admitted stay running while the rest arrive.
+  // Every Logging read takes 10 s: the exports admitted stay running while the rest arrive, on
+  // a loaded machine too (at 3 s, 300 requests under ASan beside other work outlasted the first).
   const auto fault =
       ask(fleet_.service().port(),
           testing::http_post_json("/_fake/faults", fleet_.service().port(),
-                                  R"({"route": "logging.list", "times": -1, "delay_ms": 3000})"));
+                                  R"({"route": "logging.list", "times": -1, "delay_ms": 10000})"));
   ASSERT_EQ(fault.status, 200) << fault.body;
   Watch watch(port, serve->pid(), false);
   const std::string body =
