@@ -25,19 +25,31 @@ Policies:
                        lower-priority workloads on ONE cluster (the fewest victims, then the
                        least work lost). order=small-first takes the held jobs of one
                        priority smallest slice first (a proxy for shortest-job-first: falcon
-                       never knows a job's duration), not by arrival.
+                       never knows a job's duration), not by arrival; order=small-lower
+                       does so for low and medium priority only (high by arrival).
 An evicted workload resumes from its last checkpoint (--checkpoint-s; 0: from the start).
+
+--overload-seeds A:B runs the overload generator of bench/traces/make_trace.py with each seed
+from A to B (inclusive) instead of trace files, and prints per rule the mean and standard
+deviation over the traces of its ratios to AllAtOnce (mean, p95, high-priority mean) and on how
+many traces it meets each of issue 29's overload targets (mean and p95 no worse than
+AllAtOnce's, high-priority mean at least 30% below it) and all three at once: what one trace's
+comparison is worth, as traces of one kind differ.
 
 Wait, for every policy: completion - arrival - duration (with no eviction, start - arrival, as
 trace_bench measures it).
 
   bench/placement_model.py bench/traces/trace-overload.json [more traces] [--checkpoint-s 600]
+  bench/placement_model.py --overload-seeds 1:20
 """
 import argparse
 import copy
 import heapq
 import json
 import math
+import os
+import statistics
+import sys
 
 # bench/trace_bench.cc shapes(): name, blocks, slot priority, start delay (s), flaps.
 SHAPES = [
@@ -156,6 +168,9 @@ class Run:
     def order(self):
         if self.options.get("order") == "small-first":
             return sorted(self.waiting, key=lambda j: (-j["rank"], j["chips"], j["seq"]))
+        if self.options.get("order") == "small-lower":
+            return sorted(self.waiting, key=lambda j: (-j["rank"], j["chips"] if j["rank"] < 3
+                                                       else 0, j["seq"]))
         return sorted(self.waiting, key=lambda j: (-j["rank"], j["seq"]))
 
     def allatonce_pass(self, t):
@@ -275,18 +290,94 @@ class Run:
 
 
 def load(path):
-    jobs = json.load(open(path))["jobs"]
+    return prepared(json.load(open(path))["jobs"])
+
+
+def prepared(jobs):
+    """A trace's jobs with what the model keeps on each."""
     for seq, j in enumerate(jobs):
         j.update(seq=seq, chips=SLICE_CHIPS[j["accelerator"]], rank=RANK[j["priority"]],
                  left=j["duration_s"])
     return jobs
 
 
+# The rules --overload-seeds compares, AllAtOnce first (the ratios' base).
+SEED_VARIANTS = [
+    ("allatonce", "allatonce", {}),
+    ("central", "central", {}),
+    ("central, reserve first", "central", {"reserve": "first"}),
+    ("central, preempt after 480 s", "central", {"preempt_after_s": 480}),
+    ("central, preempt after 1200 s", "central", {"preempt_after_s": 1200}),
+    ("central, smallest slice first", "central", {"order": "small-first"}),
+    ("central, lower priorities smallest first", "central", {"order": "small-lower"}),
+    ("the same, preempt after 480 s", "central",
+     {"order": "small-lower", "preempt_after_s": 480}),
+]
+# Issue 29's overload targets, as ratios to AllAtOnce: mean, p95, high-priority mean.
+TARGETS = {"mean": 1.0, "p95": 1.0, "high": 0.7}
+
+
+def overload_trace(seed):
+    """bench/traces/make_trace.py's overload trace for `seed`, prepared."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "traces"))
+    try:
+        import make_trace
+    finally:
+        sys.path.pop(0)
+    return prepared(make_trace.overload(seed)[1])
+
+
+def seed_table(seeds, variants=SEED_VARIANTS, checkpoint_s=600):
+    """label -> {"mean": (avg, sd), ..., "met": {target: count}, "all": count} over `seeds`."""
+    ratios = {label: [] for label, _, _ in variants}
+    for seed in seeds:
+        jobs = overload_trace(seed)
+        base = None
+        for label, policy, options in variants:
+            r = Run(copy.deepcopy(jobs), policy, checkpoint_s, **options).go()
+            base = base or r
+            ratios[label].append({k: r[k] / max(base[k], 1e-9) for k in TARGETS})
+    table = {}
+    for label, rows in ratios.items():
+        row = {}
+        for k in TARGETS:
+            xs = [x[k] for x in rows]
+            row[k] = (statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0)
+        row["met"] = {k: sum(x[k] <= TARGETS[k] + 1e-9 for x in rows) for k in TARGETS}
+        row["all"] = sum(all(x[k] <= TARGETS[k] + 1e-9 for k in TARGETS) for x in rows)
+        table[label] = row
+    return table
+
+
+def print_seed_table(first, last, checkpoint_s):
+    n = last - first + 1
+    print(f"overload traces, seeds {first}-{last} ({n}); ratio to AllAtOnce, mean ± sd over the "
+          f"traces; traces meeting mean <= 1, p95 <= 1, high <= 0.7, and all three")
+    print(f"  {'policy':44} {'x mean':>12} {'x p95':>12} {'x high':>12} {'met':>10} {'all':>4}")
+    for label, row in seed_table(range(first, last + 1), checkpoint_s=checkpoint_s).items():
+        cells = " ".join(f"{row[k][0]:6.3f}±{row[k][1]:.3f}" for k in TARGETS)
+        met = "/".join(str(row["met"][k]) for k in TARGETS)
+        print(f"  {label:44} {cells} {met:>10} {row['all']:4d}")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("traces", nargs="+")
+    p.add_argument("traces", nargs="*")
     p.add_argument("--checkpoint-s", type=int, default=600)
+    p.add_argument("--overload-seeds", metavar="A:B",
+                   help="generated overload traces with seeds A to B instead of trace files")
     args = p.parse_args()
+    if args.overload_seeds:
+        try:
+            first, last = (int(x) for x in args.overload_seeds.split(":"))
+        except ValueError:
+            p.error(f"--overload-seeds {args.overload_seeds!r}: expected A:B, two integers")
+        if last < first:
+            p.error(f"--overload-seeds {args.overload_seeds!r}: B is less than A")
+        print_seed_table(first, last, args.checkpoint_s)
+        return
+    if not args.traces:
+        p.error("give trace files or --overload-seeds A:B")
     variants = [
         ("allatonce", "allatonce", {}),
         ("allatonce, LowerPriority preemption", "allatonce", {"preempt": True}),
@@ -297,6 +388,9 @@ def main():
         ("central, smallest slice first", "central", {"order": "small-first"}),
         ("central, smallest first, preempt after 480 s", "central",
          {"order": "small-first", "preempt_after_s": 480}),
+        ("central, lower priorities smallest first", "central", {"order": "small-lower"}),
+        ("the same, preempt after 480 s", "central",
+         {"order": "small-lower", "preempt_after_s": 480}),
     ]
     for path in args.traces:
         jobs = load(path)

@@ -48,6 +48,21 @@ later = run("central", preempt_after_s=480)
 check("preempting later evicts no more", later["evictions"] <= one["evictions"])
 small = run("central", order="small-first")
 check("smallest slice first lowers the mean", small["mean"] < central["mean"])
+held = m.Run([], "central", order="small-lower")
+held.waiting = [{"seq": 0, "rank": 3, "chips": 64}, {"seq": 1, "rank": 3, "chips": 4},
+                {"seq": 2, "rank": 1, "chips": 64}, {"seq": 3, "rank": 1, "chips": 4}]
+check("smallest first among lower priorities only: high by arrival, low by size",
+      [j["seq"] for j in held.order()] == [0, 1, 3, 2])
+# Two generated overload traces: AllAtOnce is every ratio's base, the counts are of two traces.
+table = m.seed_table([1, 2], variants=m.SEED_VARIANTS[:2])
+base = table["allatonce"]
+check("across seeds AllAtOnce's ratios are 1 and it meets the mean and p95 targets, not the high",
+      all(base[k] == (1.0, 0.0) for k in m.TARGETS)
+      and base["met"] == {"mean": 2, "p95": 2, "high": 0} and base["all"] == 0)
+check("across seeds another rule's ratios differ from 1",
+      table["central"]["mean"][0] != 1.0 and 0 <= table["central"]["all"] <= 2)
+check("a generated trace is the generator's", len(m.overload_trace(1)) > 100
+      and m.overload_trace(1) == m.overload_trace(1))
 # A lone job waits 0 everywhere but on the cluster that starts it 60 s late, which it avoids.
 lone = [dict(jobs[0], arrival_s=0)]
 r = m.Run(copy.deepcopy(lone), "central").go()
