@@ -144,6 +144,10 @@ void write_layer_metrics(PrometheusText& out, const ControlPlane& control) {
 void write_server_metrics(PrometheusText& out, const serve::HttpServer::Stats& http_stats) {
   out.family("falcon_http_connections_open", "gauge", "Client connections open now");
   out.sample("falcon_http_connections_open", {}, static_cast<double>(http_stats.connections_open));
+  out.family("falcon_http_connections_idle", "gauge",
+             "Of the connections open, those waiting for their next request (the first closed "
+             "to make room at serve.limits.max_connections)");
+  out.sample("falcon_http_connections_idle", {}, static_cast<double>(http_stats.connections_idle));
   out.family("falcon_http_connections_total", "counter",
              "Client connections by what became of them at accept: accepted, refused (over "
              "serve.limits.max_connections or max_connections_per_address), evicted (idle or "

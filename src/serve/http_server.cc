@@ -1053,6 +1053,11 @@ HttpServer::Stats HttpServer::stats() const {
   {
     std::lock_guard lock(impl_->table_mutex);
     s.connections_open = impl_->connections.size();
+    for (const auto& [raw, slot] : impl_->connections) {
+      if (const auto c = slot.connection.lock(); c && c->state() == ConnState::kIdle) {
+        ++s.connections_idle;
+      }
+    }
     s.streams_open = impl_->streams;
   }
   s.connections_accepted = impl_->accepted;

@@ -106,6 +106,7 @@ class HttpServer {
 
   struct Stats {
     std::uint64_t connections_open = 0;
+    std::uint64_t connections_idle = 0;  // of those open, waiting for a request (evictable)
     std::uint64_t connections_accepted = 0;
     std::uint64_t connections_refused = 0;  // over a connection limit (closed at once)
     std::uint64_t connections_evicted = 0;  // idle or slow, closed to make room

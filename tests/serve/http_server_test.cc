@@ -159,6 +159,15 @@ class HttpServerTest : public ::testing::TestWithParam<bool> {
     changed.wait(lock, [&] { return blocked >= n; });
   }
 
+  // A client reads its answer before the server has seen the write complete; until then the
+  // connection is not idle (never closed mid-answer). Waits for the server to count n idle.
+  void wait_idle(std::uint64_t n) {
+    for (int i = 0; server->stats().connections_idle < n; ++i) {
+      ASSERT_LT(i, 10'000) << "the server never counted " << n << " idle connections";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   void TearDown() override {
     release();
     if (server) server->stop();
@@ -449,9 +458,11 @@ TEST_P(HttpServerTest, AtTheConnectionLimitTheOldestIdleConnectionMakesRoom) {
   auto idle1 = client();
   idle1->send(get("/io"));
   EXPECT_EQ(idle1->read_answer().status, 200);
+  wait_idle(1);
   auto idle2 = client();
   idle2->send(get("/io"));
   EXPECT_EQ(idle2->read_answer().status, 200);
+  wait_idle(2);
   auto newcomer = client();  // a fourth: idle1, the oldest idle, is closed for it
   newcomer->send(get("/io"));
   EXPECT_EQ(newcomer->read_answer().status, 200);
