@@ -62,7 +62,8 @@
 // One JSON object on stdout; --chart=FILE writes an SVG bar chart of mean and p95 waits.
 //
 //   trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] [--retry=5] [--policies=P,...]
-//               [--chart=FILE] [--jobs=N] [--max-hours=24]
+//               [--chart=FILE] [--jobs=N] [--max-hours=24] [--worker-preemption]
+//               [--preempt-after=S] [--no-keep-room]
 //   trace_bench --merge=a.json,b.json [--chart=FILE]   # outputs of runs made one policy each
 #include <algorithm>
 #include <chrono>
@@ -130,6 +131,8 @@ struct Options {
   bool worker_preemption = false;
   // --preempt-after=S: dispatch.preempt_after_s of the `dispatch` policy (high priority only).
   std::optional<double> preempt_after_s;
+  // --no-keep-room: dispatch.keep_room false for the `dispatch` policy.
+  bool keep_room = true;
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -137,7 +140,7 @@ struct Options {
             << "usage: trace_bench --fleet-bin=DIR --trace=FILE [--tick=60] [--retry=5] "
                "[--policies=priority,priority-fit,score,least-wait,random,allatonce,"
                "incremental,dispatch] [--chart=FILE.svg] [--jobs=N] [--max-hours=24] "
-               "[--worker-preemption] [--preempt-after=S]\n"
+               "[--worker-preemption] [--preempt-after=S] [--no-keep-room]\n"
                "       trace_bench --merge=A.json,B.json [--chart=FILE.svg]\n";
   std::exit(2);
 }
@@ -169,6 +172,8 @@ Options parse_options(int argc, char** argv) {
         o.max_hours = std::stod(value);
       } else if (flag == "--worker-preemption" && eq == std::string::npos) {
         o.worker_preemption = true;
+      } else if (flag == "--no-keep-room" && eq == std::string::npos) {
+        o.keep_room = false;
       } else if (flag == "--preempt-after") {
         o.preempt_after_s = std::stod(value);
         if (*o.preempt_after_s < 0) usage("--preempt-after must be 0 or more seconds");
@@ -492,6 +497,7 @@ class PolicyRun {
       d.settings.dispatcher_name = kExternalDispatcher;
       d.settings.retry_s = o.retry_s;
       d.settings.preempt_after_s = o.preempt_after_s;
+      d.settings.keep_room = o.keep_room;
       d.manager = api_;
       d.store = fabric_->state_store();
       d.clock = deps_.clock;
@@ -954,6 +960,7 @@ class PolicyRun {
           {"renominations", s.renominations},
           {"preemptions", s.preemptions},
           {"preempt_after_s", o_.preempt_after_s ? json(*o_.preempt_after_s) : json(nullptr)},
+          {"keep_room", o_.keep_room},
           {"admitted", s.admitted},
           {"conflicts", s.conflicts},
           {"failures", s.failures},

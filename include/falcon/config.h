@@ -293,6 +293,10 @@ struct DispatchSettings {
   // A Workload no worker has room for now waits on the manager (late binding) instead of being
   // nominated where it would queue; false: nominate the best candidate even so.
   bool hold_until_room = true;
+  // With hold_until_room, the first Workload held keeps the worker where its room comes first
+  // from Workloads of lower priority (docs/dispatch.md, step 4); false: any Workload that fits
+  // takes any room (a lower mean wait, a higher one for large high-priority slices).
+  bool keep_room = true;
   double retry_s = 5;           // waiting Workloads are decided again at least this often
   double watch_timeout_s = 60;  // each watch of the manager's Workloads (then watched again)
   // MultiKueueCluster name -> registry cluster name; a worker not listed has its own name.

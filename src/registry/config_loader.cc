@@ -1036,6 +1036,7 @@ void parse_dispatch(Problems& problems, const std::optional<YAML::Node>& node,
   s->read_int("width", 1, 20, &out.width);
   s->read_double("renominate_after_s", 1.0, 7 * 86400.0, &out.renominate_after_s);
   s->read_bool("hold_until_room", &out.hold_until_room);
+  s->read_bool("keep_room", &out.keep_room);
   s->read_double("retry_s", 0.05, 3600.0, &out.retry_s);
   s->read_double("watch_timeout_s", 1.0, 3600.0, &out.watch_timeout_s);
   s->read_string_map("clusters", &out.clusters, kLabelKeyRule, kLabelKeyRule);

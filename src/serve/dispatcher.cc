@@ -335,7 +335,8 @@ void Dispatcher::pass() {
     if (dispatch(w, kept, &waits_for, &held)) continue;
     if (preempt(w, held)) continue;
     none_for.insert(w.workload.accelerator);
-    if (!waits_for.empty() && options_.settings.hold_until_room && reserved.empty()) {
+    if (!waits_for.empty() && options_.settings.hold_until_room && options_.settings.keep_room &&
+        reserved.empty()) {
       reserved.emplace(waits_for,
                        Reservation{w.workload.priority,
                                    fmt::format("kept for {} (priority {}, {}), held until it "

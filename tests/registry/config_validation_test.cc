@@ -842,6 +842,16 @@ TEST(ConfigValidation, DispatchPreemptionKeys) {
               Contains(HasSubstr("dispatch.preempt_after_s: must be between 0 and")));
 }
 
+// dispatch.keep_room: on unless set false; anything but a boolean is refused by name.
+TEST(ConfigValidation, DispatchKeepRoom) {
+  EXPECT_TRUE(parse_fabric_config(kValidCluster, "repos.yaml").dispatch.keep_room);
+  EXPECT_FALSE(parse_fabric_config(std::string(kValidCluster) + "dispatch:\n  keep_room: false\n",
+                                   "repos.yaml")
+                   .dispatch.keep_room);
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "dispatch:\n  keep_room: sometimes\n"),
+              Contains(HasSubstr("dispatch.keep_room")));
+}
+
 TEST(ConfigValidation, DeeplyNestedYamlIsASyntaxErrorNotACrash) {
   const std::string yaml = "clusters: " + std::string(100'000, '[');
   EXPECT_THAT(problems_of(yaml), Contains(HasSubstr("YAML syntax error")));

@@ -255,6 +255,27 @@ TEST_F(DispatcherTest, AHeldWorkloadKeepsTheRoomItWaitsForFromLowerPriorities) {
   for (const auto& h : hints_) EXPECT_EQ(h.left_out.count("w-a"), 0u);
 }
 
+TEST_F(DispatcherTest, WithoutKeepRoomALowerPriorityTakesTheRoomTheFirstHeldWaitsFor) {
+  // As above, with dispatch.keep_room false: big is still held (it fits nowhere), and small
+  // takes w-a, its own first choice, though big's room comes first there.
+  settings_.keep_room = false;
+  room_["w-a"].free_block = 48;
+  room_["w-b"].free_block = 32;
+  room_["w-c"].free_block = 16;
+  room_["other"].eligible = false;
+  auto big = workload("big", 100);
+  big.accelerator = "v4-128";
+  auto small = workload("small", 0);
+  auto d = make();
+  d->apply_list({{small, big}, "10"});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].first, "small");
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-a"});
+  for (const auto& h : hints_) EXPECT_EQ(h.left_out.count("w-a"), 0u);
+  EXPECT_EQ(d->status().held.at("team/big"), "no cluster for v4-128");
+}
+
 TEST_F(DispatcherTest, WithoutHoldTheBestCandidateIsNominatedEvenWhenItMustQueue) {
   settings_.hold_until_room = false;
   settings_.width = 2;
