@@ -67,6 +67,15 @@ class DispatcherTest : public ::testing::Test {
     settings_.renominate_after_s = 60;
   }
 
+  // Free blocks of 48, 32 and 16 chips on w-a, w-b and w-c ("other" out): a 64-chip slice fits
+  // nowhere now, and its room comes first on w-a.
+  void free_blocks_48_32_16() {
+    room_["w-a"].free_block = 48;
+    room_["w-b"].free_block = 32;
+    room_["w-c"].free_block = 16;
+    room_["other"].eligible = false;
+  }
+
   std::unique_ptr<Dispatcher> make() {
     DispatcherOptions o;
     o.settings = settings_;
@@ -219,10 +228,7 @@ TEST_F(DispatcherTest, AHeldWorkloadKeepsTheRoomItWaitsForFromLowerPriorities) {
   // A 64-chip slice of priority 100 fits nowhere now; w-a, with the largest free block, is where
   // room for it comes first. A 16-chip Workload of lower priority goes elsewhere; one of the same
   // priority may still take w-a.
-  room_["w-a"].free_block = 48;
-  room_["w-b"].free_block = 32;
-  room_["w-c"].free_block = 16;
-  room_["other"].eligible = false;
+  free_blocks_48_32_16();
   auto big = workload("big", 100);
   big.accelerator = "v4-128";
   auto peer = workload("peer", 100);
@@ -259,10 +265,7 @@ TEST_F(DispatcherTest, WithoutKeepRoomALowerPriorityTakesTheRoomTheFirstHeldWait
   // As above, with dispatch.keep_room false: big is still held (it fits nowhere), and small
   // takes w-a, its own first choice, though big's room comes first there.
   settings_.keep_room = false;
-  room_["w-a"].free_block = 48;
-  room_["w-b"].free_block = 32;
-  room_["w-c"].free_block = 16;
-  room_["other"].eligible = false;
+  free_blocks_48_32_16();
   auto big = workload("big", 100);
   big.accelerator = "v4-128";
   auto small = workload("small", 0);
