@@ -959,7 +959,9 @@ class PolicyRun {
           {"nominations", s.nominations},
           {"renominations", s.renominations},
           {"preemptions", s.preemptions},
+          {"preemptions_unconfirmed", s.preemptions_unconfirmed},
           {"preempt_after_s", o_.preempt_after_s ? json(*o_.preempt_after_s) : json(nullptr)},
+          {"preempt_confirm_s", falcon::DispatchSettings{}.preempt_confirm_s},  // the default
           {"keep_room", o_.keep_room},
           {"admitted", s.admitted},
           {"conflicts", s.conflicts},

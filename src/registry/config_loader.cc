@@ -1051,6 +1051,7 @@ void parse_dispatch(Problems& problems, const std::optional<YAML::Node>& node,
     out.preempt_after_s = preempt_after_s;
   }
   s->read_int("preempt_min_priority", -1'000'000'000, 1'000'000'000, &out.preempt_min_priority);
+  s->read_double("preempt_confirm_s", 1.0, 7 * 86400.0, &out.preempt_confirm_s);
   s->read_string_list("preempting_workers", &out.preempting_workers, kLabelKeyRule);
   s->finish();
 }

@@ -584,6 +584,7 @@ void ApiServer::Impl::add_managed_routes() {
                 {{"nominations", s.nominations},
                  {"renominations", s.renominations},
                  {"preemptions", s.preemptions},
+                 {"preemptions_unconfirmed", s.preemptions_unconfirmed},
                  {"admitted", s.admitted},
                  {"conflicts", s.conflicts},
                  {"failures", s.failures}}},

@@ -120,13 +120,22 @@ DispatchStatus Dispatcher::status() const {
 
 void Dispatcher::track(const kube::ManagerWorkload& w) {
   Tracked& t = workloads_[w.uid];
+  const auto now = clock_->steady_now();
   if (t.workload.nominated != w.nominated) looked_up_.erase(w.uid);
   if (w.cluster_name && !t.workload.cluster_name) {
-    t.admitted = clock_->steady_now();
-    placed_at_[registry_name(*w.cluster_name)] = t.admitted;
+    t.admitted = now;
+    placed_at_[registry_name(*w.cluster_name)] = now;
+    changed_at_[registry_name(*w.cluster_name)] = now;
   }
   // Admitted, then taken back by the manager (its worker evicted it): a new wait begins.
-  if (!w.cluster_name && t.workload.cluster_name) t.waited = false;
+  if (!w.cluster_name && t.workload.cluster_name) {
+    t.waited = false;
+    evicted_at_[registry_name(*t.workload.cluster_name)] = now;
+    changed_at_[registry_name(*t.workload.cluster_name)] = now;
+  }
+  if (w.cluster_name && w.finished && !t.workload.finished) {
+    changed_at_[registry_name(*w.cluster_name)] = now;
+  }
   t.workload = w;
   if (w.cluster_name) {
     if (ours_.erase(w.uid) > 0) ++counters_.admitted;
@@ -164,8 +173,10 @@ void Dispatcher::apply_list(const kube::WorkloadList& list) {
 
 void Dispatcher::apply_event(const kube::ManagerEvent& e) {
   std::lock_guard lock(mu_);
+  const auto now = clock_->steady_now();
   if (e.type == "BOOKMARK") return;
   if (e.type == "DELETED") {
+    if (e.workload.cluster_name) changed_at_[registry_name(*e.workload.cluster_name)] = now;
     held_.erase(key_of(e.workload));
     ours_.erase(e.workload.uid);
     looked_up_.erase(e.workload.uid);
@@ -207,12 +218,24 @@ std::string Dispatcher::registry_name(const std::string& worker) const {
   return it == options_.settings.clusters.end() ? worker : it->second;
 }
 
+bool Dispatcher::unconfirmed(const Ours& o) const {
+  if (!o.preempting || o.clusters.size() != 1) return false;
+  const auto evicted = evicted_at_.find(registry_name(o.clusters.front()));
+  return evicted == evicted_at_.end() || evicted->second < o.at;
+}
+
+steady_clock::time_point Dispatcher::due(const Ours& o) const {
+  const DispatchSettings& settings = options_.settings;
+  const auto renominate = o.at + seconds(settings.renominate_after_s);
+  return unconfirmed(o) ? std::min(renominate, o.at + seconds(settings.preempt_confirm_s))
+                        : renominate;
+}
+
 std::vector<Dispatcher::Work> Dispatcher::collect(steady_clock::time_point now,
                                                   steady_clock::time_point* next_deadline) {
   std::vector<Work> out;
   if (!wiring_) return out;
   const auto& allowed = options_.settings.admission_checks;
-  const auto renominate = seconds(options_.settings.renominate_after_s);
   int foreign = 0;
   for (auto& [uid, t] : workloads_) {
     const kube::ManagerWorkload& w = t.workload;
@@ -237,12 +260,29 @@ std::vector<Dispatcher::Work> Dispatcher::collect(steady_clock::time_point now,
         ++foreign;  // another controller's (or a person's) nomination
         continue;
       }
-      const auto due = mine->second.at + renominate;
-      if (now < due) {
-        *next_deadline = std::min(*next_deadline, due);
+      const Ours& o = mine->second;
+      const auto when = due(o);
+      if (now < when) {
+        *next_deadline = std::min(*next_deadline, when);
         continue;
       }
       work.again = true;
+      if (unconfirmed(o)) {
+        // Its worker's Kueue found no room even by preemption (falcon counted chips, Kueue
+        // looked at where they are): not again for as large a slice until its worker changes.
+        const std::string cluster = registry_name(o.clusters.front());
+        const NoPreemptRoom memo{o.preempting->slice_chips, o.preempting->priority, o.at};
+        const auto [it, added] = no_preempt_room_.try_emplace(cluster, memo);
+        if (added || it->second.at != o.at) {
+          it->second = memo;
+          ++counters_.preemptions_unconfirmed;
+          event("info",
+                fmt::format("{}: {} evicted nothing and did not admit it within {} s "
+                            "(dispatch.preempt_confirm_s) of the preempting nomination: "
+                            "its Kueue found no room there; deciding again without it",
+                            key_of(w), o.clusters.front(), options_.settings.preempt_confirm_s));
+        }
+      }
     }
     out.push_back(std::move(work));
   }
@@ -506,6 +546,7 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     double chip_s = 0;  // chips x seconds since admission of those evicted
     std::string worker;
     std::string why;
+    double slice = 0;
   };
   std::optional<Option> best;
   std::unique_lock lock(mu_);
@@ -531,6 +572,17 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     }
     const std::optional<double> slice = c.signals.slice_chips;
     if (!slice || never_fits(c.signals)) continue;  // no eviction makes room there
+    // Its Kueue did not preempt for a slice as large at a priority as high, and nothing was
+    // admitted, finished or taken back there since (work the manager did not place is not seen:
+    // after renominate_after_s it is tried again).
+    if (const auto no_room = no_preempt_room_.find(c.cluster); no_room != no_preempt_room_.end()) {
+      const auto changed = changed_at_.find(c.cluster);
+      const bool same = (changed == changed_at_.end() || changed->second <= no_room->second.at) &&
+                        now - no_room->second.at < seconds(settings.renominate_after_s);
+      if (same && *slice >= no_room->second.slice_chips && w.priority <= no_room->second.priority) {
+        continue;
+      }
+    }
     std::vector<Running> lower;
     for (const auto& [uid, other] : workloads_) {
       const kube::ManagerWorkload& o = other.workload;
@@ -546,7 +598,7 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
       return std::tie(a.priority, b.admitted, a.key) < std::tie(b.priority, a.admitted, b.key);
     });
     double room = c.signals.free_chips.value_or(0);
-    Option o{0, 0, worker, ""};
+    Option o{0, 0, worker, "", *slice};
     std::vector<std::string> evicted;
     for (const Running& r : lower) {
       if (room >= *slice) break;
@@ -573,6 +625,9 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     event("info", fmt::format("{}: {}", key_of(w), best->why));
     std::lock_guard relock(mu_);
     ++counters_.preemptions;
+    if (const auto mine = ours_.find(w.uid); mine != ours_.end()) {
+      mine->second.preempting = Preempting{best->slice, w.priority};
+    }
   }
   return true;
 }
@@ -584,7 +639,9 @@ bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& name
   const DispatchSettings& settings = options_.settings;
   if (work.again && names == w.nominated) {
     std::lock_guard lock(mu_);
-    ours_[w.uid].at = clock_->steady_now();  // still the best: its round starts again
+    Ours& mine = ours_[w.uid];
+    mine.at = clock_->steady_now();  // still the best: its round starts again
+    mine.preempting.reset();         // preempt() says when it is a preemption
     return true;
   }
   // Intent, then the patch, then its outcome.
@@ -661,6 +718,7 @@ bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& name
   mine.tried = tried;
   mine.clusters = names;
   mine.at = now;
+  mine.preempting.reset();  // preempt() says when it is a preemption
   // Until the watch brings the patched version, the nomination is the one just made.
   if (t->second.workload.resource_version == w.resource_version) {
     t->second.workload.nominated = names;
@@ -709,7 +767,6 @@ void Dispatcher::watch_loop() {
 
 void Dispatcher::decide_loop() {
   const auto retry = seconds(options_.settings.retry_s);
-  const auto renominate = seconds(options_.settings.renominate_after_s);
   while (true) {
     bool wiring_due = false;
     {
@@ -736,8 +793,7 @@ void Dispatcher::decide_loop() {
     if (!ours_.empty()) {
       const auto now = clock_->steady_now();
       for (const auto& [uid, o] : ours_) {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(o.at + renominate - now);
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(due(o) - now);
         wait = std::min(wait, std::max(left, std::chrono::milliseconds(1)));
       }
     }

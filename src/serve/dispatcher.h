@@ -31,7 +31,12 @@
 //              long is nominated to the one preempting worker where evicting the running
 //              Workloads of lower priority this dispatcher saw admitted there makes room at the
 //              least cost (the fewest, then the least chip-time since their admission); the
-//              worker's Kueue (withinClusterQueue: LowerPriority) evicts them
+//              worker's Kueue (withinClusterQueue: LowerPriority) evicts them. A worker that
+//              evicted nothing (no Workload taken back from it) and did not admit it within
+//              preempt_confirm_s found no room even so (falcon counts chips, not where they
+//              are): decided again without it, and not nominated to preempt for as large a
+//              slice at no higher priority until a Workload is admitted, finishes or is taken
+//              back there, or renominate_after_s has passed
 //
 // Not ready (problem()) while the manager cannot be listed or watched, its wiring cannot be
 // read, its Kueue is configured with another dispatcher name, or the store refuses nominations.
@@ -87,6 +92,8 @@ struct DispatchStatus {
   std::int64_t conflicts = 0;      // patches refused: the Workload had changed
   std::int64_t failures = 0;       // patches that failed otherwise, or were not recorded
   std::int64_t preemptions = 0;    // nominations made to preempt (of `nominations`)
+  // Preempting nominations decided again after preempt_confirm_s: their worker evicted nothing.
+  std::int64_t preemptions_unconfirmed = 0;
   // From the moment a Workload was seen waiting to its nomination's patch, over the last 1,000.
   std::optional<double> latency_p50_ms;
   std::optional<double> latency_p99_ms;
@@ -120,21 +127,37 @@ class Dispatcher {
     bool waited = false;                             // `seen` is set
     std::chrono::steady_clock::time_point admitted;  // first seen with clusterName
   };
+  // A nomination made to preempt: the slice it needs room for.
+  struct Preempting {
+    double slice_chips = 0;
+    int priority = 0;
+  };
   struct Ours {
     std::vector<std::string> clusters;  // MultiKueueCluster names patched
     std::chrono::steady_clock::time_point at;
     std::set<std::string> tried;  // nominated before and not admitted
+    std::optional<Preempting> preempting;
   };
   struct Work {
     kube::ManagerWorkload workload;
     std::vector<std::string> workers;  // of its MultiKueue config, in configuration order
     bool again = false;                // a renomination
   };
+  // A worker that did not preempt for a slice this large at this priority, as of `at`.
+  struct NoPreemptRoom {
+    double slice_chips = 0;
+    int priority = 0;
+    std::chrono::steady_clock::time_point at;
+  };
 
   void adopt();  // takes back the nominations an earlier run recorded
   void watch_loop();
   void decide_loop();
   void track(const kube::ManagerWorkload& w);  // with mu_ held
+  // With mu_ held: whether `o` is a preempting nomination whose worker has taken no Workload
+  // back since it was made, and when it is decided again.
+  bool unconfirmed(const Ours& o) const;
+  std::chrono::steady_clock::time_point due(const Ours& o) const;
   std::vector<Work> collect(std::chrono::steady_clock::time_point now,
                             std::chrono::steady_clock::time_point* next_deadline);
   // A decision that nominated nobody: its candidates, and its id when it was recorded.
@@ -172,7 +195,12 @@ class Dispatcher {
   // (PlacementHints::placed_at: older cached probes are probed again). Nominations not
   // admitted yet count through PlacementHints::in_flight instead.
   std::map<std::string, std::chrono::steady_clock::time_point> placed_at_;
-  std::set<std::string> looked_up_;  // uids whose nomination adopt() has read
+  // Registry cluster -> when a Workload was last seen taken back from it (its worker evicted
+  // it), and when one was last seen admitted there, finished there or taken back.
+  std::map<std::string, std::chrono::steady_clock::time_point> evicted_at_;
+  std::map<std::string, std::chrono::steady_clock::time_point> changed_at_;
+  std::map<std::string, NoPreemptRoom> no_preempt_room_;  // by registry cluster
+  std::set<std::string> looked_up_;                       // uids whose nomination adopt() has read
   std::optional<kube::MultiKueueWiring> wiring_;
   std::chrono::steady_clock::time_point wiring_at_;
   std::optional<std::string> kueue_dispatcher_;

@@ -830,16 +830,20 @@ TEST(ConfigValidation, DispatchPreemptionKeys) {
   EXPECT_FALSE(plain.dispatch.preempt_after_s.has_value());
   EXPECT_EQ(plain.dispatch.preempt_min_priority, 750);
   EXPECT_TRUE(plain.dispatch.preempting_workers.empty());
+  EXPECT_EQ(plain.dispatch.preempt_confirm_s, 120);
   const FabricConfig set =
       parse_fabric_config(std::string(kValidCluster) +
                               "dispatch:\n  preempt_after_s: 480\n  preempt_min_priority: 1000\n"
-                              "  preempting_workers: [worker-us]\n",
+                              "  preempting_workers: [worker-us]\n  preempt_confirm_s: 45\n",
                           "repos.yaml");
   EXPECT_EQ(set.dispatch.preempt_after_s, std::optional<double>(480));
   EXPECT_EQ(set.dispatch.preempt_min_priority, 1000);
   EXPECT_EQ(set.dispatch.preempting_workers, std::vector<std::string>{"worker-us"});
+  EXPECT_EQ(set.dispatch.preempt_confirm_s, 45);
   EXPECT_THAT(problems_of(std::string(kValidCluster) + "dispatch:\n  preempt_after_s: -1\n"),
               Contains(HasSubstr("dispatch.preempt_after_s: must be between 0 and")));
+  EXPECT_THAT(problems_of(std::string(kValidCluster) + "dispatch:\n  preempt_confirm_s: 0\n"),
+              Contains(HasSubstr("dispatch.preempt_confirm_s: must be between 1 and")));
 }
 
 // dispatch.keep_room: on unless set false; anything but a boolean is refused by name.

@@ -5,6 +5,8 @@
 // configured dispatcher name. And the parsing of the manager's objects (multikueue.h).
 #include "serve/dispatcher.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -389,6 +391,114 @@ TEST_F(DispatcherTest, AHighPriorityWorkloadHeldLongEnoughPreemptsWhereItCostsLe
   broken->pass();
   EXPECT_TRUE(manager_->patches.empty());
   EXPECT_EQ(broken->status().preemptions, 0);
+}
+
+// dispatch.preempt_confirm_s: falcon counts chips, the worker's Kueue looks at where they are.
+// A preempting nomination whose worker takes no Workload back (evicts nothing) within
+// preempt_confirm_s is decided again at once, not after renominate_after_s, and that worker is
+// not nominated to preempt for as large a slice again until something is admitted, finishes or
+// is taken back there. A nomination whose worker did evict waits as any other.
+TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepeated) {
+  settings_.preempt_after_s = 120;
+  settings_.preempt_confirm_s = 30;
+  settings_.renominate_after_s = 600;
+  for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
+  const auto admitted = [](const std::string& name, int priority, const std::string& worker) {
+    auto w = workload(name, priority);
+    w.cluster_name = worker;
+    w.checks = {{kCheck, "Ready"}};
+    return w;
+  };
+  std::vector<std::string> events;
+  auto d = [&] {
+    DispatcherOptions o;
+    o.settings = settings_;
+    o.manager = manager_;
+    o.store = store_;
+    o.clock = clock_;
+    o.registry_clusters = [] { return std::vector<std::string>{"w-a", "w-b", "w-c"}; };
+    o.decide = [this](const std::string& accelerator, const PlacementHints& hints) {
+      return decide(accelerator, hints);
+    };
+    o.on_event = [&](const std::string&, const std::string& m) { events.push_back(m); };
+    auto made = std::make_unique<Dispatcher>(std::move(o));
+    made->refresh_wiring();
+    return made;
+  }();
+  room_["other"].eligible = false;
+  // w-b's victim ran for less time than w-a's: w-b costs least.
+  d->apply_list(
+      {{admitted("a1", 0, "w-a"), admitted("c1", 1000, "w-c"), workload("urgent", 1000)}, "10"});
+  clock_->advance(60s);
+  d->apply_event(added(admitted("b1", 0, "w-b")));
+  clock_->advance(60s);
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
+
+  // w-b evicts nothing: at 29 s the nomination stands, at 30 s it is decided again, and w-b,
+  // still the cheapest by count, is not chosen again: w-a is.
+  clock_->advance(29s);
+  d->pass();
+  EXPECT_EQ(manager_->patches.size(), 1u);
+  clock_->advance(1s);
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(manager_->patches[1].second, std::vector<std::string>{"w-a"});
+  DispatchStatus s = d->status();
+  EXPECT_EQ(s.preemptions, 2);
+  EXPECT_EQ(s.preemptions_unconfirmed, 1);
+  EXPECT_EQ(s.renominations, 1);
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const std::string& e) {
+                            return e.find(
+                                       "team/urgent: w-b evicted nothing and did not admit it "
+                                       "within 30 s") != std::string::npos;
+                          }),
+            1);
+
+  // w-a takes a1 back (its Kueue evicted it): the nomination is confirmed and waits its
+  // renominate_after_s.
+  clock_->advance(10s);
+  auto taken_back = workload("a1", 0);
+  taken_back.resource_version = "8";
+  d->apply_event({"MODIFIED", taken_back});
+  clock_->advance(20s);
+  d->pass();
+  EXPECT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(d->status().preemptions_unconfirmed, 1);
+  auto placed = admitted("urgent", 1000, "w-a");  // the room a1 left
+  placed.resource_version = "9";
+  d->apply_event({"MODIFIED", placed});
+
+  // Another high Workload as large: w-b did not preempt for one and nothing changed there.
+  d->apply_event(added(workload("urgent2", 1000)));
+  clock_->advance(120s);
+  d->pass();
+  EXPECT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(d->status().held.count("team/urgent2"), 1u);
+  // A Workload admitted on w-b changes it: preempting there is worth trying again.
+  d->apply_event(added(admitted("b2", 0, "w-b")));
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 3u);
+  EXPECT_EQ(manager_->patches[2].first, "urgent2");
+  EXPECT_EQ(manager_->patches[2].second, std::vector<std::string>{"w-b"});
+
+  // w-b evicts nothing for it either: it stays there (no other worker can preempt) but w-b is
+  // not counted on again until renominate_after_s has passed (work the manager did not place
+  // may have changed it), nothing having changed there.
+  clock_->advance(30s);
+  d->pass();
+  s = d->status();
+  EXPECT_EQ(s.preemptions_unconfirmed, 2);
+  EXPECT_EQ(s.preemptions, 3);
+  clock_->advance(569s);
+  d->pass();
+  EXPECT_EQ(d->status().preemptions, 3);
+  clock_->advance(1s);
+  d->pass();
+  EXPECT_EQ(d->status().preemptions, 4);  // w-b again, still the nomination in place
+  EXPECT_EQ(manager_->patches.size(), 3u);
 }
 
 // A worker whose largest block is smaller than the slice can never hold it, however much frees
