@@ -312,8 +312,9 @@ struct DispatchSettings {
   // A preempting nomination whose worker has evicted nothing (no Workload of the manager taken
   // back from it) and not admitted the Workload this long (seconds) was for a worker whose
   // Kueue found no room even with preemption: decided again without it, and that worker is not
-  // nominated to preempt for as large a slice at no higher priority until a Workload is
-  // admitted, finishes or is taken back there, or renominate_after_s has passed.
+  // nominated to preempt for as large a slice at no higher priority until a Workload of at
+  // least that priority leaves it (finishes, is taken back or deleted), or renominate_after_s
+  // has passed.
   double preempt_confirm_s = 120;
   // MultiKueueCluster names whose ClusterQueue preempts; empty: every worker.
   std::vector<std::string> preempting_workers;

@@ -125,16 +125,15 @@ void Dispatcher::track(const kube::ManagerWorkload& w) {
   if (w.cluster_name && !t.workload.cluster_name) {
     t.admitted = now;
     placed_at_[registry_name(*w.cluster_name)] = now;
-    changed_at_[registry_name(*w.cluster_name)] = now;
   }
   // Admitted, then taken back by the manager (its worker evicted it): a new wait begins.
   if (!w.cluster_name && t.workload.cluster_name) {
     t.waited = false;
     evicted_at_[registry_name(*t.workload.cluster_name)] = now;
-    changed_at_[registry_name(*t.workload.cluster_name)] = now;
+    left_at_[registry_name(*t.workload.cluster_name)][t.workload.priority] = now;
   }
   if (w.cluster_name && w.finished && !t.workload.finished) {
-    changed_at_[registry_name(*w.cluster_name)] = now;
+    left_at_[registry_name(*w.cluster_name)][w.priority] = now;
   }
   t.workload = w;
   if (w.cluster_name) {
@@ -176,7 +175,9 @@ void Dispatcher::apply_event(const kube::ManagerEvent& e) {
   const auto now = clock_->steady_now();
   if (e.type == "BOOKMARK") return;
   if (e.type == "DELETED") {
-    if (e.workload.cluster_name) changed_at_[registry_name(*e.workload.cluster_name)] = now;
+    if (e.workload.cluster_name) {
+      left_at_[registry_name(*e.workload.cluster_name)][e.workload.priority] = now;
+    }
     held_.erase(key_of(e.workload));
     ours_.erase(e.workload.uid);
     looked_up_.erase(e.workload.uid);
@@ -572,16 +573,20 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     }
     const std::optional<double> slice = c.signals.slice_chips;
     if (!slice || never_fits(c.signals)) continue;  // no eviction makes room there
-    // Its Kueue did not preempt for a slice as large at a priority as high, and nothing was
-    // admitted, finished or taken back there since (work the manager did not place is not seen:
-    // after renominate_after_s it is tried again).
+    // Its Kueue did not preempt for a slice as large at a priority as high, and no Workload
+    // of that priority or higher left it since: Kueue evicts only lower priorities, so the
+    // chips it could free then are all it could free now (an admission takes free chips or
+    // adds a victim where chips were free). Work the manager did not place is not seen: after
+    // renominate_after_s the worker is tried again.
     if (const auto no_room = no_preempt_room_.find(c.cluster); no_room != no_preempt_room_.end()) {
-      const auto changed = changed_at_.find(c.cluster);
-      const bool same = (changed == changed_at_.end() || changed->second <= no_room->second.at) &&
-                        now - no_room->second.at < seconds(settings.renominate_after_s);
-      if (same && *slice >= no_room->second.slice_chips && w.priority <= no_room->second.priority) {
-        continue;
+      const NoPreemptRoom& memo = no_room->second;
+      bool room_since = now - memo.at >= seconds(settings.renominate_after_s);
+      if (const auto left = left_at_.find(c.cluster); left != left_at_.end()) {
+        for (auto it = left->second.lower_bound(memo.priority); it != left->second.end(); ++it) {
+          room_since = room_since || it->second > memo.at;
+        }
       }
+      if (!room_since && *slice >= memo.slice_chips && w.priority <= memo.priority) continue;
     }
     std::vector<Running> lower;
     for (const auto& [uid, other] : workloads_) {

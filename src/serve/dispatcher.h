@@ -35,8 +35,8 @@
 //              evicted nothing (no Workload taken back from it) and did not admit it within
 //              preempt_confirm_s found no room even so (falcon counts chips, not where they
 //              are): decided again without it, and not nominated to preempt for as large a
-//              slice at no higher priority until a Workload is admitted, finishes or is taken
-//              back there, or renominate_after_s has passed
+//              slice at no higher priority until a Workload of at least that priority leaves
+//              it (finishes, is taken back or deleted), or renominate_after_s has passed
 //
 // Not ready (problem()) while the manager cannot be listed or watched, its wiring cannot be
 // read, its Kueue is configured with another dispatcher name, or the store refuses nominations.
@@ -196,9 +196,10 @@ class Dispatcher {
   // admitted yet count through PlacementHints::in_flight instead.
   std::map<std::string, std::chrono::steady_clock::time_point> placed_at_;
   // Registry cluster -> when a Workload was last seen taken back from it (its worker evicted
-  // it), and when one was last seen admitted there, finished there or taken back.
+  // it); and, by priority, when one of that priority last left it (finished there, taken back
+  // or deleted while admitted).
   std::map<std::string, std::chrono::steady_clock::time_point> evicted_at_;
-  std::map<std::string, std::chrono::steady_clock::time_point> changed_at_;
+  std::map<std::string, std::map<int, std::chrono::steady_clock::time_point>> left_at_;
   std::map<std::string, NoPreemptRoom> no_preempt_room_;  // by registry cluster
   std::set<std::string> looked_up_;                       // uids whose nomination adopt() has read
   std::optional<kube::MultiKueueWiring> wiring_;

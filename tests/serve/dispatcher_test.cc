@@ -396,8 +396,9 @@ TEST_F(DispatcherTest, AHighPriorityWorkloadHeldLongEnoughPreemptsWhereItCostsLe
 // dispatch.preempt_confirm_s: falcon counts chips, the worker's Kueue looks at where they are.
 // A preempting nomination whose worker takes no Workload back (evicts nothing) within
 // preempt_confirm_s is decided again at once, not after renominate_after_s, and that worker is
-// not nominated to preempt for as large a slice again until something is admitted, finishes or
-// is taken back there. A nomination whose worker did evict waits as any other.
+// not nominated to preempt for as large a slice again until a Workload of that priority or
+// higher leaves it (an admission frees nothing Kueue could not evict before), or
+// renominate_after_s passes. A nomination whose worker did evict waits as any other.
 TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepeated) {
   settings_.preempt_after_s = 120;
   settings_.preempt_confirm_s = 30;
@@ -426,9 +427,10 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
     return made;
   }();
   room_["other"].eligible = false;
-  // w-b's victim ran for less time than w-a's: w-b costs least.
-  d->apply_list(
-      {{admitted("a1", 0, "w-a"), admitted("c1", 1000, "w-c"), workload("urgent", 1000)}, "10"});
+  // w-b's victim ran for less time than w-a's: w-b costs least. h1 on w-b is never a victim.
+  d->apply_list({{admitted("a1", 0, "w-a"), admitted("c1", 1000, "w-c"),
+                  admitted("h1", 1000, "w-b"), workload("urgent", 1000)},
+                 "10"});
   clock_->advance(60s);
   d->apply_event(added(admitted("b1", 0, "w-b")));
   clock_->advance(60s);
@@ -471,14 +473,21 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
   placed.resource_version = "9";
   d->apply_event({"MODIFIED", placed});
 
-  // Another high Workload as large: w-b did not preempt for one and nothing changed there.
+  // Another high Workload as large: w-b did not preempt for one and nothing left it since. A
+  // Workload admitted there makes no room Kueue could not make before.
   d->apply_event(added(workload("urgent2", 1000)));
   clock_->advance(120s);
   d->pass();
   EXPECT_EQ(manager_->patches.size(), 2u);
   EXPECT_EQ(d->status().held.count("team/urgent2"), 1u);
-  // A Workload admitted on w-b changes it: preempting there is worth trying again.
   d->apply_event(added(admitted("b2", 0, "w-b")));
+  d->pass();
+  EXPECT_EQ(manager_->patches.size(), 2u);
+  // h1, which Kueue could not evict for it, finishes: preempting there is worth trying again.
+  auto h1_done = admitted("h1", 1000, "w-b");
+  h1_done.finished = true;
+  h1_done.resource_version = "9";
+  d->apply_event({"MODIFIED", h1_done});
   d->pass();
   ASSERT_EQ(manager_->patches.size(), 3u);
   EXPECT_EQ(manager_->patches[2].first, "urgent2");
