@@ -93,6 +93,7 @@ class DispatcherTest : public ::testing::Test {
       hints_.push_back(hints);
       return decide(accelerator, hints);
     };
+    o.on_event = [this](const std::string&, const std::string& m) { events_.push_back(m); };
     auto d = std::make_unique<Dispatcher>(std::move(o));
     d->refresh_wiring();
     return d;
@@ -160,6 +161,15 @@ class DispatcherTest : public ::testing::Test {
 
   static kube::ManagerEvent added(const kube::ManagerWorkload& w) { return {"ADDED", w}; }
 
+  // A Workload of `priority` admitted on `worker`.
+  static kube::ManagerWorkload admitted(const std::string& name, int priority,
+                                        const std::string& worker) {
+    auto w = workload(name, priority);
+    w.cluster_name = worker;
+    w.checks = {{kCheck, "Ready"}};
+    return w;
+  }
+
   testing::TempDir dir_;
   std::shared_ptr<StateStore> store_;
   std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
@@ -167,6 +177,7 @@ class DispatcherTest : public ::testing::Test {
   std::map<std::string, Room> room_;
   DispatchSettings settings_;
   std::vector<PlacementHints> hints_;
+  std::vector<std::string> events_;  // the dispatcher's events, in order
 };
 
 TEST_F(DispatcherTest, NominatesTheBestWorkerWithRoomAndRecordsItFirst) {
@@ -341,12 +352,6 @@ TEST_F(DispatcherTest, RenominatesWithoutTheWorkersThatDidNotAdmitIt) {
 TEST_F(DispatcherTest, AHighPriorityWorkloadHeldLongEnoughPreemptsWhereItCostsLeast) {
   settings_.preempt_after_s = 120;
   for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
-  const auto admitted = [](const std::string& name, int priority, const std::string& worker) {
-    auto w = workload(name, priority);
-    w.cluster_name = worker;
-    w.checks = {{kCheck, "Ready"}};
-    return w;
-  };
   auto d = make();
   // w-a: two of priority 0; w-b: one of priority 0, admitted a minute later; w-c: one as high
   // as the preemptor (never a victim).
@@ -404,29 +409,8 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
   settings_.preempt_confirm_s = 30;
   settings_.renominate_after_s = 600;
   for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
-  const auto admitted = [](const std::string& name, int priority, const std::string& worker) {
-    auto w = workload(name, priority);
-    w.cluster_name = worker;
-    w.checks = {{kCheck, "Ready"}};
-    return w;
-  };
-  std::vector<std::string> events;
-  auto d = [&] {
-    DispatcherOptions o;
-    o.settings = settings_;
-    o.manager = manager_;
-    o.store = store_;
-    o.clock = clock_;
-    o.registry_clusters = [] { return std::vector<std::string>{"w-a", "w-b", "w-c"}; };
-    o.decide = [this](const std::string& accelerator, const PlacementHints& hints) {
-      return decide(accelerator, hints);
-    };
-    o.on_event = [&](const std::string&, const std::string& m) { events.push_back(m); };
-    auto made = std::make_unique<Dispatcher>(std::move(o));
-    made->refresh_wiring();
-    return made;
-  }();
   room_["other"].eligible = false;
+  auto d = make();
   // w-b's victim ran for less time than w-a's: w-b costs least. h1 on w-b is never a victim.
   d->apply_list({{admitted("a1", 0, "w-a"), admitted("c1", 1000, "w-c"),
                   admitted("h1", 1000, "w-b"), workload("urgent", 1000)},
@@ -451,7 +435,7 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
   EXPECT_EQ(s.preemptions, 2);
   EXPECT_EQ(s.preemptions_unconfirmed, 1);
   EXPECT_EQ(s.renominations, 1);
-  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+  EXPECT_EQ(std::count_if(events_.begin(), events_.end(),
                           [](const std::string& e) {
                             return e.find(
                                        "team/urgent: w-b evicted nothing and did not admit it "
