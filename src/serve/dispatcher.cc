@@ -261,28 +261,25 @@ std::vector<Dispatcher::Work> Dispatcher::collect(steady_clock::time_point now,
         ++foreign;  // another controller's (or a person's) nomination
         continue;
       }
-      const Ours& o = mine->second;
+      Ours& o = mine->second;
       const auto when = due(o);
       if (now < when) {
         *next_deadline = std::min(*next_deadline, when);
         continue;
       }
       work.again = true;
-      if (unconfirmed(o)) {
+      if (!o.unconfirmed_seen && unconfirmed(o)) {
         // Its worker's Kueue found no room even by preemption (falcon counted chips, Kueue
         // looked at where they are): not again for as large a slice until its worker changes.
-        const std::string cluster = registry_name(o.clusters.front());
-        const NoPreemptRoom memo{o.preempting->slice_chips, o.preempting->priority, o.at};
-        const auto [it, added] = no_preempt_room_.try_emplace(cluster, memo);
-        if (added || it->second.at != o.at) {
-          it->second = memo;
-          ++counters_.preemptions_unconfirmed;
-          event("info",
-                fmt::format("{}: {} evicted nothing and did not admit it within {} s "
-                            "(dispatch.preempt_confirm_s) of the preempting nomination: "
-                            "its Kueue found no room there; deciding again without it",
-                            key_of(w), o.clusters.front(), options_.settings.preempt_confirm_s));
-        }
+        // Once per nomination: a Workload held after this keeps it, and is due every pass.
+        o.unconfirmed_seen = true;
+        no_preempt_room_[registry_name(o.clusters.front())] = NoPreemptRoom{*o.preempting, o.at};
+        ++counters_.preemptions_unconfirmed;
+        event("info",
+              fmt::format("{}: {} evicted nothing and did not admit it within {} s "
+                          "(dispatch.preempt_confirm_s) of the preempting nomination: "
+                          "its Kueue found no room there; deciding again without it",
+                          key_of(w), o.clusters.front(), options_.settings.preempt_confirm_s));
       }
     }
     out.push_back(std::move(work));
@@ -582,11 +579,15 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
       const NoPreemptRoom& memo = no_room->second;
       bool room_since = now - memo.at >= seconds(settings.renominate_after_s);
       if (const auto left = left_at_.find(c.cluster); left != left_at_.end()) {
-        for (auto it = left->second.lower_bound(memo.priority); it != left->second.end(); ++it) {
+        for (auto it = left->second.lower_bound(memo.for_slice.priority); it != left->second.end();
+             ++it) {
           room_since = room_since || it->second > memo.at;
         }
       }
-      if (!room_since && *slice >= memo.slice_chips && w.priority <= memo.priority) continue;
+      if (!room_since && *slice >= memo.for_slice.slice_chips &&
+          w.priority <= memo.for_slice.priority) {
+        continue;
+      }
     }
     std::vector<Running> lower;
     for (const auto& [uid, other] : workloads_) {
@@ -647,6 +648,7 @@ bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& name
     Ours& mine = ours_[w.uid];
     mine.at = clock_->steady_now();  // still the best: its round starts again
     mine.preempting.reset();         // preempt() says when it is a preemption
+    mine.unconfirmed_seen = false;
     return true;
   }
   // Intent, then the patch, then its outcome.
@@ -724,6 +726,7 @@ bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& name
   mine.clusters = names;
   mine.at = now;
   mine.preempting.reset();  // preempt() says when it is a preemption
+  mine.unconfirmed_seen = false;
   // Until the watch brings the patched version, the nomination is the one just made.
   if (t->second.workload.resource_version == w.resource_version) {
     t->second.workload.nominated = names;

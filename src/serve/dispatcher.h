@@ -137,6 +137,7 @@ class Dispatcher {
     std::chrono::steady_clock::time_point at;
     std::set<std::string> tried;  // nominated before and not admitted
     std::optional<Preempting> preempting;
+    bool unconfirmed_seen = false;  // counted, and remembered in no_preempt_room_
   };
   struct Work {
     kube::ManagerWorkload workload;
@@ -145,8 +146,7 @@ class Dispatcher {
   };
   // A worker that did not preempt for a slice this large at this priority, as of `at`.
   struct NoPreemptRoom {
-    double slice_chips = 0;
-    int priority = 0;
+    Preempting for_slice;
     std::chrono::steady_clock::time_point at;
   };
 

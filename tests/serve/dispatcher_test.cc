@@ -494,6 +494,45 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
   EXPECT_EQ(manager_->patches.size(), 3u);
 }
 
+// A Workload whose preempting nomination went unconfirmed and that stays held keeps that
+// nomination and is decided again every pass: it is counted, and its worker remembered, once,
+// even while another Workload's unconfirmed nomination on the same worker is remembered after it.
+TEST_F(DispatcherTest, AnUnconfirmedPreemptionIsCountedOnceWhileItsWorkloadWaits) {
+  settings_.preempt_after_s = 120;
+  settings_.preempt_confirm_s = 30;
+  settings_.renominate_after_s = 600;
+  settings_.preempting_workers = {"w-b"};
+  for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
+  auto d = make();
+  d->apply_list({{admitted("b1", 0, "w-b"), workload("urgent", 1000)}, "10"});
+  clock_->advance(120s);
+  d->pass();  // urgent held 120 s: preempting on w-b
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].first, "urgent");
+  d->apply_event(added(workload("urgent2", 2000)));
+  clock_->advance(30s);
+  d->pass();  // unconfirmed: decided again, held, nominated there still
+  clock_->advance(90s);
+  d->pass();  // urgent2 held 120 s, of a priority above the one w-b did not preempt for
+  ASSERT_EQ(manager_->patches.size(), 2u);
+  EXPECT_EQ(manager_->patches[1].first, "urgent2");
+  EXPECT_EQ(manager_->patches[1].second, std::vector<std::string>{"w-b"});
+  clock_->advance(30s);
+  d->pass();  // urgent2's unconfirmed too
+  for (int i = 0; i < 3; ++i) {
+    clock_->advance(1s);
+    d->pass();
+  }
+  const DispatchStatus s = d->status();
+  EXPECT_EQ(s.preemptions, 2);
+  EXPECT_EQ(s.preemptions_unconfirmed, 2);
+  EXPECT_EQ(std::count_if(events_.begin(), events_.end(),
+                          [](const std::string& e) {
+                            return e.find("evicted nothing") != std::string::npos;
+                          }),
+            2);
+}
+
 // A worker whose largest block is smaller than the slice can never hold it, however much frees
 // up there: a held Workload neither keeps it from lower priorities nor preempts there, even where
 // evicting would cost least by count.
