@@ -130,10 +130,10 @@ void Dispatcher::track(const kube::ManagerWorkload& w) {
   if (!w.cluster_name && t.workload.cluster_name) {
     t.waited = false;
     evicted_at_[registry_name(*t.workload.cluster_name)] = now;
-    left_at_[registry_name(*t.workload.cluster_name)][t.workload.priority] = now;
+    left(*t.workload.cluster_name, t.workload.priority, now);
   }
   if (w.cluster_name && w.finished && !t.workload.finished) {
-    left_at_[registry_name(*w.cluster_name)][w.priority] = now;
+    left(*w.cluster_name, w.priority, now);
   }
   t.workload = w;
   if (w.cluster_name) {
@@ -175,9 +175,7 @@ void Dispatcher::apply_event(const kube::ManagerEvent& e) {
   const auto now = clock_->steady_now();
   if (e.type == "BOOKMARK") return;
   if (e.type == "DELETED") {
-    if (e.workload.cluster_name) {
-      left_at_[registry_name(*e.workload.cluster_name)][e.workload.priority] = now;
-    }
+    if (e.workload.cluster_name) left(*e.workload.cluster_name, e.workload.priority, now);
     held_.erase(key_of(e.workload));
     ours_.erase(e.workload.uid);
     looked_up_.erase(e.workload.uid);
@@ -230,6 +228,29 @@ steady_clock::time_point Dispatcher::due(const Ours& o) const {
   const auto renominate = o.at + seconds(settings.renominate_after_s);
   return unconfirmed(o) ? std::min(renominate, o.at + seconds(settings.preempt_confirm_s))
                         : renominate;
+}
+
+void Dispatcher::left(const std::string& worker, int priority, steady_clock::time_point now) {
+  left_at_[registry_name(worker)][priority] = now;
+}
+
+// Kueue evicts only lower priorities, so the chips it could free when it did not preempt are
+// all it can free until a Workload of that priority or higher leaves the worker (an admission
+// takes free chips or adds a victim where chips were free). Work the manager did not place is
+// not seen: after renominate_after_s the worker is tried again.
+bool Dispatcher::found_no_room(const std::string& cluster, double slice_chips, int priority,
+                               steady_clock::time_point now) const {
+  const auto memo = no_preempt_room_.find(cluster);
+  if (memo == no_preempt_room_.end() || slice_chips < memo->second.for_slice.slice_chips ||
+      priority > memo->second.for_slice.priority ||
+      now - memo->second.at >= seconds(options_.settings.renominate_after_s)) {
+    return false;
+  }
+  const auto left = left_at_.find(cluster);
+  if (left == left_at_.end()) return true;
+  const auto since = left->second.lower_bound(memo->second.for_slice.priority);
+  return std::none_of(since, left->second.end(),
+                      [&](const auto& at) { return at.second > memo->second.at; });
 }
 
 std::vector<Dispatcher::Work> Dispatcher::collect(steady_clock::time_point now,
@@ -570,25 +591,7 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     }
     const std::optional<double> slice = c.signals.slice_chips;
     if (!slice || never_fits(c.signals)) continue;  // no eviction makes room there
-    // Its Kueue did not preempt for a slice as large at a priority as high, and no Workload
-    // of that priority or higher left it since: Kueue evicts only lower priorities, so the
-    // chips it could free then are all it could free now (an admission takes free chips or
-    // adds a victim where chips were free). Work the manager did not place is not seen: after
-    // renominate_after_s the worker is tried again.
-    if (const auto no_room = no_preempt_room_.find(c.cluster); no_room != no_preempt_room_.end()) {
-      const NoPreemptRoom& memo = no_room->second;
-      bool room_since = now - memo.at >= seconds(settings.renominate_after_s);
-      if (const auto left = left_at_.find(c.cluster); left != left_at_.end()) {
-        for (auto it = left->second.lower_bound(memo.for_slice.priority); it != left->second.end();
-             ++it) {
-          room_since = room_since || it->second > memo.at;
-        }
-      }
-      if (!room_since && *slice >= memo.for_slice.slice_chips &&
-          w.priority <= memo.for_slice.priority) {
-        continue;
-      }
-    }
+    if (found_no_room(c.cluster, *slice, w.priority, now)) continue;
     std::vector<Running> lower;
     for (const auto& [uid, other] : workloads_) {
       const kube::ManagerWorkload& o = other.workload;
@@ -645,10 +648,7 @@ bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& name
   const DispatchSettings& settings = options_.settings;
   if (work.again && names == w.nominated) {
     std::lock_guard lock(mu_);
-    Ours& mine = ours_[w.uid];
-    mine.at = clock_->steady_now();  // still the best: its round starts again
-    mine.preempting.reset();         // preempt() says when it is a preemption
-    mine.unconfirmed_seen = false;
+    ours_[w.uid].restart(clock_->steady_now());  // still the best: its round starts again
     return true;
   }
   // Intent, then the patch, then its outcome.
@@ -724,9 +724,7 @@ bool Dispatcher::nominate(const Work& work, const std::vector<std::string>& name
   Ours& mine = ours_[w.uid];
   mine.tried = tried;
   mine.clusters = names;
-  mine.at = now;
-  mine.preempting.reset();  // preempt() says when it is a preemption
-  mine.unconfirmed_seen = false;
+  mine.restart(now);
   // Until the watch brings the patched version, the nomination is the one just made.
   if (t->second.workload.resource_version == w.resource_version) {
     t->second.workload.nominated = names;

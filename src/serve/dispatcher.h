@@ -138,6 +138,12 @@ class Dispatcher {
     std::set<std::string> tried;  // nominated before and not admitted
     std::optional<Preempting> preempting;
     bool unconfirmed_seen = false;  // counted, and remembered in no_preempt_room_
+    // A nomination (made again or anew) at `now`: preempt() says when it is a preemption.
+    void restart(std::chrono::steady_clock::time_point now) {
+      at = now;
+      preempting.reset();
+      unconfirmed_seen = false;
+    }
   };
   struct Work {
     kube::ManagerWorkload workload;
@@ -158,6 +164,12 @@ class Dispatcher {
   // back since it was made, and when it is decided again.
   bool unconfirmed(const Ours& o) const;
   std::chrono::steady_clock::time_point due(const Ours& o) const;
+  // Its worker did not preempt for a slice as large at a priority as high, and nothing that
+  // could make room has happened there since (see preempt()).
+  bool found_no_room(const std::string& cluster, double slice_chips, int priority,
+                     std::chrono::steady_clock::time_point now) const;
+  // A Workload of `priority` left `worker` (finished, taken back or deleted while admitted).
+  void left(const std::string& worker, int priority, std::chrono::steady_clock::time_point now);
   std::vector<Work> collect(std::chrono::steady_clock::time_point now,
                             std::chrono::steady_clock::time_point* next_deadline);
   // A decision that nominated nobody: its candidates, and its id when it was recorded.

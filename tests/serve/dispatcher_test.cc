@@ -170,6 +170,12 @@ class DispatcherTest : public ::testing::Test {
     return w;
   }
 
+  // How many of the dispatcher's events contain `text`.
+  long events_with(const std::string& text) const {
+    return std::count_if(events_.begin(), events_.end(),
+                         [&](const std::string& e) { return e.find(text) != std::string::npos; });
+  }
+
   testing::TempDir dir_;
   std::shared_ptr<StateStore> store_;
   std::shared_ptr<FakeClock> clock_ = std::make_shared<FakeClock>();
@@ -435,13 +441,7 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
   EXPECT_EQ(s.preemptions, 2);
   EXPECT_EQ(s.preemptions_unconfirmed, 1);
   EXPECT_EQ(s.renominations, 1);
-  EXPECT_EQ(std::count_if(events_.begin(), events_.end(),
-                          [](const std::string& e) {
-                            return e.find(
-                                       "team/urgent: w-b evicted nothing and did not admit it "
-                                       "within 30 s") != std::string::npos;
-                          }),
-            1);
+  EXPECT_EQ(events_with("team/urgent: w-b evicted nothing and did not admit it within 30 s"), 1);
 
   // w-a takes a1 back (its Kueue evicted it): the nomination is confirmed and waits its
   // renominate_after_s.
@@ -526,11 +526,7 @@ TEST_F(DispatcherTest, AnUnconfirmedPreemptionIsCountedOnceWhileItsWorkloadWaits
   const DispatchStatus s = d->status();
   EXPECT_EQ(s.preemptions, 2);
   EXPECT_EQ(s.preemptions_unconfirmed, 2);
-  EXPECT_EQ(std::count_if(events_.begin(), events_.end(),
-                          [](const std::string& e) {
-                            return e.find("evicted nothing") != std::string::npos;
-                          }),
-            2);
+  EXPECT_EQ(events_with("evicted nothing"), 2);
 }
 
 // A worker whose largest block is smaller than the slice can never hold it, however much frees
