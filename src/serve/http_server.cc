@@ -268,6 +268,19 @@ struct HttpServer::Impl {
     return tls;
   }
 
+  // Every connection still alive. A session's last reference must never be dropped while
+  // table_mutex is held: ~Session takes it (forget()), and the thread would wait on itself. So
+  // whoever locks a slot's weak pointer keeps what it got until the lock is released.
+  std::vector<std::shared_ptr<Connection>> live_connections() const {
+    std::vector<std::shared_ptr<Connection>> live;
+    std::lock_guard lock(table_mutex);
+    live.reserve(connections.size());
+    for (const auto& [raw, slot] : connections) {
+      if (auto c = slot.connection.lock()) live.push_back(std::move(c));
+    }
+    return live;
+  }
+
   void do_accept();
   void on_accept(const beast::error_code& ec, tcp::socket socket);
   bool admit(const std::string& address);
@@ -830,6 +843,7 @@ void HttpServer::Impl::on_accept(const beast::error_code& ec, tcp::socket socket
 // cannot hold every slot, a client with a request in progress is never cut off.
 bool HttpServer::Impl::admit(const std::string& address) {
   std::shared_ptr<Connection> victim;
+  std::vector<std::shared_ptr<Connection>> sampled;  // released after the lock (live_connections)
   {
     std::lock_guard lock(table_mutex);
     std::size_t& mine = per_address[address];
@@ -843,7 +857,9 @@ bool HttpServer::Impl::admit(const std::string& address) {
       for (std::size_t k = 0; k < std::min(n, kEvictionSample); ++k) {
         Connection* raw = order[(sample_at + k) % n];
         auto c = connections[raw].connection.lock();
-        if (!c || !evictable(c->state())) continue;
+        if (!c) continue;
+        sampled.push_back(c);
+        if (!evictable(c->state())) continue;
         if (!victim || c->since() < oldest) {
           victim = std::move(c);
           oldest = victim->since();
@@ -1032,16 +1048,9 @@ void HttpServer::stop() {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
     impl->accept_retry.cancel();
-    std::vector<std::shared_ptr<Connection>> idle;
-    {
-      std::lock_guard lock(impl->table_mutex);
-      for (const auto& [raw, slot] : impl->connections) {
-        if (auto c = slot.connection.lock(); c && evictable(c->state())) {
-          idle.push_back(std::move(c));
-        }
-      }
+    for (const auto& c : impl->live_connections()) {
+      if (evictable(c->state())) c->close_from_outside();
     }
-    for (auto& c : idle) c->close_from_outside();
     impl->maybe_finish();
   });
 }
@@ -1053,13 +1062,11 @@ HttpServer::Stats HttpServer::stats() const {
   {
     std::lock_guard lock(impl_->table_mutex);
     s.connections_open = impl_->connections.size();
-    for (const auto& [raw, slot] : impl_->connections) {
-      if (const auto c = slot.connection.lock(); c && c->state() == ConnState::kIdle) {
-        ++s.connections_idle;
-      }
-    }
     s.streams_open = impl_->streams;
   }
+  const auto live = impl_->live_connections();
+  s.connections_idle = static_cast<std::uint64_t>(std::count_if(
+      live.begin(), live.end(), [](const auto& c) { return c->state() == ConnState::kIdle; }));
   s.connections_accepted = impl_->accepted;
   s.connections_refused = impl_->refused;
   s.connections_evicted = impl_->evicted;

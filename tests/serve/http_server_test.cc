@@ -11,9 +11,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "falcon/values.h"
 #include "serve/router.h"
@@ -396,6 +398,55 @@ TEST_P(HttpServerTest, IdleAndSlowConnectionsAreClosed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // counted once the read ends
   }
   EXPECT_GE(server->stats().timeouts, 3U);
+}
+
+// stats() (the metrics' scrape, the tests' waits) runs beside connections ending. It once held
+// the last reference to a closing session while it held the connection table's lock, and the
+// session's destructor took that lock again: the scrape's thread waited on itself, and the
+// server could never stop (a CI run hung here). Many short connections close while a thread
+// reads stats() without pause; a deadlock fails the test through the watchdog, not by hanging.
+TEST_P(HttpServerTest, StatsReadWhileConnectionsCloseNeverDeadlocks) {
+  start();
+  std::mutex m;
+  std::condition_variable cv;
+  bool finished = false;
+  // A deadlocked server stops the whole test (its clients wait on answers, its threads on the
+  // lock), so the watchdog is a thread of its own.
+  std::thread watchdog([&] {
+    std::unique_lock lock(m);
+    if (!cv.wait_for(lock, std::chrono::seconds(120), [&] { return finished; })) {
+      std::fprintf(stderr,
+                   "stats() beside closing connections did not finish in 120 s: the "
+                   "connection table's lock is held by the thread waiting for it\n");
+      std::abort();
+    }
+  });
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> reads{0};
+  std::thread reader([&] {
+    while (!done) {
+      (void)server->stats();
+      ++reads;
+    }
+  });
+  const int rounds = tls() ? 10 : 60;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<RawHttpClient>> clients;
+    for (int i = 0; i < 16; ++i) {
+      clients.push_back(client());
+      clients.back()->send(get("/io"));
+    }
+    for (auto& c : clients) EXPECT_EQ(c->read_answer().status, 200);
+  }  // each round's clients close here, and the server ends their sessions
+  done = true;
+  reader.join();
+  {
+    std::lock_guard lock(m);
+    finished = true;
+  }
+  cv.notify_all();
+  watchdog.join();
+  EXPECT_GT(reads.load(), 0U);
 }
 
 // A client trickling its headers a byte at a time is closed when header_timeout is over,
