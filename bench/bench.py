@@ -1645,34 +1645,123 @@ disable_update_check = true
     # Falcon's best policy, through the external dispatcher and directly through xpk.
     TRACE_FALCON = ("dispatch", "least-wait")
 
-    def bench_trace(self):
+    def run_traces(self, runs):
+        """Runs trace_bench for each (key, trace kind, extra argv), two at a time (one process
+        each; the waits are simulated time), and returns each run's JSON by key."""
         exe = self.build / "bench" / "trace_bench"
         if not exe.exists():
             raise SystemExit(f"bench: {exe} is missing (build with -DFALCON_BUILD_BENCH=ON)")
-        # The traces run two at a time (one process each; the waits are simulated time).
         outs = {}
-        pending = list(self.TRACES)
+        pending = list(runs)
         running = []
         while pending or running:
             while pending and len(running) < 2:
-                rid, kind, _ = pending.pop(0)
+                key, kind, extra = pending.pop(0)
                 trace = ROOT / "bench" / "traces" / f"trace-{kind}.json"
                 argv = [str(exe), f"--fleet-bin={self.bin}", f"--trace={trace}", "--tick=60",
-                        "--retry=5", f"--policies={self.TRACE_POLICIES}",
-                        f"--chart={self.build / 'bench' / f'trace_bench_{kind}.svg'}"]
+                        "--retry=5"] + extra
                 if self.quick:
                     argv.append("--jobs=60")
-                log(f"trace {kind}: {' '.join(argv)}")
-                running.append((kind, time.monotonic(), spawn(argv, stdout=subprocess.PIPE,
-                                                              text=True)))
-            kind, started, p = running.pop(0)
+                log(f"trace {key}: {' '.join(argv)}")
+                running.append((key, kind, time.monotonic(),
+                                spawn(argv, stdout=subprocess.PIPE, text=True)))
+            key, kind, started, p = running.pop(0)
             out, _ = p.communicate()
             if reap(p) != 0:
-                raise RuntimeError(f"trace_bench on trace-{kind}.json failed")
-            outs[kind] = json.loads(out.strip().splitlines()[-1])
-            log(f"trace {kind}: done in {fmt_s(time.monotonic() - started)}")
+                raise RuntimeError(f"trace_bench on trace-{kind}.json ({key}) failed")
+            outs[key] = json.loads(out.strip().splitlines()[-1])
+            log(f"trace {key}: done in {fmt_s(time.monotonic() - started)}")
+        return outs
+
+    def bench_trace(self):
+        outs = self.run_traces(
+            [(kind, kind, [f"--policies={self.TRACE_POLICIES}",
+                           f"--chart={self.build / 'bench' / f'trace_bench_{kind}.svg'}"])
+             for _, kind, _ in self.TRACES])
         for rid, kind, what in self.TRACES:
             self.trace_row(rid, kind, what, outs[kind])
+
+    # `dispatch.preempt_after_s` on the overload traces: every worker's ClusterQueue preempts
+    # lower priorities, and falcon nominates a high-priority Workload held this long to one
+    # worker where preempting makes room.
+    PREEMPT_TRACES = [("W2P", "overload"), ("W4P", "overload-2")]
+    PREEMPT_ARGS = ["--worker-preemption", "--preempt-after=480"]
+
+    def bench_trace_preempt(self):
+        runs = []
+        for rid, kind in self.PREEMPT_TRACES:
+            runs.append((f"{kind}-preempting", kind,
+                         ["--policies=allatonce,dispatch"] + self.PREEMPT_ARGS))
+            runs.append((f"{kind}-allatonce", kind, ["--policies=allatonce"]))
+        outs = self.run_traces(runs)
+        for rid, kind in self.PREEMPT_TRACES:
+            self.preempt_row(rid, kind, outs[f"{kind}-preempting"], outs[f"{kind}-allatonce"])
+
+    def preempt_row(self, rid, kind, out, default_out):
+        runs = {r["policy"]: r for r in out["runs"]}
+        aa = {r["policy"]: r for r in default_out["runs"]}["allatonce"]
+        aa_pre, d = runs["allatonce"], runs["dispatch"]
+        high = self.trace_high
+
+        def m(seconds):
+            return f"{seconds / 60:.2f} min"
+
+        def figures(r):
+            return (f"mean {m(r['mean_wait_s'])}, p95 {m(r['p95_wait_s'])}, high {m(high(r))}, "
+                    f"{r['created_per_admitted']:.2f} objects/job, "
+                    f"{r['preemptions']['evicted']} evictions "
+                    f"({r['preemptions']['lost_chip_h']:.0f} chip-h lost)")
+
+        disp = d["dispatcher"]
+        log(f"trace {kind} preempting: dispatch {figures(d)}; {disp['preemptions']} preempting "
+            f"nominations, {disp['preemptions_unconfirmed']} unconfirmed, "
+            f"{disp['renominations']} renominations; allatonce preempting {figures(aa_pre)}; "
+            f"allatonce {figures(aa)}")
+        misses = self.trace_misses(d, aa, overload=True)
+        target = ("dispatch preempting after 480 s against the default allatonce: mean and p95 "
+                  "no worse, high-priority mean ≥ 30% below, ≤ 1.1 objects per job")
+        ratio = (f"mean {d['mean_wait_s'] / aa['mean_wait_s']:.2f}×, p95 "
+                 f"{d['p95_wait_s'] / aa['p95_wait_s']:.2f}×, high "
+                 f"{high(d) / high(aa):.2f}× allatonce's; mean "
+                 f"{d['mean_wait_s'] / aa_pre['mean_wait_s']:.2f}× allatonce's with preempting "
+                 "workers" if aa["mean_wait_s"] > 0 and high(aa) > 0 and aa_pre["mean_wait_s"] > 0
+                 else "n/a")
+        command = (f"`build/release/bench/trace_bench --fleet-bin=build/release/bin "
+                   f"--trace=bench/traces/trace-{kind}.json --tick=60 --retry=5 "
+                   f"--policies=allatonce,dispatch {' '.join(self.PREEMPT_ARGS)}"
+                   f"{' --jobs=60' if self.quick else ''}` and the same with "
+                   "`--policies=allatonce` alone")
+        self.row(rid, f"Placement on trace-{kind}.json ({d['jobs']} jobs) with preempting "
+                 "workers: falcon as the external dispatcher, a held high-priority Workload "
+                 "nominated after 480 s to one worker where preemption makes room",
+                 f"dispatch: {figures(d)}; {disp['preemptions']} preempting nominations, "
+                 f"{disp['preemptions_unconfirmed']} unconfirmed",
+                 f"allatonce: {figures(aa)}; allatonce, every worker preempting: "
+                 f"{figures(aa_pre)}",
+                 ratio, target, "met" if not misses else "**not met**: " + ", ".join(misses),
+                 command)
+        self.target(f"Trace {kind} with preemption: {target} ({d['jobs']} jobs)", not misses,
+                    f"dispatch {figures(d)}; allatonce {figures(aa)}")
+
+    @staticmethod
+    def trace_high(r):
+        return r["by_priority"].get("high", {}).get("mean_wait_s", 0.0)
+
+    @classmethod
+    def trace_misses(cls, r, aa, overload):
+        """Issue 29's targets that run `r` misses against AllAtOnce's run `aa`."""
+        high = cls.trace_high
+        misses = []
+        if r["mean_wait_s"] > aa["mean_wait_s"] + 1e-9:
+            misses.append("mean")
+        if r["p95_wait_s"] > aa["p95_wait_s"] + 1e-9:
+            misses.append("p95")
+        if r["created_per_admitted"] > 1.1:
+            misses.append("objects")
+        if overload and (high(aa) <= 0 or 1 - high(r) / high(aa) < 0.30):
+            change = f"{high(r) / high(aa) - 1:+.0%}" if high(aa) > 0 else "n/a"
+            misses.append(f"high-priority mean {change} against allatonce's")
+        return misses
 
     def trace_row(self, rid, kind, what, out):
         runs = {r["policy"]: r for r in out["runs"]}
@@ -1684,9 +1773,7 @@ disable_update_check = true
         def m(seconds):  # waits in minutes of simulated time
             return f"{seconds / 60:.2f} min"
 
-        def high(r):
-            return r["by_priority"].get("high", {}).get("mean_wait_s", 0.0)
-
+        high = self.trace_high
         cells = []
         for name, r in runs.items():
             log(f"trace {kind} {name}: mean {m(r['mean_wait_s'])}, p95 {m(r['p95_wait_s'])}, "
@@ -1702,18 +1789,7 @@ disable_update_check = true
         verdicts = []
         met = True
         for name in self.TRACE_FALCON:
-            r = runs[name]
-            misses = []
-            if r["mean_wait_s"] > aa["mean_wait_s"] + 1e-9:
-                misses.append("mean")
-            if r["p95_wait_s"] > aa["p95_wait_s"] + 1e-9:
-                misses.append("p95")
-            if r["created_per_admitted"] > 1.1:
-                misses.append("objects")
-            if overload:
-                if high(aa) <= 0 or 1 - high(r) / high(aa) < 0.30:
-                    change = f"{high(r) / high(aa) - 1:+.0%}" if high(aa) > 0 else "n/a"
-                    misses.append(f"high-priority mean {change} against allatonce's")
+            misses = self.trace_misses(runs[name], aa, overload)
             met = met and not misses
             verdicts.append(f"{name}: " + ("met" if not misses else "not met (" + ", ".join(misses) + ")"))
         target = ("dispatch and least-wait: mean and p95 wait no worse than allatonce's; "
@@ -2127,7 +2203,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build/release"))
     ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (~3 min)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,hostile,probe,stream,tail,export,via,split,supervise,quota,startup,trace,dispatch,chaos")
+    ap.add_argument("--only", default="", help="comma list of: selection,loop,serve,hostile,probe,stream,tail,export,via,split,supervise,quota,startup,trace,preempt,dispatch,chaos")
     ap.add_argument("--via-lines", type=int, default=250_000,
                     help="lines per rank of the read/copy/sink rows E3 (8 ranks; default 250,000)")
     ap.add_argument("--gcloud-stream-runs", type=int, default=1,
@@ -2187,6 +2263,8 @@ def main():
         b.bench_quota()
     if want("trace"):
         b.bench_trace()
+    if want("preempt"):
+        b.bench_trace_preempt()
     if want("dispatch"):
         b.bench_dispatch()
     if want("chaos"):
