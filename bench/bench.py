@@ -1701,10 +1701,7 @@ disable_update_check = true
         runs = {r["policy"]: r for r in out["runs"]}
         aa = {r["policy"]: r for r in default_out["runs"]}["allatonce"]
         aa_pre, d = runs["allatonce"], runs["dispatch"]
-        high = self.trace_high
-
-        def m(seconds):
-            return f"{seconds / 60:.2f} min"
+        high, m = self.trace_high, self.trace_minutes
 
         def figures(r):
             return (f"mean {m(r['mean_wait_s'])}, p95 {m(r['p95_wait_s'])}, high {m(high(r))}, "
@@ -1720,12 +1717,13 @@ disable_update_check = true
         misses = self.trace_misses(d, aa, overload=True)
         target = ("dispatch preempting after 480 s against the default allatonce: mean and p95 "
                   "no worse, high-priority mean ≥ 30% below, ≤ 1.1 objects per job")
-        ratio = (f"mean {d['mean_wait_s'] / aa['mean_wait_s']:.2f}×, p95 "
-                 f"{d['p95_wait_s'] / aa['p95_wait_s']:.2f}×, high "
-                 f"{high(d) / high(aa):.2f}× allatonce's; mean "
-                 f"{d['mean_wait_s'] / aa_pre['mean_wait_s']:.2f}× allatonce's with preempting "
-                 "workers" if aa["mean_wait_s"] > 0 and high(aa) > 0 and aa_pre["mean_wait_s"] > 0
-                 else "n/a")
+        ratio = "n/a"  # a run too short to wait (--quick) has nothing to divide by
+        if aa["mean_wait_s"] > 0 and high(aa) > 0 and aa_pre["mean_wait_s"] > 0:
+            ratio = (f"mean {d['mean_wait_s'] / aa['mean_wait_s']:.2f}×, p95 "
+                     f"{d['p95_wait_s'] / aa['p95_wait_s']:.2f}×, high "
+                     f"{high(d) / high(aa):.2f}× allatonce's; mean "
+                     f"{d['mean_wait_s'] / aa_pre['mean_wait_s']:.2f}× allatonce's with "
+                     "preempting workers")
         command = (f"`build/release/bench/trace_bench --fleet-bin=build/release/bin "
                    f"--trace=bench/traces/trace-{kind}.json --tick=60 --retry=5 "
                    f"--policies=allatonce,dispatch {' '.join(self.PREEMPT_ARGS)}"
@@ -1742,6 +1740,10 @@ disable_update_check = true
                  command)
         self.target(f"Trace {kind} with preemption: {target} ({d['jobs']} jobs)", not misses,
                     f"dispatch {figures(d)}; allatonce {figures(aa)}")
+
+    @staticmethod
+    def trace_minutes(seconds):  # waits in minutes of simulated time
+        return f"{seconds / 60:.2f} min"
 
     @staticmethod
     def trace_high(r):
@@ -1770,10 +1772,7 @@ disable_update_check = true
                 raise RuntimeError(f"trace_bench on {kind}: no run of {name}")
         jobs = runs["allatonce"]["jobs"]
 
-        def m(seconds):  # waits in minutes of simulated time
-            return f"{seconds / 60:.2f} min"
-
-        high = self.trace_high
+        high, m = self.trace_high, self.trace_minutes
         cells = []
         for name, r in runs.items():
             log(f"trace {kind} {name}: mean {m(r['mean_wait_s'])}, p95 {m(r['p95_wait_s'])}, "
