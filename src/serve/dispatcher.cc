@@ -567,6 +567,9 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     std::string why;
     double slice = 0;
   };
+  // Kueue evicts for a Workload only those holding what it needs: chips of its accelerator.
+  const auto wanted = slice_shape(w.accelerator);
+  if (!wanted) return false;
   std::optional<Option> best;
   std::unique_lock lock(mu_);
   const auto t = workloads_.find(w.uid);
@@ -600,7 +603,8 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
         continue;
       }
       const auto shape = slice_shape(o.accelerator);
-      lower.push_back({o.priority, other.admitted, shape ? shape->chips : 0, key_of(o)});
+      if (!shape || shape->accelerator != wanted->accelerator) continue;
+      lower.push_back({o.priority, other.admitted, shape->chips, key_of(o)});
     }
     // Kueue's order of candidates: the lowest priority, then the most recently admitted.
     std::sort(lower.begin(), lower.end(), [](const Running& a, const Running& b) {

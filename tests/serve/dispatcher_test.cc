@@ -404,6 +404,30 @@ TEST_F(DispatcherTest, AHighPriorityWorkloadHeldLongEnoughPreemptsWhereItCostsLe
   EXPECT_EQ(broken->status().preemptions, 0);
 }
 
+// Kueue evicts for a Workload only Workloads holding chips of its accelerator: a lower-priority
+// Workload of another accelerator on a worker makes no room there.
+TEST_F(DispatcherTest, ALowerPriorityWorkloadOfAnotherAcceleratorIsNoVictim) {
+  settings_.preempt_after_s = 120;
+  for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
+  // Two of 8 GPUs each on w-a: as many as the 16 TPU chips it needs, but not TPU chips.
+  auto g1 = admitted("g1", 0, "w-a");
+  auto g2 = admitted("g2", 0, "w-a");
+  g1.accelerator = g2.accelerator = "h100-80gb-8";
+  auto d = make();
+  d->apply_list({{g1, g2, workload("urgent", 1000)}, "10"});
+  clock_->advance(120s);
+  d->pass();
+  EXPECT_TRUE(manager_->patches.empty());
+  EXPECT_EQ(d->status().preemptions, 0);
+  d->apply_event({"ADDED", admitted("b1", 0, "w-b")});
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
+  const auto records = store_->list_nominations("uid-urgent");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].detail.find("team/g"), std::string::npos) << records[0].detail;
+}
+
 // dispatch.preempt_confirm_s: falcon counts chips, the worker's Kueue looks at where they are.
 // A preempting nomination whose worker takes no Workload back (evicts nothing) within
 // preempt_confirm_s is decided again at once, not after renominate_after_s, and that worker is
