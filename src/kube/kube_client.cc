@@ -209,4 +209,21 @@ void KubeClient::watch(const std::string& path,
   if (more && !pending.empty()) on_line(pending);
 }
 
+bool ListCursor::advance(const std::string& next) {
+  if (++pages_ >= kMaxListPages && !next.empty()) {
+    throw KubeError(
+        0, kTooLarge,
+        fmt::format("{} goes on past {} pages: not following it further", what_, kMaxListPages));
+  }
+  if (next.empty()) return false;
+  if (!seen_.insert(std::hash<std::string>{}(next)).second) {
+    throw KubeError(0, "",
+                    fmt::format("{} does not advance: page {} gave a continue token it gave "
+                                "before",
+                                what_, pages_));
+  }
+  token_ = next;
+  return true;
+}
+
 }  // namespace falcon::kube

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -70,6 +71,31 @@ inline constexpr std::size_t kMaxWatchLine = 16u << 20;
 // The largest answer to one request that is not a watch (a list page of 500 Workloads is a few
 // MiB): a larger one is a KubeError (status 0) naming the bound.
 inline constexpr std::size_t kMaxAnswer = 64u << 20;
+
+// The most pages one list follows (`limit=500` each: 2 million objects, far past any Kueue
+// cluster); a list that goes on is a KubeError (status 0, reason kTooLarge).
+inline constexpr std::size_t kMaxListPages = 4000;
+
+// Follows a list's pages by their `metadata.continue` tokens, bounded: a token the list gave
+// before (a server whose list does not advance) or a page past kMaxListPages ends the list
+// with KubeError (status 0) whose message starts with `what`.
+//
+//   ListCursor pages("the manager's list of workloads");
+//   do { ... GET with &continue=pages.token() ... } while (pages.advance(page_token));
+class ListCursor {
+ public:
+  explicit ListCursor(std::string what) : what_(std::move(what)) {}
+  // The token to send for the next page ("" for the first).
+  const std::string& token() const { return token_; }
+  // After a page: true when `next` (its continue token) asks for another page.
+  bool advance(const std::string& next);
+
+ private:
+  std::string what_;
+  std::string token_;
+  std::set<std::size_t> seen_;  // hashes of the tokens given: a server's token may be large
+  std::size_t pages_ = 0;
+};
 
 class KubeClient {
  public:

@@ -143,12 +143,12 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
 
   nlohmann::json all = {{"items", nlohmann::json::array()}};
   std::string scope = std::string(kWorkloadsPath) + "/workloads";
-  std::string continue_token;
+  ListCursor pages(fmt::format("the list of workloads of cluster '{}'", cluster.name));
   bool refreshed = false;
   while (true) {
     HttpRequest req;
     req.url = fmt::format("{}{}?limit={}", target.server, scope, kPageSize);
-    if (!continue_token.empty()) req.url += "&continue=" + gcp::percent_encode(continue_token);
+    if (!pages.token().empty()) req.url += "&continue=" + gcp::percent_encode(pages.token());
     req.headers.set("Accept", "application/json");
     // As Go clients (kubectl) ask: the API server compresses only large lists, with gzip.
     req.headers.set("Accept-Encoding", "gzip");
@@ -157,12 +157,18 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
     req.headers.set("Authorization", "Bearer " + current);
     req.timeout = remaining();
     req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
+    req.max_body_bytes = kMaxAnswer;
     HttpResponse resp;
     try {
       resp = http->send(req);
     } catch (const HttpTransportError& e) {
       if (e.timed_out()) {
         throw ProbeTimeout(fmt::format("probe timed out after {}s", cluster.probe_timeout_s));
+      }
+      if (e.too_large()) {
+        throw std::runtime_error(fmt::format(
+            "the Kubernetes API of cluster '{}' answered a page of {} larger than {} bytes",
+            cluster.name, scope, kMaxAnswer));
       }
       throw std::runtime_error(
           fmt::format("Kubernetes API server {} of cluster '{}' is unreachable: {}", target.server,
@@ -179,7 +185,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
           "run `falcon cluster warm-up` to refresh its kubeconfig and check `gcloud auth list`",
           cluster.name, kube_server_message(resp.body)));
     }
-    if (resp.status == 403 && continue_token.empty() &&
+    if (resp.status == 403 && pages.token().empty() &&
         scope.find("/namespaces/") == std::string::npos) {
       // No cluster-wide list: a namespaced grant may still cover the cluster's namespace.
       scope =
@@ -219,11 +225,11 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
                       cluster.name, scope));
     }
     for (auto& item : page["items"]) all["items"].push_back(std::move(item));
-    continue_token.clear();
+    std::string next;
     if (page.contains("metadata") && page["metadata"].is_object()) {
-      continue_token = page["metadata"].value("continue", "");
+      next = page["metadata"].value("continue", "");
     }
-    if (continue_token.empty()) break;
+    if (!pages.advance(next)) break;
   }
   if (admission_delay) *admission_delay = admission_delay_s(all, options_.clock->now());
   return classify_workload_list(all);
@@ -249,10 +255,17 @@ std::vector<AcceleratorCapacity> KubeProber::capacity_with_token(const ClusterCo
   req.headers.set("Authorization", "Bearer " + token);
   req.timeout = timeout;
   req.connect_timeout = std::min(req.timeout, std::chrono::milliseconds(10'000));
+  req.max_body_bytes = kMaxAnswer;
   HttpResponse resp;
   try {
     resp = cached->http->send(req);
   } catch (const HttpTransportError& e) {
+    if (e.too_large()) {
+      throw std::runtime_error(fmt::format(
+          "the Kubernetes API of cluster '{}' answered the ClusterQueue list with more than {} "
+          "bytes",
+          cluster.name, kMaxAnswer));
+    }
     throw std::runtime_error(fmt::format("Kubernetes API server {} of cluster '{}': {}",
                                          target.server, cluster.name, e.what()));
   }

@@ -43,10 +43,11 @@ class KubeManagerApi final : public ManagerApi {
 
   WorkloadList list_workloads() override {
     WorkloadList out;
+    ListCursor pages(fmt::format("the list of {}/workloads", base_));
     std::string next;
     do {
       std::string path = base_ + "/workloads?limit=500";
-      if (!next.empty()) path += "&continue=" + gcp::percent_encode(next);
+      if (!pages.token().empty()) path += "&continue=" + gcp::percent_encode(pages.token());
       const json page = parse_body(client_->request("GET", path).body, path);
       if (const auto it = page.find("items"); it != page.end() && it->is_array()) {
         for (const json& item : *it) {
@@ -60,7 +61,7 @@ class KubeManagerApi final : public ManagerApi {
       const json meta = page.value("metadata", json::object());
       out.resource_version = meta.value("resourceVersion", out.resource_version);
       next = meta.value("continue", "");
-    } while (!next.empty());
+    } while (pages.advance(next));
     return out;
   }
 

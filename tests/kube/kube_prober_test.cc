@@ -11,6 +11,7 @@
 #include "kube/exec_credential.h"
 #include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
+#include "kube/manager_api.h"
 #include "kube/workload_objects.h"
 #include "support/fake_clock.h"
 #include "support/fake_command_runner.h"
@@ -487,6 +488,55 @@ TEST_F(KubeProberTest, GivesTheClustersAdmissionDelayAcrossPages) {
   EXPECT_EQ(r.queue_depth, 1);
 }
 
+// A list that does not end, by a continue token it gave before or by new ones without end, is
+// an unreachable cluster whose error says so, not a probe that loops or grows until its deadline.
+TEST_F(KubeProberTest, AListThatDoesNotEndIsBounded) {
+  http_->on("GET", "workloads?limit=500", [](const HttpRequest& req) {
+    const bool again = req.url.find("continue=") != std::string::npos;
+    return testing::json_response(200, list_of({running(again ? "b" : "a")}, "same").dump());
+  });
+  auto r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(
+      r.error.value_or(""),
+      HasSubstr("the list of workloads of cluster 'tpu-v4-prod' does not advance: page 2 gave "
+                "a continue token it gave before"));
+  EXPECT_EQ(http_->count("GET", "workloads"), 2u);
+
+  auto endless = std::make_shared<testing::FakeHttpClient>();
+  http_ = endless;
+  int page = 0;
+  endless->on("GET", "workloads?limit=500", [&](const HttpRequest&) {
+    return testing::json_response(200, list_of({}, "p" + std::to_string(++page)).dump());
+  });
+  r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(r.error.value_or(""), HasSubstr("goes on past 4000 pages"));
+  EXPECT_EQ(page, static_cast<int>(kMaxListPages));
+}
+
+// Each page of the Workload list and the ClusterQueue list asks for at most kMaxAnswer bytes; a
+// page past it fails the probe with an error naming the bound.
+TEST_F(KubeProberTest, EachAnswerIsBoundedInSize) {
+  http_->on("GET", "/clusterqueues",
+            [](const HttpRequest&) { return testing::json_response(200, R"({"items":[]})"); });
+  serve(list_of({running("a")}));
+  EXPECT_TRUE(prober().probe(cluster_).reachable);
+  const auto requests = http_->requests();
+  ASSERT_EQ(requests.size(), 2u);  // the Workload list, then the ClusterQueues
+  for (const HttpRequest& r : requests) EXPECT_EQ(r.max_body_bytes, kMaxAnswer) << r.url;
+
+  http_ = std::make_shared<FakeHttpClient>();
+  http_->on("GET", "workloads?limit=500", [](const HttpRequest&) -> HttpResponse {
+    throw HttpTransportError("the answer is larger than 67108864 bytes", false, true);
+  });
+  const auto r = prober().probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(r.error.value_or(""),
+              HasSubstr("cluster 'tpu-v4-prod' answered a page of "
+                        "/apis/kueue.x-k8s.io/v1beta1/workloads larger than 67108864 bytes"));
+}
+
 TEST_F(KubeProberTest, A401RefreshesTheTokenOnceThenSaysHowToFix) {
   http_->on("GET", "", [](const HttpRequest&) {
     return testing::json_response(401, R"({"kind":"Status","message":"Unauthorized","code":401})");
@@ -649,19 +699,24 @@ TEST_F(KubeProberTest, ACertificateAuthorityGoesToAClientTrustingIt) {
   EXPECT_EQ(ca, "CA\n");
 }
 
-// A client of https://34.1.2.3 with a static token, whose requests `http` answers.
-KubeClient token_client(const testing::TempDir& tmp,
-                        const std::shared_ptr<testing::FakeHttpClient>& http) {
+// The options of a client of https://34.1.2.3 with a static token, whose requests `http` answers.
+KubeClientOptions token_client_options(const testing::TempDir& tmp,
+                                       const std::shared_ptr<testing::FakeHttpClient>& http) {
   const auto kubeconfig =
       tmp.write("config",
                 "apiVersion: v1\nkind: Config\ncurrent-context: ctx\ncontexts:\n- name: ctx\n"
                 "  context: {cluster: ctx, user: ctx}\nclusters:\n- name: ctx\n  cluster:\n"
                 "    server: https://34.1.2.3\nusers:\n- name: ctx\n  user:\n    token: t0k3n\n");
-  return KubeClient({.kubeconfig = kubeconfig,
-                     .runner = std::make_shared<testing::FakeCommandRunner>(),
-                     .clock = std::make_shared<testing::FakeClock>(),
-                     .ca_dir = tmp.path(),
-                     .http_for_ca = [http](const std::string&) { return http; }});
+  return {.kubeconfig = kubeconfig,
+          .runner = std::make_shared<testing::FakeCommandRunner>(),
+          .clock = std::make_shared<testing::FakeClock>(),
+          .ca_dir = tmp.path(),
+          .http_for_ca = [http](const std::string&) { return http; }};
+}
+
+KubeClient token_client(const testing::TempDir& tmp,
+                        const std::shared_ptr<testing::FakeHttpClient>& http) {
+  return KubeClient(token_client_options(tmp, http));
 }
 
 // A watch whose server sends one endless line (no newline) ends with an error naming the
@@ -711,6 +766,21 @@ TEST(KubeClientRequest, AnAnswerIsBoundedAndTooLargeIsItsOwnError) {
     EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("unreachable")));
   }
   EXPECT_EQ(asked, kMaxAnswer);
+}
+
+// The dispatcher's list of the manager's Workloads is bounded the same way.
+TEST(KubeManagerList, AListThatDoesNotAdvanceIsAKubeError) {
+  testing::TempDir tmp;
+  auto http = std::make_shared<testing::FakeHttpClient>();
+  http->on("GET", "/workloads?limit=500", [](const HttpRequest&) {
+    return testing::json_response(
+        200, R"({"kind":"WorkloadList","metadata":{"continue":"same"},"items":[]})");
+  });
+  const auto manager = make_kube_manager_api(
+      std::make_shared<KubeClient>(token_client_options(tmp, http)), "v1beta2", 60);
+  EXPECT_THAT([&] { manager->list_workloads(); },
+              ::testing::ThrowsMessage<KubeError>(::testing::HasSubstr("does not advance")));
+  EXPECT_EQ(http->count("GET", "/workloads"), 2u);
 }
 
 }  // namespace
