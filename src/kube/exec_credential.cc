@@ -30,7 +30,8 @@ ExecToken parse_exec_credential(const std::string& stdout_text) {
   } catch (const nlohmann::json::exception&) {
     throw std::runtime_error("its output is not JSON (an ExecCredential was expected)");
   }
-  if (!j.is_object() || j.value("kind", "") != "ExecCredential") {
+  const auto kind = j.is_object() ? j.find("kind") : j.end();
+  if (kind == j.end() || !kind->is_string() || *kind != "ExecCredential") {
     throw std::runtime_error("its output is not an ExecCredential");
   }
   const auto status = j.find("status");

@@ -14,6 +14,7 @@
 
 #include "gcp/url.h"
 #include "kube/cluster_queues.h"
+#include "kube/json_fields.h"
 #include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
 #include "kube/workload_objects.h"
@@ -225,11 +226,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
                       cluster.name, scope));
     }
     for (auto& item : page["items"]) all["items"].push_back(std::move(item));
-    std::string next;
-    if (page.contains("metadata") && page["metadata"].is_object()) {
-      next = page["metadata"].value("continue", "");
-    }
-    if (!pages.advance(next)) break;
+    if (!pages.advance(string_at(at_or_null(page, "metadata"), "continue"))) break;
   }
   if (admission_delay) *admission_delay = admission_delay_s(all, options_.clock->now());
   return classify_workload_list(all);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gcp/url.h"
+#include "kube/json_fields.h"
 
 namespace falcon::kube {
 namespace {
@@ -58,9 +59,11 @@ class KubeManagerApi final : public ManagerApi {
           }
         }
       }
-      const json meta = page.value("metadata", json::object());
-      out.resource_version = meta.value("resourceVersion", out.resource_version);
-      next = meta.value("continue", "");
+      const json& meta = at_or_null(page, "metadata");
+      if (const std::string v = string_at(meta, "resourceVersion"); !v.empty()) {
+        out.resource_version = v;
+      }
+      next = string_at(meta, "continue");
     } while (pages.advance(next));
     return out;
   }
@@ -76,17 +79,19 @@ class KubeManagerApi final : public ManagerApi {
         [&](std::string_view line) {
           const json event = parse_body(std::string(line), "a watch event");
           ManagerEvent e;
-          e.type = event.value("type", "");
-          const json& object = event.contains("object") ? event["object"] : json();
+          e.type = string_at(event, "type");
+          const json& object = at_or_null(event, "object");
           if (e.type == "ERROR") {
-            const int code = object.value("code", 0);
-            throw KubeError(code, object.value("reason", ""),
+            const json& code = at_or_null(object, "code");
+            const std::string message = string_at(object, "message");
+            throw KubeError(code.is_number_integer() ? code.get<int>() : 0,
+                            string_at(object, "reason"),
                             fmt::format("the watch of {}/workloads ended: {}", base_,
-                                        object.value("message", "an ERROR event")));
+                                        message.empty() ? "an ERROR event" : message));
           }
           if (e.type == "BOOKMARK") {
             e.workload.resource_version =
-                object.value("metadata", json::object()).value("resourceVersion", "");
+                string_at(at_or_null(object, "metadata"), "resourceVersion");
           } else {
             try {
               e.workload = parse_manager_workload(object);
@@ -131,8 +136,7 @@ class KubeManagerApi final : public ManagerApi {
       throw;
     }
     const json cm = parse_body(a.body, "the ConfigMap kueue-system/kueue-manager-config");
-    const json data = cm.value("data", json::object());
-    const std::string text = data.value("controller_manager_config.yaml", "");
+    const std::string text = string_at(at_or_null(cm, "data"), "controller_manager_config.yaml");
     if (text.empty()) return std::nullopt;
     try {
       const YAML::Node config = YAML::Load(text);

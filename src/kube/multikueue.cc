@@ -7,23 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/accelerator_types.h"
+#include "kube/json_fields.h"
 
 namespace falcon::kube {
 namespace {
 
 using nlohmann::json;
-
-const json& at_or_null(const json& j, const char* key) {
-  static const json null_json;
-  if (!j.is_object()) return null_json;
-  const auto it = j.find(key);
-  return it == j.end() ? null_json : *it;
-}
-
-std::string string_at(const json& j, const char* key) {
-  const json& v = at_or_null(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 // Chips in a TPU topology "2x2x4" (0 when it is not one).
 int topology_chips(const std::string& topology) {

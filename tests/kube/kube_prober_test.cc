@@ -317,6 +317,11 @@ TEST(ExecCredential, ParsesTokenAndExpiryAndNeverQuotesTheToken) {
   EXPECT_EQ(t.token, "abc");
   EXPECT_EQ(t.expires, parse_rfc3339("2026-06-01T11:00:00Z"));
   EXPECT_THROW(parse_exec_credential("{}"), std::runtime_error);
+  // A kind that is not a string is not an ExecCredential (it threw the JSON library's type_error).
+  EXPECT_THAT([] { parse_exec_credential(R"({"kind":{"expmp":"x"}})"); },
+              ::testing::ThrowsMessage<std::runtime_error>(
+                  HasSubstr("its output is not an ExecCredential")));
+  EXPECT_THROW(parse_exec_credential(R"([1])"), std::runtime_error);
   try {
     parse_exec_credential(
         R"({"kind":"ExecCredential","status":{"token":"sekrit","expirationTimestamp":"soon"}})");

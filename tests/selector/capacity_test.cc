@@ -336,6 +336,16 @@ TEST(ClusterQueues, NominalQuotaUsageAndPublishedBlocks) {
   EXPECT_EQ(caps[1].largest_block, 64);
   EXPECT_THROW(kube::parse_cluster_queues(nlohmann::json::parse(R"({"kind": "Status"})")),
                std::invalid_argument);
+  // A member of another type than Kueue's reads as absent; only a list without items throws,
+  // and only std::invalid_argument (these threw the JSON library's type_error).
+  EXPECT_THROW(kube::parse_cluster_queues(nlohmann::json::parse(R"({"kind": {"a": 1}})")),
+               std::invalid_argument);
+  EXPECT_TRUE(kube::parse_cluster_queues(nlohmann::json::parse(
+                                             R"({"items": [{"spec": "x", "status": 5,
+                                                 "metadata": {"annotations": [1]}},
+                                                {"spec": {"resourceGroups": {"flavors": 1}},
+                                                 "status": {"flavorsUsage": "x"}}]})"))
+                  .empty());
 }
 
 }  // namespace
