@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "gcp/json_fields.h"
 
 namespace falcon::gcp {
 namespace {
@@ -25,11 +26,6 @@ std::string excerpt(std::string_view text) {
   }
   if (text.size() > kMaxMessageBytes) out += "...";
   return out;
-}
-
-std::string string_field(const nlohmann::json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 void read_details(const nlohmann::json& details, ApiError& out) {

@@ -1,5 +1,6 @@
 #include "gcp/logging_admin_client.h"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <utility>
@@ -31,14 +32,14 @@ constexpr std::array<std::pair<CopyState, const char*>, 8> kStates = {{
 CopyOperation operation_from(const json& op) {
   CopyOperation out;
   out.name = string_field(op, "name");
-  out.done = op.value("done", false);
+  out.done = bool_field(op, "done");
   if (const auto m = op.find("metadata"); m != op.end() && m->is_object()) {
     out.state = parse_copy_state(string_field(*m, "state"));
     if (const auto p = m->find("progress"); p != m->end() && p->is_number()) {
-      out.progress = p->get<int>();
+      out.progress = static_cast<int>(std::clamp(p->get<double>(), 0.0, 100.0));  // a percentage
     }
     out.writer_identity = string_field(*m, "writerIdentity");
-    out.cancellation_requested = m->value("cancellationRequested", false);
+    out.cancellation_requested = bool_field(*m, "cancellationRequested");
     out.start_time = string_field(*m, "startTime");
     out.end_time = string_field(*m, "endTime");
   }

@@ -9,11 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/accelerator_types.h"
-#include "kube/json_fields.h"
+#include "gcp/json_fields.h"
 
 namespace falcon::kube {
 namespace {
 
+using gcp::array_field;
+using gcp::member_or_null;
+using gcp::string_field;
 using nlohmann::json;
 
 bool is_accelerator_resource(const std::string& name) {
@@ -78,7 +81,7 @@ std::vector<AcceleratorCapacity> parse_cluster_queues(const json& list) {
   json items;
   if (list.is_object() && list.contains("items") && list["items"].is_array()) {
     items = list["items"];
-  } else if (string_at(list, "kind") == "ClusterQueue") {
+  } else if (string_field(list, "kind") == "ClusterQueue") {
     items = json::array({list});
   } else {
     throw std::invalid_argument("not a ClusterQueueList: no items array");
@@ -97,15 +100,15 @@ std::vector<AcceleratorCapacity> parse_cluster_queues(const json& list) {
   };
   for (const json& cq : items) {
     if (!cq.is_object()) continue;
-    const json& spec = at_or_null(cq, "spec");
-    const json& status = at_or_null(cq, "status");
+    const json& spec = member_or_null(cq, "spec");
+    const json& status = member_or_null(cq, "status");
     // Nominal quota per (flavor, resource).
     std::map<std::pair<std::string, std::string>, double> nominal;
-    for (const json& group : array_at(spec, "resourceGroups")) {
+    for (const json& group : array_field(spec, "resourceGroups")) {
       if (!group.is_object()) continue;
-      for (const json& f : array_at(group, "flavors")) {
+      for (const json& f : array_field(group, "flavors")) {
         if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
-        for (const json& r : array_at(f, "resources")) {
+        for (const json& r : array_field(f, "resources")) {
           if (!r.is_object() || !r.contains("name") || !r["name"].is_string()) continue;
           const std::string resource = r["name"].get<std::string>();
           if (!is_accelerator_resource(resource)) continue;
@@ -117,9 +120,9 @@ std::vector<AcceleratorCapacity> parse_cluster_queues(const json& list) {
     }
     auto totals = [&](const char* key) {
       std::map<std::pair<std::string, std::string>, double> used;
-      for (const json& f : array_at(status, key)) {
+      for (const json& f : array_field(status, key)) {
         if (!f.is_object() || !f.contains("name") || !f["name"].is_string()) continue;
-        for (const json& r : array_at(f, "resources")) {
+        for (const json& r : array_field(f, "resources")) {
           if (!r.is_object() || !r.contains("name") || !r["name"].is_string()) continue;
           if (const auto t = r.contains("total") ? quantity_of(r["total"]) : std::nullopt) {
             used[{f["name"].get<std::string>(), r["name"].get<std::string>()}] += *t;
@@ -131,7 +134,7 @@ std::vector<AcceleratorCapacity> parse_cluster_queues(const json& list) {
     const auto usage = totals("flavorsUsage");
     const auto reservation = totals("flavorsReservation");
     // The published blocks per flavor, free runs and all blocks: the largest of each.
-    const json& annotations = at_or_null(at_or_null(cq, "metadata"), "annotations");
+    const json& annotations = member_or_null(member_or_null(cq, "metadata"), "annotations");
     auto largest_of = [&](const char* annotation) {
       std::map<std::string, double> largest;
       if (!annotations.is_object() || !annotations.contains(annotation) ||

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gcp/json_fields.h"
 #include "gcp/url.h"
 #include "kube/cluster_queues.h"
-#include "kube/json_fields.h"
 #include "kube/kube_client.h"
 #include "kube/kubeconfig.h"
 #include "kube/workload_objects.h"
@@ -22,6 +22,9 @@
 
 namespace falcon::kube {
 namespace {
+
+using gcp::member_or_null;
+using gcp::string_field;
 
 constexpr const char* kWorkloadsPath = "/apis/kueue.x-k8s.io/v1beta1";
 constexpr int kPageSize = 500;
@@ -226,7 +229,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
                       cluster.name, scope));
     }
     for (auto& item : page["items"]) all["items"].push_back(std::move(item));
-    if (!pages.advance(string_at(at_or_null(page, "metadata"), "continue"))) break;
+    if (!pages.advance(string_field(member_or_null(page, "metadata"), "continue"))) break;
   }
   if (admission_delay) *admission_delay = admission_delay_s(all, options_.clock->now());
   return classify_workload_list(all);

@@ -7,12 +7,14 @@
 #include <yaml-cpp/yaml.h>
 #include <nlohmann/json.hpp>
 
+#include "gcp/json_fields.h"
 #include "gcp/url.h"
-#include "kube/json_fields.h"
 
 namespace falcon::kube {
 namespace {
 
+using gcp::member_or_null;
+using gcp::string_field;
 using nlohmann::json;
 
 // A body from the manager, parsed with a bound on nesting (a hostile or broken server).
@@ -59,11 +61,11 @@ class KubeManagerApi final : public ManagerApi {
           }
         }
       }
-      const json& meta = at_or_null(page, "metadata");
-      if (const std::string v = string_at(meta, "resourceVersion"); !v.empty()) {
+      const json& meta = member_or_null(page, "metadata");
+      if (const std::string v = string_field(meta, "resourceVersion"); !v.empty()) {
         out.resource_version = v;
       }
-      next = string_at(meta, "continue");
+      next = string_field(meta, "continue");
     } while (pages.advance(next));
     return out;
   }
@@ -79,19 +81,19 @@ class KubeManagerApi final : public ManagerApi {
         [&](std::string_view line) {
           const json event = parse_body(std::string(line), "a watch event");
           ManagerEvent e;
-          e.type = string_at(event, "type");
-          const json& object = at_or_null(event, "object");
+          e.type = string_field(event, "type");
+          const json& object = member_or_null(event, "object");
           if (e.type == "ERROR") {
-            const json& code = at_or_null(object, "code");
-            const std::string message = string_at(object, "message");
+            const json& code = member_or_null(object, "code");
+            const std::string message = string_field(object, "message");
             throw KubeError(code.is_number_integer() ? code.get<int>() : 0,
-                            string_at(object, "reason"),
+                            string_field(object, "reason"),
                             fmt::format("the watch of {}/workloads ended: {}", base_,
                                         message.empty() ? "an ERROR event" : message));
           }
           if (e.type == "BOOKMARK") {
             e.workload.resource_version =
-                string_at(at_or_null(object, "metadata"), "resourceVersion");
+                string_field(member_or_null(object, "metadata"), "resourceVersion");
           } else {
             try {
               e.workload = parse_manager_workload(object);
@@ -136,7 +138,8 @@ class KubeManagerApi final : public ManagerApi {
       throw;
     }
     const json cm = parse_body(a.body, "the ConfigMap kueue-system/kueue-manager-config");
-    const std::string text = string_at(at_or_null(cm, "data"), "controller_manager_config.yaml");
+    const std::string text =
+        string_field(member_or_null(cm, "data"), "controller_manager_config.yaml");
     if (text.empty()) return std::nullopt;
     try {
       const YAML::Node config = YAML::Load(text);
