@@ -3,6 +3,8 @@
 // JSON library's type_error (as `json::value()` throws for a member of another type).
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -34,6 +36,30 @@ inline const nlohmann::json& array_field(const nlohmann::json& object, const cha
 inline bool bool_field(const nlohmann::json& object, const char* key) {
   const nlohmann::json& v = member_or_null(object, key);
   return v.is_boolean() && v.get<bool>();
+}
+
+// object[key] when it is a number whose whole part `Int` holds (a fraction is dropped), else
+// `fallback`: never a conversion out of range (1e30 into an int is undefined behaviour).
+template <typename Int>
+Int integer_field(const nlohmann::json& object, const char* key, Int fallback) {
+  static_assert(std::numeric_limits<Int>::is_signed, "signed integers only");
+  using limits = std::numeric_limits<Int>;
+  const nlohmann::json& v = member_or_null(object, key);
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    return u <= static_cast<std::uint64_t>(limits::max()) ? static_cast<Int>(u) : fallback;
+  }
+  if (v.is_number_integer()) {
+    const auto i = v.get<std::int64_t>();
+    return i >= limits::min() && i <= limits::max() ? static_cast<Int>(i) : fallback;
+  }
+  if (v.is_number_float()) {
+    // -min is 2^(bits-1), exact as a double: the first value past max.
+    const double d = v.get<double>();
+    const double bound = -static_cast<double>(limits::min());
+    return d > -bound - 1 && d < bound ? static_cast<Int>(d) : fallback;
+  }
+  return fallback;
 }
 
 }  // namespace falcon::gcp

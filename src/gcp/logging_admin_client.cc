@@ -46,8 +46,9 @@ CopyOperation operation_from(const json& op) {
   if (const auto r = op.find("response"); r != op.end() && r->is_object()) {
     if (const auto c = r->find("logEntriesCopiedCount"); c != r->end()) {
       try {
-        out.entries_copied =
-            c->is_string() ? std::stoll(c->get<std::string>()) : c->get<std::int64_t>();
+        out.entries_copied = c->is_string()
+                                 ? std::stoll(c->get<std::string>())
+                                 : integer_field<std::int64_t>(*r, "logEntriesCopiedCount", -1);
       } catch (const std::exception&) {
         out.entries_copied = -1;
       }
@@ -56,7 +57,7 @@ CopyOperation operation_from(const json& op) {
     }
   }
   if (const auto e = op.find("error"); e != op.end() && e->is_object()) {
-    out.error_code = e->value("code", 2);
+    out.error_code = integer_field(*e, "code", 2);  // 2: google.rpc.Code UNKNOWN
     out.error_message = string_field(*e, "message");
   }
   return out;

@@ -1,5 +1,6 @@
 #include "gcp/token_sources.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -57,13 +58,16 @@ AccessToken parse_token_response(const HttpResponse& response, const std::string
   if (token.value.empty()) {
     throw credentials_error(fmt::format("{} returned no access_token", call));
   }
-  if (const auto it = body.find("expires_in"); it != body.end()) {
-    if (it->is_number()) {
-      token.lifetime = seconds(it->get<std::int64_t>());
-    } else if (it->is_string()) {
-      token.lifetime = seconds(std::strtoll(it->get<std::string>().c_str(), nullptr, 10));
-    }
+  // Google's access tokens live at most 12 hours: a longer stated lifetime, or one no clock can
+  // add to a time, is read as 12 hours, a negative one as 0.
+  constexpr std::int64_t kMaxLifetimeS = 12 * 3600;
+  std::int64_t lifetime_s = token.lifetime.count();
+  if (const json& v = member_or_null(body, "expires_in"); v.is_string()) {
+    lifetime_s = std::strtoll(v.get<std::string>().c_str(), nullptr, 10);
+  } else if (v.is_number()) {
+    lifetime_s = integer_field<std::int64_t>(body, "expires_in", kMaxLifetimeS);
   }
+  token.lifetime = seconds(std::clamp<std::int64_t>(lifetime_s, 0, kMaxLifetimeS));
   return token;
 }
 

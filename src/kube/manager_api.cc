@@ -13,6 +13,7 @@
 namespace falcon::kube {
 namespace {
 
+using gcp::integer_field;
 using gcp::member_or_null;
 using gcp::string_field;
 using nlohmann::json;
@@ -84,10 +85,8 @@ class KubeManagerApi final : public ManagerApi {
           e.type = string_field(event, "type");
           const json& object = member_or_null(event, "object");
           if (e.type == "ERROR") {
-            const json& code = member_or_null(object, "code");
             const std::string message = string_field(object, "message");
-            throw KubeError(code.is_number_integer() ? code.get<int>() : 0,
-                            string_field(object, "reason"),
+            throw KubeError(integer_field(object, "code", 0), string_field(object, "reason"),
                             fmt::format("the watch of {}/workloads ended: {}", base_,
                                         message.empty() ? "an ERROR event" : message));
           }

@@ -12,6 +12,7 @@
 namespace falcon::kube {
 namespace {
 
+using gcp::integer_field;
 using gcp::member_or_null;
 using gcp::string_field;
 using nlohmann::json;
@@ -110,8 +111,8 @@ ManagerWorkload parse_manager_workload(const json& object) {
   w.created = string_field(meta, "creationTimestamp");
   w.deleting = member_or_null(meta, "deletionTimestamp").is_string();
   const json& spec = member_or_null(object, "spec");
-  if (const json& p = member_or_null(spec, "priority"); p.is_number_integer()) {
-    w.priority = p.get<int>();
+  if (member_or_null(spec, "priority").is_number_integer()) {
+    w.priority = integer_field(spec, "priority", 0);  // Kubernetes keeps it in an int32
   }
   w.priority_class = string_field(spec, "priorityClassName");
   const std::string labelled = string_field(member_or_null(meta, "labels"), kAcceleratorLabel);

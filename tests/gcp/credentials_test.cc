@@ -285,6 +285,28 @@ TEST(ServiceAccountKey, TokenEndpointOutageIsRetried) {
   EXPECT_EQ(http->count("POST"), 2u);
 }
 
+// expires_in as Google never sends it: no lifetime past Google's 12 hours (a number no clock can
+// add to a time converted to seconds was undefined behaviour), none below 0.
+TEST(ServiceAccountKey, AStatedLifetimeIsReadWithinTwelveHours) {
+  const std::pair<const char*, long> cases[] = {{"1e300", 43200},
+                                                {"99999999999999999999", 43200},
+                                                {"\"99999999999999999999\"", 43200},
+                                                {"-5", 0},
+                                                {"3599.9", 3599},
+                                                {"\"3599\"", 3599},
+                                                {"true", 3600}};
+  for (const auto& [expires_in, lifetime] : cases) {
+    auto http = std::make_shared<FakeHttpClient>();
+    const std::string body =
+        std::string(R"({"access_token":"ya29.t","expires_in":)") + expires_in + "}";
+    http->on("POST", "sa-token.test", [&](const HttpRequest&) { return json_response(200, body); });
+    auto source =
+        make_credentials_json_source(service_account_json("https://sa-token.test/token"), "test",
+                                     test_endpoints(), http, std::make_shared<FakeClock>());
+    EXPECT_EQ(source->fetch().lifetime, seconds(lifetime)) << expires_in;
+  }
+}
+
 TEST(ServiceAccountKey, ResponseWithoutATokenIsAnErrorThatDoesNotEchoTheBody) {
   auto clock = std::make_shared<FakeClock>();
   auto http = std::make_shared<FakeHttpClient>();

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "gcp/logging_admin_client.h"
 #include "support/fake_clock.h"
 #include "support/fake_http_client.h"
 
@@ -360,6 +361,30 @@ TEST(TokenBucket, ManyThreadsGetAPermitEachInTurn) {
   // 40 permits at one a second (burst 1) end at t >= 39 s; the fake clock moves only by the
   // threads' sleeps, so together they slept at least that long: nobody skipped the queue.
   EXPECT_GE(waited.load(), seconds(39).count());
+}
+
+// An Operation whose numbers no int holds, or whose flags are not booleans, reads as unknown
+// instead of converting out of range (undefined behaviour) or throwing the JSON library's
+// type_error. Found by the gcp_responses fuzzer.
+TEST(CopyOperation, NumbersOutOfRangeAndMistypedFlagsReadAsUnknown) {
+  const CopyOperation op = parse_copy_operation(
+      R"({"name":"operations/c1","done":"yes","metadata":{"cancellationRequested":1,)"
+      R"("progress":1e300},"error":{"code":2.2e64,"message":"m"},)"
+      R"("response":{"logEntriesCopiedCount":1e30}})",
+      "fuzz");
+  EXPECT_FALSE(op.done);
+  EXPECT_FALSE(op.cancellation_requested);
+  EXPECT_EQ(op.progress, 100);
+  EXPECT_EQ(op.error_code, 2);  // google.rpc UNKNOWN
+  EXPECT_EQ(op.error_message, "m");
+  EXPECT_EQ(op.entries_copied, -1);
+  const CopyOperation ok =
+      parse_copy_operation(R"({"name":"operations/c2","done":true,"error":{"code":1},)"
+                           R"("response":{"logEntriesCopiedCount":"12345"}})",
+                           "fuzz");
+  EXPECT_TRUE(ok.done);
+  EXPECT_EQ(ok.error_code, 1);
+  EXPECT_EQ(ok.entries_copied, 12345);
 }
 
 }  // namespace
