@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gcp/json_fields.h"
 #include "kube/cluster_queues.h"
 #include "kube/exec_credential.h"
 #include "kube/kubeconfig.h"
@@ -20,14 +21,8 @@
 
 namespace {
 
+using falcon::gcp::member_or_null;
 using nlohmann::json;
-
-const json& member(const json& j, const char* name) {
-  static const json null;
-  if (!j.is_object()) return null;
-  const auto it = j.find(name);
-  return it == j.end() ? null : *it;
-}
 
 // parse_workload_list keeps only what workload_row reads: each kept item gives the row of the
 // whole item, and the kept list classifies (or fails) as the whole would.
@@ -39,8 +34,8 @@ void workload_list(const std::string& body, const json& whole) {
     if (!whole.is_discarded()) __builtin_trap();  // JSON the server sent is never refused
     return;
   }
-  const json& kept_items = member(kept, "items");
-  const json& whole_items = member(whole, "items");
+  const json& kept_items = member_or_null(kept, "items");
+  const json& whole_items = member_or_null(whole, "items");
   if (kept_items.is_array() && whole_items.is_array()) {
     if (kept_items.size() != whole_items.size()) __builtin_trap();
     for (std::size_t i = 0; i < kept_items.size(); ++i) {
@@ -75,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const std::runtime_error&) {
   }
   if (j.is_discarded()) return 0;
-  for (const json* object : {&j, &member(j, "object")}) {
+  for (const json* object : {&j, &member_or_null(j, "object")}) {
     try {
       (void)falcon::kube::parse_cluster_queues(*object);
     } catch (const std::invalid_argument&) {
@@ -85,7 +80,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const std::invalid_argument&) {
     }
   }
-  (void)falcon::kube::parse_multikueue_wiring(member(j, "admissionChecks"), member(j, "configs"),
-                                              member(j, "clusters"));
+  (void)falcon::kube::parse_multikueue_wiring(member_or_null(j, "admissionChecks"),
+                                              member_or_null(j, "configs"),
+                                              member_or_null(j, "clusters"));
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gcp/json_fields.h"
 #include "util/time_format.h"
 
 namespace falcon::kube {
@@ -30,8 +31,7 @@ ExecToken parse_exec_credential(const std::string& stdout_text) {
   } catch (const nlohmann::json::exception&) {
     throw std::runtime_error("its output is not JSON (an ExecCredential was expected)");
   }
-  const auto kind = j.is_object() ? j.find("kind") : j.end();
-  if (kind == j.end() || !kind->is_string() || *kind != "ExecCredential") {
+  if (gcp::string_field(j, "kind") != "ExecCredential") {
     throw std::runtime_error("its output is not an ExecCredential");
   }
   const auto status = j.find("status");

@@ -9,19 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gcp/json_fields.h"
 #include "util/time_format.h"
 
 namespace falcon::kube {
 namespace {
 
+using gcp::member_or_null;
 using nlohmann::json;
-
-const json& member(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object()) return kNull;
-  const auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
 
 std::string text(const json& value) {
   return value.is_string() ? value.get<std::string>() : std::string();
@@ -51,19 +46,19 @@ bool names_accelerator(const json& resources) {
 }
 
 bool is_accelerator_pod_set(const json& pod_set) {
-  const json& spec = member(member(pod_set, "template"), "spec");
-  const json& selector = member(spec, "nodeSelector");
+  const json& spec = member_or_null(member_or_null(pod_set, "template"), "spec");
+  const json& selector = member_or_null(spec, "nodeSelector");
   if (selector.is_object() && (selector.contains("cloud.google.com/gke-tpu-accelerator") ||
                                selector.contains("cloud.google.com/gke-accelerator"))) {
     return true;
   }
   for (const char* list : {"containers", "initContainers"}) {
-    const json& containers = member(spec, list);
+    const json& containers = member_or_null(spec, list);
     if (!containers.is_array()) continue;
     for (const json& c : containers) {
-      const json& resources = member(c, "resources");
-      if (names_accelerator(member(resources, "requests")) ||
-          names_accelerator(member(resources, "limits"))) {
+      const json& resources = member_or_null(c, "resources");
+      if (names_accelerator(member_or_null(resources, "requests")) ||
+          names_accelerator(member_or_null(resources, "limits"))) {
         return true;
       }
     }
@@ -77,8 +72,8 @@ std::string accelerator_sum(const json& list, const std::set<std::string>& accel
   if (!list.is_array() || list.empty()) return std::string(xpk::kNone);
   long long sum = 0;
   for (const json& entry : list) {
-    if (accelerators.count(text(member(entry, "name"))) > 0)
-      sum += count_of(member(entry, "count"));
+    if (accelerators.count(text(member_or_null(entry, "name"))) > 0)
+      sum += count_of(member_or_null(entry, "count"));
   }
   return std::to_string(sum);
 }
@@ -226,39 +221,41 @@ json parse_workload_list(const std::string& body) {
 
 xpk::ListRow workload_row(const json& item) {
   xpk::ListRow row;
-  const json& metadata = member(item, "metadata");
-  const json& spec = member(item, "spec");
-  const json& status = member(item, "status");
+  const json& metadata = member_or_null(item, "metadata");
+  const json& spec = member_or_null(item, "spec");
+  const json& status = member_or_null(item, "status");
 
-  const json& owners = member(metadata, "ownerReferences");
-  row.jobset_name = or_none(owners.is_array() && !owners.empty() ? text(member(owners[0], "name"))
-                                                                 : std::string());
-  row.created_time = or_none(text(member(metadata, "creationTimestamp")));
+  const json& owners = member_or_null(metadata, "ownerReferences");
+  row.jobset_name =
+      or_none(owners.is_array() && !owners.empty() ? text(member_or_null(owners[0], "name"))
+                                                   : std::string());
+  row.created_time = or_none(text(member_or_null(metadata, "creationTimestamp")));
 
-  const json& pod_sets = member(spec, "podSets");
-  std::string priority = text(member(spec, "priorityClassName"));
+  const json& pod_sets = member_or_null(spec, "podSets");
+  std::string priority = text(member_or_null(spec, "priorityClassName"));
   if (priority.empty() && pod_sets.is_array() && !pod_sets.empty()) {
-    priority = text(member(member(member(pod_sets[0], "template"), "spec"), "priorityClassName"));
+    priority = text(member_or_null(member_or_null(member_or_null(pod_sets[0], "template"), "spec"),
+                                   "priorityClassName"));
   }
   row.priority = or_none(priority);
 
   std::set<std::string> accelerators;
   if (pod_sets.is_array()) {
     for (const json& ps : pod_sets) {
-      if (is_accelerator_pod_set(ps)) accelerators.insert(text(member(ps, "name")));
+      if (is_accelerator_pod_set(ps)) accelerators.insert(text(member_or_null(ps, "name")));
     }
   }
   row.vms_needed = accelerator_sum(pod_sets, accelerators);
-  row.vms_running =
-      accelerator_sum(member(member(status, "admission"), "podSetAssignments"), accelerators);
-  row.vms_done = accelerator_sum(member(status, "reclaimablePods"), accelerators);
+  row.vms_running = accelerator_sum(
+      member_or_null(member_or_null(status, "admission"), "podSetAssignments"), accelerators);
+  row.vms_done = accelerator_sum(member_or_null(status, "reclaimablePods"), accelerators);
 
-  const json& conditions = member(status, "conditions");
+  const json& conditions = member_or_null(status, "conditions");
   const json* latest = nullptr;
   std::string latest_time;
   if (conditions.is_array()) {
     for (const json& c : conditions) {
-      const std::string t = text(member(c, "lastTransitionTime"));
+      const std::string t = text(member_or_null(c, "lastTransitionTime"));
       if (latest == nullptr || t > latest_time) {
         latest = &c;
         latest_time = t;
@@ -268,15 +265,15 @@ xpk::ListRow workload_row(const json& item) {
   if (latest == nullptr) {
     row.status = row.status_message = row.status_time = std::string(xpk::kNone);
   } else {
-    row.status = status_word(text(member(*latest, "type")));
-    row.status_message = or_none(text(member(*latest, "message")));
+    row.status = status_word(text(member_or_null(*latest, "type")));
+    row.status_message = or_none(text(member_or_null(*latest, "message")));
     row.status_time = or_none(latest_time);
   }
   return row;
 }
 
 std::vector<xpk::ListedWorkload> classify_workload_list(const json& list) {
-  const json& items = member(list, "items");
+  const json& items = member_or_null(list, "items");
   if (!items.is_array()) {
     throw std::invalid_argument("the response is not a list of Workload objects (no items array)");
   }
@@ -292,19 +289,19 @@ std::vector<xpk::ListedWorkload> classify_workload_list(const json& list) {
 
 std::optional<double> admission_delay_s(const json& list, std::chrono::system_clock::time_point now,
                                         std::size_t last) {
-  const json& items = member(list, "items");
+  const json& items = member_or_null(list, "items");
   if (!items.is_array() || last == 0) return std::nullopt;
   // (when the wait ended, how long it was)
   std::vector<std::pair<std::chrono::system_clock::time_point, double>> waits;
   for (const json& item : items) {
-    const json& conditions = member(member(item, "status"), "conditions");
+    const json& conditions = member_or_null(member_or_null(item, "status"), "conditions");
     if (!conditions.is_array()) continue;
     std::optional<std::chrono::system_clock::time_point> reserved, admitted;
     bool is_admitted = false, finished = false;
     for (const json& c : conditions) {
-      if (text(member(c, "status")) != "True") continue;
-      const std::string type = text(member(c, "type"));
-      const auto at = parse_rfc3339(text(member(c, "lastTransitionTime")));
+      if (text(member_or_null(c, "status")) != "True") continue;
+      const std::string type = text(member_or_null(c, "type"));
+      const auto at = parse_rfc3339(text(member_or_null(c, "lastTransitionTime")));
       if (type == "QuotaReserved") {
         reserved = at;
       } else if (type == "Admitted") {
