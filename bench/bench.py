@@ -1731,7 +1731,8 @@ disable_update_check = true
                    "`--policies=allatonce` alone")
         self.row(rid, f"Placement on trace-{kind}.json ({d['jobs']} jobs) with preempting "
                  "workers: falcon as the external dispatcher, a held high-priority Workload "
-                 "nominated after 480 s to one worker where preemption makes room",
+                 "nominated after 480 s to one worker where a lower-priority Workload holds a "
+                 "slice as large",
                  f"dispatch: {figures(d)}; {disp['preemptions']} preempting nominations, "
                  f"{disp['preemptions_unconfirmed']} unconfirmed",
                  f"allatonce: {figures(aa)}; allatonce, every worker preempting: "

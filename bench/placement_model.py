@@ -23,7 +23,20 @@ Policies:
                        file order. reserve=first keeps the first held job's closest cluster from
                        lower priorities. preempt_after_s=N: a high-priority job held N s evicts
                        lower-priority workloads on ONE cluster (the fewest victims, then the
-                       least work lost). order=small-first takes the held jobs of one
+                       least work lost). victims= says which clusters it picks from:
+                         exact        where Kueue's own choice, knowing every chip, makes room
+                                      (an oracle; the default)
+                         counted      where the free chips and the lower-priority chips, in
+                                      Kueue's order, add up to the slice (the Dispatcher before
+                                      2026-12-07); where Kueue then finds no run for it nothing
+                                      is evicted, the nomination is unconfirmed, the job waits
+                                      dispatch.preempt_confirm_s (120 s), and that cluster is
+                                      not picked for a slice as large at no higher priority
+                                      until a job of at least that priority ends there
+                         whole-slice  where a lower-priority workload holds a slice at least as
+                                      large (the Dispatcher since 2026-12-07: evicting it frees
+                                      a run the slice fits in); the first in Kueue's order
+                       order=small-first takes the held jobs of one
                        priority smallest slice first (a proxy for shortest-job-first: falcon
                        never knows a job's duration), not by arrival; order=small-lower
                        does so for low and medium priority only (high by arrival).
@@ -66,6 +79,7 @@ SHAPES = [
 SLICE_CHIPS = {"v4-8": 4, "v4-16": 8, "v4-32": 16, "v4-64": 32, "v4-128": 64}
 RANK = {"high": 3, "medium": 2, "low": 1}
 RETRY_S = 5
+CONFIRM_S = 120  # dispatch.preempt_confirm_s
 
 
 class Cluster:
@@ -75,6 +89,7 @@ class Cluster:
         self.blocks = [[False] * b for b in blocks]
         self.largest = max(blocks)
         self.running = []
+        self.no_room = set()  # victims=counted: (chips, rank) it did not preempt for
 
     def down(self, t):
         # fleet flap {period_s: 3600, down_s: 900, offset_s: 1800}
@@ -141,8 +156,20 @@ class Run:
         self.waiting = []
         self.evictions = 0
         self.lost_chip_s = 0
+        self.unconfirmed = 0  # victims=counted: nominations where Kueue found no room
+        # Remote copies a manager creates: central, one per placement (an evicted job is placed
+        # again) and one per unconfirmed nomination; AllAtOnce, one on every worker that offers
+        # the type each time a job waits (on arrival, after an eviction).
+        self.objects = 0
+
+    def wait(self, job):
+        self.waiting.append(job)
+        if self.policy == "allatonce":
+            self.objects += sum(c.offers(job) for c in self.clusters)
 
     def start(self, job, cluster, t):
+        if self.policy == "central":
+            self.objects += 1
         placed = []
         b, first = cluster.find(job["chips"])
         placed.append((b, first, job["chips"]))
@@ -163,7 +190,7 @@ class Run:
             self.lost_chip_s += (ran - kept) * v["chips"]
             self.evictions += 1
             del v["start"]
-            self.waiting.append(v)
+            self.wait(v)
 
     def order(self):
         if self.options.get("order") == "small-first":
@@ -215,22 +242,21 @@ class Run:
                 self.start(job, min(candidates, key=lambda x: x[0])[1], t)
                 continue
             after = self.options.get("preempt_after_s")
-            if after is not None and job["rank"] == 3 and t - job["arrival_s"] >= after:
-                best = None
-                for c in self.clusters:
-                    if not c.offers(job) or c.down(t):
-                        continue
-                    victims = c.victims_for(job)
-                    if victims is None:
-                        continue
-                    cost = (len(victims), sum(v["chips"] * (t - v["start"]) for v in victims),
-                            c.index)
-                    if best is None or cost < best[0]:
-                        best = (cost, c, victims)
+            if (after is not None and job["rank"] == 3 and t - job["arrival_s"] >= after
+                    and job.get("confirm_at", t) <= t):
+                best = self.preemption(job, t)
                 if best:
-                    self.evict(best[1], best[2], t)
-                    self.start(job, best[1], t)
-                    continue
+                    c = best[1]
+                    victims = c.victims_for(job)
+                    if victims is not None:
+                        self.evict(c, victims, t)
+                        self.start(job, c, t)
+                        continue
+                    # Counted enough chips where Kueue finds no run: nothing evicted.
+                    c.no_room.add((job["chips"], job["rank"]))
+                    job["confirm_at"] = t + CONFIRM_S
+                    self.unconfirmed += 1
+                    self.objects += 1
             none_for.add(job["accelerator"])
             if self.options.get("reserve") == "first" and not reserved:
                 # The closest to room: the largest free block, then the most free chips.
@@ -238,6 +264,41 @@ class Run:
                         for c in self.clusters if c.offers(job)]
                 reserved[max(room)[1]] = job["rank"]
         self.waiting = [j for j in self.waiting if "start" not in j]
+
+    def preemption(self, job, t):
+        """(cost, cluster) of the one cluster `job` preempts on under the victims= rule, or
+        None. The cost: the fewest victims, then the least work lost, then file order."""
+        rule = self.options.get("victims", "exact")
+        best = None
+        for c in self.clusters:
+            if not c.offers(job) or c.down(t):
+                continue
+            lower = sorted((r for r in c.running if r["rank"] < job["rank"]),
+                           key=lambda r: (r["rank"], -r["start"]))
+            if rule == "exact":
+                victims = c.victims_for(job)
+            elif rule == "whole-slice":
+                whole = [r for r in lower if r["chips"] >= job["chips"]]
+                victims = whole[:1] or None
+            elif rule == "counted":
+                if (job["chips"], job["rank"]) in c.no_room:
+                    continue
+                room, victims = sum(c.free_runs()), []
+                for r in lower:
+                    if room >= job["chips"]:
+                        break
+                    room += r["chips"]
+                    victims.append(r)
+                if room < job["chips"] or not victims:
+                    victims = None
+            else:
+                raise ValueError(f"victims={rule!r}: expected exact, counted or whole-slice")
+            if victims is None:
+                continue
+            cost = (len(victims), sum(v["chips"] * (t - v["start"]) for v in victims), c.index)
+            if best is None or cost < best[0]:
+                best = (cost, c)
+        return best
 
     def go(self):
         arrivals = sorted(self.jobs, key=lambda j: (j["arrival_s"], j["seq"]))
@@ -258,12 +319,15 @@ class Run:
                 if job.get("incarnation") != incarnation or "start" not in job:
                     continue  # evicted since
                 job["done"] = end
+                # A job of at least a preemptor's priority leaving may make the room it lacked.
+                self.clusters[c].no_room = {k for k in self.clusters[c].no_room
+                                            if k[1] > job["rank"]}
                 self.clusters[c].mark(job["placed"], False)
                 self.clusters[c].running.remove(job)
                 if self.policy == "allatonce":
                     self.allatonce_pass(end)
             while a < len(arrivals) and arrivals[a]["arrival_s"] <= t:
-                self.waiting.append(arrivals[a])
+                self.wait(arrivals[a])
                 a += 1
             if self.policy == "allatonce":
                 self.allatonce_pass(t)
@@ -286,6 +350,8 @@ class Run:
             out[name] = sum(w) / len(w) if w else 0.0
         out["evictions"] = self.evictions
         out["lost_chip_h"] = self.lost_chip_s / 3600
+        out["unconfirmed"] = self.unconfirmed
+        out["objects"] = self.objects / len(self.jobs)
         return out
 
 
@@ -301,6 +367,12 @@ def prepared(jobs):
     return jobs
 
 
+# The Dispatcher's preemption (reserve first, preempt after 480 s) with each victims= rule.
+DISPATCHER_VARIANTS = [
+    (f"reserve first, preempt after 480 s, {rule} victims", "central",
+     {"reserve": "first", "preempt_after_s": 480, "victims": rule})
+    for rule in ("exact", "counted", "whole-slice")
+]
 # The rules --overload-seeds compares, AllAtOnce first (the ratios' base).
 SEED_VARIANTS = [
     ("allatonce", "allatonce", {}),
@@ -312,9 +384,10 @@ SEED_VARIANTS = [
     ("central, lower priorities smallest first", "central", {"order": "small-lower"}),
     ("the same, preempt after 480 s", "central",
      {"order": "small-lower", "preempt_after_s": 480}),
-]
+] + DISPATCHER_VARIANTS
 # Issue 29's overload targets, as ratios to AllAtOnce: mean, p95, high-priority mean.
 TARGETS = {"mean": 1.0, "p95": 1.0, "high": 0.7}
+MAX_OBJECTS = 1.1  # and remote objects per job, not a ratio
 
 
 def overload_trace(seed):
@@ -337,6 +410,7 @@ def seed_table(seeds, variants=SEED_VARIANTS, checkpoint_s=600):
             r = Run(copy.deepcopy(jobs), policy, checkpoint_s, **options).go()
             base = base or r
             ratios[label].append({k: r[k] / max(base[k], 1e-9) for k in TARGETS})
+            ratios[label][-1]["objects"] = r["objects"]
     table = {}
     for label, rows in ratios.items():
         row = {}
@@ -344,6 +418,10 @@ def seed_table(seeds, variants=SEED_VARIANTS, checkpoint_s=600):
             xs = [x[k] for x in rows]
             row[k] = (statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0)
         row["met"] = {k: sum(x[k] <= TARGETS[k] + 1e-9 for x in rows) for k in TARGETS}
+        objects = [x["objects"] for x in rows]
+        row["objects"] = (statistics.mean(objects),
+                          statistics.stdev(objects) if len(objects) > 1 else 0.0)
+        row["objects_met"] = sum(x <= MAX_OBJECTS + 1e-9 for x in objects)
         row["all"] = sum(all(x[k] <= TARGETS[k] + 1e-9 for k in TARGETS) for x in rows)
         table[label] = row
     return table
@@ -352,12 +430,15 @@ def seed_table(seeds, variants=SEED_VARIANTS, checkpoint_s=600):
 def print_seed_table(first, last, checkpoint_s):
     n = last - first + 1
     print(f"overload traces, seeds {first}-{last} ({n}); ratio to AllAtOnce, mean ± sd over the "
-          f"traces; traces meeting mean <= 1, p95 <= 1, high <= 0.7, and all three")
-    print(f"  {'policy':44} {'x mean':>12} {'x p95':>12} {'x high':>12} {'met':>10} {'all':>4}")
+          f"traces; traces meeting mean <= 1, p95 <= 1, high <= 0.7, and all three; remote "
+          f"objects per job, and traces with at most {MAX_OBJECTS}")
+    print(f"  {'policy':56} {'x mean':>12} {'x p95':>12} {'x high':>12} {'met':>10} {'all':>4}"
+          f" {'objects':>12} {'met':>4}")
     for label, row in seed_table(range(first, last + 1), checkpoint_s=checkpoint_s).items():
         cells = " ".join(f"{row[k][0]:6.3f}±{row[k][1]:.3f}" for k in TARGETS)
         met = "/".join(str(row["met"][k]) for k in TARGETS)
-        print(f"  {label:44} {cells} {met:>10} {row['all']:4d}")
+        objects = f"{row['objects'][0]:6.3f}±{row['objects'][1]:.3f}"
+        print(f"  {label:56} {cells} {met:>10} {row['all']:4d} {objects} {row['objects_met']:4d}")
 
 
 def main():
@@ -391,20 +472,21 @@ def main():
         ("central, lower priorities smallest first", "central", {"order": "small-lower"}),
         ("the same, preempt after 480 s", "central",
          {"order": "small-lower", "preempt_after_s": 480}),
-    ]
+    ] + DISPATCHER_VARIANTS
     for path in args.traces:
         jobs = load(path)
         print(f"{path} ({len(jobs)} jobs; checkpoint every {args.checkpoint_s} s; minutes)")
-        print(f"  {'policy':44} {'mean':>6} {'p95':>6} {'high':>6} {'medium':>6} {'low':>6}"
-              f" {'x mean':>6} {'x high':>6} {'evict':>5} {'lost chip-h':>11}")
+        print(f"  {'policy':56} {'mean':>6} {'p95':>6} {'high':>6} {'medium':>6} {'low':>6}"
+              f" {'x mean':>6} {'x high':>6} {'evict':>5} {'lost chip-h':>11} {'unconf':>6}"
+              f" {'objects':>7}")
         base = None
         for label, policy, options in variants:
             r = Run(copy.deepcopy(jobs), policy, args.checkpoint_s, **options).go()
             base = base or r
-            print(f"  {label:44} {r['mean']:6.2f} {r['p95']:6.1f} {r['high']:6.2f}"
+            print(f"  {label:56} {r['mean']:6.2f} {r['p95']:6.1f} {r['high']:6.2f}"
                   f" {r['medium']:6.2f} {r['low']:6.2f} {r['mean'] / base['mean']:6.2f}"
                   f" {r['high'] / max(base['high'], 1e-9):6.2f} {r['evictions']:5d}"
-                  f" {r['lost_chip_h']:11.0f}")
+                  f" {r['lost_chip_h']:11.0f} {r['unconfirmed']:6d} {r['objects']:7.2f}")
 
 
 if __name__ == "__main__":

@@ -304,14 +304,15 @@ struct DispatchSettings {
   std::string api_version = "v1beta2";  // of kueue.x-k8s.io (v1beta1 for Kueue < 0.15)
   // Preemption (docs/dispatch.md "Preemption"): a Workload of spec.priority >=
   // preempt_min_priority that no worker has had room for this long (seconds; absent: never) is
-  // nominated to the one preempting worker where evicting running Workloads of lower priority
-  // makes room at the least cost (the fewest, then the least work since their admission); the
-  // worker's Kueue (withinClusterQueue: LowerPriority) evicts them.
+  // nominated to the one preempting worker where a running Workload of lower priority holds a
+  // slice at least as large (its eviction frees a run the slice fits in), the first such in
+  // Kueue's order, at the least chip-time since its admission; the worker's Kueue
+  // (withinClusterQueue: LowerPriority) evicts it.
   std::optional<double> preempt_after_s;
   int preempt_min_priority = 750;  // xpk's `high`
   // A preempting nomination whose worker has evicted nothing (no Workload of the manager taken
   // back from it) and not admitted the Workload this long (seconds) was for a worker whose
-  // Kueue found no room even with preemption: decided again without it, and that worker is not
+  // Kueue did not preempt for it: decided again without it, and that worker is not
   // nominated to preempt for as large a slice at no higher priority until a Workload of at
   // least that priority leaves it (finishes, is taken back or deleted), or renominate_after_s
   // has passed.

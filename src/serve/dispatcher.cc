@@ -561,8 +561,7 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
     std::string key;
   };
   struct Option {
-    std::size_t victims = 0;
-    double chip_s = 0;  // chips x seconds since admission of those evicted
+    double chip_s = 0;  // the victim's chips x seconds since its admission
     std::string worker;
     std::string why;
     double slice = 0;
@@ -606,29 +605,26 @@ bool Dispatcher::preempt(const Work& work, const Held& held) {
       if (!shape || shape->accelerator != wanted->accelerator) continue;
       lower.push_back({o.priority, other.admitted, shape->chips, key_of(o)});
     }
-    // Kueue's order of candidates: the lowest priority, then the most recently admitted.
+    // Kueue's order of candidates: the lowest priority, then the most recently admitted. Room
+    // is sure only where one of them holds a slice as large as the one wanted: a slice's chips
+    // are one run in one block, so evicting it frees a run the slice fits in, where chips
+    // counted across smaller victims may lie in different blocks (docs/dispatch.md). Kueue
+    // reaches the first such Workload in its order, and needs none of those before it.
     std::sort(lower.begin(), lower.end(), [](const Running& a, const Running& b) {
       return std::tie(a.priority, b.admitted, a.key) < std::tie(b.priority, a.admitted, b.key);
     });
-    double room = c.signals.free_chips.value_or(0);
-    Option o{0, 0, worker, "", *slice};
-    std::vector<std::string> evicted;
-    for (const Running& r : lower) {
-      if (room >= *slice) break;
-      room += r.chips;
-      o.chip_s += r.chips * std::chrono::duration<double>(now - r.admitted).count();
-      evicted.push_back(r.key);
-    }
-    if (room < *slice || evicted.empty()) continue;
-    o.victims = evicted.size();
+    const auto whole = std::find_if(lower.begin(), lower.end(),
+                                    [&](const Running& r) { return r.chips >= *slice; });
+    if (whole == lower.end()) continue;
+    Option o{whole->chips * std::chrono::duration<double>(now - whole->admitted).count(), worker,
+             "", *slice};
     o.why = fmt::format(
         "preempting on {}: held {:.0f} s (dispatch.preempt_after_s {}), {} chips free of a "
-        "{}-chip slice; evicting {} Workload(s) of lower priority makes room ({})",
+        "{}-chip slice; evicting {} ({} chips, priority {}) frees a run as large",
         worker, std::chrono::duration<double>(now - t->second.seen).count(),
-        *settings.preempt_after_s, c.signals.free_chips.value_or(0), *slice, o.victims,
-        fmt::join(evicted, ", "));
-    if (!best || std::tie(o.victims, o.chip_s, o.worker) <
-                     std::tie(best->victims, best->chip_s, best->worker)) {
+        *settings.preempt_after_s, c.signals.free_chips.value_or(0), *slice, whole->key,
+        whole->chips, whole->priority);
+    if (!best || std::tie(o.chip_s, o.worker) < std::tie(best->chip_s, best->worker)) {
       best = std::move(o);
     }
   }

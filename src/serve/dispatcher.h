@@ -28,15 +28,17 @@
 //   again      none of the nominated workers admitted it in renominate_after_s: decide again
 //              without them (all of them once every worker was tried)
 //   preempt    with preempt_after_s: a Workload of priority >= preempt_min_priority held that
-//              long is nominated to the one preempting worker where evicting the running
-//              Workloads of lower priority this dispatcher saw admitted there makes room at the
-//              least cost (the fewest, then the least chip-time since their admission); the
-//              worker's Kueue (withinClusterQueue: LowerPriority) evicts them. A worker that
-//              evicted nothing (no Workload taken back from it) and did not admit it within
-//              preempt_confirm_s found no room even so (falcon counts chips, not where they
-//              are): decided again without it, and not nominated to preempt for as large a
-//              slice at no higher priority until a Workload of at least that priority leaves
-//              it (finishes, is taken back or deleted), or renominate_after_s has passed
+//              long is nominated to the one preempting worker where a Workload of lower
+//              priority this dispatcher saw admitted there holds a slice of its accelerator at
+//              least as large (evicting it frees a run the slice fits in; chips counted across
+//              smaller ones may lie in different blocks), the first such in Kueue's order, at
+//              the least chip-time since its admission; the worker's Kueue
+//              (withinClusterQueue: LowerPriority) evicts it. A worker that evicted nothing (no
+//              Workload taken back from it) and did not admit it within preempt_confirm_s did
+//              not preempt (another preemption policy, the victim gone meanwhile): decided
+//              again without it, and not nominated to preempt for as large a slice at no higher
+//              priority until a Workload of at least that priority leaves it (finishes, is
+//              taken back or deleted), or renominate_after_s has passed
 //
 // Not ready (problem()) while the manager cannot be listed or watched, its wiring cannot be
 // read, its Kueue is configured with another dispatcher name, or the store refuses nominations.

@@ -46,6 +46,18 @@ check("every worker preempting evicts more than one cluster preempting",
       every["evictions"] > one["evictions"])
 later = run("central", preempt_after_s=480)
 check("preempting later evicts no more", later["evictions"] <= one["evictions"])
+# The Dispatcher's victims= rules: counting chips may nominate where Kueue finds no run (an
+# unconfirmed nomination, one more remote object); a victim as large as the slice never does.
+rules = {rule: run("central", reserve="first", preempt_after_s=480, victims=rule)
+         for rule in ("exact", "counted", "whole-slice")}
+check("counted victims leave a nomination unconfirmed, and it costs a remote object",
+      rules["counted"]["unconfirmed"] > 0 and rules["counted"]["objects"]
+      == 1 + (rules["counted"]["evictions"] + rules["counted"]["unconfirmed"]) / len(jobs))
+check("exact and whole-slice victims are never unconfirmed, and every preemption evicts",
+      rules["exact"]["unconfirmed"] == 0 and rules["whole-slice"]["unconfirmed"] == 0
+      and all(r["evictions"] > 0 for r in rules.values()))
+check("AllAtOnce creates a copy on every worker offering the type",
+      aao["objects"] > 5 and central["objects"] == 1)
 small = run("central", order="small-first")
 check("smallest slice first lowers the mean", small["mean"] < central["mean"])
 held = m.Run([], "central", order="small-lower")

@@ -428,11 +428,56 @@ TEST_F(DispatcherTest, ALowerPriorityWorkloadOfAnotherAcceleratorIsNoVictim) {
   EXPECT_EQ(records[0].detail.find("team/g"), std::string::npos) << records[0].detail;
 }
 
-// dispatch.preempt_confirm_s: falcon counts chips, the worker's Kueue looks at where they are.
-// A preempting nomination whose worker takes no Workload back (evicts nothing) within
-// preempt_confirm_s is decided again at once, not after renominate_after_s, and that worker is
-// not nominated to preempt for as large a slice again until a Workload of that priority or
-// higher leaves it (an admission frees nothing Kueue could not evict before), or
+// A slice's chips are one run in one block: evicting a Workload whose slice is at least as
+// large frees a run the preemptor fits in, where as many chips counted across smaller Workloads
+// may lie in different blocks (Kueue would then find no room and evict nothing). Only the first
+// is a worker to preempt on, whatever the count.
+TEST_F(DispatcherTest, OnlyAVictimWithASliceAsLargeMakesRoomForIt) {
+  settings_.preempt_after_s = 120;
+  for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
+  const auto running = [](const std::string& name, const std::string& accelerator,
+                          const std::string& worker) {
+    auto w = workload(name, 0);
+    w.accelerator = accelerator;
+    w.cluster_name = worker;
+    w.checks = {{kCheck, "Ready"}};
+    return w;
+  };
+  auto big = workload("big", 1000);
+  big.accelerator = "v4-128";  // 64 chips
+  auto d = make();
+  // w-a: four slices of 32 chips, 128 of lower priority in all; w-c: one of 64 at the same
+  // priority as the preemptor.
+  auto c1 = running("c1", "v4-128", "w-c");
+  c1.priority = 1000;
+  d->apply_list({{running("a1", "v4-64", "w-a"), running("a2", "v4-64", "w-a"),
+                  running("a3", "v4-64", "w-a"), running("a4", "v4-64", "w-a"), c1, big},
+                 "10"});
+  clock_->advance(120s);
+  d->pass();
+  EXPECT_TRUE(manager_->patches.empty());
+  EXPECT_EQ(d->status().preemptions, 0);
+  EXPECT_EQ(d->status().held.count("team/big"), 1u);
+
+  // A 64-chip slice of lower priority on w-b, and a later one: Kueue evicts the later first.
+  d->apply_event(added(running("b1", "v4-128", "w-b")));
+  clock_->advance(10s);
+  d->apply_event(added(running("b2", "v4-128", "w-b")));
+  d->pass();
+  ASSERT_EQ(manager_->patches.size(), 1u);
+  EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
+  const auto records = store_->list_nominations("uid-big");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_NE(records[0].detail.find("evicting team/b2 (64 chips, priority 0) frees a run"),
+            std::string::npos)
+      << records[0].detail;
+}
+
+// dispatch.preempt_confirm_s: the worker's Kueue may not preempt after all (another policy, the
+// victim gone meanwhile). A preempting nomination whose worker takes no Workload back (evicts
+// nothing) within preempt_confirm_s is decided again at once, not after renominate_after_s, and
+// that worker is not nominated to preempt for as large a slice again until a Workload of that
+// priority or higher leaves it (an admission frees nothing Kueue could not evict before), or
 // renominate_after_s passes. A nomination whose worker did evict waits as any other.
 TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepeated) {
   settings_.preempt_after_s = 120;
@@ -453,7 +498,7 @@ TEST_F(DispatcherTest, APreemptionItsWorkerDoesNotBeginIsDecidedAgainAndNotRepea
   EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
 
   // w-b evicts nothing: at 29 s the nomination stands, at 30 s it is decided again, and w-b,
-  // still the cheapest by count, is not chosen again: w-a is.
+  // still the cheapest, is not chosen again: w-a is.
   clock_->advance(29s);
   d->pass();
   EXPECT_EQ(manager_->patches.size(), 1u);
@@ -576,7 +621,8 @@ TEST_F(DispatcherTest, AWorkerWhoseBlocksAreTooSmallIsNeitherKeptNorPreemptedFor
   EXPECT_EQ(hints_.back().left_out.at("w-b"),
             "kept for team/big (priority 1000, v4-128), held until it has room here");
 
-  // Preempting: one victim on w-a, two on w-b; only w-b can ever hold the slice.
+  // Preempting: a victim as large as the slice on each; w-a's is first by name, but only w-b
+  // can ever hold the slice.
   settings_.preempt_after_s = 120;
   manager_->patches.clear();
   const auto admitted = [](const std::string& name, const std::string& accelerator,
@@ -590,9 +636,8 @@ TEST_F(DispatcherTest, AWorkerWhoseBlocksAreTooSmallIsNeitherKeptNorPreemptedFor
   for (auto& [name, r] : room_) r.free_block = 0;
   auto preempting = make();
   big.uid = "uid-big2";
-  preempting->apply_list({{admitted("a1", "v4-128", "w-a"), admitted("b1", "v4-64", "w-b"),
-                           admitted("b2", "v4-64", "w-b"), big},
-                          "20"});
+  preempting->apply_list(
+      {{admitted("a1", "v4-128", "w-a"), admitted("b1", "v4-128", "w-b"), big}, "20"});
   clock_->advance(120s);
   preempting->pass();
   ASSERT_EQ(manager_->patches.size(), 1u);
