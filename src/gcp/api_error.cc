@@ -150,4 +150,11 @@ void throw_api_error(const std::string& call, const HttpResponse& response) {
   throw LogRetrievalError(describe_api_error(call, error), error.http_status, error.status);
 }
 
+void expect_new_page_token(PageTokens& tokens, const std::string& next, const std::string& call) {
+  if (!tokens.fresh(next)) {
+    throw LogRetrievalError(fmt::format(
+        "{} does not advance: page {} gave a nextPageToken it gave before", call, tokens.pages()));
+  }
+}
+
 }  // namespace falcon::gcp

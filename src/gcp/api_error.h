@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "falcon/http_client.h"
+#include "util/page_tokens.h"
 
 namespace falcon::gcp {
 
@@ -40,6 +41,10 @@ std::string describe_api_error(const std::string& call, const ApiError& error);
 
 // Throws LogRetrievalError(describe_api_error(...), status, status name) for `response`.
 [[noreturn]] void throw_api_error(const std::string& call, const HttpResponse& response);
+
+// After a page of `call`: throws LogRetrievalError when `next`, its nextPageToken, is one the
+// list gave before (a server that does not advance would be paged forever).
+void expect_new_page_token(PageTokens& tokens, const std::string& next, const std::string& call);
 
 inline bool is_success(int http_status) { return http_status >= 200 && http_status < 300; }
 

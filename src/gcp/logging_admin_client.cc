@@ -139,31 +139,6 @@ void LoggingAdminClient::cancel_operation(const std::string& name) const {
            fmt::format("operations.cancel of {}", name), Idempotency::kIdempotent);
 }
 
-std::vector<CopyOperation> LoggingAdminClient::list_copy_operations(
-    const std::string& parent) const {
-  const std::string call = fmt::format("operations.list of {}", parent);
-  std::vector<CopyOperation> out;
-  std::string token;
-  do {
-    std::string path = fmt::format("/v2/{}/operations?filter={}", parent,
-                                   percent_encode("request_type=CopyLogEntries"));
-    if (!token.empty()) path += "&pageToken=" + percent_encode(token);
-    const HttpResponse response =
-        call_api(*options_, "GET", path, "", call, Idempotency::kIdempotent);
-    const json page = json::parse(response.body, nullptr, false);
-    if (!page.is_object()) {
-      throw LogRetrievalError(fmt::format("{} returned a body that is not a JSON object", call));
-    }
-    if (const auto ops = page.find("operations"); ops != page.end() && ops->is_array()) {
-      for (const auto& op : *ops) {
-        if (op.is_object()) out.push_back(operation_from(op));
-      }
-    }
-    token = string_field(page, "nextPageToken");
-  } while (!token.empty());
-  return out;
-}
-
 LogBucketInfo LoggingAdminClient::get_log_bucket(const std::string& name) const {
   const std::string call = fmt::format("get of log bucket {}", name);
   const HttpResponse response =

@@ -1,6 +1,6 @@
 // Cloud Logging v2 calls that do not read entries, and so do not spend the read quota:
 // `entries:copy` (a long-running operation copying a log bucket's entries into Cloud Storage),
-// `operations.get/cancel/list`, a log bucket's settings and a project's Logging service account.
+// `operations.get/cancel`, a log bucket's settings and a project's Logging service account.
 //
 //   LoggingAdminClient admin({.endpoint = endpoints.logging, .http = http,
 //                             .credentials = credentials, .clock = clock});
@@ -99,8 +99,6 @@ class LoggingAdminClient {
   CopyOperation get_operation(const std::string& name) const;
   // Asks for cancellation; the operation reports CANCELLED later (get_operation).
   void cancel_operation(const std::string& name) const;
-  // The CopyLogEntries operations of `parent` ("projects/P/locations/L").
-  std::vector<CopyOperation> list_copy_operations(const std::string& parent) const;
   // GET of "projects/P/locations/L/buckets/B".
   LogBucketInfo get_log_bucket(const std::string& name) const;
   // The project's Logging service account (settings.loggingServiceAccountId), e.g.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "gcp/api_error.h"
 #include "gcp/json_fields.h"
 #include "util/time_format.h"
 
@@ -152,6 +153,10 @@ LoggingClient::LoggingClient(LoggingClientOptions options) {
   options_ = std::make_shared<const LoggingClientOptions>(std::move(options));
 }
 
+std::string entries_list_call(const ListLogEntriesRequest& request) {
+  return fmt::format("entries:list for {}", fmt::join(request.resource_names, ","));
+}
+
 LogEntriesPage LoggingClient::list_entries_page(const ListLogEntriesRequest& request) const {
   if (request.resource_names.empty()) {
     throw std::invalid_argument("entries:list needs at least one resource name");
@@ -180,7 +185,7 @@ LogEntriesPage LoggingClient::list_entries_page(const ListLogEntriesRequest& req
   retry.policy = options.retry;
   // entries:list is a POST but a pure read: safe to repeat.
   retry.idempotency = Idempotency::kIdempotent;
-  retry.call = fmt::format("entries:list for {}", fmt::join(request.resource_names, ","));
+  retry.call = entries_list_call(request);
   retry.clock = options.clock.get();
   retry.seed = options.seed;
   retry.credentials = options.credentials.get();
@@ -228,6 +233,7 @@ std::optional<LogEntry> LogEntryReader::next() {
     if (done_) return std::nullopt;
     page_ = {};  // the spent page's storage goes before the next page is read
     LogEntriesPage page = client_.list_entries_page(request_);
+    expect_new_page_token(tokens_, page.next_page_token, entries_list_call(request_));
     if (pages_fetched_ == 0) first_server_time_ = page.server_time_nanos;
     ++pages_fetched_;
     page_ = std::move(page.entries);

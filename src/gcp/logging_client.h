@@ -32,6 +32,7 @@
 #include "gcp/credentials.h"
 #include "gcp/rate_limiter.h"
 #include "gcp/retry.h"
+#include "util/page_tokens.h"
 
 namespace falcon::gcp {
 
@@ -133,7 +134,11 @@ class LogEntryReader {
   bool done_ = false;
   int pages_fetched_ = 0;
   std::optional<std::int64_t> first_server_time_;
+  PageTokens tokens_;
 };
+
+// How errors name a request: "entries:list for projects/p".
+std::string entries_list_call(const ListLogEntriesRequest& request);
 
 // One LogEntry JSON object as the reader decodes it (the fields of LogEntry above).
 LogEntry parse_log_entry(const nlohmann::json& item);

@@ -270,6 +270,7 @@ std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucke
   const std::string call = fmt::format("list of {}", format_gcs_uri(bucket, prefix));
   std::vector<ObjectMetadata> out;
   std::string page_token;
+  PageTokens tokens;
   do {
     std::string url = fmt::format("{}/storage/v1/b/{}/o?prefix={}", options.endpoint,
                                   percent_encode(bucket), percent_encode(prefix));
@@ -289,6 +290,7 @@ std::vector<ObjectMetadata> StorageClient::list_objects(const std::string& bucke
       }
     }
     page_token = string_field(page, "nextPageToken");
+    expect_new_page_token(tokens, page_token, call);
   } while (!page_token.empty() && (max_objects == 0 || out.size() < max_objects));
   return out;
 }

@@ -210,17 +210,18 @@ void KubeClient::watch(const std::string& path,
 }
 
 bool ListCursor::advance(const std::string& next) {
-  if (++pages_ >= kMaxListPages && !next.empty()) {
+  const bool fresh = given_.fresh(next);
+  if (next.empty()) return false;
+  if (given_.pages() >= kMaxListPages) {
     throw KubeError(
         0, kTooLarge,
         fmt::format("{} goes on past {} pages: not following it further", what_, kMaxListPages));
   }
-  if (next.empty()) return false;
-  if (!seen_.insert(std::hash<std::string>{}(next)).second) {
+  if (!fresh) {
     throw KubeError(0, "",
                     fmt::format("{} does not advance: page {} gave a continue token it gave "
                                 "before",
-                                what_, pages_));
+                                what_, given_.pages()));
   }
   token_ = next;
   return true;

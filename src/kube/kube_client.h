@@ -18,7 +18,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -28,6 +27,7 @@
 #include "falcon/http_client.h"
 #include "kube/exec_credential.h"
 #include "kube/kubeconfig.h"
+#include "util/page_tokens.h"
 
 namespace falcon::kube {
 
@@ -93,8 +93,7 @@ class ListCursor {
  private:
   std::string what_;
   std::string token_;
-  std::set<std::size_t> seen_;  // hashes of the tokens given: a server's token may be large
-  std::size_t pages_ = 0;
+  PageTokens given_;
 };
 
 class KubeClient {

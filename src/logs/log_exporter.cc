@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "falcon/errors.h"
+#include "gcp/api_error.h"
 #include "gcp/storage_client.h"
 #include "gcp/url.h"
 #include "logs/gke_entries.h"
@@ -102,9 +103,11 @@ LogExportResult ExportSession::run() {
 void ExportSession::read_and_route() {
   gcp::ListLogEntriesRequest request = query_.request(false, kPageSize);
   std::string line;
+  PageTokens tokens;
   do {
     gcp::LogEntriesPage page = clients_.logging.list_entries_page(request);
     ++pages_;
+    gcp::expect_new_page_token(tokens, page.next_page_token, gcp::entries_list_call(request));
     request.page_token = std::move(page.next_page_token);
 
     // Which rank each entry is for; ranks seen for the first time get their uploads.

@@ -178,6 +178,25 @@ TEST_F(LoggingFixture, KeepsPagingThroughEmptyPagesWhileATokenComesBack) {
   EXPECT_EQ(http->count("*"), 4u);
 }
 
+// A server that hands back a page token it gave before would be paged forever: the reader
+// stops with an error naming the call instead of asking again.
+TEST_F(LoggingFixture, AServerWhosePagesDoNotAdvanceIsAnError) {
+  serve_pages({"{\"entries\":[" + entry("1", "a") + "],\"nextPageToken\":\"t1\"}",
+               "{\"entries\":[" + entry("2", "b") + "],\"nextPageToken\":\"t2\"}",
+               "{\"entries\":[" + entry("3", "c") + "],\"nextPageToken\":\"t1\"}"});
+  LogEntryReader reader = client().list_entries(request());
+  std::vector<std::string> lines;
+  try {
+    while (auto e = reader.next()) lines.push_back(e->message);
+    FAIL() << "expected LogRetrievalError";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("entries:list for projects/p does not advance: page 3 gave a "
+                                    "nextPageToken it gave before"));
+  }
+  EXPECT_EQ(lines, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(http->count("*"), 3u);
+}
+
 TEST_F(LoggingFixture, FetchesAPageOnlyWhenTheCallerNeedsIt) {
   serve_pages(
       {"{\"entries\":[" + entry("1", "a") + "," + entry("2", "b") + "],\"nextPageToken\":\"t1\"}",

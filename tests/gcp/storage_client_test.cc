@@ -616,6 +616,21 @@ TEST_F(StorageFixture, ListFollowsPageTokens) {
   EXPECT_EQ(http->pending(), 0u);
 }
 
+TEST_F(StorageFixture, AListWhosePagesDoNotAdvanceIsAnError) {
+  http->enqueue("GET", "/storage/v1/b/bkt/o?prefix=logs%2F",
+                json_response(200, R"({"items":[{"name":"logs/a"}],"nextPageToken":"p2"})"));
+  http->enqueue("GET", "/storage/v1/b/bkt/o?prefix=logs%2F&pageToken=p2",
+                json_response(200, R"({"items":[{"name":"logs/b"}],"nextPageToken":"p2"})"));
+  try {
+    client().list_objects("bkt", "logs/");
+    FAIL() << "expected LogRetrievalError";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("list of gs://bkt/logs/ does not advance: page 2 gave a "
+                                    "nextPageToken it gave before"));
+  }
+  EXPECT_EQ(http->pending(), 0u);
+}
+
 TEST_F(StorageFixture, ListStopsAtMaxObjects) {
   // The server may send more than maxResults asked for; the client keeps only the first ones
   // and asks for no further page.

@@ -340,6 +340,45 @@ TEST_F(ExportLogs, AFailedReadCancelsEveryUploadAndWritesNoMetadata) {
   EXPECT_EQ(env.count("storage.upload_cancel"), 3);
 }
 
+// Between falcon and the local server: every entries:list page after the first names the first
+// page's next token again, as a server that does not advance would.
+class PagesThatDoNotAdvance : public HttpClient {
+ public:
+  explicit PagesThatDoNotAdvance(std::shared_ptr<HttpClient> inner) : inner_(std::move(inner)) {}
+  HttpResponse send(const HttpRequest& request) override {
+    if (request.url.find("/v2/entries:list") == std::string::npos) return inner_->send(request);
+    HttpRequest forwarded = request;
+    json body = json::parse(request.body);
+    if (body.contains("pageToken")) body["pageToken"] = first_token_;
+    forwarded.body = body.dump();
+    HttpResponse response = inner_->send(forwarded);
+    json page = json::parse(response.body);
+    if (first_token_.empty()) first_token_ = page.value("nextPageToken", "");
+    page["nextPageToken"] = first_token_;
+    response.body = page.dump();
+    return response;
+  }
+
+ private:
+  std::shared_ptr<HttpClient> inner_;
+  std::string first_token_;
+};
+
+TEST_F(ExportLogs, AReadWhosePagesDoNotAdvanceFailsAndWritesNothing) {
+  write_workers({0, 1, 2}, 400);  // 2 pages
+  logs::RetrieverOptions options = env.options();
+  options.logging.http = std::make_shared<PagesThatDoNotAdvance>(options.logging.http);
+  try {
+    run({}, {}, {}, std::move(options));
+    FAIL() << "expected LogRetrievalError";
+  } catch (const LogRetrievalError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("does not advance: page 2 gave a nextPageToken it gave before"));
+  }
+  EXPECT_EQ(env.count("logging.list"), 2);
+  EXPECT_THAT(object_names(), ElementsAre());  // no rank object, no metadata
+}
+
 TEST_F(ExportLogs, AFailedUploadCancelsEveryUploadAndWritesNoMetadata) {
   write_workers({0, 1}, 1'400, 0, 200);  // ~280 KB per rank
   logs::RetrieverOptions options = env.options();
