@@ -7,6 +7,7 @@
 
 #include "falcon/errors.h"
 #include "gcp/json_fields.h"
+#include "util/page_tokens.h"
 
 namespace falcon::gcp {
 namespace {

@@ -13,7 +13,10 @@
 #include <string_view>
 
 #include "falcon/http_client.h"
-#include "util/page_tokens.h"
+
+namespace falcon {
+class PageTokens;  // util/page_tokens.h
+}  // namespace falcon
 
 namespace falcon::gcp {
 

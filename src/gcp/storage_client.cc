@@ -11,6 +11,7 @@
 #include "gcp/api_error.h"
 #include "gcp/json_fields.h"
 #include "gcp/url.h"
+#include "util/page_tokens.h"
 
 namespace falcon::gcp {
 namespace {

@@ -16,6 +16,7 @@
 #include "gcp/storage_client.h"
 #include "gcp/url.h"
 #include "logs/gke_entries.h"
+#include "util/page_tokens.h"
 #include "util/time_format.h"
 
 namespace falcon::logs {

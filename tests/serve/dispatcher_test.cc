@@ -170,6 +170,14 @@ class DispatcherTest : public ::testing::Test {
     return w;
   }
 
+  // A Workload of priority 0 and `accelerator` admitted on `worker`.
+  static kube::ManagerWorkload running_on(const std::string& name, const std::string& accelerator,
+                                          const std::string& worker) {
+    auto w = admitted(name, 0, worker);
+    w.accelerator = accelerator;
+    return w;
+  }
+
   // How many of the dispatcher's events contain `text`.
   long events_with(const std::string& text) const {
     return std::count_if(events_.begin(), events_.end(),
@@ -435,23 +443,15 @@ TEST_F(DispatcherTest, ALowerPriorityWorkloadOfAnotherAcceleratorIsNoVictim) {
 TEST_F(DispatcherTest, OnlyAVictimWithASliceAsLargeMakesRoomForIt) {
   settings_.preempt_after_s = 120;
   for (auto& [name, r] : room_) r.free_block = 0;  // every worker full
-  const auto running = [](const std::string& name, const std::string& accelerator,
-                          const std::string& worker) {
-    auto w = workload(name, 0);
-    w.accelerator = accelerator;
-    w.cluster_name = worker;
-    w.checks = {{kCheck, "Ready"}};
-    return w;
-  };
   auto big = workload("big", 1000);
   big.accelerator = "v4-128";  // 64 chips
   auto d = make();
   // w-a: four slices of 32 chips, 128 of lower priority in all; w-c: one of 64 at the same
   // priority as the preemptor.
-  auto c1 = running("c1", "v4-128", "w-c");
+  auto c1 = running_on("c1", "v4-128", "w-c");
   c1.priority = 1000;
-  d->apply_list({{running("a1", "v4-64", "w-a"), running("a2", "v4-64", "w-a"),
-                  running("a3", "v4-64", "w-a"), running("a4", "v4-64", "w-a"), c1, big},
+  d->apply_list({{running_on("a1", "v4-64", "w-a"), running_on("a2", "v4-64", "w-a"),
+                  running_on("a3", "v4-64", "w-a"), running_on("a4", "v4-64", "w-a"), c1, big},
                  "10"});
   clock_->advance(120s);
   d->pass();
@@ -460,9 +460,9 @@ TEST_F(DispatcherTest, OnlyAVictimWithASliceAsLargeMakesRoomForIt) {
   EXPECT_EQ(d->status().held.count("team/big"), 1u);
 
   // A 64-chip slice of lower priority on w-b, and a later one: Kueue evicts the later first.
-  d->apply_event(added(running("b1", "v4-128", "w-b")));
+  d->apply_event(added(running_on("b1", "v4-128", "w-b")));
   clock_->advance(10s);
-  d->apply_event(added(running("b2", "v4-128", "w-b")));
+  d->apply_event(added(running_on("b2", "v4-128", "w-b")));
   d->pass();
   ASSERT_EQ(manager_->patches.size(), 1u);
   EXPECT_EQ(manager_->patches[0].second, std::vector<std::string>{"w-b"});
@@ -625,19 +625,11 @@ TEST_F(DispatcherTest, AWorkerWhoseBlocksAreTooSmallIsNeitherKeptNorPreemptedFor
   // can ever hold the slice.
   settings_.preempt_after_s = 120;
   manager_->patches.clear();
-  const auto admitted = [](const std::string& name, const std::string& accelerator,
-                           const std::string& worker) {
-    auto w = workload(name, 0);
-    w.accelerator = accelerator;
-    w.cluster_name = worker;
-    w.checks = {{kCheck, "Ready"}};
-    return w;
-  };
   for (auto& [name, r] : room_) r.free_block = 0;
   auto preempting = make();
   big.uid = "uid-big2";
   preempting->apply_list(
-      {{admitted("a1", "v4-128", "w-a"), admitted("b1", "v4-128", "w-b"), big}, "20"});
+      {{running_on("a1", "v4-128", "w-a"), running_on("b1", "v4-128", "w-b"), big}, "20"});
   clock_->advance(120s);
   preempting->pass();
   ASSERT_EQ(manager_->patches.size(), 1u);
