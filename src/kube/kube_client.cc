@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -49,6 +52,53 @@ void write_ca_file(const std::filesystem::path& path, const std::string& pem) {
     ::unlink(tmp.c_str());
     throw std::runtime_error(fmt::format("cannot write the cluster CA to {}", path.string()));
   }
+}
+
+namespace {
+
+// Retry-After's delay in seconds (RFC 9110 section 10.2.3's delay-seconds; the Kubernetes API
+// server sends no HTTP-date), or nullopt when absent or not a number of seconds.
+std::optional<std::chrono::seconds> retry_after(const HttpResponse& resp) {
+  const auto value = resp.headers.get("Retry-After");
+  if (!value || value->empty() || value->size() > 9) return std::nullopt;
+  std::int64_t s = 0;
+  for (char c : *value) {
+    if (c < '0' || c > '9') return std::nullopt;
+    s = s * 10 + (c - '0');
+  }
+  return std::chrono::seconds(s);
+}
+
+bool passing_status(int status) {
+  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
+}
+
+}  // namespace
+
+HttpResponse get_retrying_once(HttpClient& http, HttpRequest& req, const Clock& clock,
+                               std::chrono::steady_clock::time_point deadline) {
+  HttpResponse first;
+  std::exception_ptr broke;  // the first try's connection failed before any answer
+  try {
+    first = http.send(req);
+    if (!passing_status(first.status)) return first;
+    if (const auto delay = retry_after(first)) {
+      if (clock.steady_now() + *delay >= deadline) return first;
+      if (delay->count() > 0) clock.sleep_for(*delay);
+    }
+  } catch (const HttpTransportError& e) {
+    if (e.timed_out() || e.too_large()) throw;
+    broke = std::current_exception();
+  }
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock.steady_now());
+  if (left.count() <= 0) {
+    if (broke) std::rethrow_exception(broke);
+    return first;
+  }
+  req.timeout = std::min(req.timeout, left);
+  req.connect_timeout = std::min(req.connect_timeout, left);
+  return http.send(req);
 }
 
 namespace {
@@ -127,7 +177,12 @@ HttpResponse KubeClient::send(HttpRequest& req, const std::string& path) {
     req.headers.set("Authorization", "Bearer " + bearer(*t));
     HttpResponse resp;
     try {
-      resp = t->http->send(req);
+      // A GET that is not a watch is tried once more when it fails in passing (a watch that
+      // breaks is watched again by its caller).
+      resp = req.method == "GET" && !req.on_body
+                 ? get_retrying_once(*t->http, req, *options_.clock,
+                                     options_.clock->steady_now() + req.timeout)
+                 : t->http->send(req);
     } catch (const HttpTransportError& e) {
       if (e.too_large()) {
         throw KubeError(0, kTooLarge,

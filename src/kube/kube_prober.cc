@@ -164,7 +164,7 @@ std::vector<xpk::ListedWorkload> KubeProber::list_with_token(
     req.max_body_bytes = kMaxAnswer;
     HttpResponse resp;
     try {
-      resp = http->send(req);
+      resp = get_retrying_once(*http, req, *options_.clock, deadline);
     } catch (const HttpTransportError& e) {
       if (e.timed_out()) {
         throw ProbeTimeout(fmt::format("probe timed out after {}s", cluster.probe_timeout_s));
@@ -258,7 +258,8 @@ std::vector<AcceleratorCapacity> KubeProber::capacity_with_token(const ClusterCo
   req.max_body_bytes = kMaxAnswer;
   HttpResponse resp;
   try {
-    resp = cached->http->send(req);
+    resp = get_retrying_once(*cached->http, req, *options_.clock,
+                             options_.clock->steady_now() + timeout);
   } catch (const HttpTransportError& e) {
     if (e.too_large()) {
       throw std::runtime_error(fmt::format(

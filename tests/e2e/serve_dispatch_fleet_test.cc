@@ -187,6 +187,21 @@ class DispatchFleetTest : public ::testing::Test {
     return {r->status, json::parse(r->body, nullptr, false)};
   }
 
+  // True once `falcon serve` on `port` has a successful probe of both w1 and w2.
+  static bool both_workers_probed(int port) {
+    const auto [status, body] = get(port, "/v1/clusters");
+    if (status != 200 || !body.contains("clusters")) return false;
+    int reachable = 0;
+    for (const json& c : body["clusters"]) {
+      const json probe = c.value("probe", json::object());
+      if (probe.is_object() && probe.contains("result") &&
+          probe["result"].value("reachable", false)) {
+        ++reachable;
+      }
+    }
+    return reachable == 2;
+  }
+
   // Polls `probe` every 50 ms for up to `limit`; true once it holds.
   static bool eventually(const std::function<bool()>& probe, std::chrono::seconds limit = 60s) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -206,6 +221,10 @@ class DispatchFleetTest : public ::testing::Test {
 TEST_F(DispatchFleetTest, OneCopyPerWorkloadAndAWorkloadWithoutRoomWaitsForTheFirstRoom) {
   ServeProcess serve(repos_, sqlite_url());
   serve.wait_ready();
+  // Both workers probed: a first probe fetches credentials, which on a loaded machine can take
+  // longer than one worker's, and the order below is among workers falcon can see.
+  ASSERT_TRUE(eventually([&] { return both_workers_probed(serve.port()); }))
+      << get(serve.port(), "/v1/clusters").second.dump();
 
   // The first goes to w1 (the spec's order among workers with room), the second to w2.
   create("long-a", 36000);

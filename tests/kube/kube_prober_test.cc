@@ -586,16 +586,21 @@ TEST_F(KubeProberTest, NoKueueCrdsIsA404WithItsCause) {
 }
 
 TEST_F(KubeProberTest, UnreachableAndTimedOut) {
-  http_->enqueue_transport_error("GET", "",
-                                 "Failed to connect to 34.1.2.3 port 443: Connection refused");
+  // Refused twice: the second try (below) finds the server down as well.
+  for (int i = 0; i < 2; ++i) {
+    http_->enqueue_transport_error("GET", "",
+                                   "Failed to connect to 34.1.2.3 port 443: Connection refused");
+  }
   auto r = prober().probe(cluster_);
   EXPECT_FALSE(r.reachable);
+  EXPECT_EQ(http_->count("GET", "/workloads"), 2u);
   EXPECT_EQ(*r.error,
             "Kubernetes API server https://34.1.2.3 of cluster 'tpu-v4-prod' is "
             "unreachable: Failed to connect to 34.1.2.3 port 443: Connection refused");
   http_->enqueue_transport_error("GET", "", "Operation timed out", /*timed_out=*/true);
   r = prober().probe(cluster_);
   EXPECT_EQ(*r.error, "probe timed out after 15s");  // as the xpk backend words it
+  EXPECT_EQ(http_->count("GET", "/workloads"), 3u);  // a timeout is not tried again
 
   // A plugin that takes the whole deadline times the probe out too.
   runner_->on({"gke-gcloud-auth-plugin"}, FakeCommandRunner::takes(std::chrono::seconds(20)));
@@ -605,8 +610,10 @@ TEST_F(KubeProberTest, UnreachableAndTimedOut) {
 }
 
 TEST_F(KubeProberTest, OtherStatusesAndBadBodiesAreUnreachableWithTheServersWords) {
-  http_->enqueue("GET", "",
-                 testing::json_response(503, R"({"kind":"Status","message":"etcd down"})"));
+  for (int i = 0; i < 2; ++i) {  // a 503 is tried once more
+    http_->enqueue("GET", "",
+                   testing::json_response(503, R"({"kind":"Status","message":"etcd down"})"));
+  }
   auto r = prober().probe(cluster_);
   EXPECT_THAT(*r.error,
               HasSubstr("answered 503 to /apis/kueue.x-k8s.io/v1beta1/workloads: etcd down"));
@@ -615,6 +622,71 @@ TEST_F(KubeProberTest, OtherStatusesAndBadBodiesAreUnreachableWithTheServersWord
   EXPECT_THAT(*r.error, HasSubstr("with a body that is not JSON"));
   http_->enqueue("GET", "", testing::json_response(200, R"({"kind":"Status"})"));
   EXPECT_THAT(*prober().probe(cluster_).error, HasSubstr("with no items list"));
+}
+
+// A GET that fails in passing (429, 5xx, a connection refused or broken) is tried once more,
+// after the answer's Retry-After when it gives one that ends within the probe's deadline: one
+// 503 from an API server does not take a healthy cluster out of a decision.
+TEST_F(KubeProberTest, AFailureInPassingIsTriedOnceMore) {
+  serve(list_of({running("c")}));
+  const KubeProber p = prober();
+  const auto status = [](int code) {
+    return testing::json_response(code, R"({"kind":"Status","message":"try again"})");
+  };
+  for (int code : {429, 500, 502, 503, 504}) {
+    http_->enqueue("GET", "/workloads", status(code));
+    const auto r = p.probe(cluster_);
+    EXPECT_TRUE(r.reachable) << code << ": " << r.error.value_or("");
+    EXPECT_EQ(r.running_count, 1) << code;
+  }
+  EXPECT_EQ(http_->count("GET", "/workloads"), 10u);
+
+  http_->enqueue_transport_error("GET", "/workloads", "Recv failure: Connection reset by peer");
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_EQ(http_->count("GET", "/workloads"), 12u);
+
+  // The ClusterQueue list too: capacity is read on the second try.
+  http_->enqueue("GET", "/clusterqueues", status(503));
+  http_->enqueue("GET", "/clusterqueues", testing::json_response(200, R"({
+      "kind": "ClusterQueueList", "items": [{"kind": "ClusterQueue",
+        "metadata": {"name": "cluster-queue"},
+        "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu"], "flavors": [
+          {"name": "1xv4-64", "resources": [{"name": "google.com/tpu", "nominalQuota": "64"}]}]}]},
+        "status": {"flavorsUsage": [{"name": "1xv4-64",
+          "resources": [{"name": "google.com/tpu", "total": "32"}]}]}}]})"));
+  const auto with_capacity = p.probe(cluster_);
+  ASSERT_EQ(with_capacity.capacity.size(), 1u);
+  EXPECT_EQ(with_capacity.capacity[0].used, 32);
+
+  // Retry-After is waited for (the fake clock moves instead of sleeping), and the second try
+  // gets what is left of the deadline.
+  HttpHeaders later;
+  later.set("Retry-After", "4");
+  HttpResponse busy = status(429);
+  busy.headers = later;
+  http_->enqueue("GET", "/workloads", busy);
+  const auto before = clock_->steady_now();
+  const std::size_t sent = http_->requests().size();
+  EXPECT_TRUE(p.probe(cluster_).reachable);
+  EXPECT_EQ(clock_->steady_now() - before, std::chrono::seconds(4));
+  EXPECT_EQ(http_->requests()[sent + 1].timeout, std::chrono::seconds(11));
+
+  // A Retry-After past the deadline (15 s) is not waited for: the answer stands.
+  later.set("Retry-After", "60");
+  busy.headers = later;
+  http_->enqueue("GET", "/workloads", busy);
+  auto r = p.probe(cluster_);
+  EXPECT_FALSE(r.reachable);
+  EXPECT_THAT(*r.error, HasSubstr("answered 429"));
+
+  // Twice in a row is the answer; other failures are not tried again.
+  http_->enqueue("GET", "/workloads", status(503));
+  http_->enqueue("GET", "/workloads", status(503));
+  EXPECT_THAT(*p.probe(cluster_).error, HasSubstr("answered 503"));
+  const std::size_t gets = http_->count("GET", "/workloads");
+  http_->enqueue("GET", "/workloads", status(400));
+  EXPECT_THAT(*p.probe(cluster_).error, HasSubstr("answered 400"));
+  EXPECT_EQ(http_->count("GET", "/workloads"), gets + 1);
 }
 
 TEST_F(KubeProberTest, PluginFailureAndMissingKubeconfigSayWhatToDo) {
@@ -771,6 +843,32 @@ TEST(KubeClientRequest, AnAnswerIsBoundedAndTooLargeIsItsOwnError) {
     EXPECT_THAT(e.what(), ::testing::Not(::testing::HasSubstr("unreachable")));
   }
   EXPECT_EQ(asked, kMaxAnswer);
+}
+
+// The manager's client tries a GET once more after a 503; a PATCH, which changes something,
+// never: its failure is the caller's to judge.
+TEST(KubeClientRequest, AGetIsTriedOnceMoreAfterA503AndAPatchNever) {
+  testing::TempDir tmp;
+  auto http = std::make_shared<testing::FakeHttpClient>();
+  const auto unavailable = testing::json_response(
+      503, R"({"kind":"Status","reason":"ServiceUnavailable","message":"restarting"})");
+  http->enqueue("GET", "/workloads", unavailable);
+  http->on("GET", "/workloads", [](const HttpRequest&) {
+    return testing::json_response(200, R"({"kind":"WorkloadList","items":[]})");
+  });
+  http->enqueue("PATCH", "/workloads/w/status", unavailable);
+  KubeClient client = token_client(tmp, http);
+  EXPECT_EQ(client.request("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads").status, 200);
+  EXPECT_EQ(http->count("GET", "/workloads"), 2u);
+  try {
+    client.request("PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/d/workloads/w/status", "{}",
+                   "application/merge-patch+json");
+    ADD_FAILURE() << "expected KubeError";
+  } catch (const KubeError& e) {
+    EXPECT_EQ(e.status(), 503);
+    EXPECT_EQ(e.reason(), "ServiceUnavailable");
+  }
+  EXPECT_EQ(http->count("PATCH"), 1u);
 }
 
 // The dispatcher's list of the manager's Workloads is bounded the same way.
