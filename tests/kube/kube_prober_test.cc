@@ -97,6 +97,17 @@ json finished(const std::string& name, const std::string& message) {
   return w;
 }
 
+// A ClusterQueue list of one queue with one v4-64 flavor: 64 chips, 32 of them in use.
+HttpResponse one_cluster_queue() {
+  return testing::json_response(200, R"({
+      "kind": "ClusterQueueList", "items": [{"kind": "ClusterQueue",
+        "metadata": {"name": "cluster-queue"},
+        "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu"], "flavors": [
+          {"name": "1xv4-64", "resources": [{"name": "google.com/tpu", "nominalQuota": "64"}]}]}]},
+        "status": {"flavorsUsage": [{"name": "1xv4-64",
+          "resources": [{"name": "google.com/tpu", "total": "32"}]}]}}]})");
+}
+
 json list_of(std::vector<json> items, const std::string& continue_token = "") {
   json l = {{"apiVersion", "kueue.x-k8s.io/v1beta1"},
             {"kind", "WorkloadList"},
@@ -430,13 +441,7 @@ TEST_F(KubeProberTest, ReadsCapacityFromTheClusterQueuesAndStandsWithoutThem) {
   http_->on("GET", "/workloads", [](const HttpRequest&) {
     return testing::json_response(200, list_of({running("c")}).dump());
   });
-  http_->enqueue("GET", "/clusterqueues", testing::json_response(200, R"({
-      "kind": "ClusterQueueList", "items": [{"kind": "ClusterQueue",
-        "metadata": {"name": "cluster-queue"},
-        "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu"], "flavors": [
-          {"name": "1xv4-64", "resources": [{"name": "google.com/tpu", "nominalQuota": "64"}]}]}]},
-        "status": {"flavorsUsage": [{"name": "1xv4-64",
-          "resources": [{"name": "google.com/tpu", "total": "32"}]}]}}]})"));
+  http_->enqueue("GET", "/clusterqueues", one_cluster_queue());
   http_->enqueue("GET", "/clusterqueues",
                  testing::json_response(403, R"({"kind":"Status","message":"forbidden"})"));
   const KubeProber p = prober();
@@ -647,13 +652,7 @@ TEST_F(KubeProberTest, AFailureInPassingIsTriedOnceMore) {
 
   // The ClusterQueue list too: capacity is read on the second try.
   http_->enqueue("GET", "/clusterqueues", status(503));
-  http_->enqueue("GET", "/clusterqueues", testing::json_response(200, R"({
-      "kind": "ClusterQueueList", "items": [{"kind": "ClusterQueue",
-        "metadata": {"name": "cluster-queue"},
-        "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu"], "flavors": [
-          {"name": "1xv4-64", "resources": [{"name": "google.com/tpu", "nominalQuota": "64"}]}]}]},
-        "status": {"flavorsUsage": [{"name": "1xv4-64",
-          "resources": [{"name": "google.com/tpu", "total": "32"}]}]}}]})"));
+  http_->enqueue("GET", "/clusterqueues", one_cluster_queue());
   const auto with_capacity = p.probe(cluster_);
   ASSERT_EQ(with_capacity.capacity.size(), 1u);
   EXPECT_EQ(with_capacity.capacity[0].used, 32);
