@@ -59,6 +59,13 @@ class HttpClient {
   virtual HttpResponse send(const HttpRequest& request) = 0;
 };
 
+// True for the statuses that fail in passing, worth sending an idempotent request again for:
+// 408 (Request Timeout), 429 (Too Many Requests), 500, 502, 503 and 504. The set Google's client
+// libraries retry (google-cloud-cpp's default) and the one Kubernetes' API server and its
+// proxies answer when busy or restarting. Not 501 or 505 (the server cannot do it, ever), nor
+// any other status. One definition for every client that retries (gcp/retry.h, kube_client.h).
+bool is_transient_http_status(int status);
+
 class HttpTransportError : public std::runtime_error {
  public:
   HttpTransportError(const std::string& message, bool timed_out, bool too_large = false)

@@ -1,4 +1,5 @@
-// HttpHeaders from falcon/http_client.h: an ordered list with case-insensitive lookup.
+// HttpHeaders from falcon/http_client.h: an ordered list with case-insensitive lookup; and
+// is_transient_http_status, the one set of statuses worth a retry.
 #include <algorithm>
 #include <cctype>
 
@@ -30,6 +31,11 @@ std::optional<std::string> HttpHeaders::get(const std::string& name) const {
     if (iequals(key, name)) return value;
   }
   return std::nullopt;
+}
+
+bool is_transient_http_status(int status) {
+  return status == 408 || status == 429 || status == 500 || status == 502 || status == 503 ||
+         status == 504;
 }
 
 }  // namespace falcon

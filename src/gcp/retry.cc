@@ -48,10 +48,6 @@ RetryPolicy RetryPolicy::for_token() {
   return p;
 }
 
-bool is_transient_status(int http_status) {
-  return http_status == 408 || http_status == 429 || (http_status >= 500 && http_status <= 599);
-}
-
 Backoff::Backoff(const RetryPolicy& policy, std::uint64_t seed)
     : policy_(policy), rng_(seed != 0 ? seed : std::random_device{}()) {}
 
@@ -85,7 +81,7 @@ namespace {
 
 Verdict default_verdict(const HttpResponse& response) {
   if (is_success(response.status)) return {Outcome::kDone, {}};
-  return {is_transient_status(response.status) ? Outcome::kRetry : Outcome::kFail, {}};
+  return {is_transient_http_status(response.status) ? Outcome::kRetry : Outcome::kFail, {}};
 }
 
 // "entries:list for projects/p failed: HTTP 503 UNAVAILABLE: busy", or with the caller's

@@ -60,9 +60,6 @@ struct RetryPolicy {
   static RetryPolicy for_token();
 };
 
-// True for the HTTP statuses worth retrying: 408, 429 and 5xx.
-bool is_transient_status(int http_status);
-
 // The waits between attempts under one policy. Not thread-safe; one per call.
 class Backoff {
  public:
@@ -86,7 +83,7 @@ class Backoff {
 // A wait about to start, for a caller that tells its user why nothing happens.
 struct RetryWait {
   enum class Cause {
-    kFailure,        // a transient failure (5xx, 408, transport error) before another attempt
+    kFailure,        // a transient failure (is_transient_http_status, transport) before another
     kQuotaExceeded,  // the server answered 429 on a quota policy: waited out until the deadline
     kRateLimit,      // the client's own read limiter (LoggingClient): the rate is spent for now
   };

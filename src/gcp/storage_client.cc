@@ -494,7 +494,7 @@ ObjectMetadata ResumableUploadWriter::flush(bool final) {
               parse_api_error(status, response.body).message +
                   " (the session is gone; the object must be uploaded again from the start)"};
     }
-    return {is_transient_status(status) ? Outcome::kRetry : Outcome::kFail, {}};
+    return {is_transient_http_status(status) ? Outcome::kRetry : Outcome::kFail, {}};
   };
 
   try {

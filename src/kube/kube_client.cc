@@ -69,10 +69,6 @@ std::optional<std::chrono::seconds> retry_after(const HttpResponse& resp) {
   return std::chrono::seconds(s);
 }
 
-bool passing_status(int status) {
-  return status == 429 || status == 500 || status == 502 || status == 503 || status == 504;
-}
-
 }  // namespace
 
 HttpResponse get_retrying_once(HttpClient& http, HttpRequest& req, const Clock& clock,
@@ -81,7 +77,7 @@ HttpResponse get_retrying_once(HttpClient& http, HttpRequest& req, const Clock& 
   std::exception_ptr broke;  // the first try's connection failed before any answer
   try {
     first = http.send(req);
-    if (!passing_status(first.status)) return first;
+    if (!is_transient_http_status(first.status)) return first;
     if (const auto delay = retry_after(first)) {
       if (clock.steady_now() + *delay >= deadline) return first;
       if (delay->count() > 0) clock.sleep_for(*delay);

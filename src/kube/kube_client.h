@@ -131,14 +131,14 @@ class KubeClient {
 };
 
 // One GET (not a watch) through `http`, tried once more when the first try failed in a way that
-// passes: an answer 429, 500, 502, 503 or 504 (API Priority and Fairness, an API server
-// restarting, a load balancer between replicas), after its Retry-After when it gives one that
-// ends before `deadline` (none that ends later: that answer stands), or a connection refused or
-// broken before any answer (not a timeout, which spent the time already, nor an answer past
-// max_body_bytes). The second try's timeout is what is left until `deadline`; with none left the
-// first failure stands. A GET changes nothing, so a second one is safe; client-go retries a GET
-// whose connection broke and honours Retry-After the same way. Returns the last answer; throws
-// the last HttpTransportError.
+// passes: an answer is_transient_http_status counts (408, 429, 500, 502, 503, 504: API Priority
+// and Fairness, an API server restarting, a load balancer between replicas), after its Retry-After
+// when it gives one that ends before `deadline` (none that ends later: that answer stands), or a
+// connection refused or broken before any answer (not a timeout, which spent the time already, nor
+// an answer past max_body_bytes). The second try's timeout is what is left until `deadline`; with
+// none left the first failure stands. A GET changes nothing, so a second one is safe; client-go
+// retries a GET whose connection broke and honours Retry-After the same way. Returns the last
+// answer; throws the last HttpTransportError.
 HttpResponse get_retrying_once(HttpClient& http, HttpRequest& req, const Clock& clock,
                                std::chrono::steady_clock::time_point deadline);
 

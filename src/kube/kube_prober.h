@@ -20,7 +20,7 @@
 //               admission (Kueue's admission checks, e.g. node provisioning), from their
 //               QuotaReserved and Admitted conditions
 //
-// Each GET that fails in passing (429, 500, 502, 503, 504, a connection refused or broken) is
+// Each GET that fails in passing (408, 429, 500, 502, 503, 504, a connection refused or broken) is
 // sent once more within the probe's deadline (kube_client.h get_retrying_once).
 //
 // Failures, each reachable=false with a one-line cause naming the cluster:

@@ -96,7 +96,9 @@ TEST(RetryHelper, RetriesEachTransientStatusThenReturnsTheSuccess) {
 }
 
 TEST(RetryHelper, DoesNotRetryPermanentErrors) {
-  for (int status : {400, 401, 403, 404, 409, 412}) {
+  // Client errors, and the 5xx that say the server cannot do it at all (Not Implemented, HTTP
+  // Version Not Supported): the transient set is google-cloud-cpp's, is_transient_http_status.
+  for (int status : {400, 401, 403, 404, 409, 412, 501, 505}) {
     SCOPED_TRACE(status);
     RecordingClock clock;
     FakeHttpClient http;

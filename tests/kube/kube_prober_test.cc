@@ -629,7 +629,8 @@ TEST_F(KubeProberTest, OtherStatusesAndBadBodiesAreUnreachableWithTheServersWord
   EXPECT_THAT(*prober().probe(cluster_).error, HasSubstr("with no items list"));
 }
 
-// A GET that fails in passing (429, 5xx, a connection refused or broken) is tried once more,
+// A GET that fails in passing (408, 429, 500, 502, 503, 504, a connection refused or broken) is
+// tried once more,
 // after the answer's Retry-After when it gives one that ends within the probe's deadline: one
 // 503 from an API server does not take a healthy cluster out of a decision.
 TEST_F(KubeProberTest, AFailureInPassingIsTriedOnceMore) {
@@ -638,17 +639,17 @@ TEST_F(KubeProberTest, AFailureInPassingIsTriedOnceMore) {
   const auto status = [](int code) {
     return testing::json_response(code, R"({"kind":"Status","message":"try again"})");
   };
-  for (int code : {429, 500, 502, 503, 504}) {
+  for (int code : {408, 429, 500, 502, 503, 504}) {
     http_->enqueue("GET", "/workloads", status(code));
     const auto r = p.probe(cluster_);
     EXPECT_TRUE(r.reachable) << code << ": " << r.error.value_or("");
     EXPECT_EQ(r.running_count, 1) << code;
   }
-  EXPECT_EQ(http_->count("GET", "/workloads"), 10u);
+  EXPECT_EQ(http_->count("GET", "/workloads"), 12u);
 
   http_->enqueue_transport_error("GET", "/workloads", "Recv failure: Connection reset by peer");
   EXPECT_TRUE(p.probe(cluster_).reachable);
-  EXPECT_EQ(http_->count("GET", "/workloads"), 12u);
+  EXPECT_EQ(http_->count("GET", "/workloads"), 14u);
 
   // The ClusterQueue list too: capacity is read on the second try.
   http_->enqueue("GET", "/clusterqueues", status(503));
@@ -682,10 +683,14 @@ TEST_F(KubeProberTest, AFailureInPassingIsTriedOnceMore) {
   http_->enqueue("GET", "/workloads", status(503));
   http_->enqueue("GET", "/workloads", status(503));
   EXPECT_THAT(*p.probe(cluster_).error, HasSubstr("answered 503"));
-  const std::size_t gets = http_->count("GET", "/workloads");
-  http_->enqueue("GET", "/workloads", status(400));
-  EXPECT_THAT(*p.probe(cluster_).error, HasSubstr("answered 400"));
-  EXPECT_EQ(http_->count("GET", "/workloads"), gets + 1);
+  // A status that will not pass (a bad request; 501 and 505: the server cannot, ever) is the
+  // answer at once.
+  for (int code : {400, 501, 505}) {
+    const std::size_t gets = http_->count("GET", "/workloads");
+    http_->enqueue("GET", "/workloads", status(code));
+    EXPECT_THAT(*p.probe(cluster_).error, HasSubstr("answered " + std::to_string(code)));
+    EXPECT_EQ(http_->count("GET", "/workloads"), gets + 1) << code;
+  }
 }
 
 TEST_F(KubeProberTest, PluginFailureAndMissingKubeconfigSayWhatToDo) {
