@@ -171,6 +171,7 @@ int run_cluster_status(Context& ctx, const StatusArgs& a) {
   } else {
     print_probe_table({r}, max_depths(ctx));
     std::cout << "probed at " << r.probed_at << "\n";
+    if (r.capacity_error) std::cout << "capacity not known: " << one_line(r.capacity_error) << "\n";
     for (const auto& b : breakers) std::cout << "breaker " << b.key << ": " << b.summary << "\n";
   }
   return r.reachable ? kExitOk : kExitUnreachable;
@@ -220,8 +221,10 @@ std::string policy_formula(const std::string& policy) {
 }
 
 // The --explain table: every candidate, each signal with its weight and contribution, and
-// why it won, lost or was skipped.
-void print_explain(const std::string& policy, const std::vector<CandidateScore>& scores) {
+// why it won, lost or was skipped; then each probe that could not read its cluster's capacity,
+// and why (its free chips and blocks are not known, so the fit rule did not count them).
+void print_explain(const std::string& policy, const std::vector<CandidateScore>& scores,
+                   const std::vector<ClusterProbeResult>& probes) {
   std::cout << "policy " << (policy.empty() ? "priority" : policy) << ": " << policy_formula(policy)
             << "\n";
   std::vector<std::vector<std::string>> rows;
@@ -256,6 +259,12 @@ void print_explain(const std::string& policy, const std::vector<CandidateScore>&
   if (!uncounted.empty()) {
     std::cout << fmt::format("not counted by this policy, not shown (--json has them): {}\n",
                              fmt::join(uncounted, ", "));
+  }
+  for (const ClusterProbeResult& p : probes) {
+    if (p.capacity_error) {
+      std::cout << fmt::format("capacity of {} not known: {}\n", p.cluster,
+                               one_line(p.capacity_error));
+    }
   }
 }
 
@@ -384,7 +393,7 @@ int run_cluster_replay(Context& ctx, const SelectArgs& a) {
   }
   if (recorded.size() == 1) {
     const auto& replayed = out[0]["replayed"].get<ClusterSelection>();
-    print_explain(replayed.policy, replayed.scores);
+    print_explain(replayed.policy, replayed.scores, replayed.probe_results);
     std::cout << "recorded: " << (rows[0][3]) << " (policy " << rows[0][4] << ", " << rows[0][2]
               << ")\n";
     std::cout << "replayed: " << replayed.reason << "\n";
@@ -409,7 +418,7 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
     d = ctx.client().select(request);
   } catch (const NoAvailableClusterError& e) {
     if (!ctx.json && a.explain && !e.scores().empty()) {
-      print_explain(e.policy(), e.scores());
+      print_explain(e.policy(), e.scores(), e.probe_results());
     } else if (!ctx.json && !e.probe_results().empty()) {
       print_probe_table(e.probe_results(), max_depths(ctx), &e.scores());
     }
@@ -423,7 +432,7 @@ int run_cluster_select(Context& ctx, const SelectArgs& a) {
   if (d.brief) {
     print_brief(d);
   } else if (a.explain) {
-    print_explain(s.policy, s.scores);
+    print_explain(s.policy, s.scores, s.probe_results);
   } else {
     print_probe_table(s.probe_results, max_depths(ctx), &s.scores);
   }

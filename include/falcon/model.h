@@ -120,6 +120,12 @@ struct ClusterProbeResult {
   // Free quota per flavor (kube backend); empty when not known (xpk backend, no ClusterQueue
   // readable). JSON "capacity", present only when not empty.
   std::vector<AcceleratorCapacity> capacity;
+  // Kube backend: why capacity could not be read on a probe that otherwise succeeded (the
+  // ClusterQueue list answered 403 to a grant without it, 404 on a Kueue without the API, was
+  // unreachable twice, or not JSON), naming the cluster; the probe stands and capacity is not
+  // known, so neither the fit rule nor a capacity score counts it. Null when capacity was read or
+  // not asked for (xpk backend). JSON "capacity_error", present only when set.
+  std::optional<std::string> capacity_error;
   // Kube backend: how long its recent Workloads waited between quota reservation and admission
   // (Kueue's admission checks, e.g. node provisioning), in seconds (kube/workload_objects.h);
   // null when not known. JSON "admission_delay_s", present only when known.

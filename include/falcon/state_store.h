@@ -154,7 +154,8 @@ struct ProbeRecord {
 };
 
 // A probe's extra_json: {"capacity": [...]} (AcceleratorCapacity, the ClusterQueue's free quota)
-// when the probe read any, else "{}". Capacity lives there, not in a column of its own.
+// when the probe read any, "capacity_error" when it could not, "admission_delay_s" when known,
+// else "{}". Capacity lives there, not in a column of its own.
 std::string probe_extra_json(const ClusterProbeResult& result);
 
 // Probe retention, applied by downsample_probes: probes younger than `full_resolution` are

@@ -303,8 +303,10 @@ ClusterProbeResult KubeProber::probe_listed(const ClusterConfig& cluster,
     for (const auto& w : workloads) listed.push_back({.name = w.row.jobset_name, .state = w.state});
     try {
       r.capacity = capacity_with_token(cluster, token);
-    } catch (const std::exception&) {
-      // No ClusterQueue readable (RBAC, old Kueue): capacity stays unknown, the probe stands.
+    } catch (const std::exception& e) {
+      // No ClusterQueue readable (RBAC, old Kueue, a second failure): capacity stays unknown,
+      // the probe stands, and says why.
+      r.capacity_error = e.what();
     }
     return r;
   } catch (const std::exception& e) {

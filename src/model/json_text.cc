@@ -170,7 +170,7 @@ void append_json_double(std::string& out, double v) {
 }
 
 void append_json(std::string& out, const ClusterProbeResult& v) {
-  if (!v.capacity.empty() || v.admission_delay_s) {
+  if (!v.capacity.empty() || v.capacity_error || v.admission_delay_s) {
     // Rare (kube backend): nlohmann's own text, keys sorted the same way.
     out += nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;

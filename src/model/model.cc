@@ -157,6 +157,7 @@ void to_json(json& j, const ClusterProbeResult& v) {
            {"error", optional_to_json(v.error)},
            {"probed_at", v.probed_at}};
   if (!v.capacity.empty()) j["capacity"] = v.capacity;
+  if (v.capacity_error) j["capacity_error"] = *v.capacity_error;
   if (v.admission_delay_s) j["admission_delay_s"] = *v.admission_delay_s;
 }
 void from_json(const json& j, ClusterProbeResult& v) {
@@ -167,6 +168,7 @@ void from_json(const json& j, ClusterProbeResult& v) {
   v.error = optional_from_json<std::string>(j, "error");
   j.at("probed_at").get_to(v.probed_at);
   v.capacity = value_or<std::vector<AcceleratorCapacity>>(j, "capacity", {});
+  v.capacity_error = optional_from_json<std::string>(j, "capacity_error");
   v.admission_delay_s = optional_from_json<double>(j, "admission_delay_s");
 }
 

@@ -43,6 +43,13 @@ void write_cluster_metrics(PrometheusText& out, const ControlPlane& control,
                 if (!p.result.running_count) return std::nullopt;
                 return *p.result.running_count;
               });
+  per_cluster("falcon_cluster_capacity_known", "gauge",
+              "1 when the latest kube probe read the cluster's ClusterQueues, 0 when it reached "
+              "the cluster but not them (capacity_error says why)",
+              [](const ProbeSnapshot& p) -> std::optional<double> {
+                if (p.backend != "kube" || !p.result.reachable) return std::nullopt;
+                return p.result.capacity_error ? 0.0 : 1.0;
+              });
   per_cluster("falcon_probe_duration_seconds", "gauge", "How long the latest probe took",
               [](const ProbeSnapshot& p) { return p.duration_ms / 1000.0; });
   per_cluster("falcon_probe_age_seconds", "gauge", "Age of the cached probe",

@@ -26,13 +26,6 @@
 
 namespace falcon {
 
-std::string probe_extra_json(const ClusterProbeResult& result) {
-  nlohmann::json extra = nlohmann::json::object();
-  if (!result.capacity.empty()) extra["capacity"] = result.capacity;
-  if (result.admission_delay_s) extra["admission_delay_s"] = *result.admission_delay_s;
-  return extra.dump();
-}
-
 namespace {
 
 constexpr std::array<std::pair<ManagedState, const char*>, 8> kManagedStateNames = {{
@@ -141,6 +134,24 @@ std::optional<std::string> bounded_error(const std::optional<std::string>& error
   while (cut > 0 && (static_cast<unsigned char>((*error)[cut]) & 0xC0) == 0x80) --cut;
   return fmt::format("{}... ({} more bytes)", error->substr(0, cut), error->size() - cut);
 }
+
+}  // namespace
+}  // namespace falcon::state
+
+namespace falcon {
+
+std::string probe_extra_json(const ClusterProbeResult& result) {
+  nlohmann::json extra = nlohmann::json::object();
+  if (!result.capacity.empty()) extra["capacity"] = result.capacity;
+  if (result.capacity_error) extra["capacity_error"] = *state::bounded_error(result.capacity_error);
+  if (result.admission_delay_s) extra["admission_delay_s"] = *result.admission_delay_s;
+  return extra.dump();
+}
+
+}  // namespace falcon
+
+namespace falcon::state {
+namespace {
 
 SqlValue opt_text(const std::optional<std::string>& v) {
   if (!v) return nullptr;
@@ -893,12 +904,16 @@ std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) 
   const bool long_errors =
       std::any_of(selection.probe_results.begin(), selection.probe_results.end(),
                   [](const ClusterProbeResult& r) {
-                    return r.error && r.error->size() > kMaxStoredErrorBytes;
+                    return (r.error && r.error->size() > kMaxStoredErrorBytes) ||
+                           (r.capacity_error && r.capacity_error->size() > kMaxStoredErrorBytes);
                   });
   std::optional<ClusterSelection> bounded;  // a copy only when an error text is cut
   if (long_errors) {
     bounded = selection;
-    for (ClusterProbeResult& r : bounded->probe_results) r.error = bounded_error(r.error);
+    for (ClusterProbeResult& r : bounded->probe_results) {
+      r.error = bounded_error(r.error);
+      r.capacity_error = bounded_error(r.capacity_error);
+    }
   }
   pending.json = pack_explanation(to_json_text(bounded ? *bounded : selection));
   commit_selection(mine);

@@ -172,6 +172,22 @@ TEST_F(CliFleetTest, ClusterSelectExplainsEveryCandidateAndReplaysTheDecision) {
   EXPECT_EQ(replay["replayed"]["policy"], "least-wait");
   EXPECT_EQ(replay["replayed"]["scores"][0]["verdict"],
             "skipped: queue full: queue_depth=3 > max=2");
+  // A probe that reached its cluster but not its ClusterQueues says so under the table.
+  auto unread = j;
+  for (auto& p : unread["probe_results"]) {
+    if (p["cluster"] == "tpu-b") {
+      p["capacity_error"] =
+          "the Kubernetes API of cluster 'tpu-b' answered 403 to the ClusterQueue list: forbidden";
+    }
+  }
+  std::ofstream(file) << unread.dump();
+  r = falcon({"cluster", "select", "--replay", file.string(), "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("capacity of tpu-b not known: the Kubernetes API of cluster 'tpu-b' "
+                        "answered 403 to the ClusterQueue list: forbidden\n"));
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr("capacity of tpu-a not known")));
+  std::ofstream(file) << j.dump();
 
   // Straight from the state store, and several at once.
   const auto id = std::to_string(j["selection_id"].get<std::int64_t>());

@@ -451,11 +451,30 @@ TEST_F(KubeProberTest, ReadsCapacityFromTheClusterQueuesAndStandsWithoutThem) {
   EXPECT_EQ(r.capacity[0].device_type, "v4-64");
   EXPECT_EQ(r.capacity[0].nominal, 64);
   EXPECT_EQ(r.capacity[0].used, 32);
-  // No RBAC grant for clusterqueues: the probe stands, capacity unknown.
+  EXPECT_FALSE(r.capacity_error);
+  // No RBAC grant for clusterqueues: the probe stands, capacity unknown, and it says why.
   const auto forbidden = p.probe(cluster_);
   EXPECT_TRUE(forbidden.reachable);
   EXPECT_EQ(forbidden.running_count, 1);
   EXPECT_TRUE(forbidden.capacity.empty());
+  EXPECT_EQ(forbidden.capacity_error,
+            "the Kubernetes API of cluster 'tpu-v4-prod' answered 403 to the ClusterQueue list: "
+            "forbidden");
+  EXPECT_FALSE(forbidden.error);
+  // It travels with the probe (the API, a recorded decision).
+  const nlohmann::json j = forbidden;
+  EXPECT_EQ(j["capacity_error"], *forbidden.capacity_error);
+  EXPECT_EQ(j.get<ClusterProbeResult>(), forbidden);
+  EXPECT_FALSE(nlohmann::json(r).contains("capacity_error"));
+
+  // Twice unreachable in passing: the same.
+  http_->enqueue_transport_error("GET", "/clusterqueues", "Connection refused");
+  http_->enqueue_transport_error("GET", "/clusterqueues", "Connection refused");
+  const auto refused = p.probe(cluster_);
+  EXPECT_TRUE(refused.reachable);
+  EXPECT_THAT(refused.capacity_error.value_or(""),
+              HasSubstr("Kubernetes API server https://34.1.2.3 of cluster 'tpu-v4-prod': "
+                        "Connection refused"));
 }
 
 TEST_F(KubeProberTest, TheCredentialIsReusedUntilItsExpiryThenRefreshedOnce) {

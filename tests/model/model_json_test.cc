@@ -239,6 +239,10 @@ TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
   s.probe_results.push_back(
       ClusterProbeResult{"d", true, 0, 1, std::nullopt, "2026-04-13T08:00:01.500Z"});
   s.probe_results.back().admission_delay_s = 42.5;
+  // And why capacity was not read, only when it was not.
+  s.probe_results.push_back(
+      ClusterProbeResult{"e", true, 0, 0, std::nullopt, "2026-04-13T08:00:01.700Z"});
+  s.probe_results.back().capacity_error = "answered 403 to the ClusterQueue list: \"forbidden\"";
   s.reason = "selected tpu-a: reachable, queue_depth=0 <= max=5";
   s.decided_at = "2026-04-13T08:00:02.000Z";
   s.selection_id = -42;
@@ -277,6 +281,9 @@ TEST(JsonText, SelectionIsByteForByteWhatNlohmannWrites) {
   EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().probe_results[3],
             s.probe_results[3]);
   EXPECT_FALSE(json::parse(to_json_text(s))["probe_results"][0].contains("admission_delay_s"));
+  EXPECT_EQ(json::parse(to_json_text(s)).get<ClusterSelection>().probe_results[4],
+            s.probe_results[4]);
+  EXPECT_FALSE(json::parse(to_json_text(s))["probe_results"][0].contains("capacity_error"));
 }
 
 }  // namespace

@@ -108,12 +108,15 @@ class FakeControlPlane final : public ControlPlane {
     if (name == "tpu-b") return std::nullopt;
     ProbeSnapshot s;
     s.result = {name, true, 1, 2, std::nullopt, "2026-04-13T08:00:00.000Z"};
-    s.backend = "xpk";
+    s.result.capacity_error = capacity_error;
+    s.backend = backend;
     s.duration_ms = 250;
     s.age_ms = 1500;
     s.from_cache = true;
     return s;
   }
+  std::string backend = "xpk";  // of every cached probe
+  std::optional<std::string> capacity_error;
   std::vector<BreakerReport> breakers(const std::string& name) const override {
     check(name);
     if (name != "tpu-b") return {{.key = name, .state = "closed", .summary = "closed"}};
@@ -1387,6 +1390,7 @@ TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
   EXPECT_THAT(m, HasSubstr("falcon_cluster_queue_depth{cluster=\"tpu-a\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("falcon_cluster_running{cluster=\"tpu-a\"} 2\n"));
   EXPECT_THAT(m, HasSubstr("falcon_probe_age_seconds{cluster=\"tpu-a\"} 1.5\n"));
+  EXPECT_THAT(m, Not(HasSubstr("falcon_cluster_capacity_known{")));  // xpk probes read none
   EXPECT_THAT(m, HasSubstr("# TYPE falcon_circuit_breaker_state gauge\n"));
   EXPECT_THAT(m, HasSubstr("falcon_circuit_breaker_state{cluster=\"tpu-a\",key=\"tpu-a\"} 0\n"));
   EXPECT_THAT(m, HasSubstr("falcon_circuit_breaker_state{cluster=\"tpu-b\",key=\"tpu-b\"} 2\n"));
@@ -1419,6 +1423,13 @@ TEST_F(ApiServerTest, MetricsInPrometheusTextFormat) {
     if (line.rfind("# ", 0) == 0) continue;
     EXPECT_TRUE(std::regex_match(line, sample)) << line;
   }
+  // A kube probe says whether it read the cluster's ClusterQueues.
+  control_->backend = "kube";
+  EXPECT_THAT(client_->Get("/metrics")->body,
+              HasSubstr("falcon_cluster_capacity_known{cluster=\"tpu-a\"} 1\n"));
+  control_->capacity_error = "answered 403 to the ClusterQueue list: forbidden";
+  EXPECT_THAT(client_->Get("/metrics")->body,
+              HasSubstr("falcon_cluster_capacity_known{cluster=\"tpu-a\"} 0\n"));
 }
 
 // --tls-cert/--tls-key: the same API over HTTPS (a self-signed certificate made by openssl).

@@ -119,6 +119,7 @@ TEST_P(StateStoreContract, StoredErrorTextsAreBounded) {
 
   ClusterSelection s = selection("v4-64", "tpu-b", 1000);
   s.probe_results[0].error = long_error;
+  s.probe_results[1].capacity_error = long_error;  // why capacity was not read: the same bound
   const auto id = store_->record_selection(s);
   const auto got = store_->get_selection(id);
   ASSERT_TRUE(got);
@@ -128,6 +129,17 @@ TEST_P(StateStoreContract, StoredErrorTextsAreBounded) {
   EXPECT_EQ(error->substr(0, 100), long_error.substr(0, 100));
   // Short errors are kept as they are.
   EXPECT_EQ(got->selection.probe_results.at(1).error, s.probe_results.at(1).error);
+  const auto& capacity_error = got->selection.probe_results.at(1).capacity_error;
+  ASSERT_TRUE(capacity_error);
+  EXPECT_LT(capacity_error->size(), 1100u);
+  EXPECT_EQ(capacity_error->substr(0, 100), long_error.substr(0, 100));
+  // And in a probe's extra_json: capacity, why it was not read, the admission delay.
+  ClusterProbeResult kube = s.probe_results[1];
+  kube.admission_delay_s = 30;
+  const auto extra = nlohmann::json::parse(probe_extra_json(kube));
+  EXPECT_LT(extra.at("capacity_error").get<std::string>().size(), 1100u);
+  EXPECT_EQ(extra.at("admission_delay_s"), 30);
+  EXPECT_EQ(probe_extra_json(ClusterProbeResult{}), "{}");
 }
 
 // --- Submissions.
