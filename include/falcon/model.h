@@ -121,8 +121,8 @@ struct ClusterProbeResult {
   // readable). JSON "capacity", present only when not empty.
   std::vector<AcceleratorCapacity> capacity;
   // Kube backend: why capacity could not be read on a probe that otherwise succeeded (the
-  // ClusterQueue list answered 403 to a grant without it, 404 on a Kueue without the API, was
-  // unreachable twice, or not JSON), naming the cluster; the probe stands and capacity is not
+  // ClusterQueue list answered 403 to a grant without it, or another error status, failed twice
+  // in passing, or was not JSON), naming the cluster; the probe stands and capacity is not
   // known, so neither the fit rule nor a capacity score counts it. Null when capacity was read or
   // not asked for (xpk backend). JSON "capacity_error", present only when set.
   std::optional<std::string> capacity_error;
