@@ -358,21 +358,6 @@ void check_export_paths(const FabricConfig& config, const gcp::GcpEndpoints& end
   }
 }
 
-DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r) {
-  const std::string name = "cluster " + c.name;
-  if (r.reachable) {
-    return ok(name, fmt::format("reachable: {} queued, {} running", r.queue_depth.value_or(0),
-                                r.running_count.value_or(0)));
-  }
-  return fail(
-      name, r.error.value_or("unreachable"),
-      fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
-                  "{} --project={} --location={}) and that this identity has "
-                  "roles/container.developer and roles/compute.viewer on {}",
-                  c.cluster_id, c.project, c.gke_location(), c.cluster_id, c.project,
-                  c.gke_location(), c.project));
-}
-
 // Every cluster, probed in parallel on the selector's bound, reported in file order.
 void check_clusters(const FabricConfig& config, const ClusterProber& prober,
                     std::vector<DoctorCheck>& checks) {
@@ -391,6 +376,29 @@ void check_clusters(const FabricConfig& config, const ClusterProber& prober,
 }
 
 }  // namespace
+
+DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r) {
+  const std::string name = "cluster " + c.name;
+  if (r.reachable) {
+    const std::string counts = fmt::format("reachable: {} queued, {} running",
+                                           r.queue_depth.value_or(0), r.running_count.value_or(0));
+    if (r.capacity_error) {
+      return warn(name, fmt::format("{}; capacity not known: {}", counts, *r.capacity_error),
+                  fmt::format("grant get and list on kueue.x-k8s.io clusterqueues in cluster {} "
+                              "to this identity (docs/deployment.md), so that selection can "
+                              "count its free chips",
+                              c.cluster_id));
+    }
+    return ok(name, counts);
+  }
+  return fail(
+      name, r.error.value_or("unreachable"),
+      fmt::format("check that cluster {} exists in {} / {} (gcloud container clusters describe "
+                  "{} --project={} --location={}) and that this identity has "
+                  "roles/container.developer and roles/compute.viewer on {}",
+                  c.cluster_id, c.project, c.gke_location(), c.cluster_id, c.project,
+                  c.gke_location(), c.project));
+}
 
 std::vector<DoctorCheck> ClusterFabric::doctor() const {
   const auto m = impl_->current();

@@ -115,4 +115,8 @@ struct ClusterFabric::Impl {
   LogQueryOptions query_options(const WorkloadHandle& handle, int slice) const;
 };
 
+// `falcon doctor`'s line for one probed cluster: ok when reachable, warn when reachable but its
+// capacity could not be read (with the grant that fixes it), fail when unreachable (doctor.cc).
+DoctorCheck cluster_check(const ClusterConfig& c, const ClusterProbeResult& r);
+
 }  // namespace falcon

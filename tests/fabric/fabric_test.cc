@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fabric/fabric_impl.h"
 #include "falcon/errors.h"
 #include "falcon/state_store.h"
 #include "logs/gke_log_env.h"
@@ -282,6 +283,32 @@ TEST_F(FabricTest, OneXpkAdapterPerConfigurationAsksXpksHelpOnce) {
   spec.name = "fourth";
   g->submit_workload("tpu-a", spec);
   EXPECT_THAT(runner_->calls_matching({"--help"}), SizeIs(3));
+}
+
+// `falcon doctor` on one probed cluster: a kube probe that could not read the ClusterQueues
+// warns, with the grant that fixes it, instead of passing as ok.
+TEST(DoctorClusterCheck, ACapacityThatCouldNotBeReadWarnsWithTheGrant) {
+  ClusterConfig c;
+  c.name = "tpu-a";
+  c.cluster_id = "gke-a";
+  c.project = "proj";
+  c.zone = "us-central2-b";
+  ClusterProbeResult r{"tpu-a", true, 1, 2, std::nullopt, "2026-04-13T08:00:00.000Z"};
+  DoctorCheck check = cluster_check(c, r);
+  EXPECT_EQ(check.status, "ok");
+  EXPECT_EQ(check.detail, "reachable: 1 queued, 2 running");
+  r.capacity_error =
+      "the Kubernetes API of cluster 'tpu-a' answered 403 to the ClusterQueue list: forbidden";
+  check = cluster_check(c, r);
+  EXPECT_EQ(check.name, "cluster tpu-a");
+  EXPECT_EQ(check.status, "warn");
+  EXPECT_EQ(check.detail,
+            "reachable: 1 queued, 2 running; capacity not known: the Kubernetes API of cluster "
+            "'tpu-a' answered 403 to the ClusterQueue list: forbidden");
+  EXPECT_THAT(check.fix, HasSubstr("clusterqueues in cluster gke-a"));
+  r.reachable = false;
+  r.error = "probe timed out after 15s";
+  EXPECT_EQ(cluster_check(c, r).status, "fail");
 }
 
 }  // namespace
