@@ -28,6 +28,32 @@ namespace falcon {
 
 namespace {
 
+// The most bytes of one cluster's error text a stored probe or decision keeps. A failing xpk
+// prints kilobytes; kept in full with every candidate of every failed decision, they filled a
+// freed disk again within seconds. The first kilobyte names the cause (the process's log and
+// the live answer have the whole text).
+constexpr std::size_t kMaxStoredErrorBytes = 1024;
+
+std::optional<std::string> bounded_error(const std::optional<std::string>& error) {
+  if (!error || error->size() <= kMaxStoredErrorBytes) return error;
+  std::size_t cut = kMaxStoredErrorBytes;
+  // Not inside a UTF-8 sequence: back up over continuation bytes.
+  while (cut > 0 && (static_cast<unsigned char>((*error)[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("{}... ({} more bytes)", error->substr(0, cut), error->size() - cut);
+}
+
+}  // namespace
+
+std::string probe_extra_json(const ClusterProbeResult& result) {
+  nlohmann::json extra = nlohmann::json::object();
+  if (!result.capacity.empty()) extra["capacity"] = result.capacity;
+  if (result.capacity_error) extra["capacity_error"] = *bounded_error(result.capacity_error);
+  if (result.admission_delay_s) extra["admission_delay_s"] = *result.admission_delay_s;
+  return extra.dump();
+}
+
+namespace {
+
 constexpr std::array<std::pair<ManagedState, const char*>, 8> kManagedStateNames = {{
     {ManagedState::kSubmitting, "submitting"},
     {ManagedState::kStarting, "starting"},
@@ -120,38 +146,6 @@ SqlValue opt_int(const std::optional<int>& v) {
   if (!v) return nullptr;
   return std::int64_t{*v};
 }
-
-// The most bytes of one cluster's error text a stored probe or decision keeps. A failing xpk
-// prints kilobytes; kept in full with every candidate of every failed decision, they filled a
-// freed disk again within seconds. The first kilobyte names the cause (the process's log and
-// the live answer have the whole text).
-constexpr std::size_t kMaxStoredErrorBytes = 1024;
-
-std::optional<std::string> bounded_error(const std::optional<std::string>& error) {
-  if (!error || error->size() <= kMaxStoredErrorBytes) return error;
-  std::size_t cut = kMaxStoredErrorBytes;
-  // Not inside a UTF-8 sequence: back up over continuation bytes.
-  while (cut > 0 && (static_cast<unsigned char>((*error)[cut]) & 0xC0) == 0x80) --cut;
-  return fmt::format("{}... ({} more bytes)", error->substr(0, cut), error->size() - cut);
-}
-
-}  // namespace
-}  // namespace falcon::state
-
-namespace falcon {
-
-std::string probe_extra_json(const ClusterProbeResult& result) {
-  nlohmann::json extra = nlohmann::json::object();
-  if (!result.capacity.empty()) extra["capacity"] = result.capacity;
-  if (result.capacity_error) extra["capacity_error"] = *state::bounded_error(result.capacity_error);
-  if (result.admission_delay_s) extra["admission_delay_s"] = *result.admission_delay_s;
-  return extra.dump();
-}
-
-}  // namespace falcon
-
-namespace falcon::state {
-namespace {
 
 SqlValue opt_text(const std::optional<std::string>& v) {
   if (!v) return nullptr;
@@ -901,12 +895,12 @@ std::int64_t SqlStateStore::record_selection(const ClusterSelection& selection) 
   pending.decided_at = selection.decided_at;
   pending.policy = selection.policy;
   pending.reason = selection.reason;
-  const bool long_errors =
-      std::any_of(selection.probe_results.begin(), selection.probe_results.end(),
-                  [](const ClusterProbeResult& r) {
-                    return (r.error && r.error->size() > kMaxStoredErrorBytes) ||
-                           (r.capacity_error && r.capacity_error->size() > kMaxStoredErrorBytes);
-                  });
+  const auto too_long = [](const std::optional<std::string>& text) {
+    return text && text->size() > kMaxStoredErrorBytes;
+  };
+  const bool long_errors = std::any_of(
+      selection.probe_results.begin(), selection.probe_results.end(),
+      [&](const ClusterProbeResult& r) { return too_long(r.error) || too_long(r.capacity_error); });
   std::optional<ClusterSelection> bounded;  // a copy only when an error text is cut
   if (long_errors) {
     bounded = selection;
