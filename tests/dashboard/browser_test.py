@@ -98,7 +98,7 @@ class Stack:
         self.fleet_url = json.load(open(ready))["url"]
         self.env = dict(os.environ,
                         PATH=self.bin + os.pathsep + os.environ.get("PATH", ""),
-                        FALCON_CONFIG=os.path.join(self.source, "examples/local-repos.yaml"),
+                        FALCON_CONFIG=self.write_repos(),
                         FALCON_FLEET_URL=self.fleet_url, FALCON_LOGGING_ENDPOINT=self.fleet_url,
                         STORAGE_EMULATOR_HOST=self.fleet_url,
                         FALCON_ACCESS_TOKEN_FILE=os.path.join(self.dir, "gcp-token"),
@@ -109,6 +109,25 @@ class Stack:
             f.write(f"{READ_TOKEN} read\n{OPERATE_TOKEN} operate\n")
         os.chmod(tokens, 0o600)
         self.tokens = tokens
+
+    def write_repos(self):
+        """The example's repos.yaml with two clusters probed through their Kubernetes API, so the
+        cluster page has a capacity to show (tpu-v4-prod) and one it cannot read: gpu-a100's grant
+        has no ClusterQueues, refused by the fleet with 403 as RBAC does."""
+        text = open(os.path.join(self.source, "examples/local-repos.yaml")).read()
+        for cluster_id in ("tpu-v4-prod", "gpu-cluster"):
+            line = f"    cluster_id: {cluster_id}\n"
+            check(text.count(line) == 1, f"examples/local-repos.yaml has no single '{line.strip()}'")
+            text = text.replace(line, line + "    probe: {backend: kube}\n")
+        path = os.path.join(self.dir, "repos.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        req = urllib.request.Request(self.fleet_url + "/fleet/v1/clusters:clusterQueues", method="POST",
+                                     data=json.dumps({"cluster": "gpu-a100", "readable": False}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            check(json.load(r)["cluster_queues_readable"] is False, "the fleet still grants gpu-a100's ClusterQueues")
+        return path
 
     def text(self, name):
         try:
@@ -256,7 +275,8 @@ class Run:
             self.step("fleet page: every cluster, the unreachable one marked", self.fleet)
             self.step("the workloads page renders 10,000 workloads' first page in < 500 ms", self.perf)
             self.step("a submitted workload appears on the workloads page", self.submitted)
-            self.step("cluster page: probe history with errors in full, its workloads", self.cluster)
+            self.step("cluster page: probe history with errors in full, capacity or why not, its workloads",
+                      self.cluster)
             self.step("decisions: every candidate's signals and verdict", self.decisions)
             self.step("workload page with a read token: no cancel, and the server refuses it", self.read_only)
             self.step("follow shows new lines within one poll", self.follow)
@@ -408,6 +428,22 @@ class Run:
         check(any("i/o timeout" in e for e in errors), "the full error text is not shown")
         check(b.eval("!!document.querySelector('[data-status=\"unreachable\"]')"), "the cluster page does not mark it unreachable")
         self.shot(b, "cluster-1280")
+        # Capacity, as the kube probe read it, and why it could not on gpu-a100.
+        self.open(b, "#/cluster/tpu-v4-prod", "!!document.getElementById('capacity')", "tpu-v4-prod's capacity")
+        status, api = self.read.call("GET", "/v1/clusters/tpu-v4-prod")
+        shown = b.eval("document.getElementById('capacity').textContent")
+        check(api["probe"]["result"].get("capacity"), f"the API has no capacity for tpu-v4-prod: {api['probe']}")
+        for c in api["probe"]["result"]["capacity"]:
+            free = c["nominal"] - c["used"]
+            want = f"{c['device_type'] or c['flavor']}: {free:g} of {c['nominal']:g} chips free"
+            check(want in shown, f"capacity shows '{shown}', the API has {c}")
+        self.open(b, "#/cluster/gpu-a100", "!!document.getElementById('capacity')", "gpu-a100's capacity")
+        status, api = self.read.call("GET", "/v1/clusters/gpu-a100")
+        why = api["probe"]["result"].get("capacity_error") or ""
+        check("answered 403 to the ClusterQueue list" in why, f"the API's capacity_error: '{why}'")
+        shown = b.eval("document.getElementById('capacity').textContent")
+        check(shown == "not known " + why, f"capacity shows '{shown}', the API says '{why}'")
+        self.shot(b, "cluster-capacity-1280")
         self.open(b, f"#/cluster/{self.cluster_name}",
                   f"!!document.querySelector('a[href=\"#/workload/{self.cluster_name}/{self.workload}\"]')",
                   "the cluster page to list the submitted workload")

@@ -581,6 +581,51 @@ TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {
   ASSERT_TRUE(j.is_array());
 }
 
+// A cluster probed through its Kubernetes API with a grant that has Workloads but not
+// ClusterQueues (the fleet answers them 403, as RBAC does): every command that shows a probe
+// says its capacity is not known and why, doctor warns with the grant that fixes it, and all of
+// it goes once the grant has them.
+TEST_F(CliFleetTest, AGrantWithoutClusterQueuesIsShownByStatusSelectAndDoctor) {
+  std::ifstream in(fleet_.repos_path());
+  std::string repos((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string at = "    cluster_id: tpu-b\n";
+  ASSERT_NE(repos.find(at), std::string::npos) << repos;
+  repos.insert(repos.find(at) + at.size(), "    probe: {backend: kube}\n");
+  const std::string kube_repos = fleet_.repos_path() + ".kube.yaml";
+  std::ofstream(kube_repos) << repos;
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--config", kube_repos});
+    return testing::run_falcon(args);
+  };
+  fleet_.service().simulator().set_cluster_queues_readable("tpu-b", false);
+
+  auto r = run({"cluster", "status", "tpu-b"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("reachable"));
+  EXPECT_THAT(r.stdout_text,
+              HasSubstr("capacity not known: the Kubernetes API of cluster 'tpu-b' answered 403 "
+                        "to the ClusterQueue list: clusterqueues.kueue.x-k8s.io is forbidden"));
+  r = run({"cluster", "select", "--accelerator", "tpu-v4-64", "--explain"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, HasSubstr("capacity of tpu-b not known: the Kubernetes API of "
+                                       "cluster 'tpu-b' answered 403"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("selected tpu-b"));
+  r = run({"doctor"});
+  EXPECT_THAT(r.stdout_text, HasSubstr("[warn] cluster tpu-b: reachable: 0 queued, 0 running; "
+                                       "capacity not known: "));
+  EXPECT_THAT(r.stdout_text, HasSubstr("grant get and list on kueue.x-k8s.io clusterqueues"));
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] cluster tpu-a: reachable"));
+
+  fleet_.service().simulator().set_cluster_queues_readable("tpu-b", true);
+  r = run({"cluster", "status", "tpu-b"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr("capacity not known")));
+  r = run({"cluster", "select", "--accelerator", "tpu-v4-64", "--explain"});
+  EXPECT_THAT(r.stdout_text, Not(HasSubstr("not known")));
+  r = run({"doctor"});
+  EXPECT_THAT(r.stdout_text, HasSubstr("[ok  ] cluster tpu-b: reachable: 0 queued, 0 running"));
+}
+
 // Issue 11: `job status` of a workload the cluster does not have exits 3 (not 0 with UNKNOWN),
 // and a name xpk cannot have is refused before xpk runs, as cancel does.
 TEST_F(CliFleetTest, StatusOfAMissingWorkloadExitsThreeAndBadNamesAreRefused) {

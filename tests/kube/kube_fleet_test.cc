@@ -252,6 +252,63 @@ TEST_F(KubeFleetTest, AClusterWithoutKueuesCrds) {
   EXPECT_TRUE(prober_->probe(cluster("tpu-b", ProbeBackend::kXpk)).reachable);
 }
 
+// A grant written for Workloads only (RBAC without clusterqueues): the API server answers the
+// ClusterQueue list 403. The kube probe still stands on the Workloads, says why it cannot count
+// the cluster's capacity, and counts it again once the grant has them.
+TEST_F(KubeFleetTest, AGrantWithoutClusterQueuesLeavesCapacityUnknownAndSaysWhy) {
+  auto& sim = fleet_.service().simulator();
+  const ClusterConfig c = cluster("tpu-b", ProbeBackend::kKube);
+  const auto granted = prober_->probe(c);
+  ASSERT_TRUE(granted.reachable) << granted.error.value_or("");
+  EXPECT_FALSE(granted.capacity.empty());
+  EXPECT_FALSE(granted.capacity_error);
+
+  sim.set_cluster_queues_readable("tpu-b", false);
+  const auto refused = prober_->probe(c);
+  EXPECT_TRUE(refused.reachable) << refused.error.value_or("");
+  EXPECT_EQ(refused.queue_depth, granted.queue_depth);
+  EXPECT_EQ(refused.running_count, granted.running_count);
+  EXPECT_TRUE(refused.capacity.empty());
+  const std::string why = refused.capacity_error.value_or("");
+  EXPECT_THAT(why, HasSubstr("cluster 'tpu-b' answered 403 to the ClusterQueue list"));
+  EXPECT_THAT(why, HasSubstr("cannot list resource \"clusterqueues\" in API group "
+                             "\"kueue.x-k8s.io\""));
+  // Another cluster's grant is its own.
+  EXPECT_FALSE(prober_->probe(cluster("tpu-a", ProbeBackend::kKube)).capacity.empty());
+
+  const std::string kubectl = "/usr/bin/kubectl";
+  if (std::filesystem::exists(kubectl)) {
+    CommandSpec spec;
+    spec.argv = {kubectl, "--kubeconfig", config_.xpk.state_dir + "/kube/tpu-b/config", "get",
+                 "clusterqueues"};
+    spec.timeout = std::chrono::seconds(60);
+    const auto got = runner_->run(spec);
+    EXPECT_FALSE(got.ok());
+    EXPECT_THAT(got.stderr_text,
+                HasSubstr("Error from server (Forbidden): clusterqueues.kueue.x-k8s.io is "
+                          "forbidden: User \"falcon@example.com\" cannot list resource "
+                          "\"clusterqueues\""));
+    spec.argv = {kubectl, "--kubeconfig", config_.xpk.state_dir + "/kube/tpu-b/config",
+                 "get",   "workloads",    "-A"};
+    EXPECT_TRUE(runner_->run(spec).ok()) << "Workloads stay readable";
+  }
+
+  // The fleet's control route grants them again.
+  HttpRequest req;
+  req.method = "POST";
+  req.url = fleet_.url() + "/fleet/v1/clusters:clusterQueues";
+  req.headers.set("Content-Type", "application/json");
+  req.body = R"({"cluster":"tpu-b","readable":true})";
+  const auto answer = make_curl_http_client()->send(req);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(nlohmann::json::parse(answer.body)["cluster_queues_readable"], true);
+  const auto again = prober_->probe(c);
+  EXPECT_EQ(again.capacity, granted.capacity);
+  EXPECT_FALSE(again.capacity_error);
+  req.body = R"({"cluster":"tpu-b","readable":"no"})";
+  EXPECT_EQ(make_curl_http_client()->send(req).status, 400);
+}
+
 TEST_F(KubeFleetTest, RequestsWithoutTheTokenAre401) {
   const ClusterConfig c = cluster("tpu-b", ProbeBackend::kKube);
   // The kube backend passes; the same request without its bearer token does not.

@@ -272,9 +272,10 @@ void parse_topology(Checker& c, const YAML::Node& n, const std::string& path,
 void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path,
                      ClusterBehaviour& out) {
   if (!c.is_map(node, path)) return;
-  c.only_keys(node, path,
-              {"probe_latency_ms", "command_latency_ms", "unreachable", "flaky", "slow",
-               "slow_latency_ms", "admission_delay_s", "kueue", "flap", "preemption"});
+  c.only_keys(
+      node, path,
+      {"probe_latency_ms", "command_latency_ms", "unreachable", "flaky", "slow", "slow_latency_ms",
+       "admission_delay_s", "kueue", "flap", "preemption", "clusterqueues"});
   const auto field = [&](const char* key) { return Checker::join(path, key); };
   if (auto n = node["probe_latency_ms"]) {
     assign(c.integer(n, field("probe_latency_ms"), 0, 3'600'000), out.probe_latency_ms);
@@ -316,6 +317,17 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
       } else {
         c.problem(n, field("preemption"),
                   "must be Never or LowerPriority (Kueue's withinClusterQueue), not '" + *v + "'");
+      }
+    }
+  }
+  if (auto n = node["clusterqueues"]) {
+    if (auto v = c.string(n, field("clusterqueues"))) {
+      if (*v == "readable" || *v == "forbidden") {
+        out.cluster_queues_readable = *v == "readable";
+      } else {
+        c.problem(n, field("clusterqueues"),
+                  "must be readable or forbidden (whether the API grants ClusterQueues), not '" +
+                      *v + "'");
       }
     }
   }

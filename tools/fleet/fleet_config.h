@@ -134,6 +134,11 @@ struct ClusterBehaviour {
   // LowerPriority` in the fleet file). A preempted workload is requeued on the same cluster and
   // resumes from its last checkpoint (FLEET_CHECKPOINT_S) or, without one, from the start.
   bool preempt_lower_priority = false;
+  // false: the caller's grant has no kueue.x-k8s.io clusterqueues (`clusterqueues: forbidden` in
+  // the fleet file): every get, list or watch of a ClusterQueue answers 403 Forbidden, as the
+  // API server does under RBAC; Workloads stay readable
+  // (FleetSimulator::set_cluster_queues_readable changes it at run time)
+  bool cluster_queues_readable = true;
 };
 
 struct RunDefaults {

@@ -170,6 +170,19 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
       throw ControlError(400, e.what());
     }
   }
+  if (route == "clusters:clusterQueues") {
+    const std::string name = str(body, "cluster");
+    if (!body.contains("readable") || !body["readable"].is_boolean()) {
+      throw ControlError(400, "field 'readable' must be true or false");
+    }
+    try {
+      sim_.set_cluster_queues_readable(name, body["readable"].get<bool>());
+      return {{"cluster", name},
+              {"cluster_queues_readable", sim_.behaviour(name).cluster_queues_readable}};
+    } catch (const std::out_of_range& e) {
+      throw ControlError(400, e.what());
+    }
+  }
   if (route == "clusters:kill" || route == "clusters:revive" || route == "clusters:failCreates" ||
       route == "workloads:evict" || route == "nodes:fail") {
     return fault(route, body);

@@ -29,6 +29,9 @@
 //   GET  /fleet/v1/state               FleetSimulator::state()
 //   POST /fleet/v1/clusters:kueue      {cluster (fleet name), installed} -> {cluster, kueue}:
 //                                      installs or removes the cluster's Kueue CRDs
+//   POST /fleet/v1/clusters:clusterQueues  {cluster (fleet name), readable} -> {cluster,
+//                                      cluster_queues_readable}: grants or refuses (403) the
+//                                      cluster's ClusterQueues
 //
 // Faults (simulator.h says what each does; `cluster` is the fleet name; 404 for an unknown
 // cluster or workload, 400 for a workload in no state to take the fault):

@@ -276,7 +276,24 @@ KubeApi::Answer cluster_queue_answer(FleetSimulator& sim, const std::string& clu
     while (!message.empty() && message.back() == '\n') message.pop_back();
     return reply(503, status_json(503, "ServiceUnavailable", message));
   }
-  if (!rest.empty() && rest != "/") {
+  const bool named = !rest.empty() && rest != "/";
+  if (!sim.behaviour(cluster).cluster_queues_readable) {
+    // RBAC without clusterqueues in the caller's roles: what the API server answers.
+    json status = status_json(
+        403, "Forbidden",
+        fmt::format(
+            "clusterqueues.kueue.x-k8s.io {}is forbidden: User \"falcon@example.com\" cannot {} "
+            "resource \"clusterqueues\" in API group \"kueue.x-k8s.io\" at the cluster "
+            "scope",
+            named ? fmt::format("\"{}\" ", rest.substr(1)) : "",
+            named   ? "get"
+            : watch ? "watch"
+                    : "list"));
+    status["details"] = {{"group", "kueue.x-k8s.io"}, {"kind", "clusterqueues"}};
+    if (named) status["details"]["name"] = rest.substr(1);
+    return reply(403, status);
+  }
+  if (named) {
     if (rest != "/cluster-queue") {
       return reply(404, status_json(404, "NotFound",
                                     fmt::format("clusterqueues.kueue.x-k8s.io \"{}\" not found",

@@ -30,7 +30,9 @@
 // (as GKE's DNS endpoint does when the control plane does not answer); the cluster's
 // probe latency (and slow latency) is spent before a list answers. A cluster without Kueue's
 // CRDs (behaviour.kueue false, or POST /fleet/v1/clusters:kueue) leaves kueue.x-k8s.io out of
-// /apis and answers 404 NotFound under /apis/kueue.x-k8s.io/.
+// /apis and answers 404 NotFound under /apis/kueue.x-k8s.io/. A cluster whose grant has no
+// ClusterQueues (behaviour.cluster_queues_readable false, or POST
+// /fleet/v1/clusters:clusterQueues) answers them 403 Forbidden, with the API server's words.
 //
 // The MultiKueue manager's cluster (the fleet file's `manager:` section, manager.h) serves the
 // manager's API as well (manager_api.h): GET, POST, DELETE and PATCH of the paths

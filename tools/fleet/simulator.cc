@@ -357,6 +357,11 @@ void FleetSimulator::set_kueue(const std::string& name, bool installed) {
   cluster_locked(name).spec.behaviour.kueue = installed;
 }
 
+void FleetSimulator::set_cluster_queues_readable(const std::string& name, bool readable) {
+  std::lock_guard lock(mu_);
+  cluster_locked(name).spec.behaviour.cluster_queues_readable = readable;
+}
+
 ClusterBehaviour FleetSimulator::behaviour(const std::string& name) const {
   std::lock_guard lock(mu_);
   return cluster_locked(name).spec.behaviour;

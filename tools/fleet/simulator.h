@@ -266,6 +266,9 @@ class FleetSimulator {
   // std::out_of_range for an unknown cluster.
   bool kueue_installed(const std::string& cluster) const;
   void set_kueue(const std::string& cluster, bool installed);
+  // Whether the API grants ClusterQueues (behaviour.cluster_queues_readable); false answers 403
+  // to them. Throws std::out_of_range for an unknown cluster.
+  void set_cluster_queues_readable(const std::string& cluster, bool readable);
 
   // Kueue's ClusterQueue `cluster-queue` of the cluster, as xpk sets it up, from its simulated
   // capacity (docs in kube_api.h): nominal quota and usage per flavor of the accelerator

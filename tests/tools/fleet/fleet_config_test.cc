@@ -99,7 +99,8 @@ clusters:
     capacity: {tpu-v4-64: 2}
     behaviour: {probe_latency_ms: 5, command_latency_ms: 6, unreachable: true,
                 flaky: {probability: 0.25, seed: 9}, slow: true, slow_latency_ms: 7,
-                admission_delay_s: 4, kueue: false, preemption: LowerPriority}
+                admission_delay_s: 4, kueue: false, preemption: LowerPriority,
+                clusterqueues: forbidden}
     workloads:
       - {name: w, count: 2, device_type: tpu-v4-64, num_slices: 2, priority: high,
          namespace: team, env: {FLEET_STEPS: "3"}, duration_s: 10, outcome: succeed,
@@ -126,6 +127,7 @@ clusters:
   EXPECT_EQ(c.behaviour.admission_delay_s, 4);
   EXPECT_FALSE(c.behaviour.kueue);
   EXPECT_TRUE(c.behaviour.preempt_lower_priority);
+  EXPECT_FALSE(c.behaviour.cluster_queues_readable);
   const InitialWorkload& w = c.workloads.at(0);
   EXPECT_EQ(w.count, 2);
   EXPECT_EQ(w.num_slices, 2);
@@ -149,6 +151,20 @@ TEST(FleetConfig, PreemptionIsKueuesWithinClusterQueueSetting) {
   EXPECT_FALSE(parse_fleet_config(kMinimal, "fleet.yaml")
                    .clusters.at(0)
                    .behaviour.preempt_lower_priority);  // Kueue's default: Never
+}
+
+TEST(FleetConfig, ClusterQueuesAreReadableOrForbidden) {
+  EXPECT_THAT(problems_of(R"(clusters:
+  a:
+    project: p
+    zone: us-east5-a
+    cluster_id: a-1
+    capacity: {tpu-v4-8: 1}
+    behaviour: {clusterqueues: hidden}
+)"),
+              HasSubstr("clusters.a.behaviour.clusterqueues: must be readable or forbidden"));
+  EXPECT_TRUE(
+      parse_fleet_config(kMinimal, "fleet.yaml").clusters.at(0).behaviour.cluster_queues_readable);
 }
 
 TEST(FleetConfig, MissingRequiredFieldsNameFileLineAndField) {

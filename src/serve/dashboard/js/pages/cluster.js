@@ -1,11 +1,29 @@
-// Cluster: its configuration and status, its circuit breakers, its probe history (chart and
-// table, errors in full), and its workloads.
+// Cluster: its configuration and status (with its capacity when the probe reads it, or why it
+// cannot), its circuit breakers, its probe history (chart and table, errors in full), and its
+// workloads.
 import {api, query} from '../api.js';
 import {lineChart, legend, queuePoints} from '../chart.js';
-import {h, fmtAge, fmtTime, stateBadge, table, workloadHref} from '../util.js';
+import {h, fmtAge, fmtNum, fmtTime, stateBadge, table, workloadHref} from '../util.js';
 import {clusterStatus, probeStale} from './fleet.js';
 
 const HOURS_CHOICES = [1, 6, 24, 72];
+
+// What the probe read of the cluster's ClusterQueues (kube backend): free of nominal per flavor
+// and the largest free block, or why it could not read them. Nothing for a probe that does not
+// read them (xpk backend, an unreachable cluster).
+function capacityRows(result) {
+  if (result.capacity_error) {
+    return [h('dt', {}, 'Capacity'), h('dd', {id: 'capacity'},
+      h('span', {class: 'badge warn'}, 'not known'), ' ', result.capacity_error)];
+  }
+  if (!result.capacity || !result.capacity.length) return null;
+  return [h('dt', {}, 'Capacity'), h('dd', {id: 'capacity'}, result.capacity.map((c) => {
+    const unit = c.resource === 'nvidia.com/gpu' ? 'GPUs' : 'chips';
+    const block = c.largest_free_block == null ? '' : `, largest free block ${fmtNum(c.largest_free_block)}`;
+    return h('div', {dataset: {flavor: c.flavor}},
+      `${c.device_type || c.flavor}: ${fmtNum(c.nominal - c.used)} of ${fmtNum(c.nominal)} ${unit} free${block}`);
+  }))];
+}
 
 export async function clusterPage(ctx, name) {
   const hoursSel = h('select', {id: 'hours'},
@@ -45,7 +63,8 @@ export async function clusterPage(ctx, name) {
         h('dt', {}, 'Probe'), h('dd', {}, probe
           ? `${fmtTime(probe.result.probed_at)}, ${fmtAge(probe.age_ms)} old${probeStale(probe) ? ' (stale)' : ''}, ${probe.backend}, ${probe.duration_ms} ms`
           : 'not probed yet'),
-        probe && probe.result.error ? [h('dt', {}, 'Error'), h('dd', {class: 'err'}, probe.result.error)] : null)),
+        probe && probe.result.error ? [h('dt', {}, 'Error'), h('dd', {class: 'err'}, probe.result.error)] : null,
+        probe ? capacityRows(probe.result) : null)),
       h('section', {'aria-label': 'configuration'}, h('dl', {class: 'kv'},
         h('dt', {}, 'Project'), h('dd', {}, d.config.project),
         h('dt', {}, 'Zone'), h('dd', {}, d.config.zone),
