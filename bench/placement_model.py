@@ -7,12 +7,14 @@ It is a model, not the benchmark: no probes, no breakers, no flaky creates, no r
 What it keeps: the 9 clusters of bench/trace_bench.cc `shapes()` with their blocks of chips,
 first-fit placement of a slice in one block (the fleet simulator's `place_slices`), slot
 priorities, tpu-central's 60 s start delay, tpu-flap unreachable 15 min of every hour (no new
-placements there, as falcon's probes see it; AllAtOnce's copies stay), and Kueue's
-BestEffortFIFO admission (priority, then age; a workload that does not fit is skipped).
+placements there, as falcon's probes see it; AllAtOnce's copies made before stay and may be
+admitted there, but the manager makes no copy on it while it is down, and makes the missing
+ones when it is back, as the fleet's manager does), and Kueue's BestEffortFIFO admission
+(priority, then age; a workload that does not fit is skipped).
 
 Policies:
-  allatonce            a copy on every worker; each worker admits as Kueue does at every job end
-                       and arrival; the first admission wins. --preempt adds Kueue's
+  allatonce            a copy on every worker it can reach; each worker admits as Kueue does at
+                       every job end and arrival; the first admission wins. --preempt adds Kueue's
                        `withinClusterQueue: LowerPriority` on every worker: each worker holding
                        a copy evicts lower-priority workloads for it (most recently started
                        first), the first admission wins, the other workers' evictions stand.
@@ -80,6 +82,7 @@ SLICE_CHIPS = {"v4-8": 4, "v4-16": 8, "v4-32": 16, "v4-64": 32, "v4-128": 64}
 RANK = {"high": 3, "medium": 2, "low": 1}
 RETRY_S = 5
 CONFIRM_S = 120  # dispatch.preempt_confirm_s
+FLAP_UP_S = 2700  # into each hour, a flapping cluster is reachable again
 
 
 class Cluster:
@@ -92,7 +95,8 @@ class Cluster:
         self.no_room = set()  # victims=counted: (chips, rank) it did not preempt for
 
     def down(self, t):
-        # fleet flap {period_s: 3600, down_s: 900, offset_s: 1800}
+        # fleet flap {period_s: 3600, down_s: 900, offset_s: 1800}: down from 1800 s into each
+        # hour, up again at FLAP_UP_S
         return self.flaps and (t + 1800) % 3600 < 900
 
     def offers(self, job):
@@ -159,13 +163,17 @@ class Run:
         self.unconfirmed = 0  # victims=counted: nominations where Kueue found no room
         # Remote copies a manager creates: central, one per placement (an evicted job is placed
         # again) and one per unconfirmed nomination; AllAtOnce, one on every worker that offers
-        # the type each time a job waits (on arrival, after an eviction).
+        # the type each time a job waits (on arrival, after an eviction; on a flapping worker,
+        # once it is back if it was down then).
         self.objects = 0
 
-    def wait(self, job):
+    def wait(self, job, t):
         self.waiting.append(job)
         if self.policy == "allatonce":
-            self.objects += sum(c.offers(job) for c in self.clusters)
+            # The manager makes copies on the workers it can reach; a flapping worker gets its
+            # copy when it is back (allatonce_pass).
+            job["copies"] = {c.index for c in self.clusters if c.offers(job) and not c.down(t)}
+            self.objects += len(job["copies"])
 
     def start(self, job, cluster, t):
         if self.policy == "central":
@@ -190,7 +198,7 @@ class Run:
             self.lost_chip_s += (ran - kept) * v["chips"]
             self.evictions += 1
             del v["start"]
-            self.wait(v)
+            self.wait(v, t)
 
     def order(self):
         if self.options.get("order") == "small-first":
@@ -202,8 +210,13 @@ class Run:
 
     def allatonce_pass(self, t):
         for c in self.clusters:
+            if not c.down(t):
+                for job in self.waiting:
+                    if c.offers(job) and c.index not in job["copies"]:
+                        job["copies"].add(c.index)
+                        self.objects += 1
             for job in self.order():
-                if "start" in job or not c.offers(job):
+                if "start" in job or c.index not in job["copies"]:
                     continue
                 if c.find(job["chips"]):
                     self.start(job, c, t)
@@ -217,7 +230,7 @@ class Run:
                 self.start(job, c, t)
                 # Every other worker's Kueue acts on its own copy at once.
                 for other in self.clusters:
-                    if other is c or not other.offers(job) or other.find(job["chips"]):
+                    if other is c or other.index not in job["copies"] or other.find(job["chips"]):
                         continue
                     wasted = other.victims_for(job)
                     if wasted:
@@ -312,6 +325,8 @@ class Run:
                 due.append(self.ends[0][0])
             if self.waiting and self.policy == "central":
                 due.append((t // RETRY_S + 1) * RETRY_S)
+            if self.waiting and self.policy == "allatonce":
+                due.append((t - FLAP_UP_S) // 3600 * 3600 + 3600 + FLAP_UP_S)  # copies made
             t = max(t, min(due))
             while self.ends and self.ends[0][0] <= t:
                 end, c, seq, incarnation = heapq.heappop(self.ends)
@@ -327,7 +342,7 @@ class Run:
                 if self.policy == "allatonce":
                     self.allatonce_pass(end)
             while a < len(arrivals) and arrivals[a]["arrival_s"] <= t:
-                self.wait(arrivals[a])
+                self.wait(arrivals[a], t)
                 a += 1
             if self.policy == "allatonce":
                 self.allatonce_pass(t)
