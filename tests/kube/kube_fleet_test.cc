@@ -62,6 +62,16 @@ class KubeFleetTest : public ::testing::Test {
     return {};
   }
 
+  // POST /fleet/v1/<route> with a JSON body: the fleet's control routes.
+  HttpResponse control(const std::string& route, const std::string& body) {
+    HttpRequest req;
+    req.method = "POST";
+    req.url = fleet_.url() + "/fleet/v1/" + route;
+    req.headers.set("Content-Type", "application/json");
+    req.body = body;
+    return make_curl_http_client()->send(req);
+  }
+
   testing::LocalFleet fleet_;
   FabricConfig config_;
   std::shared_ptr<CommandRunner> runner_ = make_posix_command_runner();
@@ -239,12 +249,7 @@ TEST_F(KubeFleetTest, AClusterWithoutKueuesCrds) {
   }
 
   // The fleet's control route installs them again.
-  HttpRequest req;
-  req.method = "POST";
-  req.url = fleet_.url() + "/fleet/v1/clusters:kueue";
-  req.headers.set("Content-Type", "application/json");
-  req.body = R"({"cluster":"tpu-b","installed":true})";
-  const auto answer = make_curl_http_client()->send(req);
+  const auto answer = control("clusters:kueue", R"({"cluster":"tpu-b","installed":true})");
   ASSERT_EQ(answer.status, 200) << answer.body;
   EXPECT_EQ(nlohmann::json::parse(answer.body)["kueue"], true);
   EXPECT_TRUE(sim.kueue_installed("tpu-b"));
@@ -294,19 +299,14 @@ TEST_F(KubeFleetTest, AGrantWithoutClusterQueuesLeavesCapacityUnknownAndSaysWhy)
   }
 
   // The fleet's control route grants them again.
-  HttpRequest req;
-  req.method = "POST";
-  req.url = fleet_.url() + "/fleet/v1/clusters:clusterQueues";
-  req.headers.set("Content-Type", "application/json");
-  req.body = R"({"cluster":"tpu-b","readable":true})";
-  const auto answer = make_curl_http_client()->send(req);
+  const auto answer = control("clusters:clusterQueues", R"({"cluster":"tpu-b","readable":true})");
   ASSERT_EQ(answer.status, 200) << answer.body;
   EXPECT_EQ(nlohmann::json::parse(answer.body)["cluster_queues_readable"], true);
   const auto again = prober_->probe(c);
   EXPECT_EQ(again.capacity, granted.capacity);
   EXPECT_FALSE(again.capacity_error);
-  req.body = R"({"cluster":"tpu-b","readable":"no"})";
-  EXPECT_EQ(make_curl_http_client()->send(req).status, 400);
+  EXPECT_EQ(control("clusters:clusterQueues", R"({"cluster":"tpu-b","readable":"no"})").status,
+            400);
 }
 
 TEST_F(KubeFleetTest, RequestsWithoutTheTokenAre401) {

@@ -147,6 +147,18 @@ class Checker {
     return std::nullopt;
   }
 
+  // A setting named by one of two words: false for `off`, true for `on`; `meaning` says what
+  // they choose, in the problem a third word gets.
+  std::optional<bool> either(const YAML::Node& node, const std::string& path,
+                             const std::string& off, const std::string& on,
+                             const std::string& meaning) {
+    const auto v = string(node, path);
+    if (!v) return std::nullopt;
+    if (*v == on || *v == off) return *v == on;
+    problem(node, path, fmt::format("must be {} or {} ({}), not '{}'", off, on, meaning, *v));
+    return std::nullopt;
+  }
+
   static std::string join(const std::string& path, const std::string& key) {
     return path.empty() ? key : path + "." + key;
   }
@@ -311,25 +323,13 @@ void parse_behaviour(Checker& c, const YAML::Node& node, const std::string& path
   }
   if (auto n = node["flap"]) parse_flap(c, n, field("flap"), out.flap);
   if (auto n = node["preemption"]) {
-    if (auto v = c.string(n, field("preemption"))) {
-      if (*v == "LowerPriority" || *v == "Never") {
-        out.preempt_lower_priority = *v == "LowerPriority";
-      } else {
-        c.problem(n, field("preemption"),
-                  "must be Never or LowerPriority (Kueue's withinClusterQueue), not '" + *v + "'");
-      }
-    }
+    assign(c.either(n, field("preemption"), "Never", "LowerPriority", "Kueue's withinClusterQueue"),
+           out.preempt_lower_priority);
   }
   if (auto n = node["clusterqueues"]) {
-    if (auto v = c.string(n, field("clusterqueues"))) {
-      if (*v == "readable" || *v == "forbidden") {
-        out.cluster_queues_readable = *v == "readable";
-      } else {
-        c.problem(n, field("clusterqueues"),
-                  "must be readable or forbidden (whether the API grants ClusterQueues), not '" +
-                      *v + "'");
-      }
-    }
+    assign(c.either(n, field("clusterqueues"), "forbidden", "readable",
+                    "whether the API grants ClusterQueues"),
+           out.cluster_queues_readable);
   }
 }
 

@@ -19,6 +19,14 @@ std::string str(const nlohmann::json& body, const char* key) {
   return it->get<std::string>();
 }
 
+bool flag(const nlohmann::json& body, const char* key) {
+  const auto it = body.find(key);
+  if (it == body.end() || !it->is_boolean()) {
+    throw ControlError(400, fmt::format("field '{}' must be true or false", key));
+  }
+  return it->get<bool>();
+}
+
 template <typename T>
 T opt(const nlohmann::json& body, const char* key, T fallback) {
   const auto it = body.find(key);
@@ -158,25 +166,14 @@ nlohmann::json FleetControl::handle(const std::string& route, const nlohmann::js
             {"progress_lines", x.progress_lines}};
   }
   if (route == "state") return sim_.state();
-  if (route == "clusters:kueue") {
+  if (route == "clusters:kueue" || route == "clusters:clusterQueues") {
     const std::string name = str(body, "cluster");
-    if (!body.contains("installed") || !body["installed"].is_boolean()) {
-      throw ControlError(400, "field 'installed' must be true or false");
-    }
     try {
-      sim_.set_kueue(name, body["installed"].get<bool>());
-      return {{"cluster", name}, {"kueue", sim_.kueue_installed(name)}};
-    } catch (const std::out_of_range& e) {
-      throw ControlError(400, e.what());
-    }
-  }
-  if (route == "clusters:clusterQueues") {
-    const std::string name = str(body, "cluster");
-    if (!body.contains("readable") || !body["readable"].is_boolean()) {
-      throw ControlError(400, "field 'readable' must be true or false");
-    }
-    try {
-      sim_.set_cluster_queues_readable(name, body["readable"].get<bool>());
+      if (route == "clusters:kueue") {
+        sim_.set_kueue(name, flag(body, "installed"));
+        return {{"cluster", name}, {"kueue", sim_.kueue_installed(name)}};
+      }
+      sim_.set_cluster_queues_readable(name, flag(body, "readable"));
       return {{"cluster", name},
               {"cluster_queues_readable", sim_.behaviour(name).cluster_queues_readable}};
     } catch (const std::out_of_range& e) {

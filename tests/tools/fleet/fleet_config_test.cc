@@ -162,7 +162,7 @@ TEST(FleetConfig, ClusterQueuesAreReadableOrForbidden) {
     capacity: {tpu-v4-8: 1}
     behaviour: {clusterqueues: hidden}
 )"),
-              HasSubstr("clusters.a.behaviour.clusterqueues: must be readable or forbidden"));
+              HasSubstr("clusters.a.behaviour.clusterqueues: must be forbidden or readable"));
   EXPECT_TRUE(
       parse_fleet_config(kMinimal, "fleet.yaml").clusters.at(0).behaviour.cluster_queues_readable);
 }
