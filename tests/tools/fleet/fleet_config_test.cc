@@ -138,33 +138,27 @@ clusters:
   EXPECT_EQ(w.env.at("FLEET_EXIT_CODE"), "0");
 }
 
-TEST(FleetConfig, PreemptionIsKueuesWithinClusterQueueSetting) {
-  EXPECT_THAT(problems_of(R"(clusters:
+// The two-word behaviours: Kueue's withinClusterQueue setting, and whether the API grants
+// ClusterQueues. A third word names both choices; the defaults are Never and readable.
+TEST(FleetConfig, TwoWordBehavioursNameTheirChoices) {
+  const auto problems_with = [](const std::string& behaviour) {
+    return problems_of(R"(clusters:
   a:
     project: p
     zone: us-east5-a
     cluster_id: a-1
     capacity: {tpu-v4-8: 1}
-    behaviour: {preemption: Always}
-)"),
+    behaviour: {)" + behaviour +
+                       "}\n");
+  };
+  EXPECT_THAT(problems_with("preemption: Always"),
               HasSubstr("clusters.a.behaviour.preemption: must be Never or LowerPriority"));
-  EXPECT_FALSE(parse_fleet_config(kMinimal, "fleet.yaml")
-                   .clusters.at(0)
-                   .behaviour.preempt_lower_priority);  // Kueue's default: Never
-}
-
-TEST(FleetConfig, ClusterQueuesAreReadableOrForbidden) {
-  EXPECT_THAT(problems_of(R"(clusters:
-  a:
-    project: p
-    zone: us-east5-a
-    cluster_id: a-1
-    capacity: {tpu-v4-8: 1}
-    behaviour: {clusterqueues: hidden}
-)"),
+  EXPECT_THAT(problems_with("clusterqueues: hidden"),
               HasSubstr("clusters.a.behaviour.clusterqueues: must be forbidden or readable"));
-  EXPECT_TRUE(
-      parse_fleet_config(kMinimal, "fleet.yaml").clusters.at(0).behaviour.cluster_queues_readable);
+  const ClusterBehaviour defaults =
+      parse_fleet_config(kMinimal, "fleet.yaml").clusters.at(0).behaviour;
+  EXPECT_FALSE(defaults.preempt_lower_priority);
+  EXPECT_TRUE(defaults.cluster_queues_readable);
 }
 
 TEST(FleetConfig, MissingRequiredFieldsNameFileLineAndField) {
