@@ -269,6 +269,10 @@ TEST_F(KubeFleetTest, AGrantWithoutClusterQueuesLeavesCapacityUnknownAndSaysWhy)
   EXPECT_FALSE(granted.capacity_error);
 
   sim.set_cluster_queues_readable("tpu-b", false);
+  const nlohmann::json dump = sim.state();  // the state dump says so too
+  for (const auto& state : dump["clusters"]) {
+    EXPECT_EQ(state["cluster_queues_readable"], state["name"] != "tpu-b") << state["name"];
+  }
   const auto refused = prober_->probe(c);
   EXPECT_TRUE(refused.reachable) << refused.error.value_or("");
   EXPECT_EQ(refused.queue_depth, granted.queue_depth);

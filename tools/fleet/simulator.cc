@@ -1589,6 +1589,7 @@ nlohmann::json FleetSimulator::state() {
     cj["down"] = c.down;
     cj["failing_creates"] = c.failing_creates;
     cj["kueue"] = c.spec.behaviour.kueue;
+    cj["cluster_queues_readable"] = c.spec.behaviour.cluster_queues_readable;
     cj["kubectl_calls"] = c.kubectl_calls;
     cj["kubectl_failures"] = c.kubectl_failures;
     cj["kubeconfigs"] = c.kubeconfigs;
