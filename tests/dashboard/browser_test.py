@@ -96,6 +96,7 @@ class Stack:
                    or self.fleet.poll() is not None, 60, "the fleet to start")
         check(self.fleet.poll() is None, "falcon-fleet exited at start: " + self.text("fleet.log"))
         self.fleet_url = json.load(open(ready))["url"]
+        self.refuse_cluster_queues("gpu-a100")
         self.env = dict(os.environ,
                         PATH=self.bin + os.pathsep + os.environ.get("PATH", ""),
                         FALCON_CONFIG=self.write_repos(),
@@ -112,8 +113,8 @@ class Stack:
 
     def write_repos(self):
         """The example's repos.yaml with two clusters probed through their Kubernetes API, so the
-        cluster page has a capacity to show (tpu-v4-prod) and one it cannot read: gpu-a100's grant
-        has no ClusterQueues, refused by the fleet with 403 as RBAC does."""
+        cluster page has a capacity to show (tpu-v4-prod) and one it cannot read (gpu-a100, whose
+        ClusterQueues refuse_cluster_queues makes the fleet refuse)."""
         text = open(os.path.join(self.source, "examples/local-repos.yaml")).read()
         for cluster_id in ("tpu-v4-prod", "gpu-cluster"):
             line = f"    cluster_id: {cluster_id}\n"
@@ -122,12 +123,15 @@ class Stack:
         path = os.path.join(self.dir, "repos.yaml")
         with open(path, "w") as f:
             f.write(text)
+        return path
+
+    def refuse_cluster_queues(self, cluster):
+        """The fleet answers `cluster`'s ClusterQueues 403, as RBAC does a grant without them."""
         req = urllib.request.Request(self.fleet_url + "/fleet/v1/clusters:clusterQueues", method="POST",
-                                     data=json.dumps({"cluster": "gpu-a100", "readable": False}).encode(),
+                                     data=json.dumps({"cluster": cluster, "readable": False}).encode(),
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
-            check(json.load(r)["cluster_queues_readable"] is False, "the fleet still grants gpu-a100's ClusterQueues")
-        return path
+            check(json.load(r)["cluster_queues_readable"] is False, f"the fleet still grants {cluster}'s ClusterQueues")
 
     def text(self, name):
         try:

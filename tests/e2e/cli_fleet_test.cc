@@ -586,8 +586,7 @@ TEST_F(CliFleetTest, DoctorChecksTheMachineAgainstTheFleet) {
 // says its capacity is not known and why, doctor warns with the grant that fixes it, and all of
 // it goes once the grant has them.
 TEST_F(CliFleetTest, AGrantWithoutClusterQueuesIsShownByStatusSelectAndDoctor) {
-  std::ifstream in(fleet_.repos_path());
-  std::string repos((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string repos = testing::read_file(fleet_.repos_path());
   const std::string at = "    cluster_id: tpu-b\n";
   ASSERT_NE(repos.find(at), std::string::npos) << repos;
   repos.insert(repos.find(at) + at.size(), "    probe: {backend: kube}\n");

@@ -277,7 +277,7 @@ KubeApi::Answer cluster_queue_answer(FleetSimulator& sim, const std::string& clu
     return reply(503, status_json(503, "ServiceUnavailable", message));
   }
   const bool named = !rest.empty() && rest != "/";
-  if (!sim.behaviour(cluster).cluster_queues_readable) {
+  if (view.forbidden) {
     // RBAC without clusterqueues in the caller's roles: what the API server answers.
     json status = status_json(
         403, "Forbidden",

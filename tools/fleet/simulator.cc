@@ -1364,6 +1364,8 @@ FleetSimulator::ClusterQueueView FleetSimulator::cluster_queue(const std::string
         1};
   } else if (!c.spec.behaviour.kueue) {
     view.failure = no_workloads_resource();
+  } else if (!c.spec.behaviour.cluster_queues_readable) {
+    view.forbidden = true;
   } else {
     using nlohmann::json;
     json flavors = json::array();

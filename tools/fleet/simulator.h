@@ -274,10 +274,12 @@ class FleetSimulator {
   // capacity (docs in kube_api.h): nominal quota and usage per flavor of the accelerator
   // resource, and the free runs of its topology blocks in the annotation
   // falcon.dev/free-blocks, their sizes in falcon.dev/blocks. Fails as a list does when the cluster
-  // is down (not counted as a kubectl call). Throws std::out_of_range for an unknown cluster.
+  // is down (not counted as a kubectl call); `forbidden` when the grant has none. Throws
+  // std::out_of_range for an unknown cluster.
   struct ClusterQueueView {
     std::optional<KubectlFailure> failure;
-    nlohmann::json object;  // the ClusterQueue (kueue.x-k8s.io/v1beta1)
+    bool forbidden = false;  // the grant has no ClusterQueues (behaviour.cluster_queues_readable)
+    nlohmann::json object;   // the ClusterQueue (kueue.x-k8s.io/v1beta1); null when not served
   };
   ClusterQueueView cluster_queue(const std::string& cluster);
   // The cluster's behaviour as it is now (kill/revive change `unreachable`). Throws
