@@ -10,6 +10,7 @@
 #include "falcon/client.h"
 #include "falcon/errors.h"
 #include "falcon/gcs_uri.h"
+#include "falcon/scoring.h"
 #include "falcon/values.h"
 #include "falcon/workload_manager.h"
 #include "serve/api_server_impl.h"
@@ -305,16 +306,41 @@ void ApiServer::Impl::add_service_routes() {
   });
 }
 
+namespace {
+
+// Per accelerator slot, the capacity the probe read for that type as the selector counts it
+// (apply_capacity: the flavors named for the type, else those of its GKE accelerator): slots
+// with no matching flavor (the xpk backend, capacity not known) are left out.
+json slot_capacity(const ClusterConfig& config, const ClusterProbeResult& probe) {
+  json out = json::array();
+  for (const AcceleratorSlot& slot : config.accelerator_slots) {
+    ClusterSignals s;
+    apply_capacity(s, probe, slot.type);
+    if (!s.free_chips) continue;
+    out.push_back({{"type", slot.type},
+                   {"slice_chips", *s.slice_chips},
+                   {"nominal_chips", *s.nominal_chips},
+                   {"free_chips", *s.free_chips},
+                   {"largest_free_block",
+                    s.largest_free_block ? json(*s.largest_free_block) : json(nullptr)}});
+  }
+  return out;
+}
+
+}  // namespace
+
 void ApiServer::Impl::add_cluster_routes() {
   route("GET", "/v1/clusters", [this](Request& req, Response& res) {
     check_params(req, {});
     json out = json::array();
     for (const ClusterEntry& c : control().list_clusters()) {
       const auto probe = control().cached_probe(c.config.name);
-      out.push_back({{"name", c.config.name},
-                     {"config", c.config},
-                     {"probe", probe ? json(*probe) : json(nullptr)},
-                     {"breakers", c.breakers}});
+      out.push_back(
+          {{"name", c.config.name},
+           {"config", c.config},
+           {"probe", probe ? json(*probe) : json(nullptr)},
+           {"slot_capacity", probe ? slot_capacity(c.config, probe->result) : json::array()},
+           {"breakers", c.breakers}});
     }
     send_json(res, 200, {{"clusters", out}});
   });

@@ -346,6 +346,7 @@ class Run:
             check(shown_q == (str(q) if q is not None else "—"), f"{c['name']}: queued {shown_q}, API {q}")
         check("tpu-v4-backup" in [c["name"] for c in api["clusters"] if not c["probe"]["result"]["reachable"]],
               "the fleet's tpu-v4-backup should be unreachable")
+        self.fleet_capacity(b, {c["name"]: c for c in api["clusters"]})
         b.wait_for("document.querySelectorAll('.chart-box svg.chart path').length > 0", 20, "the queue charts")
         # Auto-refresh replaces no card: the same element stays (no flicker, focus kept).
         b.eval("window.__card = document.querySelector('article.card'); true")
@@ -356,6 +357,34 @@ class Run:
               "an auto-refresh replaced the cluster cards")
         self.shot(b, "fleet-1280")
         b.screenshot(os.path.join(self.shots, "fleet-1280-top.png"), max_height=760)
+
+    def fleet_capacity(self, b, clusters):
+        """Each card of tpu-v4-prod shows its type's capacity as the API's slot_capacity counts it
+        (free chips may move between the API's answer and the page's, the nominal chips do not);
+        every card of gpu-a100 says its capacity is not known, and why, in the API's words."""
+        def card_text(name, type_, pattern, what):
+            # Found and read in one evaluation: a refresh may rewrite the field in between.
+            return b.wait_for(
+                f"(() => {{ const e = document.querySelector('section[data-type={json.dumps(type_)}] "
+                f"article.card[data-cluster={json.dumps(name)}] dd[data-field=capacity]');"
+                f" const t = e ? e.textContent : ''; return new RegExp({json.dumps(pattern)}).test(t) ? t : false; }})()",
+                20, what)
+
+        prod = clusters["tpu-v4-prod"]
+        check(prod["slot_capacity"], f"the API has no slot_capacity for tpu-v4-prod: {prod}")
+        for cap in prod["slot_capacity"]:
+            nominal = f"{cap['nominal_chips']:g}"
+            shown = card_text("tpu-v4-prod", cap["type"], rf"^\d+(\.\d+)? of {nominal} chips free",
+                              f"tpu-v4-prod's {cap['type']} card to show its capacity, {cap}")
+            free = float(shown.split(" of ", 1)[0])
+            check(0 <= free <= cap["nominal_chips"], f"tpu-v4-prod {cap['type']}: '{shown}'")
+        gpu = clusters["gpu-a100"]
+        why = gpu["probe"]["result"].get("capacity_error") or ""
+        check("answered 403 to the ClusterQueue list" in why, f"the API's capacity_error for gpu-a100: '{why}'")
+        check(gpu["slot_capacity"] == [], f"gpu-a100 has a slot_capacity with capacity not known: {gpu}")
+        for slot in gpu["config"]["accelerator_slots"]:
+            shown = card_text("gpu-a100", slot["type"], "^not known: ", f"gpu-a100's {slot['type']} card")
+            check(shown == "not known: " + why, f"gpu-a100's card shows '{shown}', the API says '{why}'")
 
     def perf(self):
         b = self.b

@@ -109,6 +109,7 @@ class FakeControlPlane final : public ControlPlane {
     ProbeSnapshot s;
     s.result = {name, true, 1, 2, std::nullopt, "2026-04-13T08:00:00.000Z"};
     s.result.capacity_error = capacity_error;
+    s.result.capacity = capacity;
     s.backend = backend;
     s.duration_ms = 250;
     s.age_ms = 1500;
@@ -117,6 +118,7 @@ class FakeControlPlane final : public ControlPlane {
   }
   std::string backend = "xpk";  // of every cached probe
   std::optional<std::string> capacity_error;
+  std::vector<AcceleratorCapacity> capacity;  // of every cached probe
   std::vector<BreakerReport> breakers(const std::string& name) const override {
     check(name);
     if (name != "tpu-b") return {{.key = name, .state = "closed", .summary = "closed"}};
@@ -396,6 +398,52 @@ TEST_F(ApiServerTest, ClustersShowTheirCachedProbeAndItsAge) {
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(body(r)["breakers"][1]["key"], "tpu-b/v4-64");
   EXPECT_EQ(body(r)["breakers"][1]["state"], "half_open");
+}
+
+TEST_F(ApiServerTest, ClustersShowEachSlotsCapacityAsTheSelectorCountsIt) {
+  // Two flavors of the slot's GKE accelerator, neither named for v4-64: summed, as the fit rule
+  // sums them; a flavor of another accelerator is not counted.
+  control_->backend = "kube";
+  control_->capacity = {{.flavor = "pool-a",
+                         .accelerator = "tpu-v4-podslice",
+                         .resource = "google.com/tpu",
+                         .nominal = 64,
+                         .used = 48,
+                         .largest_free_block = 16},
+                        {.flavor = "pool-b",
+                         .accelerator = "tpu-v4-podslice",
+                         .resource = "google.com/tpu",
+                         .nominal = 32,
+                         .used = 0,
+                         .largest_free_block = 32},
+                        {.flavor = "h100",
+                         .accelerator = "nvidia-h100-80gb",
+                         .resource = "nvidia.com/gpu",
+                         .nominal = 8,
+                         .used = 0}};
+  start();
+  auto r = client_->Get("/v1/clusters");
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json j = body(r);
+  const json& slots = j["clusters"][0]["slot_capacity"];
+  ASSERT_EQ(slots.size(), 1u) << slots;
+  EXPECT_EQ(slots[0]["type"], "v4-64");
+  EXPECT_EQ(slots[0]["slice_chips"], 32);
+  EXPECT_EQ(slots[0]["nominal_chips"], 96);
+  EXPECT_EQ(slots[0]["free_chips"], 48);
+  EXPECT_EQ(slots[0]["largest_free_block"], 32);
+  EXPECT_EQ(j["clusters"][1]["slot_capacity"], json::array());  // not probed yet
+
+  // A flavor that does not say its blocks leaves the largest free block unknown.
+  control_->capacity[1].largest_free_block.reset();
+  r = client_->Get("/v1/clusters");
+  EXPECT_TRUE(body(r)["clusters"][0]["slot_capacity"][0]["largest_free_block"].is_null());
+
+  // Capacity not known (or not read, the xpk backend): no slot has one.
+  control_->capacity.clear();
+  control_->capacity_error = "answered 403 to the ClusterQueue list: forbidden";
+  r = client_->Get("/v1/clusters");
+  EXPECT_EQ(body(r)["clusters"][0]["slot_capacity"], json::array());
 }
 
 TEST_F(ApiServerTest, OneClusterWithItsProbeHistorySince) {

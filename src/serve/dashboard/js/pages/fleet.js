@@ -1,10 +1,10 @@
 // Fleet: every cluster by accelerator type (reachable / unreachable / breaker open, queue,
-// running, max queue, probe age), and per type a chart of queue depth and failed probes over
+// running, max queue, the type's free capacity or why it is not known, probe age), and per type a chart of queue depth and failed probes over
 // the last hours from the probe history. Refreshes in place every few seconds: only the values
 // that changed are touched, and what could not be refreshed is marked stale.
 import {api} from '../api.js';
 import {lineChart, legend, queuePoints} from '../chart.js';
-import {h, fmtAge, clusterHref} from '../util.js';
+import {h, fmtAge, fmtNum, clusterHref} from '../util.js';
 
 const REFRESH_MS = 5000;
 const HISTORY_MS = 30000;
@@ -46,7 +46,7 @@ function groupsOf(clusters) {
 
 const FIELDS = [
   ['status', 'Status'], ['queued', 'Queued'], ['running', 'Running'], ['max', 'Max queue'],
-  ['priority', 'Priority'], ['age', 'Probe age'], ['failures', 'Failures in a row'], ['error', 'Error'],
+  ['capacity', 'Capacity'], ['priority', 'Priority'], ['age', 'Probe age'], ['failures', 'Failures in a row'], ['error', 'Error'],
 ];
 
 function makeCard(name) {
@@ -66,6 +66,18 @@ function set(el, text) {
   if (el.textContent !== text) el.textContent = text;
 }
 
+// The slot's capacity as the selector counts it (the server's slot_capacity: free of nominal
+// chips or GPUs, the largest free block), `not known` with why when the probe could not read
+// the cluster's ClusterQueues, '—' when the probe does not read them (xpk backend).
+function capacityText(c, slot, r) {
+  if (r && r.capacity_error) return {text: `not known: ${r.capacity_error}`, cls: 'unknown', title: r.capacity_error};
+  const cap = (c.slot_capacity || []).find((s) => s.type === slot.type);
+  if (!cap) return {text: '—', cls: ''};
+  const unit = slot.device_class === 'gpu' ? 'GPUs' : 'chips';
+  const block = cap.largest_free_block == null ? '' : `, largest block ${fmtNum(cap.largest_free_block)}`;
+  return {text: `${fmtNum(cap.free_chips)} of ${fmtNum(cap.nominal_chips)} ${unit} free${block}`, cls: ''};
+}
+
 function updateCard(view, c, slot) {
   const st = clusterStatus(c, slot.type);
   const probe = c.probe;
@@ -77,6 +89,11 @@ function updateCard(view, c, slot) {
   set(view.dds.queued, r && r.queue_depth !== null && r.queue_depth !== undefined ? String(r.queue_depth) : '—');
   set(view.dds.running, r && r.running_count !== null && r.running_count !== undefined ? String(r.running_count) : '—');
   set(view.dds.max, String(c.config.max_queue_depth));
+  const cap = capacityText(c, slot, r);
+  set(view.dds.capacity, cap.text);
+  view.dds.capacity.className = cap.cls;
+  if (cap.title) view.dds.capacity.title = cap.title;
+  else view.dds.capacity.removeAttribute('title');
   set(view.dds.priority, String(slot.priority));
   const stale = probeStale(probe);
   set(view.dds.age, probe ? `${fmtAge(probe.age_ms)}${stale ? ' (stale)' : ''}` : '—');
