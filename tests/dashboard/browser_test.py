@@ -341,9 +341,7 @@ class Run:
             else:
                 check(all(s in ("reachable", "queue full", "breaker open") for s in statuses),
                       f"{c['name']} is reachable in the API but shown {statuses}")
-            q = c["probe"]["result"]["queue_depth"]
-            shown_q = b.eval(f"document.querySelector('article.card[data-cluster=\"{c['name']}\"] dd[data-field=queued]').textContent")
-            check(shown_q == (str(q) if q is not None else "—"), f"{c['name']}: queued {shown_q}, API {q}")
+            self.card_agrees(b, c["name"])
         check("tpu-v4-backup" in [c["name"] for c in api["clusters"] if not c["probe"]["result"]["reachable"]],
               "the fleet's tpu-v4-backup should be unreachable")
         self.fleet_capacity(b, {c["name"]: c for c in api["clusters"]})
@@ -357,6 +355,22 @@ class Run:
               "an auto-refresh replaced the cluster cards")
         self.shot(b, "fleet-1280")
         b.screenshot(os.path.join(self.shots, "fleet-1280-top.png"), max_height=760)
+
+    def card_agrees(self, b, name):
+        """The card's queued count is the API's. The fleet's queues move on, and the page refreshes
+        every 5 s: the two are compared afresh (the page's in one evaluation) until they agree."""
+        deadline, seen = time.monotonic() + 20, []
+        while time.monotonic() < deadline:
+            status, api = self.read.call("GET", "/v1/clusters")
+            q = next(c for c in api["clusters"] if c["name"] == name)["probe"]["result"]["queue_depth"]
+            want = str(q) if q is not None else "—"
+            shown = b.eval(f"[...document.querySelectorAll('article.card[data-cluster={json.dumps(name)}] "
+                           f"dd[data-field=queued]')].map(e => e.textContent)")
+            if shown and all(t == want for t in shown):
+                return
+            seen.append((want, shown))
+            time.sleep(0.2)  # paces the loop; each pass asks both afresh
+        raise Fail(f"{name}: the cards' queued never agreed with the API's within 20 s: {seen[-3:]}")
 
     def fleet_capacity(self, b, clusters):
         """Each card of tpu-v4-prod shows its type's capacity as the API's slot_capacity counts it
