@@ -880,6 +880,8 @@ disable_update_check = true
                         "bench-other-0123456789")
             idle = attack("idle", "--attack", "idle")
             slow = attack("slow", "--attack", "slow", "--connections", "10000")
+            attack("heads", "--attack", "heads", "--connections", "16000")
+            attack("slow-tls", "--attack", "slow", "--connections", "10000", tls=True)
             attack("trickle-tls", "--attack", "trickle", tls=True)
             tls_idle = attack("idle-tls", "--attack", "idle", tls=True)
             attack("pipeline", "--attack", "pipeline")

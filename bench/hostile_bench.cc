@@ -11,6 +11,8 @@
 //   idle       nothing: the baseline of the probes and the memory
 //   slow       N connections (default 10,000) from many loopback addresses, each sending half a
 //              request head and a byte a second, reopened as soon as the server closes it
+//              (with --tls: half a TLS handshake record instead)
+//   heads      as slow, each first sending 15,000 bytes of its head (under the 16 KiB limit)
 //   trickle    64 connections trickling a request head a byte every 200 ms (with --tls: TLS)
 //   pipeline   one connection pipelining GET /ui/js/app.js without reading the answers
 //   methods    5,000 requests with 60 KB methods to unmatched paths
@@ -192,8 +194,10 @@ std::string source_address(int i) {
   return "127.0." + std::to_string(1 + (i / 250) % 250) + "." + std::to_string(1 + i % 250);
 }
 
-// N non-blocking connections sending half a head, a byte a second, reopened when closed.
-void attack_slow(const Options& o, json& out) {
+// N non-blocking connections sending half a head (with --tls, half a TLS handshake record), a
+// byte a second, reopened when closed. With `pad`, the first send carries that many more bytes
+// of the unfinished head (attack heads).
+void attack_slow(const Options& o, json& out, std::size_t pad = 0) {
   const int epoll = ::epoll_create1(0);
   std::vector<int> fds(static_cast<std::size_t>(o.connections), -1);
   std::vector<Clock::time_point> last_byte(fds.size());
@@ -220,7 +224,11 @@ void attack_slow(const Options& o, json& out) {
     ++opened;
   };
   for (int i = 0; i < o.connections; ++i) open_one(i);
-  const std::string head = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  // With --tls: a TLS record announcing 16 KiB of handshake and half of it, then a byte a
+  // second: a handshake that never ends (the server holds its TLS state meanwhile).
+  const std::string head =
+      o.tls ? std::string("\x16\x03\x01\x40\x00", 5) + std::string(8192 + pad, '\x01')
+            : "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(pad, 'a');
   const auto until = Clock::now() + std::chrono::duration<double>(o.seconds);
   std::vector<epoll_event> events(1024);
   while (Clock::now() < until) {
@@ -444,6 +452,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::duration<double>(o.seconds));
   } else if (o.attack == "slow") {
     attack_slow(o, out);
+  } else if (o.attack == "heads") {
+    attack_slow(o, out, 15'000);
   } else if (o.attack == "trickle") {
     attack_trickle(o, out);
   } else if (o.attack == "pipeline") {

@@ -187,26 +187,36 @@ enum class RepeatRecords {
 // (docs/serve.md#security). Times in seconds (decimals allowed), sizes in bytes. A "token" is a
 // bearer token of serve.tokens_file; a server without tokens counts each client address instead.
 struct ServeLimits {
-  int max_connections = 1024;               // beyond: the oldest idle or slow one is closed
-  int max_connections_per_address = 128;    // beyond: new ones from that address are closed
-  int max_target_bytes = 8 << 10;           // request target (path and query): 414
-  int max_header_bytes = 16 << 10;          // request line and headers: 431
-  int max_header_fields = 100;              // 431
-  int max_body_bytes = 1 << 20;             // 413
-  int max_body_bytes_in_flight = 64 << 20;  // request bodies held at once: 503
-  int max_json_depth = 32;                  // nesting of a JSON body: 400
-  int max_json_values = 10000;              // values in a JSON body: 400
-  double idle_timeout_s = 10;               // a keep-alive connection with no request
-  double header_timeout_s = 10;             // a TLS handshake; a request's line and headers
-  double body_timeout_s = 30;               // a request's body
-  double write_timeout_s = 60;              // an answer (each chunk of a streamed one)
-  int max_queued_requests = 256;            // waiting for one of serve.http_threads: 503
-  int max_requests_per_token = 8;           // requests of one token at once: 429
-  int max_streams = 64;                     // log reads and follows streaming at once: 503
-  int max_streams_per_token = 4;            // 429
-  int max_exports = 4;                      // exports running at once (more wait, queued)
-  int max_queued_exports = 32;              // exports waiting: 429
-  int max_answer_bytes = 8 << 20;           // lists stop short of this ("truncated": true)
+  // Connections open at once; beyond, the oldest idle or slow one is closed. Unset: 16,384 over
+  // plain HTTP, 1,024 over TLS (a slow TLS connection holds about 100 KiB of OpenSSL's and
+  // Asio's buffers, a plain one about 9 KiB: either default keeps a server full of slow clients
+  // under 256 MB).
+  std::optional<int> max_connections;
+  static constexpr int kDefaultMaxConnections = 16384;
+  static constexpr int kDefaultMaxTlsConnections = 1024;
+  int connection_limit(bool tls) const {
+    return max_connections.value_or(tls ? kDefaultMaxTlsConnections : kDefaultMaxConnections);
+  }
+  int max_connections_per_address = 128;      // beyond: new ones from that address are closed
+  int max_target_bytes = 8 << 10;             // request target (path and query): 414
+  int max_header_bytes = 16 << 10;            // request line and headers: 431
+  int max_header_fields = 100;                // 431
+  int max_body_bytes = 1 << 20;               // 413
+  int max_body_bytes_in_flight = 64 << 20;    // request bodies held at once: 503
+  int max_header_bytes_in_flight = 32 << 20;  // heads past each connection's first 4 KiB: 503
+  int max_json_depth = 32;                    // nesting of a JSON body: 400
+  int max_json_values = 10000;                // values in a JSON body: 400
+  double idle_timeout_s = 10;                 // a keep-alive connection with no request
+  double header_timeout_s = 10;               // a TLS handshake; a request's line and headers
+  double body_timeout_s = 30;                 // a request's body
+  double write_timeout_s = 60;                // an answer (each chunk of a streamed one)
+  int max_queued_requests = 256;              // waiting for one of serve.http_threads: 503
+  int max_requests_per_token = 8;             // requests of one token at once: 429
+  int max_streams = 64;                       // log reads and follows streaming at once: 503
+  int max_streams_per_token = 4;              // 429
+  int max_exports = 4;                        // exports running at once (more wait, queued)
+  int max_queued_exports = 32;                // exports waiting: 429
+  int max_answer_bytes = 8 << 20;             // lists stop short of this ("truncated": true)
   bool operator==(const ServeLimits&) const = default;
 };
 

@@ -953,13 +953,14 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
   if (auto l = settings_section(problems, limits_node, "serve.limits")) {
     ServeLimits& m = out.limits;
     constexpr int kMaxBytes = 1 << 30;
-    l->read_int("max_connections", 1, 1000000, &m.max_connections);
+    if (int n = 0; l->read_int("max_connections", 1, 1000000, &n)) m.max_connections = n;
     l->read_int("max_connections_per_address", 1, 1000000, &m.max_connections_per_address);
     l->read_int("max_target_bytes", 256, 1 << 20, &m.max_target_bytes);
     l->read_int("max_header_bytes", 1024, 1 << 20, &m.max_header_bytes);
     l->read_int("max_header_fields", 8, 10000, &m.max_header_fields);
     l->read_int("max_body_bytes", 1024, 64 << 20, &m.max_body_bytes);
     l->read_int("max_body_bytes_in_flight", 1024, kMaxBytes, &m.max_body_bytes_in_flight);
+    l->read_int("max_header_bytes_in_flight", 1024, kMaxBytes, &m.max_header_bytes_in_flight);
     l->read_int("max_json_depth", 4, 1000, &m.max_json_depth);
     l->read_int("max_json_values", 16, 10000000, &m.max_json_values);
     l->read_double("idle_timeout_s", 0.01, 86400.0, &m.idle_timeout_s);
@@ -974,11 +975,13 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
     l->read_int("max_queued_exports", 0, 100000, &m.max_queued_exports);
     l->read_int("max_answer_bytes", 64 << 10, kMaxBytes, &m.max_answer_bytes);
     l->finish();
-    if (m.max_connections_per_address > m.max_connections) {
-      problems.add((*limits_node)["max_connections_per_address"],
-                   "serve.limits.max_connections_per_address",
-                   fmt::format("must be at most max_connections ({}), got {}", m.max_connections,
-                               m.max_connections_per_address));
+    // Unset, max_connections depends on TLS (--tls-cert): checked against the smaller default.
+    if (m.max_connections_per_address > m.connection_limit(true)) {
+      problems.add(
+          (*limits_node)["max_connections_per_address"], "serve.limits.max_connections_per_address",
+          fmt::format("must be at most max_connections ({}{}), got {}", m.connection_limit(true),
+                      m.max_connections ? "" : ", its default over TLS: set it to allow more",
+                      m.max_connections_per_address));
     }
     if (m.max_body_bytes_in_flight < m.max_body_bytes) {
       problems.add((*limits_node)["max_body_bytes_in_flight"],

@@ -169,7 +169,7 @@ void write_server_metrics(PrometheusText& out, const serve::HttpServer::Stats& h
              "Connections closed because a client was too slow (serve.limits.*_timeout_s)");
   out.sample("falcon_http_timeouts_total", {}, static_cast<double>(http_stats.timeouts));
   out.family("falcon_http_overloaded_total", "counter",
-             "Requests answered 503 because no worker, stream or body budget was free");
+             "Requests answered 503 because no worker, stream, body or head budget was free");
   out.sample("falcon_http_overloaded_total", {}, static_cast<double>(http_stats.overloaded));
   out.family("falcon_http_streams_open", "gauge", "Streamed answers (log reads, follows) now");
   out.sample("falcon_http_streams_open", {}, static_cast<double>(http_stats.streams_open));

@@ -271,7 +271,7 @@ ApiServer::Impl::Impl(ApiServerOptions o) : options(std::move(o)) {
   h.limits.max_header_bytes = static_cast<std::size_t>(l.max_header_bytes);
   h.limits.max_header_fields = static_cast<std::size_t>(l.max_header_fields);
   h.limits.max_body_bytes = static_cast<std::size_t>(l.max_body_bytes);
-  h.max_connections = static_cast<std::size_t>(l.max_connections);
+  h.max_connections = static_cast<std::size_t>(l.connection_limit(!options.tls_cert.empty()));
   h.max_connections_per_address = static_cast<std::size_t>(l.max_connections_per_address);
   h.idle_timeout = seconds_to_ms(l.idle_timeout_s);
   h.header_timeout = seconds_to_ms(l.header_timeout_s);
@@ -282,6 +282,7 @@ ApiServer::Impl::Impl(ApiServerOptions o) : options(std::move(o)) {
   h.max_queued = static_cast<std::size_t>(l.max_queued_requests);
   h.max_streams = static_cast<std::size_t>(l.max_streams);
   h.max_body_bytes_in_flight = static_cast<std::size_t>(l.max_body_bytes_in_flight);
+  h.max_header_bytes_in_flight = static_cast<std::size_t>(l.max_header_bytes_in_flight);
   h.on_head = [this](Request& req) { return on_head(req); };
   h.on_request = [this](Request& req, Response& res) { return on_request(req, res); };
   h.handle = [this](Request& req, Response& res) { run(req, res); };

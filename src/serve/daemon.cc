@@ -28,6 +28,18 @@
 
 namespace falcon {
 
+namespace {
+
+// The connection limit `falcon serve` serves with, and what to log of it (raise_open_files).
+struct OpenFiles {
+  int max_connections = 0;
+  std::string warning;  // the max_connections that was set needs more open files than allowed
+  std::string note;     // its default was lowered to the open files allowed
+};
+OpenFiles raise_open_files(const ServeLimits& limits, bool tls);
+
+}  // namespace
+
 struct Daemon::Impl {
   DaemonOptions options;
   std::unique_ptr<serve::ServeLog> log;
@@ -39,6 +51,7 @@ struct Daemon::Impl {
   // The supervisor's name in its lease, kept across restarts (replica_identity.h).
   std::optional<serve::ReplicaIdentity> identity;
   std::string identity_note;  // why it has no kept name, for the log; empty when it has
+  OpenFiles open_files;       // the connection limit served with, and what to log of it
   std::unique_ptr<ApiServer> server;
   std::string url;
   std::string tokens_file;  // as at start: a reload re-reads this file
@@ -63,6 +76,8 @@ ApiServerOptions Daemon::Impl::server_options(const FabricConfig& config) {
   o.control = control;
   o.supervisor = supervisor;
   o.limits = serve.limits;
+  open_files = raise_open_files(serve.limits, !options.tls_cert.empty());
+  o.limits.max_connections = open_files.max_connections;
   o.threads = serve.http_threads;
   o.loops = serve.http_loops;
   o.allowed_hosts = serve.allowed_hosts;
@@ -206,22 +221,40 @@ void Daemon::Impl::build_dispatcher(const FabricConfig& config) {
   dispatcher = std::make_shared<Dispatcher>(std::move(d));
 }
 
-// Room for serve.limits.max_connections beside the store, the probes' processes and the
-// streams: the soft limit of open files goes up toward the hard one (1024 is a common default).
-// Returns a warning when the hard limit is too low, else "".
-std::string raise_open_files(const ServeLimits& limits) {
+// Room for the connection limit beside the store, the probes' processes and the streams: the
+// soft limit of open files goes up toward the hard one (1024 is a common default). When the hard
+// limit is too low, a max_connections that was set stays, with a warning; its default is lowered
+// to fit, with a note.
+namespace {
+
+OpenFiles raise_open_files(const ServeLimits& limits, bool tls) {
+  constexpr rlim_t kBeside = 512;
+  OpenFiles out{.max_connections = limits.connection_limit(tls)};
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return "";
-  const rlim_t want = static_cast<rlim_t>(limits.max_connections) + 512;
-  if (rl.rlim_cur >= want) return "";
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return out;
+  const rlim_t want = static_cast<rlim_t>(out.max_connections) + kBeside;
+  if (rl.rlim_cur >= want) return out;
   rl.rlim_cur = std::min(want, rl.rlim_max);
   ::setrlimit(RLIMIT_NOFILE, &rl);
-  if (rl.rlim_cur >= want) return "";
-  return fmt::format(
-      "serve.limits.max_connections {} needs about {} open files, and the hard limit is {}: "
-      "connections beyond it are refused by the system (raise it, e.g. LimitNOFILE= in systemd)",
-      limits.max_connections, want, rl.rlim_max);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return out;
+  if (limits.max_connections) {
+    out.warning = fmt::format(
+        "serve.limits.max_connections {} needs about {} open files, and the hard limit is {}: "
+        "connections beyond it are refused by the system (raise it, e.g. LimitNOFILE= in "
+        "systemd)",
+        out.max_connections, want, rl.rlim_cur);
+    return out;
+  }
+  const int fit = static_cast<int>(std::max<rlim_t>(rl.rlim_cur, 2 * kBeside) - kBeside);
+  out.note = fmt::format(
+      "serve.limits.max_connections: {} (its default is {}; the hard limit of open files, {}, "
+      "leaves room for no more; raise it, e.g. LimitNOFILE= in systemd, or set max_connections)",
+      fit, out.max_connections, rl.rlim_cur);
+  out.max_connections = fit;
+  return out;
 }
+
+}  // namespace
 
 void Daemon::Impl::log_start(const FabricConfig& config, bool tokens) {
   if (!identity_note.empty()) {
@@ -230,9 +263,8 @@ void Daemon::Impl::log_start(const FabricConfig& config, bool tokens) {
                     "restarted replica waits for the lease to expire",
                     identity_note));
   }
-  if (const std::string warning = raise_open_files(config.serve.limits); !warning.empty()) {
-    log->warn(warning);
-  }
+  if (!open_files.warning.empty()) log->warn(open_files.warning);
+  if (!open_files.note.empty()) log->info(open_files.note);
   log->info("serving", {{"config", config.source_path},
                         {"clusters", config.clusters.size()},
                         {"state", store->location()},

@@ -259,6 +259,7 @@ struct HttpServer::Impl {
   std::atomic<std::uint64_t> handler_errors{0};
   std::atomic<std::uint64_t> in_workers{0};
   std::atomic<std::uint64_t> body_bytes{0};
+  std::atomic<std::uint64_t> header_bytes{0};  // ReadBuffer: beyond each one's first kReadChunk
 
   explicit Impl(HttpServerOptions o)
       : options(std::move(o)), workers(static_cast<std::size_t>(std::max(1, options.workers))) {}
@@ -345,11 +346,66 @@ struct StreamState {
   std::string chunk;
 };
 
+// A connection's read buffer: beast's flat_buffer, bounded by the header limit, whose memory
+// beyond its first kReadChunk bytes is drawn from the server's max_header_bytes_in_flight.
+// Almost every head fits in that first chunk and never draws on it; many clients each holding a
+// long unfinished head take no more than the budget between them. A prepare() that would pass
+// it fails as a full buffer does (beast reports buffer_overflow) after giving the memory back,
+// and over_budget() tells the session to answer 503 rather than 431.
+class ReadBuffer : public beast::flat_buffer {
+ public:
+  ReadBuffer(std::size_t limit, std::atomic<std::uint64_t>& in_flight, std::uint64_t budget)
+      : beast::flat_buffer(limit), in_flight_(in_flight), budget_(budget) {}
+  ~ReadBuffer() { release(); }
+  ReadBuffer(const ReadBuffer&) = delete;
+  ReadBuffer& operator=(const ReadBuffer&) = delete;
+
+  mutable_buffers_type prepare(std::size_t n) {
+    auto out = beast::flat_buffer::prepare(n);  // throws std::length_error past the limit
+    if (capacity() > kReadChunk + counted_) {
+      const std::uint64_t more = capacity() - kReadChunk - counted_;
+      if (in_flight_.fetch_add(more) + more > budget_) {
+        in_flight_.fetch_sub(more);
+        shrink_to_fit();  // keeps what was read, gives back what was just taken
+        over_budget_ = true;
+        throw std::length_error("max_header_bytes_in_flight");
+      }
+      counted_ += more;
+    }
+    return out;
+  }
+  // Between requests (nothing buffered): gives back all it drew on the budget.
+  void trim() {
+    if (size() > 0 || counted_ == 0) return;
+    shrink_to_fit();
+    release();
+  }
+  // Once nothing more of the connection will be parsed (it lingers, then closes).
+  void drop() {
+    clear();
+    shrink_to_fit();
+    release();
+  }
+  bool over_budget() const { return over_budget_; }
+
+ private:
+  void release() {
+    in_flight_.fetch_sub(counted_);
+    counted_ = 0;
+  }
+  std::atomic<std::uint64_t>& in_flight_;
+  const std::uint64_t budget_;
+  std::uint64_t counted_ = 0;
+  bool over_budget_ = false;
+};
+
 template <class Derived>
 class Session : public Connection {
  public:
   Session(HttpServer::Impl& server, std::string address)
-      : server_(server), buffer_(server.options.limits.max_header_bytes + kReadChunk) {
+      : server_(server),
+        buffer_(server.options.limits.max_header_bytes + kReadChunk, server.header_bytes,
+                server.options.max_header_bytes_in_flight) {
     address_ = std::move(address);
   }
   // The session leaves the server's table last, after the derived session's socket and timers
@@ -383,6 +439,7 @@ class Session : public Connection {
     if (server_.stopping || closed_) return close();
     set_state(ConnState::kIdle);
     release_body();
+    buffer_.trim();
     request_ = Request{};
     response_ = Response{};
     if (buffer_.size() > 0) return read_header();
@@ -455,6 +512,10 @@ class Session : public Connection {
 
   void refuse_error(const beast::error_code& ec) {
     if (ec == beast::error::timeout) ++server_.timeouts;
+    if (buffer_.over_budget()) {
+      ++server_.overloaded;
+      return refuse({503, "the server holds too many long request heads; try again shortly"});
+    }
     const auto data = buffer_.data();
     const std::string_view buffered(static_cast<const char*>(data.data()), data.size());
     const bool start_line_done = parser_ && !parser_->get().target().empty();
@@ -533,6 +594,7 @@ class Session : public Connection {
     if (closed_) return;
     if (state() != ConnState::kIdle) {
       set_state(ConnState::kIdle);  // evictable
+      buffer_.drop();
       // The answer is complete: the client sees its end at once (FIN) while what it still sends
       // is drained.
       beast::error_code ignored;
@@ -721,7 +783,7 @@ class Session : public Connection {
   }
 
   HttpServer::Impl& server_;
-  beast::flat_buffer buffer_;
+  ReadBuffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> message_;
   Request request_;
@@ -1074,6 +1136,7 @@ HttpServer::Stats HttpServer::stats() const {
   s.overloaded = impl_->overloaded;
   s.workers_busy = impl_->in_workers;
   s.body_bytes_in_flight = impl_->body_bytes;
+  s.header_bytes_in_flight = impl_->header_bytes;
   return s;
 }
 

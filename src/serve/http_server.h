@@ -11,6 +11,8 @@
 //   by the header limit: a client that pipelines requests and never reads the answers is held up
 //   by the kernel's socket buffers, not by memory of the server's, and closed when its answer
 //   cannot be written in time;
+// - memory: request bodies announced at once (max_body_bytes_in_flight) and read buffers grown
+//   past their first 4 KiB by long heads (max_header_bytes_in_flight), each beyond it 503;
 // - connections: at most max_connections (beyond it the oldest connection that is idle or still
 //   sending its headers is closed to make room, else the new one), at most
 //   max_connections_per_address from one client address (beyond it new ones are closed);
@@ -51,6 +53,10 @@ struct HttpServerOptions {
   // Request bodies held at once, counted from their Content-Length before they are read; a
   // request that would pass it is answered 503 with Retry-After, unread.
   std::size_t max_body_bytes_in_flight = 64 << 20;
+  // Read buffers held at once beyond each connection's first 4 KiB (kReadChunk): what request
+  // heads longer than that take. A head that would pass it is answered 503 with Retry-After and
+  // its connection closed; a buffer gives back what it took once its request is read.
+  std::size_t max_header_bytes_in_flight = 32 << 20;
 
   // On an I/O thread, once a request's head is in and within the limits, before its body is
   // read: nullopt lets it go on, a Refusal answers it (the body unread, the connection closed
@@ -115,6 +121,7 @@ class HttpServer {
     std::uint64_t workers_busy = 0;         // requests on or waiting for a worker now
     std::uint64_t streams_open = 0;
     std::uint64_t body_bytes_in_flight = 0;
+    std::uint64_t header_bytes_in_flight = 0;  // of max_header_bytes_in_flight
   };
   Stats stats() const;
 

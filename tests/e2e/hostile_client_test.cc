@@ -333,11 +333,11 @@ TEST_F(HostileClientTest, BrowsersCannotBeUsedAgainstTheServer) {
   watch.expect_healthy("browser attacks");
 }
 
-// More slow connections than serve.limits.max_connections (1,024), from many addresses, each
-// reopened as soon as it is closed: the oldest slow ones are closed to make room, and /healthz
-// is answered throughout.
+// More slow connections than serve.limits.max_connections (1,024 here, its default over TLS),
+// from many addresses, each reopened as soon as it is closed: the oldest slow ones are closed
+// to make room, and /healthz is answered throughout.
 TEST_F(HostileClientTest, SlowConnectionsReopenedCannotStarveTheProbes) {
-  auto serve = start();
+  auto serve = start("  limits: {max_connections: 1024}\n");
   const int port = serve->port();
   Watch watch(port, serve->pid(), false);
   constexpr int kConnections = 1200;
@@ -379,6 +379,33 @@ TEST_F(HostileClientTest, SlowConnectionsReopenedCannotStarveTheProbes) {
   for (const int fd : fds) ::close(fd);
   watch.expect_healthy("slow connections");
   EXPECT_GT(reopened, 100) << "the server never closed a slow connection to make room";
+}
+
+// Clients that each send a long head and stop: past serve.limits.max_header_bytes_in_flight
+// (64 KiB here) the next long head is refused 503, while short requests and /healthz are
+// answered throughout, and the server's memory does not grow with them.
+TEST_F(HostileClientTest, LongUnfinishedHeadsShareABudget) {
+  auto serve = start("  limits: {max_header_bytes_in_flight: 65536}\n");
+  const int port = serve->port();
+  Watch watch(port, serve->pid(), false);
+  const std::string head =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(12'000, 'a');
+  std::vector<std::unique_ptr<RawHttpClient>> holders;
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    RawHttpClient::Options o;
+    o.read_timeout = std::chrono::milliseconds(1000);  // a head still held has no answer
+    holders.push_back(std::make_unique<RawHttpClient>(port, o));
+    ASSERT_TRUE(holders.back()->send(head));
+    const auto a = holders.back()->read_answer();
+    if (a.status == 503) ++refused;
+    EXPECT_TRUE(a.status == 0 || a.status == 503) << a.head;
+  }
+  // 64 KiB is 5 heads' growth past their first 4 KiB (12 KiB each); every other one is refused.
+  EXPECT_GE(refused, 30);
+  EXPECT_EQ(ask(port, testing::http_get("/healthz", port)).status, 200);
+  watch.stop();
+  watch.expect_healthy("long unfinished heads");
 }
 
 // TLS: clients that trickle their headers hold no thread (the same server as plain HTTP).

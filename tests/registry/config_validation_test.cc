@@ -462,7 +462,10 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_TRUE(serve.allowed_hosts.empty());
   EXPECT_TRUE(serve.allowed_origins.empty());
   EXPECT_EQ(serve.limits, ServeLimits{});
-  EXPECT_EQ(serve.limits.max_connections, 1024);
+  EXPECT_FALSE(serve.limits.max_connections);  // unset: its default depends on TLS
+  EXPECT_EQ(serve.limits.connection_limit(false), 16384);
+  EXPECT_EQ(serve.limits.connection_limit(true), 1024);
+  EXPECT_EQ(serve.limits.max_header_bytes_in_flight, 32 << 20);
   EXPECT_EQ(serve.limits.max_body_bytes, 1 << 20);
   EXPECT_EQ(serve.limits.max_requests_per_token, 8);
   EXPECT_DOUBLE_EQ(serve.limits.header_timeout_s, 10.0);
@@ -476,13 +479,15 @@ TEST(ConfigValidation, ServeLimitsAndBrowserKeys) {
       "  allowed_origins: ['https://dash.example.com']\n"
       "  limits:\n    max_connections: 2000\n    max_connections_per_address: 50\n"
       "    max_body_bytes: 65536\n    header_timeout_s: 2.5\n    max_streams_per_token: 2\n"
-      "    max_exports: 1\n    max_queued_exports: 0\n";
+      "    max_exports: 1\n    max_queued_exports: 0\n    max_header_bytes_in_flight: 4096\n";
   const ServeSettings serve = parse_fabric_config(yaml, "repos.yaml").serve;
   EXPECT_EQ(serve.allowed_hosts,
             (std::vector<std::string>{"falcon.example.com", "lb.internal:8443", "*"}));
   EXPECT_EQ(serve.allowed_origins, (std::vector<std::string>{"https://dash.example.com"}));
   EXPECT_EQ(serve.limits.max_connections, 2000);
+  EXPECT_EQ(serve.limits.connection_limit(true), 2000);  // set: the same over TLS
   EXPECT_EQ(serve.limits.max_connections_per_address, 50);
+  EXPECT_EQ(serve.limits.max_header_bytes_in_flight, 4096);
   EXPECT_EQ(serve.limits.max_body_bytes, 65536);
   EXPECT_DOUBLE_EQ(serve.limits.header_timeout_s, 2.5);
   EXPECT_EQ(serve.limits.max_streams_per_token, 2);
@@ -497,6 +502,13 @@ TEST(ConfigValidation, ServeLimitsAndBrowserKeys) {
   EXPECT_THAT(bad("  limits:\n    max_connections: 10\n    max_connections_per_address: 20\n"),
               Contains(HasSubstr("serve.limits.max_connections_per_address: must be at most "
                                  "max_connections (10), got 20")));
+  EXPECT_THAT(bad("  limits:\n    max_connections_per_address: 2000\n"),
+              Contains(HasSubstr("serve.limits.max_connections_per_address: must be at most "
+                                 "max_connections (1024, its default over TLS: set it to allow "
+                                 "more), got 2000")));
+  EXPECT_THAT(bad("  limits:\n    max_header_bytes_in_flight: 100\n"),
+              Contains(HasSubstr("serve.limits.max_header_bytes_in_flight: must be between 1024 "
+                                 "and")));
   EXPECT_THAT(bad("  limits:\n    max_body_bytes: 100\n"),
               Contains(HasSubstr("serve.limits.max_body_bytes: must be between 1024 and")));
   EXPECT_THAT(bad("  limits:\n    max_body_bytes: 2048\n    max_body_bytes_in_flight: 1024\n"),

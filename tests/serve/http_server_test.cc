@@ -568,6 +568,43 @@ TEST_P(HttpServerTest, BodyBytesInFlightAreBounded) {
   EXPECT_EQ(server->stats().body_bytes_in_flight, 0U);
 }
 
+TEST_P(HttpServerTest, LongHeadsShareABudgetAndShortOnesNeverWaitForIt) {
+  HttpServerOptions o;
+  o.max_header_bytes_in_flight = 20'000;  // one 12,000-byte head's growth, not two
+  start(o);
+  const std::string long_head =
+      "GET /long HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(12'000, 'a');
+  auto wait_in_flight = [&](auto done) {
+    for (int i = 0; !done(server->stats().header_bytes_in_flight); ++i) {
+      ASSERT_LT(i, 2000) << "header_bytes_in_flight stayed "
+                         << server->stats().header_bytes_in_flight;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  auto first = client();  // a long head, unfinished: its buffer grows past 4 KiB on the budget
+  ASSERT_TRUE(first->send(long_head));
+  wait_in_flight([](std::uint64_t n) { return n > 8192; });
+
+  auto second = client();  // another one cannot grow as far: 503, not 431, and closed
+  ASSERT_TRUE(second->send(long_head));
+  const auto refused = second->read_answer();
+  EXPECT_EQ(refused.status, 503) << refused.head;
+  EXPECT_NE(refused.head.find("Retry-After: 1"), std::string::npos) << refused.head;
+  EXPECT_EQ(second->read_answer().status, 0);
+
+  auto small = client();  // a short head never draws on the budget
+  ASSERT_TRUE(small->send("GET /short HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(small->read_answer().status, 200);
+
+  ASSERT_TRUE(first->send("\r\n\r\n"));  // the first head ends: answered
+  EXPECT_EQ(first->read_answer().status, 200);
+  wait_in_flight([](std::uint64_t n) { return n == 0; });
+  std::cerr << "T7 " << std::chrono::steady_clock::now().time_since_epoch().count() / 1000000
+            << "\n";                                 // given back between requests
+  ASSERT_TRUE(first->send(long_head + "\r\n\r\n"));  // and room for a long head again
+  EXPECT_EQ(first->read_answer().status, 200);
+}
+
 TEST_P(HttpServerTest, StopAnswersTheRequestsInFlightThenReturns) {
   HttpServerOptions o;
   o.workers = 2;
