@@ -12,9 +12,12 @@
 // when the log is a terminal).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "falcon/config.h"
 
 namespace falcon {
 
@@ -37,6 +40,20 @@ struct DaemonOptions {
   std::string tls_key;
   int log_fd = 2;  // where log lines go (stderr); the daemon does not close it
 };
+
+// The connection limit `falcon serve` serves with when it may open `open_files` files (its
+// soft limit, raised toward the hard one first): serve.limits.max_connections (its default over
+// plain HTTP or TLS) needs that many plus kOpenFilesBeside for the store, the probes' processes
+// and the streams. When there are fewer, a max_connections that was set stays, with a warning
+// (the system refuses connections beyond the files), and the default is lowered to fit, with a
+// note.
+inline constexpr std::uint64_t kOpenFilesBeside = 512;
+struct ConnectionLimit {
+  int max_connections = 0;
+  std::string warning;  // for the log; empty when there is none
+  std::string note;
+};
+ConnectionLimit fit_connections(const ServeLimits& limits, bool tls, std::uint64_t open_files);
 
 class Daemon {
  public:

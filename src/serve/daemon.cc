@@ -30,13 +30,7 @@ namespace falcon {
 
 namespace {
 
-// The connection limit `falcon serve` serves with, and what to log of it (raise_open_files).
-struct OpenFiles {
-  int max_connections = 0;
-  std::string warning;  // the max_connections that was set needs more open files than allowed
-  std::string note;     // its default was lowered to the open files allowed
-};
-OpenFiles raise_open_files(const ServeLimits& limits, bool tls);
+ConnectionLimit raise_open_files(const ServeLimits& limits, bool tls);
 
 }  // namespace
 
@@ -50,8 +44,8 @@ struct Daemon::Impl {
   std::shared_ptr<Dispatcher> dispatcher;  // null without dispatch.manager_kubeconfig
   // The supervisor's name in its lease, kept across restarts (replica_identity.h).
   std::optional<serve::ReplicaIdentity> identity;
-  std::string identity_note;  // why it has no kept name, for the log; empty when it has
-  OpenFiles open_files;       // the connection limit served with, and what to log of it
+  std::string identity_note;   // why it has no kept name, for the log; empty when it has
+  ConnectionLimit open_files;  // the connection limit served with, and what to log of it
   std::unique_ptr<ApiServer> server;
   std::string url;
   std::string tokens_file;  // as at start: a reload re-reads this file
@@ -227,34 +221,40 @@ void Daemon::Impl::build_dispatcher(const FabricConfig& config) {
 // to fit, with a note.
 namespace {
 
-OpenFiles raise_open_files(const ServeLimits& limits, bool tls) {
-  constexpr rlim_t kBeside = 512;
-  OpenFiles out{.max_connections = limits.connection_limit(tls)};
+ConnectionLimit raise_open_files(const ServeLimits& limits, bool tls) {
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return out;
-  const rlim_t want = static_cast<rlim_t>(out.max_connections) + kBeside;
-  if (rl.rlim_cur >= want) return out;
-  rl.rlim_cur = std::min(want, rl.rlim_max);
-  ::setrlimit(RLIMIT_NOFILE, &rl);
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return out;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fit_connections(limits, tls, RLIM_INFINITY);
+  const rlim_t want = static_cast<rlim_t>(limits.connection_limit(tls)) + kOpenFilesBeside;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = std::min(want, rl.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fit_connections(limits, tls, RLIM_INFINITY);
+  }
+  return fit_connections(limits, tls, rl.rlim_cur);
+}
+
+}  // namespace
+
+ConnectionLimit fit_connections(const ServeLimits& limits, bool tls, std::uint64_t open_files) {
+  ConnectionLimit out{.max_connections = limits.connection_limit(tls)};
+  const std::uint64_t want = static_cast<std::uint64_t>(out.max_connections) + kOpenFilesBeside;
+  if (open_files >= want) return out;
   if (limits.max_connections) {
     out.warning = fmt::format(
         "serve.limits.max_connections {} needs about {} open files, and the hard limit is {}: "
         "connections beyond it are refused by the system (raise it, e.g. LimitNOFILE= in "
         "systemd)",
-        out.max_connections, want, rl.rlim_cur);
+        out.max_connections, want, open_files);
     return out;
   }
-  const int fit = static_cast<int>(std::max<rlim_t>(rl.rlim_cur, 2 * kBeside) - kBeside);
+  const int fit = static_cast<int>(std::max(open_files, 2 * kOpenFilesBeside) - kOpenFilesBeside);
   out.note = fmt::format(
       "serve.limits.max_connections: {} (its default is {}; the hard limit of open files, {}, "
       "leaves room for no more; raise it, e.g. LimitNOFILE= in systemd, or set max_connections)",
-      fit, out.max_connections, rl.rlim_cur);
+      fit, out.max_connections, open_files);
   out.max_connections = fit;
   return out;
 }
-
-}  // namespace
 
 void Daemon::Impl::log_start(const FabricConfig& config, bool tokens) {
   if (!identity_note.empty()) {

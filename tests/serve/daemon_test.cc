@@ -121,5 +121,30 @@ TEST_F(DaemonTest, EachWayItCannotStartNamesWhatToFix) {
   EXPECT_THROW(Daemon{o}, ClusterConfigError);
 }
 
+// The connection limit against the open files the process may have: the default fits itself to
+// them, with a note; a value that was set stays, with a warning.
+TEST(FitConnections, TheDefaultFitsTheOpenFilesAndASetValueIsKeptWithAWarning) {
+  ServeLimits limits;
+  ConnectionLimit c = fit_connections(limits, false, 1 << 20);
+  EXPECT_EQ(c.max_connections, 16384);
+  EXPECT_TRUE(c.warning.empty() && c.note.empty());
+  EXPECT_EQ(fit_connections(limits, true, 1 << 20).max_connections, 1024);
+  EXPECT_EQ(fit_connections(limits, true, 1536).max_connections, 1024);  // exactly enough
+
+  c = fit_connections(limits, false, 4096);
+  EXPECT_EQ(c.max_connections, 4096 - 512);
+  EXPECT_TRUE(c.warning.empty());
+  EXPECT_THAT(c.note, HasSubstr("serve.limits.max_connections: 3584 (its default is 16384; the "
+                                "hard limit of open files, 4096, leaves room for no more"));
+  EXPECT_EQ(fit_connections(limits, false, 100).max_connections, 512);  // never below
+
+  limits.max_connections = 8000;
+  c = fit_connections(limits, false, 4096);
+  EXPECT_EQ(c.max_connections, 8000);
+  EXPECT_TRUE(c.note.empty());
+  EXPECT_THAT(c.warning, HasSubstr("serve.limits.max_connections 8000 needs about 8512 open "
+                                   "files, and the hard limit is 4096"));
+}
+
 }  // namespace
 }  // namespace falcon
