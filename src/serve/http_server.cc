@@ -214,6 +214,10 @@ class Connection {
   }
   ConnState state() const { return state_.load(std::memory_order_relaxed); }
   Clock::rep since() const { return since_.load(std::memory_order_relaxed); }
+  // Chosen to make room and not closed yet: not chosen again (each new connection must close
+  // one of its own, or the table would outgrow max_connections while closes are under way).
+  bool evicting() const { return evicting_.load(std::memory_order_relaxed); }
+  void set_evicting(bool e) { evicting_.store(e, std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
 
  protected:
@@ -222,6 +226,7 @@ class Connection {
  private:
   std::atomic<ConnState> state_{ConnState::kHandshake};
   std::atomic<Clock::rep> since_{Clock::now().time_since_epoch().count()};
+  std::atomic<bool> evicting_{false};
 };
 
 struct HttpServer::Impl {
@@ -423,7 +428,8 @@ class Session : public Connection {
 
   void close_from_outside() override {
     net::post(stream().get_executor(), [self = self()] {
-      if (evictable(self->state())) self->close();
+      if (evictable(self->state())) return self->close();
+      self->set_evicting(false);  // it started a request meanwhile: left alone, choosable again
     });
   }
 
@@ -921,7 +927,7 @@ bool HttpServer::Impl::admit(const std::string& address) {
         auto c = connections[raw].connection.lock();
         if (!c) continue;
         sampled.push_back(c);
-        if (!evictable(c->state())) continue;
+        if (!evictable(c->state()) || c->evicting()) continue;
         if (!victim || c->since() < oldest) {
           victim = std::move(c);
           oldest = victim->since();
@@ -932,6 +938,7 @@ bool HttpServer::Impl::admit(const std::string& address) {
         if (mine == 0) per_address.erase(address);
         return false;
       }
+      victim->set_evicting(true);
     }
     ++mine;
   }

@@ -89,8 +89,9 @@ class HttpServerTest : public ::testing::TestWithParam<bool> {
   }
 
   void start(HttpServerOptions o = {}) {
-    o.on_request = [](Request& req, Response& res) {
-      if (req.path != "/io") return false;
+    o.on_request = [this](Request& req, Response& res) {
+      if (req.path == "/io-hold") wait_released_after_block();  // holds the I/O thread
+      if (req.path != "/io" && req.path != "/io-hold") return false;
       res.set_content("io:" + req.method + (req.tls ? " tls" : ""), "text/plain");
       return true;
     };
@@ -521,6 +522,41 @@ TEST_P(HttpServerTest, AtTheConnectionLimitTheOldestIdleConnectionMakesRoom) {
   EXPECT_EQ(server->stats().connections_evicted, 1U);
   release();
   EXPECT_EQ(busy->read_answer().status, 200);  // the busy one was answered
+}
+
+// Newcomers arriving together each close an idle connection of their own: one chosen to make
+// room and not yet closed is not chosen again, or the table would outgrow max_connections while
+// the closes are under way (reconnecting slow clients once held several times the limit).
+TEST_P(HttpServerTest, NewcomersArrivingTogetherEachCloseAConnectionOfTheirOwn) {
+  if (tls()) GTEST_SKIP() << "the newcomers connect while the I/O thread is held: no handshake";
+  HttpServerOptions o;
+  o.max_connections = 5;
+  o.io_threads = 1;  // a victim closed stays in the table until its aborted read has run
+  start(o);
+  std::vector<std::unique_ptr<RawHttpClient>> old;
+  for (std::uint64_t i = 1; i <= 4; ++i) {
+    old.push_back(client());
+    old.back()->send(get("/io"));
+    EXPECT_EQ(old.back()->read_answer().status, 200);
+    wait_idle(i);
+  }
+  auto holder = client();  // the fifth: holds the I/O thread while the newcomers connect
+  holder->send(get("/io-hold"));
+  wait_blocked(1);
+  std::vector<std::unique_ptr<RawHttpClient>> newcomers;
+  for (int i = 0; i < 4; ++i) {
+    newcomers.push_back(client());  // accepted by the kernel, all waiting for the server
+    newcomers.back()->send(get("/io"));
+  }
+  release();  // the server accepts the four one after another
+  EXPECT_EQ(holder->read_answer().status, 200);
+  for (auto& c : newcomers) EXPECT_EQ(c->read_answer().status, 200);
+  for (std::size_t i = 0; i < old.size(); ++i) {
+    EXPECT_TRUE(old[i]->closed_by_server()) << "old connection " << i << " was left open";
+  }
+  EXPECT_EQ(server->stats().connections_evicted, 4U);
+  wait_idle(5);
+  EXPECT_EQ(server->stats().connections_open, 5U);
 }
 
 TEST_P(HttpServerTest, WorkBeyondTheQueueIsRefusedWithRetryAfter) {
