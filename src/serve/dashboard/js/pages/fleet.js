@@ -1,7 +1,8 @@
 // Fleet: every cluster by accelerator type (reachable / unreachable / breaker open, queue,
-// running, max queue, the type's free capacity or why it is not known, probe age), and per type a chart of queue depth and failed probes over
-// the last hours from the probe history. Refreshes in place every few seconds: only the values
-// that changed are touched, and what could not be refreshed is marked stale.
+// running, max queue, the type's free capacity or why it is not known, probe age), and per type
+// a chart of queue depth and failed probes over the last hours from the probe history.
+// Refreshes in place every few seconds: only the values that changed are touched, and what could
+// not be refreshed is marked stale.
 import {api} from '../api.js';
 import {lineChart, legend, queuePoints} from '../chart.js';
 import {h, fmtAge, fmtNum, clusterHref} from '../util.js';
@@ -74,7 +75,7 @@ function capacityText(c, slot, r) {
   const cap = (c.slot_capacity || []).find((s) => s.type === slot.type);
   if (!cap) return {text: '—', cls: ''};
   const unit = slot.device_class === 'gpu' ? 'GPUs' : 'chips';
-  const block = cap.largest_free_block == null ? '' : `, largest block ${fmtNum(cap.largest_free_block)}`;
+  const block = cap.largest_free_block == null ? '' : `, largest free block ${fmtNum(cap.largest_free_block)}`;
   return {text: `${fmtNum(cap.free_chips)} of ${fmtNum(cap.nominal_chips)} ${unit} free${block}`, cls: ''};
 }
 
