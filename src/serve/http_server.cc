@@ -22,6 +22,7 @@
 #include <boost/beast/ssl.hpp>
 #include <cctype>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -207,6 +208,9 @@ class Connection {
   // Closes the connection from any thread (posted to its strand) if it is still idle or slow
   // then (evictable): one that started a request meanwhile is left alone.
   virtual void close_from_outside() = 0;
+  // Budget for long heads was given back: a connection waiting for it reads on (posted to its
+  // strand); any other ignores it.
+  virtual void resume_head() = 0;
 
   void set_state(ConnState s) {
     state_.store(s, std::memory_order_relaxed);
@@ -265,6 +269,11 @@ struct HttpServer::Impl {
   std::atomic<std::uint64_t> in_workers{0};
   std::atomic<std::uint64_t> body_bytes{0};
   std::atomic<std::uint64_t> header_bytes{0};  // ReadBuffer: beyond each one's first kReadChunk
+  // Connections whose head waits, unread, for header_bytes to fall (oldest first), and how many
+  // times budget was given back (both under head_mutex).
+  std::mutex head_mutex;
+  std::deque<std::weak_ptr<Connection>> head_waiters;
+  std::uint64_t head_releases = 0;
 
   explicit Impl(HttpServerOptions o)
       : options(std::move(o)), workers(static_cast<std::size_t>(std::max(1, options.workers))) {}
@@ -318,6 +327,35 @@ struct HttpServer::Impl {
     }
     return true;
   }
+  std::uint64_t head_releases_now() {
+    std::lock_guard lock(head_mutex);
+    return head_releases;
+  }
+  // Queues `c` until budget for long heads is given back, or wakes it at once when some was
+  // given back since its read failed (`releases_then`): no release goes unseen.
+  void wait_for_head_budget(const std::shared_ptr<Connection>& c, std::uint64_t releases_then) {
+    {
+      std::lock_guard lock(head_mutex);
+      if (head_releases == releases_then) {
+        head_waiters.push_back(c);
+        return;
+      }
+    }
+    c->resume_head();
+  }
+  // Some budget was given back: the oldest waiting connection tries again.
+  void head_budget_freed() {
+    std::shared_ptr<Connection> next;
+    {
+      std::lock_guard lock(head_mutex);
+      ++head_releases;
+      while (!next && !head_waiters.empty()) {
+        next = head_waiters.front().lock();
+        head_waiters.pop_front();
+      }
+    }
+    if (next) next->resume_head();
+  }
   // Reserves a stream thread; false when max_streams run.
   bool reserve_stream() {
     std::lock_guard lock(table_mutex);
@@ -356,11 +394,14 @@ struct StreamState {
 // Almost every head fits in that first chunk and never draws on it; many clients each holding a
 // long unfinished head take no more than the budget between them. A prepare() that would pass
 // it fails as a full buffer does (beast reports buffer_overflow) after giving the memory back,
-// and over_budget() tells the session to answer 503 rather than 431.
+// and over_budget() tells the session to wait for budget rather than answer 431.
 class ReadBuffer : public beast::flat_buffer {
  public:
-  ReadBuffer(std::size_t limit, std::atomic<std::uint64_t>& in_flight, std::uint64_t budget)
-      : beast::flat_buffer(limit), in_flight_(in_flight), budget_(budget) {}
+  ReadBuffer(std::size_t limit, HttpServer::Impl& server)
+      : beast::flat_buffer(limit),
+        server_(server),
+        in_flight_(server.header_bytes),
+        budget_(server.options.max_header_bytes_in_flight) {}
   ~ReadBuffer() { release(); }
   ReadBuffer(const ReadBuffer&) = delete;
   ReadBuffer& operator=(const ReadBuffer&) = delete;
@@ -370,6 +411,7 @@ class ReadBuffer : public beast::flat_buffer {
     if (capacity() > kReadChunk + counted_) {
       const std::uint64_t more = capacity() - kReadChunk - counted_;
       if (in_flight_.fetch_add(more) + more > budget_) {
+        failed_at_ = server_.head_releases_now();
         in_flight_.fetch_sub(more);
         shrink_to_fit();  // keeps what was read, gives back what was just taken
         over_budget_ = true;
@@ -392,15 +434,22 @@ class ReadBuffer : public beast::flat_buffer {
     release();
   }
   bool over_budget() const { return over_budget_; }
+  void clear_over_budget() { over_budget_ = false; }
+  // How many times budget had been given back when it was found spent.
+  std::uint64_t failed_at() const { return failed_at_; }
 
  private:
   void release() {
+    if (counted_ == 0) return;
     in_flight_.fetch_sub(counted_);
     counted_ = 0;
+    server_.head_budget_freed();
   }
+  HttpServer::Impl& server_;
   std::atomic<std::uint64_t>& in_flight_;
   const std::uint64_t budget_;
   std::uint64_t counted_ = 0;
+  std::uint64_t failed_at_ = 0;
   bool over_budget_ = false;
 };
 
@@ -408,9 +457,7 @@ template <class Derived>
 class Session : public Connection {
  public:
   Session(HttpServer::Impl& server, std::string address)
-      : server_(server),
-        buffer_(server.options.limits.max_header_bytes + kReadChunk, server.header_bytes,
-                server.options.max_header_bytes_in_flight) {
+      : server_(server), buffer_(server.options.limits.max_header_bytes + kReadChunk, server) {
     address_ = std::move(address);
   }
   // The session leaves the server's table last, after the derived session's socket and timers
@@ -430,6 +477,16 @@ class Session : public Connection {
     net::post(stream().get_executor(), [self = self()] {
       if (evictable(self->state())) return self->close();
       self->set_evicting(false);  // it started a request meanwhile: left alone, choosable again
+    });
+  }
+
+  void resume_head() override {
+    net::post(stream().get_executor(), [self = self()] {
+      if (!self->waiting_head_ || self->closed_) return;
+      self->waiting_head_ = false;
+      self->head_timer_->cancel();
+      self->tcp().expires_at(self->head_deadline_);
+      self->continue_head();
     });
   }
 
@@ -463,13 +520,36 @@ class Session : public Connection {
 
   void read_header() {
     set_state(ConnState::kHeader);
+    head_deadline_ = std::chrono::steady_clock::now() + server_.options.header_timeout;
+    tcp().expires_at(head_deadline_);
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits().max_header_bytes));
     parser_->body_limit(limits().max_body_bytes);
-    tcp().expires_after(server_.options.header_timeout);
+    continue_head();
+  }
+
+  // Reads (more of) the head with the parser as it is: it has taken the start line and the whole
+  // fields that came before a wait for head budget.
+  void continue_head() {
     http::async_read_header(
         stream(), buffer_, *parser_,
         [self = self()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  // A long head found the budget spent: it waits, unread (the client's sends back up in the
+  // socket), until some is given back, within the head's own deadline (header_timeout).
+  void wait_for_head_budget() {
+    buffer_.clear_over_budget();
+    waiting_head_ = true;
+    if (!head_timer_) head_timer_.emplace(stream().get_executor());
+    head_timer_->expires_at(head_deadline_);
+    head_timer_->async_wait([self = self()](beast::error_code ec) {
+      if (ec || !self->waiting_head_) return;
+      self->waiting_head_ = false;
+      ++self->server_.timeouts;
+      self->close();
+    });
+    server_.wait_for_head_budget(self(), buffer_.failed_at());
   }
 
   void on_header(const beast::error_code& ec) {
@@ -519,7 +599,8 @@ class Session : public Connection {
   void refuse_error(const beast::error_code& ec) {
     if (ec == beast::error::timeout) ++server_.timeouts;
     if (buffer_.over_budget()) {
-      ++server_.overloaded;
+      if (parser_ && !parser_->is_header_done()) return wait_for_head_budget();
+      ++server_.overloaded;  // a body's bytes, read ahead (rare): no head to wait for
       return refuse({503, "the server holds too many long request heads; try again shortly"});
     }
     const auto data = buffer_.data();
@@ -782,6 +863,8 @@ class Session : public Connection {
   void close() {
     if (closed_) return;
     closed_ = true;
+    waiting_head_ = false;
+    if (head_timer_) head_timer_->cancel();
     end_stream_state();
     beast::error_code ignored;
     tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -790,6 +873,9 @@ class Session : public Connection {
 
   HttpServer::Impl& server_;
   ReadBuffer buffer_;
+  std::chrono::steady_clock::time_point head_deadline_;  // of the head being read
+  std::optional<net::steady_timer> head_timer_;          // while waiting for head budget
+  bool waiting_head_ = false;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> message_;
   Request request_;

@@ -621,24 +621,48 @@ TEST_P(HttpServerTest, LongHeadsShareABudgetAndShortOnesNeverWaitForIt) {
   ASSERT_TRUE(first->send(long_head));
   wait_in_flight([](std::uint64_t n) { return n > 8192; });
 
-  auto second = client();  // another one cannot grow as far: 503, not 431, and closed
-  ASSERT_TRUE(second->send(long_head));
-  const auto refused = second->read_answer();
-  EXPECT_EQ(refused.status, 503) << refused.head;
-  EXPECT_NE(refused.head.find("Retry-After: 1"), std::string::npos) << refused.head;
-  EXPECT_EQ(second->read_answer().status, 0);
+  // Another cannot grow as far: it waits, unread, neither refused nor closed (a refused client
+  // would reconnect and send it all again).
+  auto second = client();
+  ASSERT_TRUE(second->send(long_head + "\r\n\r\n"));
 
   auto small = client();  // a short head never draws on the budget
   ASSERT_TRUE(small->send("GET /short HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_EQ(small->read_answer().status, 200);
+  EXPECT_LE(server->stats().header_bytes_in_flight, 20'000U);
 
-  ASSERT_TRUE(first->send("\r\n\r\n"));  // the first head ends: answered
+  ASSERT_TRUE(first->send("\r\n\r\n"));  // the first head ends: answered, its share given back
   EXPECT_EQ(first->read_answer().status, 200);
-  wait_in_flight([](std::uint64_t n) { return n == 0; });
-  std::cerr << "T7 " << std::chrono::steady_clock::now().time_since_epoch().count() / 1000000
-            << "\n";                                 // given back between requests
-  ASSERT_TRUE(first->send(long_head + "\r\n\r\n"));  // and room for a long head again
+  const auto waited = second->read_answer();  // so the second reads on
+  EXPECT_EQ(waited.status, 200) << waited.head;
+  EXPECT_EQ(waited.body, "worker:GET /long [] ");
+  wait_in_flight([](std::uint64_t n) { return n == 0; });  // given back between requests
+  ASSERT_TRUE(first->send(long_head + "\r\n\r\n"));        // and room for a long head again
   EXPECT_EQ(first->read_answer().status, 200);
+}
+
+// A head waiting for budget that never comes is closed at its own deadline (header_timeout),
+// unanswered, as a slow head is.
+TEST_P(HttpServerTest, AHeadWaitingForBudgetKeepsItsDeadline) {
+  HttpServerOptions o;
+  o.max_header_bytes_in_flight = 20'000;
+  o.header_timeout = std::chrono::milliseconds(400);
+  start(o);
+  const std::string long_head =
+      "GET /long HTTP/1.1\r\nHost: x\r\nX-Pad: " + std::string(12'000, 'a');
+  auto first = client();
+  ASSERT_TRUE(first->send(long_head));
+  for (int i = 0; server->stats().header_bytes_in_flight <= 8192; ++i) {
+    ASSERT_LT(i, 2000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  auto second = client();
+  ASSERT_TRUE(second->send(long_head));
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(second->read_answer().status, 0);  // closed, not answered
+  EXPECT_TRUE(second->closed_by_server());
+  EXPECT_GE(server->stats().timeouts, 2U);  // both heads, each at its deadline
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
 }
 
 TEST_P(HttpServerTest, StopAnswersTheRequestsInFlightThenReturns) {
