@@ -203,7 +203,7 @@ struct ServeLimits {
   int max_header_fields = 100;                // 431
   int max_body_bytes = 1 << 20;               // 413
   int max_body_bytes_in_flight = 64 << 20;    // request bodies held at once: 503
-  int max_header_bytes_in_flight = 32 << 20;  // heads past each connection's first 4 KiB: 503
+  int max_header_bytes_in_flight = 32 << 20;  // heads past each connection's first 4 KiB: wait
   int max_json_depth = 32;                    // nesting of a JSON body: 400
   int max_json_values = 10000;                // values in a JSON body: 400
   double idle_timeout_s = 10;                 // a keep-alive connection with no request

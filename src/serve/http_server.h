@@ -11,8 +11,9 @@
 //   by the header limit: a client that pipelines requests and never reads the answers is held up
 //   by the kernel's socket buffers, not by memory of the server's, and closed when its answer
 //   cannot be written in time;
-// - memory: request bodies announced at once (max_body_bytes_in_flight) and read buffers grown
-//   past their first 4 KiB by long heads (max_header_bytes_in_flight), each beyond it 503;
+// - memory: request bodies announced at once (max_body_bytes_in_flight; beyond it 503) and read
+//   buffers grown past their first 4 KiB by long heads (max_header_bytes_in_flight; beyond it a
+//   head waits, unread, within header_timeout);
 // - connections: at most max_connections (beyond it the oldest connection that is idle or still
 //   sending its headers is closed to make room, else the new one), at most
 //   max_connections_per_address from one client address (beyond it new ones are closed);
@@ -54,8 +55,9 @@ struct HttpServerOptions {
   // request that would pass it is answered 503 with Retry-After, unread.
   std::size_t max_body_bytes_in_flight = 64 << 20;
   // Read buffers held at once beyond each connection's first 4 KiB (kReadChunk): what request
-  // heads longer than that take. A head that would pass it is answered 503 with Retry-After and
-  // its connection closed; a buffer gives back what it took once its request is read.
+  // heads longer than that take. A head that would pass it waits, unread, until some is given
+  // back (the oldest waiting first) or header_timeout ends; a buffer gives back what it took
+  // once its request is read.
   std::size_t max_header_bytes_in_flight = 32 << 20;
 
   // On an I/O thread, once a request's head is in and within the limits, before its body is
