@@ -30,7 +30,21 @@ namespace falcon {
 
 namespace {
 
-ConnectionLimit raise_open_files(const ServeLimits& limits, bool tls);
+// Room for the connection limit beside the store, the probes' processes and the streams: the
+// soft limit of open files goes up toward the hard one (1024 is a common default). When the hard
+// limit is too low, a max_connections that was set stays, with a warning; its default is lowered
+// to fit, with a note.
+ConnectionLimit raise_open_files(const ServeLimits& limits, bool tls) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fit_connections(limits, tls, RLIM_INFINITY);
+  const rlim_t want = static_cast<rlim_t>(limits.connection_limit(tls)) + kOpenFilesBeside;
+  if (rl.rlim_cur < want) {
+    rl.rlim_cur = std::min(want, rl.rlim_max);
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fit_connections(limits, tls, RLIM_INFINITY);
+  }
+  return fit_connections(limits, tls, rl.rlim_cur);
+}
 
 }  // namespace
 
@@ -214,26 +228,6 @@ void Daemon::Impl::build_dispatcher(const FabricConfig& config) {
   };
   dispatcher = std::make_shared<Dispatcher>(std::move(d));
 }
-
-// Room for the connection limit beside the store, the probes' processes and the streams: the
-// soft limit of open files goes up toward the hard one (1024 is a common default). When the hard
-// limit is too low, a max_connections that was set stays, with a warning; its default is lowered
-// to fit, with a note.
-namespace {
-
-ConnectionLimit raise_open_files(const ServeLimits& limits, bool tls) {
-  rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fit_connections(limits, tls, RLIM_INFINITY);
-  const rlim_t want = static_cast<rlim_t>(limits.connection_limit(tls)) + kOpenFilesBeside;
-  if (rl.rlim_cur < want) {
-    rl.rlim_cur = std::min(want, rl.rlim_max);
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return fit_connections(limits, tls, RLIM_INFINITY);
-  }
-  return fit_connections(limits, tls, rl.rlim_cur);
-}
-
-}  // namespace
 
 ConnectionLimit fit_connections(const ServeLimits& limits, bool tls, std::uint64_t open_files) {
   ConnectionLimit out{.max_connections = limits.connection_limit(tls)};

@@ -398,10 +398,7 @@ struct StreamState {
 class ReadBuffer : public beast::flat_buffer {
  public:
   ReadBuffer(std::size_t limit, HttpServer::Impl& server)
-      : beast::flat_buffer(limit),
-        server_(server),
-        in_flight_(server.header_bytes),
-        budget_(server.options.max_header_bytes_in_flight) {}
+      : beast::flat_buffer(limit), server_(server) {}
   ~ReadBuffer() { release(); }
   ReadBuffer(const ReadBuffer&) = delete;
   ReadBuffer& operator=(const ReadBuffer&) = delete;
@@ -410,9 +407,10 @@ class ReadBuffer : public beast::flat_buffer {
     auto out = beast::flat_buffer::prepare(n);  // throws std::length_error past the limit
     if (capacity() > kReadChunk + counted_) {
       const std::uint64_t more = capacity() - kReadChunk - counted_;
-      if (in_flight_.fetch_add(more) + more > budget_) {
+      if (server_.header_bytes.fetch_add(more) + more >
+          server_.options.max_header_bytes_in_flight) {
         failed_at_ = server_.head_releases_now();
-        in_flight_.fetch_sub(more);
+        server_.header_bytes.fetch_sub(more);
         shrink_to_fit();  // keeps what was read, gives back what was just taken
         over_budget_ = true;
         throw std::length_error("max_header_bytes_in_flight");
@@ -441,13 +439,11 @@ class ReadBuffer : public beast::flat_buffer {
  private:
   void release() {
     if (counted_ == 0) return;
-    in_flight_.fetch_sub(counted_);
+    server_.header_bytes.fetch_sub(counted_);
     counted_ = 0;
     server_.head_budget_freed();
   }
   HttpServer::Impl& server_;
-  std::atomic<std::uint64_t>& in_flight_;
-  const std::uint64_t budget_;
   std::uint64_t counted_ = 0;
   std::uint64_t failed_at_ = 0;
   bool over_budget_ = false;
@@ -520,7 +516,7 @@ class Session : public Connection {
 
   void read_header() {
     set_state(ConnState::kHeader);
-    head_deadline_ = std::chrono::steady_clock::now() + server_.options.header_timeout;
+    head_deadline_ = Clock::now() + server_.options.header_timeout;
     tcp().expires_at(head_deadline_);
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(limits().max_header_bytes));
@@ -873,8 +869,8 @@ class Session : public Connection {
 
   HttpServer::Impl& server_;
   ReadBuffer buffer_;
-  std::chrono::steady_clock::time_point head_deadline_;  // of the head being read
-  std::optional<net::steady_timer> head_timer_;          // while waiting for head budget
+  Clock::time_point head_deadline_;              // of the head being read
+  std::optional<net::steady_timer> head_timer_;  // while waiting for head budget
   bool waiting_head_ = false;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::string_body>> message_;
