@@ -198,6 +198,7 @@ struct ServeLimits {
     return max_connections.value_or(tls ? kDefaultMaxTlsConnections : kDefaultMaxConnections);
   }
   int max_connections_per_address = 128;      // beyond: new ones from that address are closed
+  int max_tls_handshakes = 256;               // of max_connections; beyond: the oldest closed
   int max_target_bytes = 8 << 10;             // request target (path and query): 414
   int max_header_bytes = 16 << 10;            // request line and headers: 431
   int max_header_fields = 100;                // 431

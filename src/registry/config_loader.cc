@@ -955,6 +955,7 @@ void parse_serve(Problems& problems, const std::optional<YAML::Node>& node, Serv
     constexpr int kMaxBytes = 1 << 30;
     if (int n = 0; l->read_int("max_connections", 1, 1000000, &n)) m.max_connections = n;
     l->read_int("max_connections_per_address", 1, 1000000, &m.max_connections_per_address);
+    l->read_int("max_tls_handshakes", 1, 1000000, &m.max_tls_handshakes);
     l->read_int("max_target_bytes", 256, 1 << 20, &m.max_target_bytes);
     l->read_int("max_header_bytes", 1024, 1 << 20, &m.max_header_bytes);
     l->read_int("max_header_fields", 8, 10000, &m.max_header_fields);

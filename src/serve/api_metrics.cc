@@ -155,10 +155,14 @@ void write_server_metrics(PrometheusText& out, const serve::HttpServer::Stats& h
              "Of the connections open, those waiting for their next request (the first closed "
              "to make room at serve.limits.max_connections)");
   out.sample("falcon_http_connections_idle", {}, static_cast<double>(http_stats.connections_idle));
+  out.family("falcon_http_tls_handshakes", "gauge",
+             "Of the connections open, those in their TLS handshake (the oldest closed to make "
+             "room at serve.limits.max_tls_handshakes)");
+  out.sample("falcon_http_tls_handshakes", {}, static_cast<double>(http_stats.handshakes));
   out.family("falcon_http_connections_total", "counter",
              "Client connections by what became of them at accept: accepted, refused (over "
-             "serve.limits.max_connections or max_connections_per_address), evicted (idle or "
-             "slow, closed to make room)");
+             "serve.limits.max_connections or max_connections_per_address), evicted (idle, "
+             "slow or in a TLS handshake, closed to make room)");
   out.sample("falcon_http_connections_total", {{"result", "accepted"}},
              static_cast<double>(http_stats.connections_accepted));
   out.sample("falcon_http_connections_total", {{"result", "refused"}},

@@ -273,6 +273,7 @@ ApiServer::Impl::Impl(ApiServerOptions o) : options(std::move(o)) {
   h.limits.max_body_bytes = static_cast<std::size_t>(l.max_body_bytes);
   h.max_connections = static_cast<std::size_t>(l.connection_limit(!options.tls_cert.empty()));
   h.max_connections_per_address = static_cast<std::size_t>(l.max_connections_per_address);
+  h.max_handshakes = static_cast<std::size_t>(l.max_tls_handshakes);
   h.idle_timeout = seconds_to_ms(l.idle_timeout_s);
   h.header_timeout = seconds_to_ms(l.header_timeout_s);
   h.body_timeout = seconds_to_ms(l.body_timeout_s);

@@ -23,6 +23,7 @@
 #include <cctype>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -224,6 +225,10 @@ class Connection {
   void set_evicting(bool e) { evicting_.store(e, std::memory_order_relaxed); }
   const std::string& address() const { return address_; }
 
+  // Under the server's table_mutex: where the connection is in the server's list of TLS
+  // handshakes under way, if it is.
+  std::optional<std::list<Connection*>::iterator> handshake_at;
+
  protected:
   std::string address_;
 
@@ -259,6 +264,8 @@ struct HttpServer::Impl {
   std::size_t sample_at = 0;
   std::unordered_map<std::string, std::size_t> per_address;
   std::size_t streams = 0;
+  // TLS handshakes under way and not chosen to make room, oldest first (max_handshakes).
+  std::list<Connection*> handshakes;
 
   std::atomic<std::uint64_t> accepted{0};
   std::atomic<std::uint64_t> refused{0};
@@ -298,9 +305,20 @@ struct HttpServer::Impl {
 
   void do_accept();
   void on_accept(const beast::error_code& ec, tcp::socket socket);
-  bool admit(const std::string& address);
-  void enroll(const std::shared_ptr<Connection>& c);
+  bool admit(const std::string& address, bool tls);
+  std::shared_ptr<Connection> oldest_handshake(std::vector<std::shared_ptr<Connection>>& keep);
+  void enroll(const std::shared_ptr<Connection>& c, bool tls);
   void forget(Connection* c);
+  // The connection's TLS handshake ended (either way) or it was chosen to make room.
+  void handshake_over(Connection* c) {
+    std::lock_guard lock(table_mutex);
+    end_handshake(c);
+  }
+  void end_handshake(Connection* c) {  // under table_mutex
+    if (!c->handshake_at) return;
+    handshakes.erase(*c->handshake_at);
+    c->handshake_at.reset();
+  }
   void maybe_finish();
 
   // Runs `job` on a worker unless too many wait; false when refused.
@@ -919,6 +937,7 @@ class TlsSession final : public Session<TlsSession>,
     tcp().expires_after(server_.options.header_timeout);
     stream_.async_handshake(ssl::stream_base::server,
                             [self = shared_from_this()](beast::error_code ec) {
+                              self->server_.handshake_over(self.get());
                               if (ec) {
                                 if (ec == beast::error::timeout) ++self->server_.timeouts;
                                 return self->close();
@@ -963,7 +982,8 @@ void HttpServer::Impl::on_accept(const beast::error_code& ec, tcp::socket socket
     return;
   }
   std::string address = peer.address().to_string();
-  if (!admit(address)) {
+  auto context = tls_context();
+  if (!admit(address, context != nullptr)) {
     ++refused;
     beast::error_code ignored;
     socket.close(ignored);
@@ -972,26 +992,26 @@ void HttpServer::Impl::on_accept(const beast::error_code& ec, tcp::socket socket
   }
   ++accepted;
   socket.set_option(tcp::no_delay(true), endpoint_ec);  // small JSON answers: no Nagle delay
-  std::shared_ptr<Connection> c;
-  if (auto context = tls_context()) {
+  if (context) {
     auto s = std::make_shared<TlsSession>(*this, std::move(socket), address, std::move(context));
-    c = s;
-    enroll(c);
+    enroll(s, true);
     s->start();
   } else {
     auto s = std::make_shared<PlainSession>(*this, std::move(socket), address);
-    c = s;
-    enroll(c);
+    enroll(s, false);
     s->start();
   }
   do_accept();
 }
 
-// Counts `address` in (true) or refuses it (false). At max_connections, the oldest of a sample
-// of connections that are idle or still sending their request head is closed to make room
-// (kEvictionSample of them, so that a storm of connections costs O(1) each): slow clients
-// cannot hold every slot, a client with a request in progress is never cut off.
-bool HttpServer::Impl::admit(const std::string& address) {
+// Counts `address` in (true) or refuses it (false). At max_handshakes (a TLS connection), the
+// oldest handshake under way is closed to make room: half handshakes, each holding OpenSSL's and
+// Asio's buffers, cannot take the server's memory, and whole ones do not wait behind them. At
+// max_connections, the oldest of a sample of connections that are idle or still sending their
+// request head is closed to make room (kEvictionSample of them, so that a storm of connections
+// costs O(1) each): slow clients cannot hold every slot, a client with a request in progress is
+// never cut off.
+bool HttpServer::Impl::admit(const std::string& address, bool tls) {
   std::shared_ptr<Connection> victim;
   std::vector<std::shared_ptr<Connection>> sampled;  // released after the lock (live_connections)
   {
@@ -1001,7 +1021,11 @@ bool HttpServer::Impl::admit(const std::string& address) {
       if (mine == 0) per_address.erase(address);
       return false;
     }
-    if (connections.size() >= options.max_connections) {
+    if (tls && handshakes.size() >= options.max_handshakes) {
+      victim = oldest_handshake(sampled);  // also a slot of max_connections
+      if (victim) victim->set_evicting(true);
+    }
+    if (!victim && connections.size() >= options.max_connections) {
       Clock::rep oldest = 0;
       const std::size_t n = order.size();
       for (std::size_t k = 0; k < std::min(n, kEvictionSample); ++k) {
@@ -1021,6 +1045,7 @@ bool HttpServer::Impl::admit(const std::string& address) {
         return false;
       }
       victim->set_evicting(true);
+      end_handshake(victim.get());
     }
     ++mine;
   }
@@ -1031,15 +1056,35 @@ bool HttpServer::Impl::admit(const std::string& address) {
   return true;
 }
 
-void HttpServer::Impl::enroll(const std::shared_ptr<Connection>& c) {
+// Under table_mutex: the oldest TLS handshake under way, taken off the list (its slot is the
+// newcomer's), or null if none is alive. What it takes off the list and passes over goes into
+// `keep`, to be released after the lock.
+std::shared_ptr<Connection> HttpServer::Impl::oldest_handshake(
+    std::vector<std::shared_ptr<Connection>>& keep) {
+  while (!handshakes.empty()) {
+    Connection* raw = handshakes.front();
+    end_handshake(raw);
+    // None once its last reference is gone: it is on its way out of the table anyway.
+    const auto it = connections.find(raw);
+    if (it == connections.end()) continue;
+    auto c = it->second.connection.lock();
+    if (c && !c->evicting()) return c;
+    if (c) keep.push_back(std::move(c));  // its last reference must not go under the lock
+  }
+  return nullptr;
+}
+
+void HttpServer::Impl::enroll(const std::shared_ptr<Connection>& c, bool tls) {
   std::lock_guard lock(table_mutex);
   connections.emplace(c.get(), Slot{c, order.size()});
   order.push_back(c.get());
+  if (tls) c->handshake_at = handshakes.insert(handshakes.end(), c.get());
 }
 
 void HttpServer::Impl::forget(Connection* c) {
   {
     std::lock_guard lock(table_mutex);
+    end_handshake(c);
     if (const auto it = connections.find(c); it != connections.end()) {
       const std::size_t index = it->second.index;
       order[index] = order.back();
@@ -1213,6 +1258,7 @@ HttpServer::Stats HttpServer::stats() const {
   {
     std::lock_guard lock(impl_->table_mutex);
     s.connections_open = impl_->connections.size();
+    s.handshakes = impl_->handshakes.size();
     s.streams_open = impl_->streams;
   }
   const auto live = impl_->live_connections();

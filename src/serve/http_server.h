@@ -15,8 +15,10 @@
 //   buffers grown past their first 4 KiB by long heads (max_header_bytes_in_flight; beyond it a
 //   head waits, unread, within header_timeout);
 // - connections: at most max_connections (beyond it the oldest connection that is idle or still
-//   sending its headers is closed to make room, else the new one), at most
-//   max_connections_per_address from one client address (beyond it new ones are closed);
+//   sending its headers is closed to make room, else the new one), of them at most
+//   max_handshakes in a TLS handshake (beyond it the oldest handshake is closed: one holds
+//   about 100 KiB until it ends), at most max_connections_per_address from one client address
+//   (beyond it new ones are closed);
 // - work: requests that may block run on `workers` threads, at most max_queued waiting for one
 //   (beyond it 503 with Retry-After); streamed answers run on threads of their own, at most
 //   max_streams (beyond it 503).
@@ -43,6 +45,7 @@ struct HttpServerOptions {
   HttpLimits limits;
   std::size_t max_connections = 1024;
   std::size_t max_connections_per_address = 128;
+  std::size_t max_handshakes = 256;                  // TLS connections still in their handshake
   std::chrono::milliseconds idle_timeout{10'000};    // keep-alive: until a request starts
   std::chrono::milliseconds header_timeout{10'000};  // TLS handshake; a request's headers
   std::chrono::milliseconds body_timeout{30'000};    // a request's body
@@ -115,6 +118,7 @@ class HttpServer {
   struct Stats {
     std::uint64_t connections_open = 0;
     std::uint64_t connections_idle = 0;  // of those open, waiting for a request (evictable)
+    std::uint64_t handshakes = 0;        // of those open, in a TLS handshake (of max_handshakes)
     std::uint64_t connections_accepted = 0;
     std::uint64_t connections_refused = 0;  // over a connection limit (closed at once)
     std::uint64_t connections_evicted = 0;  // idle or slow, closed to make room

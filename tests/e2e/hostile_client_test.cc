@@ -171,6 +171,28 @@ class HostileClientTest : public ::testing::Test {
     return start("", extra);
   }
 
+  // --tls-cert and --tls-key of a self-signed certificate made for the test.
+  std::vector<std::string> tls_flags() {
+    const std::string cert = (dir_.path() / "cert.pem").string();
+    const std::string key = (dir_.path() / "key.pem").string();
+    const std::string command =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout " + key +
+        " -out " + cert + " >/dev/null 2>&1";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    return {"--tls-cert", cert, "--tls-key", key};
+  }
+  // A sample of /metrics without labels, or one with its labels as written ("a{b=\"c\"}").
+  static double metric(int port, const std::string& sample, bool tls) {
+    const auto answer = ask(port, testing::http_get("/metrics", port), tls);
+    EXPECT_EQ(answer.status, 200);
+    std::istringstream lines(answer.body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
+    }
+    ADD_FAILURE() << "no " << sample << " in /metrics";
+    return -1;
+  }
+
   static std::string bearer(const char* token) {
     return std::string("Authorization: Bearer ") + token + "\r\n";
   }
@@ -408,14 +430,7 @@ TEST_F(HostileClientTest, LongUnfinishedHeadsShareABudget) {
 
 // TLS: clients that trickle their headers hold no thread (the same server as plain HTTP).
 TEST_F(HostileClientTest, TlsClientsTricklingHeadersCannotStarveTheProbes) {
-  const std::string cert = (dir_.path() / "cert.pem").string();
-  const std::string key = (dir_.path() / "key.pem").string();
-  ASSERT_EQ(std::system(("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                         "-keyout " +
-                         key + " -out " + cert + " >/dev/null 2>&1")
-                            .c_str()),
-            0);
-  auto serve = start("", {"--tls-cert", cert, "--tls-key", key});
+  auto serve = start("", tls_flags());
   const int port = serve->port();
   Watch watch(port, serve->pid(), true);
   std::vector<std::unique_ptr<RawHttpClient>> clients;
@@ -433,6 +448,44 @@ TEST_F(HostileClientTest, TlsClientsTricklingHeadersCannotStarveTheProbes) {
   }
   watch.stop();
   watch.expect_healthy("TLS trickling");
+}
+
+// Half TLS handshakes (a record announcing 16 KiB of handshake, then half of it and nothing
+// more) cannot hold more than serve.limits.max_tls_handshakes slots: each new one closes the
+// oldest, whole handshakes go on, and a client past its handshake keeps its connection even
+// with max_connections far below the number of attackers (the half ones make room among
+// themselves, not by closing it).
+TEST_F(HostileClientTest, HalfTlsHandshakesMakeRoomAmongThemselves) {
+  auto serve = start(
+      "  limits: {max_connections: 64, max_connections_per_address: 64, "
+      "max_tls_handshakes: 16}\n",
+      tls_flags());
+  const int port = serve->port();
+  RawHttpClient::Options o;
+  o.tls = true;
+  RawHttpClient keeper(port, o);
+  keeper.send(testing::http_get("/healthz", port));
+  ASSERT_EQ(keeper.read_answer().status, 200);
+  const std::string half = std::string("\x16\x03\x01\x40\x00", 5) + std::string(8192, '\x01');
+  constexpr int kHalf = 200;
+  std::vector<std::unique_ptr<RawHttpClient>> halves;
+  for (int i = 0; i < kHalf; ++i) {
+    RawHttpClient::Options h;  // plain TCP: the bytes of a TLS record are the test's own
+    h.source_address = "127.0.3." + std::to_string(1 + i % 50);
+    halves.push_back(std::make_unique<RawHttpClient>(port, h));
+    halves.back()->send(half);
+  }
+  // Every half handshake past the 16 closed one (each /metrics asked makes room for itself too).
+  for (int i = 0;
+       metric(port, "falcon_http_connections_total{result=\"evicted\"}", true) < kHalf - 16; ++i) {
+    ASSERT_LT(i, 1000) << "the half handshakes were never closed to make room";
+  }
+  EXPECT_LE(metric(port, "falcon_http_tls_handshakes", true), 16);
+  Watch watch(port, serve->pid(), true);  // whole handshakes, 16 half ones held meanwhile
+  watch.stop();
+  watch.expect_healthy("half TLS handshakes");
+  keeper.send(testing::http_get("/healthz", port));
+  EXPECT_EQ(keeper.read_answer().status, 200) << "the client past its handshake was cut off";
 }
 
 // With a read token: its follows and its heavy lists are capped per token (429 with

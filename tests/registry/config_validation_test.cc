@@ -466,6 +466,7 @@ TEST(ConfigValidation, ServeSectionDefaults) {
   EXPECT_EQ(serve.limits.connection_limit(false), 16384);
   EXPECT_EQ(serve.limits.connection_limit(true), 1024);
   EXPECT_EQ(serve.limits.max_header_bytes_in_flight, 32 << 20);
+  EXPECT_EQ(serve.limits.max_tls_handshakes, 256);
   EXPECT_EQ(serve.limits.max_body_bytes, 1 << 20);
   EXPECT_EQ(serve.limits.max_requests_per_token, 8);
   EXPECT_DOUBLE_EQ(serve.limits.header_timeout_s, 10.0);
@@ -479,7 +480,8 @@ TEST(ConfigValidation, ServeLimitsAndBrowserKeys) {
       "  allowed_origins: ['https://dash.example.com']\n"
       "  limits:\n    max_connections: 2000\n    max_connections_per_address: 50\n"
       "    max_body_bytes: 65536\n    header_timeout_s: 2.5\n    max_streams_per_token: 2\n"
-      "    max_exports: 1\n    max_queued_exports: 0\n    max_header_bytes_in_flight: 4096\n";
+      "    max_exports: 1\n    max_queued_exports: 0\n    max_header_bytes_in_flight: 4096\n"
+      "    max_tls_handshakes: 64\n";
   const ServeSettings serve = parse_fabric_config(yaml, "repos.yaml").serve;
   EXPECT_EQ(serve.allowed_hosts,
             (std::vector<std::string>{"falcon.example.com", "lb.internal:8443", "*"}));
@@ -488,6 +490,7 @@ TEST(ConfigValidation, ServeLimitsAndBrowserKeys) {
   EXPECT_EQ(serve.limits.connection_limit(true), 2000);  // set: the same over TLS
   EXPECT_EQ(serve.limits.max_connections_per_address, 50);
   EXPECT_EQ(serve.limits.max_header_bytes_in_flight, 4096);
+  EXPECT_EQ(serve.limits.max_tls_handshakes, 64);
   EXPECT_EQ(serve.limits.max_body_bytes, 65536);
   EXPECT_DOUBLE_EQ(serve.limits.header_timeout_s, 2.5);
   EXPECT_EQ(serve.limits.max_streams_per_token, 2);
@@ -506,6 +509,8 @@ TEST(ConfigValidation, ServeLimitsAndBrowserKeys) {
               Contains(HasSubstr("serve.limits.max_connections_per_address: must be at most "
                                  "max_connections (1024, its default over TLS: set it to allow "
                                  "more), got 2000")));
+  EXPECT_THAT(bad("  limits:\n    max_tls_handshakes: 0\n"),
+              Contains(HasSubstr("serve.limits.max_tls_handshakes: must be between 1 and")));
   EXPECT_THAT(bad("  limits:\n    max_header_bytes_in_flight: 100\n"),
               Contains(HasSubstr("serve.limits.max_header_bytes_in_flight: must be between 1024 "
                                  "and")));

@@ -559,6 +559,54 @@ TEST_P(HttpServerTest, NewcomersArrivingTogetherEachCloseAConnectionOfTheirOwn) 
   EXPECT_EQ(server->stats().connections_open, 5U);
 }
 
+// At max_handshakes a new TLS connection closes the oldest handshake under way, however much
+// room max_connections leaves: half handshakes (each holding about 100 KiB of TLS buffers) cannot
+// take the server's memory. A connection past its handshake is left alone. Over plain HTTP
+// there is no handshake to count.
+TEST_P(HttpServerTest, AtTheHandshakeLimitTheOldestHandshakeMakesRoom) {
+  HttpServerOptions o;
+  o.max_handshakes = 2;
+  start(o);
+  const auto wait_handshakes = [&](std::uint64_t n) {
+    for (int i = 0; server->stats().handshakes != n; ++i) {
+      ASSERT_LT(i, 10'000) << "the server never counted " << n << " handshakes under way";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  };
+  auto done = client();  // over TLS: past its handshake
+  done->send(get("/io"));
+  EXPECT_EQ(done->read_answer().status, 200);
+  wait_handshakes(0);
+  // Connections that never send a byte: over TLS, handshakes that never end.
+  std::vector<std::unique_ptr<RawHttpClient>> silent;
+  for (std::uint64_t i = 1; i <= 2; ++i) {
+    silent.push_back(std::make_unique<RawHttpClient>(port, RawHttpClient::Options{}));
+    ASSERT_TRUE(silent.back()->connected());
+    wait_handshakes(tls() ? i : 0);
+  }
+  silent.push_back(std::make_unique<RawHttpClient>(port, RawHttpClient::Options{}));
+  if (!tls()) {
+    for (auto& c : silent) {
+      c->send(get("/io"));
+      EXPECT_EQ(c->read_answer().status, 200);
+    }
+    EXPECT_EQ(server->stats().connections_evicted, 0U);
+    return;
+  }
+  EXPECT_TRUE(silent[0]->closed_by_server()) << "the oldest handshake was left open";
+  wait_handshakes(2);
+  EXPECT_EQ(server->stats().connections_evicted, 1U);
+  done->send(get("/io"));  // the finished handshake was not the one to go
+  EXPECT_EQ(done->read_answer().status, 200);
+  // A whole handshake is not held up by the half ones: it closes the oldest and goes on.
+  auto another = client();
+  ASSERT_TRUE(another->connected());
+  another->send(get("/io"));
+  EXPECT_EQ(another->read_answer().status, 200);
+  EXPECT_TRUE(silent[1]->closed_by_server());
+  EXPECT_EQ(server->stats().connections_evicted, 2U);
+}
+
 TEST_P(HttpServerTest, WorkBeyondTheQueueIsRefusedWithRetryAfter) {
   HttpServerOptions o;
   o.workers = 1;
