@@ -306,7 +306,7 @@ struct HttpServer::Impl {
   void do_accept();
   void on_accept(const beast::error_code& ec, tcp::socket socket);
   bool admit(const std::string& address, bool tls);
-  std::shared_ptr<Connection> oldest_handshake(std::vector<std::shared_ptr<Connection>>& keep);
+  std::shared_ptr<Connection> oldest_handshake();
   void enroll(const std::shared_ptr<Connection>& c, bool tls);
   void forget(Connection* c);
   // The connection's TLS handshake ended (either way) or it was chosen to make room.
@@ -1022,8 +1022,7 @@ bool HttpServer::Impl::admit(const std::string& address, bool tls) {
       return false;
     }
     if (tls && handshakes.size() >= options.max_handshakes) {
-      victim = oldest_handshake(sampled);  // also a slot of max_connections
-      if (victim) victim->set_evicting(true);
+      victim = oldest_handshake();  // also a slot of max_connections
     }
     if (!victim && connections.size() >= options.max_connections) {
       Clock::rep oldest = 0;
@@ -1044,6 +1043,8 @@ bool HttpServer::Impl::admit(const std::string& address, bool tls) {
         if (mine == 0) per_address.erase(address);
         return false;
       }
+    }
+    if (victim) {  // not chosen again, and its handshake's slot is the newcomer's
       victim->set_evicting(true);
       end_handshake(victim.get());
     }
@@ -1056,20 +1057,13 @@ bool HttpServer::Impl::admit(const std::string& address, bool tls) {
   return true;
 }
 
-// Under table_mutex: the oldest TLS handshake under way, taken off the list (its slot is the
-// newcomer's), or null if none is alive. What it takes off the list and passes over goes into
-// `keep`, to be released after the lock.
-std::shared_ptr<Connection> HttpServer::Impl::oldest_handshake(
-    std::vector<std::shared_ptr<Connection>>& keep) {
+// Under table_mutex: the oldest TLS handshake under way, or null if none is alive. A connection
+// chosen to make room leaves the list as it is chosen, so none on it is being closed already.
+std::shared_ptr<Connection> HttpServer::Impl::oldest_handshake() {
   while (!handshakes.empty()) {
     Connection* raw = handshakes.front();
-    end_handshake(raw);
-    // None once its last reference is gone: it is on its way out of the table anyway.
-    const auto it = connections.find(raw);
-    if (it == connections.end()) continue;
-    auto c = it->second.connection.lock();
-    if (c && !c->evicting()) return c;
-    if (c) keep.push_back(std::move(c));  // its last reference must not go under the lock
+    if (auto c = connections.at(raw).connection.lock()) return c;
+    end_handshake(raw);  // its last reference is gone: on its way out of the table anyway
   }
   return nullptr;
 }
